@@ -1,0 +1,47 @@
+// The Runtime owns everything that outlives one op: the configuration, the kernel cache
+// (memory and disk), the NVRTC compiler and the modules loaded on each device. One Runtime is
+// shared by every op and every thread of a process; the caller owns it and keeps it alive
+// longer than the ops built from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace shardjit {
+
+// Each field left empty takes its value from the environment (see `shardjit info`), then from
+// the built-in default.
+struct RuntimeOptions {
+  std::optional<std::string> cache_dir;          // SHARDJIT_CACHE_DIR
+  std::optional<bool> jit;                       // SHARDJIT_JIT: false = cache-only
+  std::optional<std::string> template_dir;       // SHARDJIT_TEMPLATE_DIR
+  std::optional<std::uint64_t> cache_max_bytes;  // SHARDJIT_CACHE_MAX_BYTES
+  std::optional<std::string> dump_dir;           // SHARDJIT_DUMP_DIR
+  std::optional<std::string> log_level;          // SHARDJIT_LOG_LEVEL
+  std::optional<std::string> arch;               // SHARDJIT_ARCH: compile target, e.g. "sm_90a"
+};
+
+class Runtime {
+ public:
+  explicit Runtime(const RuntimeOptions& options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const std::string& cache_dir() const;
+  bool jit_enabled() const;
+
+  // The internals that the ops of the library reach through; not part of the stable API.
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The library's version, "MAJOR.MINOR.PATCH".
+const char* version() noexcept;
+
+}  // namespace shardjit

@@ -1,0 +1,8 @@
+// Everything of the public C++ API.
+#pragma once
+
+#include "shardjit/dtype.hpp"
+#include "shardjit/error.hpp"
+#include "shardjit/linear_logp.hpp"
+#include "shardjit/runtime.hpp"
+#include "shardjit/tensor.hpp"

@@ -1,0 +1,111 @@
+#include "runtime/env.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+constexpr std::array<EnvKnob, 7> kKnobs{{
+    {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
+     "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
+    {"SHARDJIT_JIT", "bool", "1",
+     "0: cache-only mode; a kernel missing from the cache is an error naming the prewarm command."},
+    {"SHARDJIT_TEMPLATE_DIR", "path", "(embedded)",
+     "Load kernel templates from this folder instead of the copies built into the library."},
+    {"SHARDJIT_CACHE_MAX_BYTES", "bytes", "4G",
+     "Size cap of the disk cache; least recently used entries are evicted past it."},
+    {"SHARDJIT_DUMP_DIR", "path", "(off)",
+     "Write the source, PTX and CUBIN of every compile into this folder."},
+    {"SHARDJIT_LOG_LEVEL", "level", "warn",
+     "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
+    {"SHARDJIT_ARCH", "string", "(the device's)",
+     "Compile target such as sm_80 or sm_90a; default: the arch of the current device."},
+}};
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string default_cache_dir() {
+  if (auto xdg = env("XDG_CACHE_HOME")) return (std::filesystem::path(*xdg) / "shardjit").string();
+  if (auto home = env("HOME")) return (std::filesystem::path(*home) / ".cache" / "shardjit").string();
+  return (std::filesystem::temp_directory_path() / "shardjit-cache").string();
+}
+
+[[noreturn]] void bad_value(const char* name, const std::string& value, const char* expected) {
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string(name) + "='" + value + "' is not valid; expected " + expected);
+}
+
+}  // namespace
+
+std::span<const EnvKnob> env_knobs() { return kKnobs; }
+
+std::optional<bool> parse_bool(const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "1" || lower == "true" || lower == "on" || lower == "yes") return true;
+  if (lower == "0" || lower == "false" || lower == "off" || lower == "no") return false;
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> parse_bytes(const std::string& text) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  std::size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string suffix = text.substr(used);
+  std::uint64_t scale = 1;
+  if (suffix == "" || suffix == "B") scale = 1;
+  else if (suffix == "K" || suffix == "KiB") scale = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB") scale = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB") scale = 1ull << 30;
+  else if (suffix == "T" || suffix == "TiB") scale = 1ull << 40;
+  else return std::nullopt;
+  if (value > UINT64_MAX / scale) return std::nullopt;
+  return value * scale;
+}
+
+RuntimeConfig resolve_config(const RuntimeOptions& options) {
+  RuntimeConfig config;
+  config.cache_dir = options.cache_dir.value_or(env("SHARDJIT_CACHE_DIR").value_or(default_cache_dir()));
+
+  if (options.jit) {
+    config.jit = *options.jit;
+  } else if (auto text = env("SHARDJIT_JIT")) {
+    auto parsed = parse_bool(*text);
+    if (!parsed) bad_value("SHARDJIT_JIT", *text, "0 or 1");
+    config.jit = *parsed;
+  }
+
+  config.template_dir = options.template_dir ? options.template_dir : env("SHARDJIT_TEMPLATE_DIR");
+
+  config.cache_max_bytes = 4ull << 30;
+  if (options.cache_max_bytes) {
+    config.cache_max_bytes = *options.cache_max_bytes;
+  } else if (auto text = env("SHARDJIT_CACHE_MAX_BYTES")) {
+    auto parsed = parse_bytes(*text);
+    if (!parsed) bad_value("SHARDJIT_CACHE_MAX_BYTES", *text, "a byte count such as 4G or 500M");
+    config.cache_max_bytes = *parsed;
+  }
+
+  config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
+  config.log_level = options.log_level.value_or(env("SHARDJIT_LOG_LEVEL").value_or("warn"));
+  config.arch = options.arch ? options.arch : env("SHARDJIT_ARCH");
+  return config;
+}
+
+}  // namespace shardjit

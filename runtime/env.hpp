@@ -1,0 +1,42 @@
+// The one table of environment knobs, and the configuration object they are read into once,
+// when a Runtime is built. Nothing else in the library calls getenv.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "shardjit/runtime.hpp"
+
+namespace shardjit {
+
+struct EnvKnob {
+  const char* name;
+  const char* type;           // "path", "bool", "bytes", "string", "level"
+  const char* default_value;  // as text, for `shardjit info` and the README
+  const char* doc;
+};
+
+std::span<const EnvKnob> env_knobs();
+
+struct RuntimeConfig {
+  std::string cache_dir;
+  bool jit = true;
+  std::optional<std::string> template_dir;
+  std::uint64_t cache_max_bytes = 0;
+  std::optional<std::string> dump_dir;
+  std::string log_level;
+  std::optional<std::string> arch;  // empty: the device's own
+};
+
+// Options set in code win over the environment, which wins over the defaults. Throws
+// Error(kInvalidArgument) naming the variable when a value cannot be parsed.
+RuntimeConfig resolve_config(const RuntimeOptions& options);
+
+// Parses "1", "0", "true", "false", "on", "off", "yes", "no".
+std::optional<bool> parse_bool(const std::string& text);
+// Parses a byte count: a number with an optional K, M, G or T suffix (powers of 1024).
+std::optional<std::uint64_t> parse_bytes(const std::string& text);
+
+}  // namespace shardjit

@@ -1,0 +1,57 @@
+#include "runtime/runtime_impl.hpp"
+
+#include "runtime/build_info.hpp"
+#include "runtime/logging.hpp"
+
+namespace shardjit {
+namespace {
+
+RuntimeConfig configure(const RuntimeOptions& options) {
+  RuntimeConfig config = resolve_config(options);
+  set_log_level(config.log_level);
+  return config;
+}
+
+}  // namespace
+
+Runtime::Impl::Impl(const RuntimeOptions& options) : config(configure(options)), cache(config) {}
+
+DeviceContext& Runtime::Impl::device(int ordinal) {
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  auto found = devices_.find(ordinal);
+  if (found == devices_.end()) {
+    found = devices_.emplace(ordinal, std::make_unique<DeviceContext>(ordinal)).first;
+  }
+  return *found->second;
+}
+
+std::shared_ptr<const LoadedKernel> Runtime::Impl::load(const KernelSpec& spec, int ordinal,
+                                                        const std::string& prewarm_hint) {
+  DeviceContext& context = device(ordinal);
+  const std::string arch = context.arch();
+  auto slot = std::make_pair(spec.canonical_text() + "@" + arch, ordinal);
+  {
+    std::lock_guard<std::mutex> lock(loaded_mutex_);
+    auto found = loaded_.find(slot);
+    if (found != loaded_.end()) return found->second;
+  }
+  CachedKernel cached = cache.get(spec, arch, prewarm_hint);
+  auto module = std::make_shared<const LoadedModule>(context, cached.kernel->cubin);
+  auto kernel = std::make_shared<LoadedKernel>();
+  kernel->function = module->function(cached.kernel->lowered_name);
+  kernel->module = module;
+  kernel->spec_text = cached.kernel->spec_text;
+  std::lock_guard<std::mutex> lock(loaded_mutex_);
+  // Two threads may have loaded the same kernel; keep the first, drop the other module.
+  return loaded_.emplace(slot, std::move(kernel)).first->second;
+}
+
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Runtime::~Runtime() = default;
+
+const std::string& Runtime::cache_dir() const { return impl_->config.cache_dir; }
+bool Runtime::jit_enabled() const { return impl_->config.jit; }
+
+const char* version() noexcept { return SHARDJIT_VERSION_STRING; }
+
+}  // namespace shardjit
