@@ -1,0 +1,48 @@
+// NVRTC: specialized template source -> CUBIN for one arch. Owns each nvrtcProgram for the
+// length of one compile. A failed compile raises Error(kCompileFailed) carrying the NVRTC log
+// and the template lines it points at; the log is also written to the "shardjit" logger.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardjit {
+
+// What the compiler is given: a flattened source and the template instance to take from it.
+struct KernelSource {
+  std::string spec_text;        // canonical KernelSpec text (for messages and dumps)
+  std::string name_expression;  // C++ template instance, e.g. "shardjit::kernels::f<1, int>"
+  std::string source;           // flattened template source (TemplateSources::flatten)
+};
+
+struct CompiledKernel {
+  std::string spec_text;
+  std::string arch;
+  std::string lowered_name;  // the mangled symbol to look up in the module
+  std::string cubin;
+  std::string log;           // NVRTC's log (warnings), may be empty
+};
+
+class NvrtcCompiler {
+ public:
+  explicit NvrtcCompiler(std::optional<std::string> dump_dir = std::nullopt);
+
+  // "MAJOR.MINOR" of the NVRTC library loaded in this process.
+  static std::string version();
+  // Targets this NVRTC can build CUBINs for: "sm_75", ..., "sm_90", "sm_90a", ...
+  static std::vector<std::string> supported_archs();
+  // Throws Error(kInvalidArgument) naming the supported targets when `arch` is not one of them.
+  static void check_arch(const std::string& arch);
+  // The canonical option list for `arch` (part of every cache key).
+  static std::vector<std::string> compile_options(const std::string& arch);
+
+  CompiledKernel compile(const KernelSource& source, const std::string& arch) const;
+
+ private:
+  void dump(const KernelSource& source, const std::string& arch, const std::string& ptx,
+            const CompiledKernel* compiled, const std::string& log) const;
+  std::optional<std::string> dump_dir_;
+};
+
+}  // namespace shardjit

@@ -1,0 +1,44 @@
+// The registry of kernel templates: each template's file, its C++ symbol and its parameters with
+// their valid values. A KernelSpec is checked against its entry before anything is rendered.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardjit {
+
+class KernelSpec;
+
+enum class ParamKind { kInt, kType, kBool };
+
+struct ParamDef {
+  std::string name;
+  ParamKind kind = ParamKind::kInt;
+  std::int64_t min = 0;                    // kInt: inclusive range
+  std::int64_t max = 0;
+  std::int64_t multiple_of = 1;            // kInt
+  std::vector<std::string> allowed_types;  // kType: "bf16", "fp16", "fp32", "int32", "int64", "none"
+  std::string doc;
+};
+
+struct TemplateDef {
+  std::string name;    // "linear_logp_fwd"
+  std::string file;    // relative to templates/
+  std::string symbol;  // "shardjit::kernels::linear_logp_fwd"
+  std::vector<ParamDef> params;
+  // Constraints between parameters; throws Error(kInvalidArgument). May be empty.
+  std::function<void(const KernelSpec&)> check;
+};
+
+std::span<const TemplateDef> template_registry();
+
+// Throws Error(kNotFound) listing the known templates.
+const TemplateDef& find_template(const std::string& name);
+
+// The C++ spelling of a type parameter's value inside templates ("bf16" -> "shardjit::kernels::bf16").
+const char* template_type_spelling(const std::string& type_name);
+
+}  // namespace shardjit
