@@ -1,0 +1,157 @@
+#include "runtime/cache/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void file_error(const std::string& what, const fs::path& path, int error) {
+  throw Error(ErrorCode::kCacheError,
+              "cannot " + what + " '" + path.string() + "': " + std::strerror(error));
+}
+
+// Owns a file descriptor; closing is checked explicitly where it matters (after writes).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int close_checked() {
+    int status = ::close(fd_);
+    fd_ = -1;
+    return status;
+  }
+
+ private:
+  int fd_;
+};
+
+// A temporary file that removes itself unless it was renamed into place.
+class TempFile {
+ public:
+  explicit TempFile(fs::path path) : path_(std::move(path)) {}
+  ~TempFile() {
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const fs::path& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  fs::path path_;
+  bool committed_ = false;
+};
+
+std::string temp_file_name() {
+  std::random_device device;
+  std::uint64_t random = (std::uint64_t{device()} << 32) ^ device();
+  char name[64];
+  std::snprintf(name, sizeof name, "%.*s%ld-%016llx", static_cast<int>(kTempFilePrefix.size()),
+                kTempFilePrefix.data(), static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(random));
+  return name;
+}
+
+FileIdentity identity_of(const struct stat& info) {
+  return {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)};
+}
+
+void write_all(int fd, std::string_view bytes, const fs::path& path) {
+  while (!bytes.empty()) {
+    ssize_t written = ::write(fd, bytes.data(), bytes.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      file_error("write", path, errno);
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+std::size_t read_some(int fd, char* out, std::size_t size, const fs::path& path) {
+  while (true) {
+    ssize_t got = ::read(fd, out, size);
+    if (got >= 0) return static_cast<std::size_t>(got);
+    if (errno != EINTR) file_error("read", path, errno);
+  }
+}
+
+void fsync_folder(const fs::path& folder) {
+  Fd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) file_error("open folder", folder, errno);
+  if (::fsync(fd.get()) != 0) file_error("fsync folder", folder, errno);
+}
+
+}  // namespace
+
+std::optional<FileBytes> read_whole_file(const fs::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    file_error("open", path, errno);
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) file_error("stat", path, errno);
+  if (!S_ISREG(info.st_mode)) {
+    throw Error(ErrorCode::kCacheError, "'" + path.string() + "' is not a regular file");
+  }
+  FileBytes file;
+  file.identity = identity_of(info);
+  file.bytes.resize(static_cast<std::size_t>(info.st_size));
+  std::size_t filled = 0;
+  while (filled < file.bytes.size()) {
+    std::size_t got =
+        read_some(fd.get(), file.bytes.data() + filled, file.bytes.size() - filled, path);
+    if (got == 0) break;  // shrank since fstat
+    filled += got;
+  }
+  file.bytes.resize(filled);
+  char extra[4096];  // grew since fstat: read the rest too
+  while (std::size_t got = read_some(fd.get(), extra, sizeof extra, path)) {
+    file.bytes.append(extra, got);
+  }
+  return file;
+}
+
+std::optional<FileIdentity> file_identity(const fs::path& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return std::nullopt;
+  return identity_of(info);
+}
+
+void write_file_atomically(const fs::path& target, std::string_view bytes) {
+  const fs::path folder = target.parent_path();
+  TempFile temp(folder / temp_file_name());
+  Fd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) file_error("create", temp.path(), errno);
+  write_all(fd.get(), bytes, temp.path());
+  if (::fsync(fd.get()) != 0) file_error("fsync", temp.path(), errno);
+  // close can report a deferred write error (NFS, quotas): check it before publishing.
+  if (fd.close_checked() != 0) file_error("close", temp.path(), errno);
+  if (::rename(temp.path().c_str(), target.c_str()) != 0) {
+    file_error("rename '" + temp.path().string() + "' onto", target, errno);
+  }
+  temp.commit();
+  fsync_folder(folder.empty() ? fs::path(".") : folder);
+}
+
+bool is_temp_file_name(std::string_view file_name) noexcept {
+  return file_name.substr(0, kTempFilePrefix.size()) == kTempFilePrefix;
+}
+
+}  // namespace shardjit

@@ -1,0 +1,42 @@
+// Whole-file reads and atomic publication of files in the cache folder. A reader sees either no
+// file or a complete one: writers fill a uniquely named temporary file in the same folder, fsync
+// it, rename it over the target and fsync the folder.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace shardjit {
+
+// Which file a path named when it was read: a later rename over the path changes it.
+struct FileIdentity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+struct FileBytes {
+  std::string bytes;
+  FileIdentity identity;
+};
+
+// The whole file; nullopt when it does not exist. Symlinks are not followed. Any other failure
+// is an Error(kCacheError) naming the file and the system's reason.
+std::optional<FileBytes> read_whole_file(const std::filesystem::path& path);
+
+// The identity of what path names now (without following a symlink); nullopt if nothing.
+std::optional<FileIdentity> file_identity(const std::filesystem::path& path);
+
+// Writes bytes to a temporary file next to target (mode 0600), fsyncs it, renames it onto target
+// and fsyncs the folder. On any failure the temporary file is removed and Error(kCacheError)
+// names the file and the system's reason (e.g. "No space left on device").
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes);
+
+// Temporary files are named ".tmp-<pid>-<16 random hex digits>".
+inline constexpr std::string_view kTempFilePrefix = ".tmp-";
+bool is_temp_file_name(std::string_view file_name) noexcept;
+
+}  // namespace shardjit

@@ -1,0 +1,272 @@
+#include "runtime/cache/disk_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "runtime/cache/atomic_file.hpp"
+#include "runtime/cache/cache_dir.hpp"
+#include "runtime/cache/cache_key.hpp"
+#include "runtime/logging.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kEntryExtension = ".sjk";
+constexpr auto kStaleTempAge = std::chrono::hours(1);
+
+struct ScannedFile {
+  fs::path path;
+  std::uint64_t size = 0;
+  fs::file_time_type mtime;
+};
+
+struct KernelsScan {
+  std::vector<ScannedFile> entries;  // *.sjk regular files
+  std::vector<ScannedFile> temps;    // .tmp-* files
+};
+
+// What kernels/ holds now. Files removed by another process during the scan are skipped; other
+// files (not ours) are ignored.
+KernelsScan scan_kernels(const fs::path& kernels) {
+  KernelsScan scan;
+  std::error_code error;
+  fs::directory_iterator it(kernels, error);
+  if (error == std::errc::no_such_file_or_directory) return scan;
+  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+    const fs::path& path = it->path();
+    std::string name = path.filename().string();
+    bool temp = is_temp_file_name(name);
+    if (!temp && path.extension() != kEntryExtension) continue;
+    std::error_code stat_error;
+    if (!fs::is_regular_file(it->symlink_status(stat_error))) continue;
+    ScannedFile file{path, fs::file_size(path, stat_error), {}};
+    if (stat_error) continue;
+    file.mtime = fs::last_write_time(path, stat_error);
+    if (stat_error) continue;
+    (temp ? scan.temps : scan.entries).push_back(std::move(file));
+  }
+  if (error) {
+    throw Error(ErrorCode::kCacheError,
+                "cannot list cache folder '" + kernels.string() + "': " + error.message());
+  }
+  return scan;
+}
+
+std::uint64_t sum_sizes(const std::vector<ScannedFile>& files) {
+  std::uint64_t total = 0;
+  for (const ScannedFile& file : files) total += file.size;
+  return total;
+}
+
+// Removes a file; a file already gone counts as removed. Failures are logged, not thrown: an
+// eviction that fails must not fail the store or gc that asked for it.
+bool remove_file(const fs::path& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
+  log().warn("cannot remove '{}' from the kernel cache: {}", path.string(), std::strerror(errno));
+  return false;
+}
+
+void check_key(const std::string& key) {
+  if (!is_cache_key(key)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "'" + key + "' is not a cache key; expected 64 lower-case hex characters");
+  }
+}
+
+// The entry stored at path, checked to hold the key its file name says; nullopt when the file
+// disappeared. Error(kCacheError) with the reason when it is unusable.
+std::optional<CacheEntry> read_entry_file(const fs::path& path) {
+  auto file = read_whole_file(path);
+  if (!file) return std::nullopt;
+  CacheEntry entry = decode_entry(file->bytes);
+  std::string expected = path.stem().string();
+  if (entry.key != expected) {
+    throw Error(ErrorCode::kCacheError,
+                "bad cache entry: holds key " + entry.key + " but is named for key " + expected);
+  }
+  return entry;
+}
+
+}  // namespace
+
+DiskCache::DiskCache(fs::path dir, std::uint64_t max_bytes, bool writable,
+                     std::chrono::milliseconds lock_timeout)
+    : dir_(std::move(dir)),
+      max_bytes_(max_bytes),
+      writable_(writable),
+      lock_timeout_(lock_timeout) {
+  prepare_cache_dir(dir_, writable_);
+}
+
+fs::path DiskCache::entry_path(const std::string& key) const {
+  check_key(key);
+  return cache_kernels_dir(dir_) / (key + std::string(kEntryExtension));
+}
+
+void DiskCache::require_writable(const char* action) const {
+  if (writable_) return;
+  throw Error(ErrorCode::kCacheError, std::string("cannot ") + action + ": the kernel cache '" +
+                                          dir_.string() + "' is open read-only (cache-only mode)");
+}
+
+std::optional<CacheEntry> DiskCache::load(const std::string& key) {
+  const fs::path path = entry_path(key);
+  auto file = read_whole_file(path);
+  if (!file) return std::nullopt;
+  CacheEntry entry;
+  try {
+    entry = decode_entry(file->bytes);
+  } catch (const Error& error) {
+    return reject_entry(key, path, file->identity, error.what());
+  }
+  if (entry.key != key) {
+    return reject_entry(key, path, file->identity,
+                        "bad cache entry: holds key " + entry.key + ", expected " + key);
+  }
+  // The modification time is the last use, for LRU eviction. Failing to touch only makes the
+  // entry look older, so it is not an error.
+  if (writable_ && ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0) {
+    log().debug("cannot mark '{}' as used: {}", path.string(), std::strerror(errno));
+  }
+  return entry;
+}
+
+std::optional<CacheEntry> DiskCache::reject_entry(const std::string& key, const fs::path& path,
+                                                  const FileIdentity& identity,
+                                                  const std::string& reason) {
+  if (!writable_) {
+    std::lock_guard<std::mutex> guard(warned_mutex_);
+    if (warned_keys_.insert(key).second) {
+      log().warn(
+          "ignoring unusable kernel cache entry '{}' ({}); the cache is read-only, so it "
+          "stays until a writable run rebuilds it",
+          path.string(), reason);
+    }
+    return std::nullopt;
+  }
+  log().warn("removing unusable kernel cache entry '{}' ({}); it will be rebuilt", path.string(),
+             reason);
+  // Only remove the file that was read: another process may have renamed a good one into place.
+  if (file_identity(path) == identity) remove_file(path);
+  return std::nullopt;
+}
+
+void DiskCache::store(const CacheEntry& entry) {
+  require_writable("store a kernel");
+  const fs::path path = entry_path(entry.key);
+  write_file_atomically(path, encode_entry(entry));
+  try {
+    evict_lru(max_bytes_, path);
+  } catch (const Error& error) {
+    log().warn("kernel cache eviction failed after storing '{}': {}", path.string(), error.what());
+  }
+}
+
+CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<CacheEntry()>& make,
+                                    bool* created) {
+  if (created != nullptr) *created = false;
+  if (auto hit = load(key)) return std::move(*hit);
+  if (!writable_) {
+    throw Error(ErrorCode::kCacheError,
+                "the kernel cache '" + dir_.string() + "' has no entry for key " + key +
+                    " and is read-only (cache-only mode); expected the entry to be made "
+                    "beforehand by a run that may write the cache");
+  }
+  FileLock lock(cache_locks_dir(dir_) / (key + ".lock"), lock_timeout_);
+  // Another process may have made it while this one waited for the lock.
+  if (auto hit = load(key)) return std::move(*hit);
+  CacheEntry entry = make();
+  if (entry.key != key) {
+    throw Error(ErrorCode::kInternal,
+                "a kernel made for cache key " + key + " carries the key '" + entry.key + "'");
+  }
+  store(entry);
+  if (created != nullptr) *created = true;
+  return entry;
+}
+
+std::vector<DiskEntryInfo> DiskCache::list() const {
+  std::vector<DiskEntryInfo> infos;
+  for (const ScannedFile& file : scan_kernels(cache_kernels_dir(dir_)).entries) {
+    DiskEntryInfo info;
+    info.key = file.path.stem().string();
+    info.size_bytes = file.size;
+    info.last_use = file.mtime;
+    info.path = file.path;
+    try {
+      auto entry = read_entry_file(file.path);
+      if (!entry) continue;  // removed since the scan
+      info.spec_text = std::move(entry->spec_text);
+      info.arch = std::move(entry->arch);
+    } catch (const Error& error) {
+      info.spec_text = std::string("<unreadable: ") + error.what() + ">";
+    }
+    infos.push_back(std::move(info));
+  }
+  std::sort(infos.begin(), infos.end(),
+            [](const DiskEntryInfo& a, const DiskEntryInfo& b) { return a.key < b.key; });
+  return infos;
+}
+
+VerifyResult DiskCache::verify(bool remove_bad) {
+  if (remove_bad) require_writable("remove bad entries");
+  VerifyResult result;
+  for (const ScannedFile& file : scan_kernels(cache_kernels_dir(dir_)).entries) {
+    try {
+      if (read_entry_file(file.path)) ++result.ok;
+    } catch (const Error& error) {
+      result.bad.emplace_back(file.path, error.what());
+      if (remove_bad) remove_file(file.path);
+    }
+  }
+  return result;
+}
+
+GcResult DiskCache::gc(std::uint64_t max_bytes) {
+  require_writable("collect garbage");
+  GcResult result;
+  KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
+  result.bytes_before = sum_sizes(scan.entries);
+  const auto now = fs::file_time_type::clock::now();
+  for (const ScannedFile& temp : scan.temps) {
+    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++result.removed_temp_files;
+  }
+  result.removed = evict_lru(max_bytes, fs::path());
+  result.bytes_after = total_bytes();
+  return result;
+}
+
+std::uint64_t DiskCache::total_bytes() const {
+  return sum_sizes(scan_kernels(cache_kernels_dir(dir_)).entries);
+}
+
+std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) {
+  std::vector<ScannedFile> entries = scan_kernels(cache_kernels_dir(dir_)).entries;
+  std::uint64_t total = sum_sizes(entries);
+  if (total <= max_bytes) return 0;
+  std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    return a.mtime != b.mtime ? a.mtime < b.mtime : a.path < b.path;
+  });
+  std::size_t removed = 0;
+  for (const ScannedFile& file : entries) {
+    if (total <= max_bytes) break;
+    if (!keep.empty() && file.path.filename() == keep.filename()) continue;
+    if (!remove_file(file.path)) continue;
+    log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
+               file.path.string(), file.size, max_bytes);
+    total -= file.size;
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace shardjit

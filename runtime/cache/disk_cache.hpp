@@ -1,0 +1,109 @@
+// The on-disk kernel cache: one content-addressed file per compiled kernel, shared by every
+// process of a user.
+//
+//   <dir>/kernels/<key>.sjk   one entry (format: entry_format.hpp), published by atomic rename
+//   <dir>/kernels/.tmp-*      an entry being written (or left by a crash; gc removes it)
+//   <dir>/locks/<key>.lock    per-key flock, so that concurrent processes compile a key once
+//
+// The modification time of an entry is its last use: a hit touches it, and eviction removes the
+// least recently used entries first. Sizes and totals count entries only (not temporary files).
+// A DiskCache may be used from several threads at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/cache/atomic_file.hpp"
+#include "runtime/cache/entry_format.hpp"
+#include "runtime/cache/file_lock.hpp"
+
+namespace shardjit {
+
+struct DiskEntryInfo {
+  std::string key;
+  std::string spec_text;  // "<unreadable: reason>" for an entry that does not decode
+  std::string arch;
+  std::uint64_t size_bytes = 0;
+  std::filesystem::file_time_type last_use;
+  std::filesystem::path path;
+};
+
+struct VerifyResult {
+  std::size_t ok = 0;
+  std::vector<std::pair<std::filesystem::path, std::string>> bad;  // path, reason
+};
+
+struct GcResult {
+  std::size_t removed = 0;             // entries evicted
+  std::size_t removed_temp_files = 0;  // stale temporary files (older than an hour) removed
+  std::uint64_t bytes_before = 0;
+  std::uint64_t bytes_after = 0;
+};
+
+class DiskCache {
+ public:
+  // Checks (and when writable, creates) the folder: see prepare_cache_dir. max_bytes caps the
+  // total size of the entries (UINT64_MAX: no cap); the entry just stored is never evicted.
+  // lock_timeout bounds the wait for another process compiling the same key.
+  DiskCache(std::filesystem::path dir, std::uint64_t max_bytes, bool writable,
+            std::chrono::milliseconds lock_timeout = FileLock::kDefaultTimeout);
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  bool writable() const { return writable_; }
+  std::filesystem::path entry_path(const std::string& key) const;
+
+  // The entry of key, or nullopt when there is none. An entry that does not decode or holds
+  // another key is logged (warn), removed when writable, and reported as absent, so that the
+  // caller rebuilds it. A hit marks the entry as used (when writable).
+  std::optional<CacheEntry> load(const std::string& key);
+
+  // Publishes entry atomically as kernels/<entry.key>.sjk, then evicts least recently used
+  // entries while the total exceeds the cap. Error(kCacheError) when the cache is read-only or a
+  // write fails (naming the file and the reason); nothing partial is left behind.
+  void store(const CacheEntry& entry);
+
+  // Compiles a key once across processes: takes locks/<key>.lock, loads again, else calls
+  // make(), stores and returns its result. *created tells whether make() ran here. A read-only
+  // cache only loads; a missing entry is an Error(kCacheError) saying the folder is read-only.
+  // Exceptions from make() propagate; the lock is released and nothing is stored.
+  CacheEntry get_or_create(const std::string& key, const std::function<CacheEntry()>& make,
+                           bool* created = nullptr);
+
+  // Every entry (temporary files skipped), sorted by key.
+  std::vector<DiskEntryInfo> list() const;
+
+  // Decodes every entry; remove_bad removes those that fail (needs a writable cache).
+  VerifyResult verify(bool remove_bad);
+
+  // Evicts least recently used entries until their total is at most max_bytes, and removes
+  // temporary files older than an hour (left by crashed writers). Needs a writable cache.
+  GcResult gc(std::uint64_t max_bytes);
+
+  std::uint64_t total_bytes() const;
+
+ private:
+  void require_writable(const char* action) const;
+  std::optional<CacheEntry> reject_entry(const std::string& key, const std::filesystem::path& path,
+                                         const FileIdentity& identity, const std::string& reason);
+  std::size_t evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep);
+
+  std::filesystem::path dir_;
+  std::uint64_t max_bytes_;
+  bool writable_;
+  std::chrono::milliseconds lock_timeout_;
+  std::mutex warned_mutex_;
+  std::set<std::string> warned_keys_;  // read-only caches warn once per bad key
+};
+
+}  // namespace shardjit

@@ -1,0 +1,107 @@
+#include "runtime/cache/kernel_cache.hpp"
+
+#include <unistd.h>
+
+#include "runtime/build_info.hpp"
+#include "runtime/cache/cache_key.hpp"
+#include "runtime/cache/entry_format.hpp"
+#include "runtime/logging.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+constexpr std::size_t kMemoryCacheEntries = 4096;
+
+TemplateSources load_sources(const RuntimeConfig& config) {
+  return config.template_dir ? TemplateSources::from_folder(*config.template_dir)
+                             : TemplateSources::embedded();
+}
+
+// Cache-only mode may use a folder it cannot write (a root-owned cache baked into an image).
+bool can_write(const std::string& dir) { return ::access(dir.c_str(), W_OK) == 0; }
+
+}  // namespace
+
+KernelCache::KernelCache(const RuntimeConfig& config)
+    : jit_(config.jit),
+      sources_(load_sources(config)),
+      compiler_(config.dump_dir),
+      memory_(kMemoryCacheEntries) {
+  bool writable = config.jit || can_write(config.cache_dir);
+  disk_ = std::make_unique<DiskCache>(config.cache_dir, config.cache_max_bytes, writable);
+}
+
+const std::string& KernelCache::flattened(const std::string& file) {
+  std::lock_guard<std::mutex> lock(flattened_mutex_);
+  auto found = flattened_.find(file);
+  if (found == flattened_.end()) found = flattened_.emplace(file, sources_.flatten(file)).first;
+  return found->second;
+}
+
+std::string KernelCache::key(const KernelSpec& spec, const std::string& arch) {
+  CacheKeyInputs inputs;
+  inputs.schema_version = kCacheSchemaVersion;
+  inputs.library_version = SHARDJIT_VERSION_STRING;
+  inputs.source = flattened(spec.def().file);
+  inputs.spec_text = spec.canonical_text();
+  inputs.nvrtc_version = NvrtcCompiler::version();
+  inputs.arch = arch;
+  inputs.options = NvrtcCompiler::compile_options(arch);
+  return cache_key(inputs);
+}
+
+CachedKernel KernelCache::get(const KernelSpec& spec, const std::string& arch,
+                              const std::string& prewarm_hint) {
+  KernelOrigin origin = KernelOrigin::kMemory;
+  bool computed = false;
+  // Within one process the sources and NVRTC are fixed, so spec text and arch identify the
+  // content key; a memory hit costs no hashing.
+  auto kernel = memory_.get_or_compute(
+      spec.canonical_text() + "@" + arch,
+      [&] { return load_or_compile(spec, arch, prewarm_hint, &origin); }, &computed);
+  return CachedKernel{kernel, computed ? origin : KernelOrigin::kMemory};
+}
+
+std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelSpec& spec,
+                                                                   const std::string& arch,
+                                                                   const std::string& prewarm_hint,
+                                                                   KernelOrigin* origin) {
+  NvrtcCompiler::check_arch(arch);
+  const std::string content_key = key(spec, arch);
+  auto to_compiled = [&](const CacheEntry& entry) {
+    auto kernel = std::make_shared<CompiledKernel>();
+    kernel->spec_text = entry.spec_text;
+    kernel->arch = entry.arch;
+    kernel->lowered_name = entry.lowered_name;
+    kernel->cubin = entry.cubin;
+    return kernel;
+  };
+
+  if (!jit_) {
+    std::optional<CacheEntry> entry = disk_->load(content_key);
+    if (!entry) {
+      throw Error(ErrorCode::kNotFound,
+                  "kernel " + spec.canonical_text() + " for " + arch + " is not in the cache at " +
+                      disk_->dir().string() + " and JIT compilation is off (SHARDJIT_JIT=0); build it with: " +
+                      prewarm_hint);
+    }
+    *origin = KernelOrigin::kDisk;
+    return to_compiled(*entry);
+  }
+
+  bool created = false;
+  CacheEntry entry = disk_->get_or_create(
+      content_key,
+      [&] {
+        KernelSource source{spec.canonical_text(), spec.name_expression(), flattened(spec.def().file)};
+        CompiledKernel compiled = compiler_.compile(source, arch);
+        log().info("compiled {} for {} ({} bytes)", compiled.spec_text, arch, compiled.cubin.size());
+        return CacheEntry{content_key, compiled.spec_text, arch, compiled.lowered_name, compiled.cubin};
+      },
+      &created);
+  *origin = created ? KernelOrigin::kCompiled : KernelOrigin::kDisk;
+  return to_compiled(entry);
+}
+
+}  // namespace shardjit

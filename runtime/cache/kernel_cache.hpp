@@ -1,0 +1,57 @@
+// The kernel cache as the layers above see it: memory (single flight) -> disk (content
+// addressed, locked per key across processes) -> NVRTC. Nothing above this knows NVRTC exists.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/cache/disk_cache.hpp"
+#include "runtime/cache/memory_cache.hpp"
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/compile/nvrtc_compiler.hpp"
+#include "runtime/compile/template_sources.hpp"
+#include "runtime/env.hpp"
+
+namespace shardjit {
+
+enum class KernelOrigin { kMemory, kDisk, kCompiled };
+
+struct CachedKernel {
+  std::shared_ptr<const CompiledKernel> kernel;
+  KernelOrigin origin = KernelOrigin::kMemory;
+};
+
+class KernelCache {
+ public:
+  explicit KernelCache(const RuntimeConfig& config);
+
+  // The compiled kernel for `spec` on `arch`. In cache-only mode a kernel missing from memory
+  // and disk is Error(kNotFound) whose message ends with `prewarm_hint` (the command that
+  // would build it).
+  CachedKernel get(const KernelSpec& spec, const std::string& arch, const std::string& prewarm_hint);
+
+  // The SHA-256 content key of `spec` on `arch` (see DESIGN.md §3 "Cache key").
+  std::string key(const KernelSpec& spec, const std::string& arch);
+
+  DiskCache& disk() { return *disk_; }
+  const TemplateSources& sources() const { return sources_; }
+  bool jit_enabled() const { return jit_; }
+
+ private:
+  const std::string& flattened(const std::string& file);
+  std::shared_ptr<const CompiledKernel> load_or_compile(const KernelSpec& spec, const std::string& arch,
+                                                        const std::string& prewarm_hint,
+                                                        KernelOrigin* origin);
+
+  bool jit_;
+  TemplateSources sources_;
+  NvrtcCompiler compiler_;
+  std::unique_ptr<DiskCache> disk_;
+  MemoryCache memory_;
+  std::mutex flattened_mutex_;
+  std::map<std::string, std::string> flattened_;  // template file -> flattened source
+};
+
+}  // namespace shardjit

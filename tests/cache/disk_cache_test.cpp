@@ -1,0 +1,406 @@
+#include "runtime/cache/disk_cache.hpp"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/cache/atomic_file.hpp"
+#include "runtime/cache/cache_dir.hpp"
+#include "shardjit/error.hpp"
+#include "support/temp_dir.hpp"
+#include "tests/cache/cache_test_util.hpp"
+
+namespace shardjit {
+namespace {
+
+namespace fs = std::filesystem;
+using test::LogCapture;
+using test::test_entry;
+using test::test_key;
+using testing::TempDir;
+
+constexpr std::uint64_t kNoCap = std::numeric_limits<std::uint64_t>::max();
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::size_t count_temp_files(const fs::path& dir) {
+  std::size_t count = 0;
+  for (const auto& file : fs::directory_iterator(cache_kernels_dir(dir))) {
+    if (is_temp_file_name(file.path().filename().string())) ++count;
+  }
+  return count;
+}
+
+void set_age(const fs::path& path, std::chrono::seconds age) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - age);
+}
+
+TEST(DiskCache, StoreThenLoadReturnsTheSameEntry) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  CacheEntry entry = test_entry("a");
+  cache.store(entry);
+  std::optional<CacheEntry> loaded = cache.load(entry.key);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(*loaded, entry);
+  EXPECT_TRUE(fs::exists(cache.entry_path(entry.key)));
+  EXPECT_EQ(cache.entry_path(entry.key).filename().string(), entry.key + ".sjk");
+  EXPECT_EQ(test::mode_of(cache.entry_path(entry.key)), 0600u);
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+}
+
+TEST(DiskCache, LoadOfAMissingKeyIsNullopt) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  EXPECT_FALSE(cache.load(test_key("absent")).has_value());
+}
+
+TEST(DiskCache, KeysThatAreNotCacheKeysAreRefused) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  try {
+    cache.load("../../outside");
+    FAIL() << "a path was accepted as key";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(DiskCache, StoreReplacesAnExistingEntry) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  CacheEntry entry = test_entry("a");
+  cache.store(entry);
+  entry.cubin = "other";
+  cache.store(entry);
+  EXPECT_EQ(cache.load(entry.key)->cubin, "other");
+  EXPECT_EQ(cache.list().size(), 1u);
+}
+
+enum class Damage { kTruncated, kBitFlip, kWrongMagic, kEmpty, kOtherKeyInside };
+
+class DiskCacheCorruption : public ::testing::TestWithParam<Damage> {};
+
+void damage(const fs::path& path, Damage kind) {
+  std::string bytes = read_bytes(path);
+  switch (kind) {
+    case Damage::kTruncated:
+      bytes.resize(bytes.size() / 2);
+      break;
+    case Damage::kBitFlip:
+      bytes[bytes.size() - 10] ^= 0x04;
+      break;
+    case Damage::kWrongMagic:
+      bytes[0] = 'X';
+      break;
+    case Damage::kEmpty:
+      bytes.clear();
+      break;
+    case Damage::kOtherKeyInside:
+      bytes = encode_entry(test_entry("someone-else"));
+      break;
+  }
+  write_bytes(path, bytes);
+}
+
+TEST_P(DiskCacheCorruption, IsLoggedRemovedAndRebuiltOnce) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  const CacheEntry entry = test_entry("a");
+  const fs::path path = cache.entry_path(entry.key);
+  cache.store(entry);
+  damage(path, GetParam());
+
+  {
+    LogCapture capture;
+    EXPECT_FALSE(cache.load(entry.key).has_value());
+    EXPECT_NE(capture.text().find(path.string()), std::string::npos) << capture.text();
+    EXPECT_NE(capture.text().find("rebuilt"), std::string::npos) << capture.text();
+  }
+  EXPECT_FALSE(fs::exists(path));
+
+  int made = 0;
+  bool created = false;
+  CacheEntry rebuilt = cache.get_or_create(
+      entry.key,
+      [&] {
+        ++made;
+        return entry;
+      },
+      &created);
+  EXPECT_EQ(made, 1);
+  EXPECT_TRUE(created);
+  EXPECT_EQ(rebuilt, entry);
+  EXPECT_EQ(cache.load(entry.key), entry);
+  cache.get_or_create(
+      entry.key,
+      [&] {
+        ++made;
+        return entry;
+      },
+      &created);
+  EXPECT_EQ(made, 1);
+  EXPECT_FALSE(created);
+}
+
+std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
+  switch (info.param) {
+    case Damage::kTruncated:
+      return "Truncated";
+    case Damage::kBitFlip:
+      return "BitFlip";
+    case Damage::kWrongMagic:
+      return "WrongMagic";
+    case Damage::kEmpty:
+      return "Empty";
+    case Damage::kOtherKeyInside:
+      return "OtherKeyInside";
+  }
+  return "Unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Damages, DiskCacheCorruption,
+                         ::testing::Values(Damage::kTruncated, Damage::kBitFlip,
+                                           Damage::kWrongMagic, Damage::kEmpty,
+                                           Damage::kOtherKeyInside),
+                         damage_name);
+
+TEST(DiskCache, ReadOnlyCacheLeavesACorruptEntryAndWarnsOnce) {
+  TempDir temp;
+  const CacheEntry entry = test_entry("a");
+  fs::path path;
+  {
+    DiskCache writer(temp.path() / "cache", kNoCap, true);
+    writer.store(entry);
+    path = writer.entry_path(entry.key);
+  }
+  damage(path, Damage::kBitFlip);
+  DiskCache reader(temp.path() / "cache", kNoCap, false);
+  LogCapture capture;
+  EXPECT_FALSE(reader.load(entry.key).has_value());
+  std::string first = capture.text();
+  EXPECT_FALSE(reader.load(entry.key).has_value());
+  EXPECT_EQ(capture.text(), first) << "warned twice about one entry";
+  EXPECT_NE(first.find(path.string()), std::string::npos) << first;
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST(DiskCache, ReadOnlyGetOrCreateLoadsOrSaysTheFolderIsReadOnly) {
+  TempDir temp;
+  const CacheEntry entry = test_entry("a");
+  DiskCache(temp.path() / "cache", kNoCap, true).store(entry);
+  DiskCache reader(temp.path() / "cache", kNoCap, false);
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return test_entry("b");
+  };
+  EXPECT_EQ(reader.get_or_create(entry.key, make), entry);
+  try {
+    reader.get_or_create(test_key("b"), make);
+    FAIL() << "a read-only cache made an entry";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kCacheError);
+    EXPECT_NE(std::string(error.what()).find("read-only"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(made, 0);
+  EXPECT_THROW(reader.store(test_entry("b")), Error);
+  EXPECT_THROW(reader.gc(0), Error);
+  EXPECT_THROW(reader.verify(true), Error);
+}
+
+TEST(DiskCache, GetOrCreateMakesOnceThenLoads) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  int made = 0;
+  bool created = false;
+  auto make = [&] {
+    ++made;
+    return test_entry("a");
+  };
+  EXPECT_EQ(cache.get_or_create(test_key("a"), make, &created), test_entry("a"));
+  EXPECT_TRUE(created);
+  EXPECT_EQ(cache.get_or_create(test_key("a"), make, &created), test_entry("a"));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(made, 1);
+  EXPECT_TRUE(fs::exists(cache_locks_dir(cache.dir()) / (test_key("a") + ".lock")));
+}
+
+TEST(DiskCache, FailedMakeStoresNothingAndReleasesTheLock) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true, std::chrono::milliseconds(0));
+  const std::string key = test_key("a");
+  EXPECT_THROW(cache.get_or_create(key, []() -> CacheEntry { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  EXPECT_FALSE(cache.load(key).has_value());
+  // A zero lock timeout fails at once if the lock were still held.
+  EXPECT_EQ(cache.get_or_create(key, [] { return test_entry("a"); }), test_entry("a"));
+}
+
+TEST(DiskCache, MakeReturningAnotherKeyIsAnInternalError) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  try {
+    cache.get_or_create(test_key("a"), [] { return test_entry("b"); });
+    FAIL() << "an entry for another key was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInternal);
+  }
+  EXPECT_TRUE(cache.list().empty());
+}
+
+TEST(DiskCache, EvictsTheLeastRecentlyUsedEntry) {
+  TempDir temp;
+  const std::uint64_t entry_bytes = encode_entry(test_entry("a")).size();
+  DiskCache cache(temp.path() / "cache", 2 * entry_bytes + entry_bytes / 2, true);
+  cache.store(test_entry("a"));
+  cache.store(test_entry("b"));
+  // a was stored first but used last: b is the least recently used.
+  set_age(cache.entry_path(test_key("a")), std::chrono::seconds(300));
+  set_age(cache.entry_path(test_key("b")), std::chrono::seconds(200));
+  ASSERT_TRUE(cache.load(test_key("a")).has_value());
+  cache.store(test_entry("c"));
+
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("a"))));
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("b"))));
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("c"))));
+  EXPECT_EQ(cache.total_bytes(), 2 * entry_bytes);
+}
+
+TEST(DiskCache, NeverEvictsTheEntryJustStored) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", 10, true);
+  cache.store(test_entry("a"));
+  cache.store(test_entry("b"));
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+  EXPECT_EQ(cache.load(test_key("b")), test_entry("b"));
+}
+
+TEST(DiskCache, GcEvictsToTheCapAndRemovesStaleTempFiles) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  const std::uint64_t entry_bytes = encode_entry(test_entry("a")).size();
+  const char* names[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; ++i) {
+    cache.store(test_entry(names[i]));
+    set_age(cache.entry_path(test_key(names[i])), std::chrono::seconds(1000 - 100 * i));
+  }
+  const fs::path stale = cache_kernels_dir(cache.dir()) / ".tmp-1-00000000000000aa";
+  const fs::path fresh = cache_kernels_dir(cache.dir()) / ".tmp-2-00000000000000bb";
+  write_bytes(stale, "partial");
+  write_bytes(fresh, "partial");
+  set_age(stale, std::chrono::hours(2));
+
+  GcResult result = cache.gc(2 * entry_bytes);
+  EXPECT_EQ(result.removed, 2u);
+  EXPECT_EQ(result.removed_temp_files, 1u);
+  EXPECT_EQ(result.bytes_before, 4 * entry_bytes);
+  EXPECT_EQ(result.bytes_after, 2 * entry_bytes);
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("b"))));
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("c"))));
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("d"))));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));  // may belong to a writer at work
+
+  fs::remove(fresh);
+  result = cache.gc(0);
+  EXPECT_EQ(result.removed, 2u);
+  EXPECT_EQ(result.bytes_after, 0u);
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+}
+
+TEST(DiskCache, ListShowsEntriesAndUnreadableOnesButNotTempFiles) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  cache.store(test_entry("a"));
+  cache.store(test_entry("b"));
+  damage(cache.entry_path(test_key("b")), Damage::kTruncated);
+  write_bytes(cache_kernels_dir(cache.dir()) / ".tmp-1-00000000000000aa", "partial");
+
+  std::vector<DiskEntryInfo> infos = cache.list();
+  ASSERT_EQ(infos.size(), 2u);
+  for (const DiskEntryInfo& info : infos) {
+    EXPECT_EQ(info.size_bytes, fs::file_size(info.path));
+    if (info.key == test_key("a")) {
+      EXPECT_EQ(info.spec_text, test_entry("a").spec_text);
+      EXPECT_EQ(info.arch, "sm_90a");
+      EXPECT_EQ(info.path, cache.entry_path(info.key));
+    } else {
+      EXPECT_EQ(info.key, test_key("b"));
+      EXPECT_EQ(info.spec_text.rfind("<unreadable: ", 0), 0u) << info.spec_text;
+    }
+  }
+  // Listing changes nothing.
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("b"))));
+}
+
+TEST(DiskCache, VerifyReportsAndOptionallyRemovesBadEntries) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  for (const char* name : {"a", "b", "c"}) cache.store(test_entry(name));
+  damage(cache.entry_path(test_key("c")), Damage::kBitFlip);
+
+  VerifyResult report = cache.verify(false);
+  EXPECT_EQ(report.ok, 2u);
+  ASSERT_EQ(report.bad.size(), 1u);
+  EXPECT_EQ(report.bad[0].first, cache.entry_path(test_key("c")));
+  EXPECT_NE(report.bad[0].second.find("checksum"), std::string::npos) << report.bad[0].second;
+  EXPECT_TRUE(fs::exists(cache.entry_path(test_key("c"))));
+
+  report = cache.verify(true);
+  EXPECT_EQ(report.bad.size(), 1u);
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("c"))));
+  report = cache.verify(false);
+  EXPECT_EQ(report.ok, 2u);
+  EXPECT_TRUE(report.bad.empty());
+}
+
+// A write error (here: the file size limit, standing in for a full disk) names the file and the
+// reason and leaves no temporary file. Runs in a child so that the limit does not outlive it.
+TEST(DiskCache, WriteErrorNamesTheFileAndLeavesNoTempFile) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit {
+      100, 100
+    };
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+    try {
+      cache.store(test_entry("a"));
+      ::_exit(11);
+    } catch (const Error& error) {
+      std::string message = error.what();
+      bool names_file = message.find(cache_kernels_dir(cache.dir()).string()) != std::string::npos;
+      bool says_why = message.find("too large") != std::string::npos;
+      ::_exit(error.code() == ErrorCode::kCacheError && names_file && says_why ? 0 : 12);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit failed, 11: store succeeded, 12: bad error";
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,84 @@
+// The kernel cache as the ops see it: memory -> disk -> NVRTC, content keys, cache-only mode.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "runtime/cache/kernel_cache.hpp"
+#include "runtime/ops/logp_combine.hpp"
+#include "shardjit/error.hpp"
+#include "support/temp_dir.hpp"
+
+namespace shardjit {
+namespace {
+
+RuntimeConfig config_in(const testing::TempDir& dir, bool jit = true) {
+  RuntimeConfig config;
+  config.cache_dir = (dir.path() / "cache").string();
+  config.jit = jit;
+  config.cache_max_bytes = 1ull << 30;
+  return config;
+}
+
+KernelSpec small_spec() { return logp_combine_spec(2, DType::kInt32, false); }
+
+TEST(KernelCache, CompilesOnceThenServesFromMemoryThenFromDisk) {
+  testing::TempDir dir;
+  {
+    KernelCache cache(config_in(dir));
+    CachedKernel first = cache.get(small_spec(), "sm_80", "(hint)");
+    EXPECT_EQ(first.origin, KernelOrigin::kCompiled);
+    EXPECT_FALSE(first.kernel->cubin.empty());
+    CachedKernel again = cache.get(small_spec(), "sm_80", "(hint)");
+    EXPECT_EQ(again.origin, KernelOrigin::kMemory);
+    EXPECT_EQ(again.kernel.get(), first.kernel.get());
+  }
+  KernelCache fresh(config_in(dir));  // another process would see the same
+  CachedKernel from_disk = fresh.get(small_spec(), "sm_80", "(hint)");
+  EXPECT_EQ(from_disk.origin, KernelOrigin::kDisk);
+}
+
+TEST(KernelCache, CacheOnlyModeNamesThePrewarmCommand) {
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir, false));
+  try {
+    cache.get(small_spec(), "sm_80", "shardjit prewarm --hidden 64 --vocab 300 --arch sm_80");
+    FAIL() << "expected a not-found error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("SHARDJIT_JIT=0"), std::string::npos) << message;
+    EXPECT_NE(message.find("shardjit prewarm --hidden 64"), std::string::npos) << message;
+  }
+}
+
+TEST(KernelCache, CacheOnlyModeLoadsWhatWasPrewarmed) {
+  testing::TempDir dir;
+  KernelCache(config_in(dir)).get(small_spec(), "sm_80", "");
+  KernelCache cache_only(config_in(dir, false));
+  EXPECT_EQ(cache_only.get(small_spec(), "sm_80", "").origin, KernelOrigin::kDisk);
+}
+
+TEST(KernelCache, KeyDependsOnSpecArchAndTemplateText) {
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir));
+  const std::string key = cache.key(small_spec(), "sm_80");
+  EXPECT_EQ(key.size(), 64u);
+  EXPECT_EQ(key, cache.key(small_spec(), "sm_80"));
+  EXPECT_NE(key, cache.key(small_spec(), "sm_90a"));
+  EXPECT_NE(key, cache.key(logp_combine_spec(4, DType::kInt32, false), "sm_80"));
+
+  // The same templates from a folder give the same key (content, not paths, is hashed) ...
+  testing::TempDir templates;
+  std::filesystem::copy(std::filesystem::path(SHARDJIT_SOURCE_DIR) / "templates", templates.path(),
+                        std::filesystem::copy_options::recursive);
+  RuntimeConfig from_folder = config_in(dir);
+  from_folder.template_dir = templates.path().string();
+  EXPECT_EQ(KernelCache(from_folder).key(small_spec(), "sm_80"), key);
+
+  // ... and a change in an included file changes it.
+  std::ofstream(templates.path() / "linear_logp/partials.cuh", std::ios::app) << "\n// changed\n";
+  EXPECT_NE(KernelCache(from_folder).key(small_spec(), "sm_80"), key);
+}
+
+}  // namespace
+}  // namespace shardjit
