@@ -1,0 +1,71 @@
+// Asynchronous copy of a ROWS x BK tile of a row-major, K-contiguous matrix into a swizzled
+// shared-memory tile, all threads of the block sharing the 16-byte chunks. Rows past row_limit
+// and chunks past KDIM are zero-filled, so a GEMM over the tile needs no masking of its own.
+//
+// The copier is set to a row range once and then issues one K slice at a time: in a K loop the
+// only thing that changes is the column offset, so the 64-bit row addressing is kept out of it.
+#pragma once
+
+#include "common/ptx.cuh"
+#include "common/swizzle.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+template <class T, int ROWS, int BK, int KDIM, int THREADS>
+class CpAsyncTile {
+ public:
+  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kChunksPerRow = BK / kElemsPerChunk;
+  static constexpr int kChunksPerThread = ROWS * kChunksPerRow / THREADS;
+  // Chunk i of a thread is its chunk 0 moved down by i * kRowStep rows.
+  static constexpr int kRowStep = THREADS / kChunksPerRow;
+  static_assert(BK % kElemsPerChunk == 0, "BK must be a whole number of 16-byte chunks");
+  static_assert(ROWS * kChunksPerRow % THREADS == 0, "tile chunks must split evenly over threads");
+  static_assert(THREADS % kChunksPerRow == 0, "a thread keeps one chunk column");
+  // The swizzle repeats every 8 rows, so every chunk of a thread has the slot of its chunk 0
+  // moved down by whole rows.
+  static_assert(kRowStep % 8 == 0, "row step must keep the swizzle phase");
+  // KDIM is a multiple of 8 elements, so each 16-byte chunk lies wholly inside or outside it.
+  static_assert(KDIM % kElemsPerChunk == 0, "K must be a whole number of 16-byte chunks");
+  static_assert(kChunksPerThread <= 32, "row flags are one bit per chunk");
+  static constexpr bool kKTail = KDIM % BK != 0;
+
+  // Aims at rows [first_row, first_row + ROWS) of `base` (row stride `stride` elements).
+  __device__ __forceinline__ void set_rows(const T* base, long long stride, long long first_row,
+                                           long long row_limit, int tid) {
+    const int row = tid / kChunksPerRow;
+    column_ = (tid % kChunksPerRow) * kElemsPerChunk;
+    slot_bytes_ = 16u * static_cast<unsigned int>(
+                            swizzled_chunk<kChunksPerRow>(row, tid % kChunksPerRow));
+    rows_inside_ = 0u;
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread; ++i) {
+      const long long grow = first_row + row + i * kRowStep;
+      const bool inside = grow < row_limit;
+      // A zero-filling copy reads nothing, but its address is still kept valid.
+      src_[i] = inside ? base + grow * stride + column_ : base;
+      rows_inside_ |= inside ? 1u << i : 0u;
+    }
+  }
+
+  // Copies columns [k0, k0 + BK) of the rows to the tile at shared address `dst`.
+  __device__ __forceinline__ void issue(unsigned int dst, int k0) const {
+    const bool k_inside = !kKTail || k0 + column_ < KDIM;
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread; ++i) {
+      const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
+      const unsigned int slot = slot_bytes_ + 16u * (i * kRowStep * kChunksPerRow);
+      cp_async_cg_16(dst + slot, inside ? src_[i] + k0 : src_[i], inside ? 16u : 0u);
+    }
+  }
+
+ private:
+  const T* src_[kChunksPerThread];
+  unsigned int slot_bytes_;
+  unsigned int rows_inside_;
+  int column_;
+};
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,32 @@
+// Float constants and small numeric helpers. NVRTC defines no INFINITY or NAN, so the values
+// are spelled by their bit patterns.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// The quiet NaN written into outputs poisoned by bad input (a target id out of range).
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+
+// Warp-wide reductions by xor butterfly: every lane ends with the same bits, since at each level
+// a lane and its partner add the same two operands.
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+
+}  // namespace kernels
+}  // namespace shardjit

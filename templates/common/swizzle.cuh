@@ -1,0 +1,25 @@
+// XOR swizzle of shared-memory tiles whose rows are K-contiguous and are read 16 bytes at a time
+// down a column of rows (ldmatrix, or vector loads of 8 consecutive rows). Shared memory has 32
+// banks of 4 bytes, so one 128-byte line holds 8 chunks of 16 bytes; reading the same logical
+// chunk of 8 consecutive rows is conflict free only if those 8 reads land in 8 different chunk
+// slots of the line. The writer (cp.async) and every reader must use this same function.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+// Index, in 16-byte chunks from the tile start, of logical chunk `chunk` of row `row`, for rows
+// of CHUNKS_PER_ROW chunks (4: 64-byte rows, two per line; 8: one line; 16: two lines).
+template <int CHUNKS_PER_ROW>
+__device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
+  static_assert(CHUNKS_PER_ROW == 4 || CHUNKS_PER_ROW == 8 || CHUNKS_PER_ROW == 16,
+                "rows must be 64, 128 or 256 bytes");
+  // Rows sharing one 128-byte line already differ in their line half, so only the rows of
+  // different lines need different slots.
+  constexpr int kRowsPerLine = CHUNKS_PER_ROW >= 8 ? 1 : 8 / CHUNKS_PER_ROW;
+  constexpr int kSlotMask = (CHUNKS_PER_ROW >= 8 ? 8 : CHUNKS_PER_ROW) - 1;
+  return row * CHUNKS_PER_ROW + (chunk ^ ((row / kRowsPerLine) & kSlotMask));
+}
+
+}  // namespace kernels
+}  // namespace shardjit

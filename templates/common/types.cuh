@@ -1,0 +1,54 @@
+// Element types of kernel inputs. NVRTC ships no cuda_bf16.h / cuda_fp16.h, so the 16-bit
+// float types are plain bit containers and every conversion is a PTX cvt or a bit operation.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+struct bf16 {
+  unsigned short bits;
+};
+
+struct fp16 {
+  unsigned short bits;
+};
+
+// Bias type of a kernel specialized without a bias.
+struct NoBias {};
+
+template <class A, class B>
+struct is_same_type {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_same_type<A, A> {
+  static constexpr bool value = true;
+};
+
+// bf16 is the high half of an fp32, so widening is exact and needs no instruction.
+__device__ __forceinline__ float to_float(bf16 x) {
+  return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);
+}
+
+__device__ __forceinline__ float to_float(fp16 x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+}
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+__device__ __forceinline__ bf16 to_bf16(float x) {
+  bf16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ fp16 to_fp16(float x) {
+  fp16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
+  return r;
+}
+
+}  // namespace kernels
+}  // namespace shardjit

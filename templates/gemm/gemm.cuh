@@ -1,0 +1,145 @@
+// General matrix product out = alpha * A B + addend (templates/gemm/gemm_args.cuh) with fp32
+// accumulation, for the backward of LinearLogp: grad_hidden = dZ W (A = dZ) and
+// grad_weight = dZ^T X (A_TRANS, A = dZ). Same structure as the forward: a cp.async
+// multi-stage pipeline of swizzled tiles feeding a main loop (mma.sync for 16-bit operands, fp32
+// FMA otherwise), then an epilogue policy (store, or accumulate into an existing buffer).
+//
+// Grid: x = ceil(m / BM), y = ceil(n / BN). Block: gemm_threads, dynamic shared memory
+// gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES). Each block owns its output
+// tile and walks K in a fixed order: results do not depend on the launch or the data.
+//
+// FILTER: K slices whose part of A the mask marks as zero are neither loaded nor multiplied.
+#pragma once
+
+#include "common/ptx.cuh"
+#include "common/types.cuh"
+#include "gemm/gemm_args.cuh"
+#include "gemm/gemm_epilogue.cuh"
+#include "gemm/gemm_layout.cuh"
+#include "gemm/gemm_mainloop_mma.cuh"
+#include "gemm/gemm_mainloop_simt.cuh"
+#include "gemm/gemm_tile_copy.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+// Tensor cores when both operands have the same 16-bit type, fp32 FMA otherwise.
+template <class TA, class TB, int BM, int BN, int BK, bool A_TRANS>
+struct GemmMainloopFor {
+  using type = GemmSimtMainloop<TA, TB, BM, BN, BK, A_TRANS>;
+};
+template <int BM, int BN, int BK, bool A_TRANS>
+struct GemmMainloopFor<bf16, bf16, BM, BN, BK, A_TRANS> {
+  using type = GemmMmaMainloop<bf16, BM, BN, BK, A_TRANS>;
+};
+template <int BM, int BN, int BK, bool A_TRANS>
+struct GemmMainloopFor<fp16, fp16, BM, BN, BK, A_TRANS> {
+  using type = GemmMmaMainloop<fp16, BM, BN, BK, A_TRANS>;
+};
+
+// Whether K slice `slice` (of BK) of the block's rows [m0, m0 + BM) touches a nonzero mask block.
+template <int BM, int BK, bool A_TRANS>
+__device__ __forceinline__ bool gemm_slice_active(const GemmArgs& args, long long m0, int slice) {
+  const long long k0 = static_cast<long long>(slice) * BK;
+  const long long k1 = (k0 + BK < args.k ? k0 + BK : args.k) - 1;
+  const long long m1 = (m0 + BM < args.m ? m0 + BM : args.m) - 1;
+  // The slice in A's storage coordinates, inclusive.
+  const long long r0 = A_TRANS ? k0 : m0;
+  const long long r1 = A_TRANS ? k1 : m1;
+  const long long c0 = A_TRANS ? m0 : k0;
+  const long long c1 = A_TRANS ? m1 : k1;
+  for (long long i = r0 / args.mask_block_rows; i <= r1 / args.mask_block_rows; ++i) {
+    for (long long j = c0 / args.mask_block_cols; j <= c1 / args.mask_block_cols; ++j) {
+      if (args.mask[i * args.mask_stride + j] != 0) return true;
+    }
+  }
+  return false;
+}
+
+template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
+          int STAGES, bool FILTER>
+__global__ void __launch_bounds__(gemm_threads, 1) gemm(const GemmArgs args) {
+  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
+  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+
+  constexpr int kThreads = gemm_threads;
+  constexpr int kABytes = gemm_a_tile_bytes(static_cast<int>(sizeof(TA)), BM, BK);
+  constexpr int kStageBytes = gemm_stage_bytes(static_cast<int>(sizeof(TA)), static_cast<int>(sizeof(TB)), BM, BN, BK);
+  using ACopy = GemmTileCopy<TA, A_TRANS ? BK : BM, A_TRANS ? BM : BK, kThreads>;
+  using BCopy = GemmTileCopy<TB, BK, BN, kThreads>;
+  using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type;
+
+  extern __shared__ __align__(128) unsigned char gemm_smem[];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const long long m0 = static_cast<long long>(blockIdx.x) * BM;
+  const long long n0 = static_cast<long long>(blockIdx.y) * BN;
+  const int slices = static_cast<int>((args.k + BK - 1) / BK);
+  const TA* const a = static_cast<const TA*>(args.a);
+  const TB* const b = static_cast<const TB*>(args.b);
+  // A's storage: rows and contiguous columns, and where the block's tile sits in it.
+  const long long a_rows = A_TRANS ? args.k : args.m;
+
+  auto next_slice = [&](int slice) {
+    if constexpr (FILTER) {
+      while (slice < slices && !gemm_slice_active<BM, BK, A_TRANS>(args, m0, slice)) ++slice;
+    }
+    return slice;
+  };
+
+  // Producer position and the ring slot it fills next. Always commits, even past the end, so
+  // that the group count stays in step with the consumer's cp_async_wait_group.
+  int load_slice = next_slice(0);
+  int load_slot = 0;
+  auto load_next = [&]() {
+    if (load_slice < slices) {
+      const unsigned int slot = smem_addr(gemm_smem + load_slot * kStageBytes);
+      const long long k0 = static_cast<long long>(load_slice) * BK;
+      if constexpr (A_TRANS) {
+        ACopy::issue(slot, a, args.a_stride, k0, m0, a_rows, args.a_cols, tid);
+      } else {
+        ACopy::issue(slot, a, args.a_stride, m0, k0, a_rows, args.a_cols, tid);
+      }
+      BCopy::issue(slot + kABytes, b, args.b_stride, k0, n0, args.b_rows, args.n, tid);
+      load_slice = next_slice(load_slice + 1);
+      load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
+    }
+    cp_async_commit_group();
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_next();
+
+  Mainloop mainloop;
+  mainloop.clear();
+  int read_slot = 0;
+#pragma unroll 1
+  for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) {
+    cp_async_wait_group<STAGES - 2>();
+    // Makes every thread's copies of this slot visible, and frees the slot read in the previous
+    // step for the refill that compute starts.
+    __syncthreads();
+    const unsigned char* const stage = gemm_smem + read_slot * kStageBytes;
+    mainloop.compute(reinterpret_cast<const TA*>(stage), reinterpret_cast<const TB*>(stage + kABytes), warp,
+                     lane, load_next);
+    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+  }
+  cp_async_wait_group<0>();
+
+  GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
+                                    static_cast<const AddT*>(args.addend),
+                                    args.out_stride,
+                                    args.addend_stride,
+                                    args.m,
+                                    args.n,
+                                    args.alpha != nullptr ? *args.alpha : 1.0f};
+  mainloop.for_each_pair(warp, lane, [&](int row, int col, float v0, float v1) {
+    epilogue(m0 + row, n0 + col, v0, v1);
+  });
+}
+
+}  // namespace kernels
+}  // namespace shardjit

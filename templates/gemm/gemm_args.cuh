@@ -1,0 +1,41 @@
+// Arguments of the GEMM kernel (templates/gemm/gemm.cuh). Shared verbatim by the host and the
+// kernel, so only built-in types appear here.
+//
+//   out[m][n] = alpha * sum_k A[m][k] * B[k][n] + addend[m][n]
+//
+// A is stored row-major [m][k], or, with the kernel's A_TRANS, as its transpose [k][m]; B is
+// stored row-major [k][n]. Rows of a stored matrix are strided, its columns contiguous. The
+// contiguous extent of A's storage is a_cols (a multiple of 8 elements); the kernel reads whole
+// 16-byte chunks up to it, so values there must be finite (a zero padding, typically). Rows of
+// B at or past b_rows read as zeros, so a caller may hide rows of B that hold no data.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+struct GemmArgs {
+  const void* a;              // A's storage, row stride a_stride elements
+  const void* b;              // B [k][n], row stride b_stride elements
+  void* out;                  // [m][n] of the kernel's output type, row stride out_stride
+  const void* addend;         // [m][n] of the kernel's addend type; null: none; may equal out
+  const float* alpha;         // device scalar; null: 1
+  const unsigned char* mask;  // FILTER only: see below
+  long long a_stride;
+  long long b_stride;
+  long long out_stride;
+  long long addend_stride;
+  long long m;
+  long long n;                // a multiple of 8
+  long long k;
+  long long a_cols;           // contiguous extent of A's storage, a multiple of 8
+  long long b_rows;           // rows of B that hold data, <= k
+  // FILTER: a byte per block of A's storage, row-major with mask_stride bytes a row; block
+  // (i, j) covers storage rows [i * mask_block_rows, ...) and columns [j * mask_block_cols, ...).
+  // A K slice whose blocks are all 0 is known to be zero and skipped.
+  long long mask_stride;
+  int mask_block_rows;
+  int mask_block_cols;
+};
+
+}  // namespace kernels
+}  // namespace shardjit

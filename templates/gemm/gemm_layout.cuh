@@ -1,0 +1,32 @@
+// Launch shape and dynamic shared-memory layout of the GEMM kernel (templates/gemm/gemm.cuh).
+// Read by the host (plain C++) to size the launch and by the kernel to place its buffers, so
+// both agree by construction; only built-in types and constexpr functions appear here.
+//
+// Layout: stages x { A tile, B tile }, each a BM x BK (A) and BK x BN (B) block of elements,
+// swizzled and filled by cp.async. Every offset is a multiple of 16 bytes.
+#pragma once
+
+#include "common/host_device.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+constexpr int gemm_threads = 256;
+
+SHARDJIT_HOST_DEVICE constexpr int gemm_a_tile_bytes(int a_elem_bytes, int bm, int bk) {
+  return bm * bk * a_elem_bytes;
+}
+
+SHARDJIT_HOST_DEVICE constexpr int
+gemm_stage_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk) {
+  return gemm_a_tile_bytes(a_elem_bytes, bm, bk) + bk * bn * b_elem_bytes;
+}
+
+// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+SHARDJIT_HOST_DEVICE constexpr int
+gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages) {
+  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk);
+}
+
+}  // namespace kernels
+}  // namespace shardjit

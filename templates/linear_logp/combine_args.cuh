@@ -1,0 +1,24 @@
+// Arguments of the partial-statistics combine kernel (templates/linear_logp/combine.cuh).
+// Shared verbatim by the host and the kernel, so only built-in types appear here.
+#pragma once
+
+#include "linear_logp/partials.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+struct LogpCombineArgs {
+  const RowPartial* partials;  // [S][source_stride]: source s's partial of row i at s*source_stride+i
+  long long source_stride;     // >= n_rows
+  const void* targets;         // t [n_rows] of the kernel's target type
+  float* logp;                 // [n_rows]; may be null
+  float* lse;                  // [n_rows]; may be null
+  float* entropy;              // [n_rows]; may be null (and must be when ENTROPY is false)
+  DeviceStatus* status;        // never null
+  long long n_rows;
+  long long valid_vocab;       // targets must lie in [0, valid_vocab) unless == ignore_index
+  long long ignore_index;
+};
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,144 @@
+// Fused forward of LinearLogp on one vocabulary shard: for a BM-row tile of X and a split of the
+// shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
+// target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
+//
+// Grid: x = row tiles (ceil(n_rows / BM)), y = vocabulary splits; split y walks tiles
+// [y * tiles_per_split, min((y + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
+// partials[y * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
+// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES).
+//
+// The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
+// the first slices of the next tile are already in flight while the epilogue runs.
+#pragma once
+
+#include "common/cp_async_tile.cuh"
+#include "common/ptx.cuh"
+#include "common/types.cuh"
+#include "linear_logp/fwd_args.cuh"
+#include "linear_logp/fwd_epilogue.cuh"
+#include "linear_logp/fwd_layout.cuh"
+#include "linear_logp/fwd_mainloop_mma.cuh"
+#include "linear_logp/fwd_mainloop_simt.cuh"
+#include "linear_logp/partials.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+template <class T, int BM, int BN, int BK>
+struct LinearLogpFwdMainloop {
+  using type = MmaMainloop<T, BM, BN, BK>;
+};
+
+template <int BM, int BN, int BK>
+struct LinearLogpFwdMainloop<float, BM, BN, BK> {
+  using type = SimtMainloop<BM, BN, BK>;
+};
+
+template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
+          int BK, int STAGES, bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
+    linear_logp_fwd(const LinearLogpFwdArgs args) {
+  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
+  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+  static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
+  static_assert(V_VALID >= 1 && V_VALID <= V_LOCAL, "V_VALID is in [1, V_LOCAL]");
+
+  constexpr int kThreads = linear_logp_fwd_threads;
+  constexpr int kElem = static_cast<int>(sizeof(T));
+  constexpr int kKSlices = (H + BK - 1) / BK;
+  constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
+  constexpr int kLd = linear_logp_fwd_logit_ld(BN);
+  using XCopy = CpAsyncTile<T, BM, BK, H, kThreads>;
+  using WCopy = CpAsyncTile<T, BN, BK, H, kThreads>;
+  using Mainloop = typename LinearLogpFwdMainloop<T, BM, BN, BK>::type;
+  using Epilogue = LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>;
+
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
+  T* const ring = reinterpret_cast<T*>(linear_logp_fwd_smem);
+  float* const logits = reinterpret_cast<float*>(
+      linear_logp_fwd_smem + linear_logp_fwd_logit_offset(kElem, BM, BN, BK, STAGES));
+  const Epilogue epilogue{
+      reinterpret_cast<RowPartial*>(linear_logp_fwd_smem +
+                                    linear_logp_fwd_stats_offset(kElem, BM, BN, BK, STAGES)),
+      reinterpret_cast<int*>(linear_logp_fwd_smem +
+                             linear_logp_fwd_target_offset(kElem, BM, BN, BK, STAGES))};
+  constexpr int kStageElems = (BM + BN) * BK;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const long long row0 = static_cast<long long>(blockIdx.y) * BM;
+  const long long rows_left = args.n_rows - row0;
+  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
+  const long long first = static_cast<long long>(blockIdx.x) * args.tiles_per_split;
+  const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
+  const long long last = first + args.tiles_per_split;
+  const int tile_end = last < kVocabTiles ? static_cast<int>(last) : kVocabTiles;
+
+  // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
+  // barrier before the store.
+  epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
+
+  const T* const w = static_cast<const T*>(args.weight);
+  XCopy x_copy;
+  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
+  WCopy w_copy;
+  // Producer position in the (tile, K slice) stream, and the ring slot it fills next.
+  int load_tile = tile_begin;
+  int load_slice = 0;
+  int load_slot = 0;
+  // Always commits, even past the end of the stream, so that the group count stays in step
+  // with the consumer's cp_async_wait_group.
+  auto load_next = [&]() {
+    if (load_tile < tile_end) {
+      if (load_slice == 0) {
+        w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID,
+                        tid);
+      }
+      const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
+      const int k0 = load_slice * BK;
+      x_copy.issue(slot, k0);
+      w_copy.issue(slot + BM * BK * kElem, k0);
+      if (++load_slice == kKSlices) {
+        load_slice = 0;
+        ++load_tile;
+      }
+      load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
+    }
+    cp_async_commit_group();
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_next();
+
+  Mainloop mainloop;
+  int read_slot = 0;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    mainloop.clear();
+#pragma unroll 1
+    for (int slice = 0; slice < kKSlices; ++slice) {
+      cp_async_wait_group<STAGES - 2>();
+      // Makes every thread's copies of this slot visible, and frees the slot read in the previous
+      // step for the refill that compute starts.
+      __syncthreads();
+      const T* const slot = ring + read_slot * kStageElems;
+      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    }
+    // The previous tile's epilogue finished reading the logit tile before the barrier of the
+    // K loop above, so it can be overwritten.
+    mainloop.store(logits, kLd, warp, lane);
+    __syncthreads();
+    epilogue.consume(logits, kLd, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
+  }
+  cp_async_wait_group<0>();
+
+  __syncthreads();
+  epilogue.store(args.partials + static_cast<long long>(blockIdx.x) * args.n_rows, row0,
+                 args.n_rows, tid);
+}
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,27 @@
+// Arguments of the fused forward kernel (templates/linear_logp/fwd.cuh). Shared verbatim by the
+// host and the kernel, so only built-in types appear here.
+#pragma once
+
+#include "linear_logp/partials.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+// Grid: x = vocabulary split, y = row tile. Blocks start in x-fastest order, so the blocks that
+// run at the same time share few row tiles of X, which then stay in L2 across vocabulary tiles.
+struct LinearLogpFwdArgs {
+  const void* hidden;       // X [n_rows, H], row stride hidden_stride elements
+  const void* weight;       // W [V_LOCAL, H], row stride weight_stride elements
+  const void* bias;         // b [V_LOCAL] of the kernel's bias type; unused with NoBias
+  const void* targets;      // t [n_rows], global ids of the kernel's target type
+  RowPartial* partials;     // [gridDim.x][n_rows]: one slice per vocabulary split
+  long long n_rows;
+  long long hidden_stride;
+  long long weight_stride;
+  long long vocab_start;    // global id of W's row 0
+  int tiles_per_split;      // BN-wide vocabulary tiles walked by one split
+  float inv_temperature;
+};
+
+}  // namespace kernels
+}  // namespace shardjit

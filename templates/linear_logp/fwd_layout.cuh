@@ -1,0 +1,52 @@
+// Launch shape and dynamic shared-memory layout of linear_logp_fwd (templates/linear_logp/fwd.cuh).
+// Read by the host (plain C++) to size the launch and by the kernel to place its buffers, so
+// both agree by construction; only built-in types and constexpr functions appear here.
+//
+// Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
+//   logit tile [bm][bn + pad]                        fp32 accumulators of one vocabulary tile
+//   running statistics [bm] RowPartial               per row of the row tile
+//   target columns [bm] int                          the row's target in shard columns, or -1
+#pragma once
+
+#include "common/host_device.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+constexpr int linear_logp_fwd_threads = 256;
+
+// Eight floats of padding shift consecutive logit rows by 8 banks, so the mma accumulator
+// stores (8 rows x 8 columns per half warp, 2 floats each) hit 32 different banks.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_logit_ld(int bn) { return bn + 8; }
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_fwd_stage_bytes(int elem_bytes, int bm, int bn, int bk) {
+  return (bm + bn) * bk * elem_bytes;
+}
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_fwd_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return stages * linear_logp_fwd_stage_bytes(elem_bytes, bm, bn, bk);
+}
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_fwd_stats_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_fwd_logit_offset(elem_bytes, bm, bn, bk, stages) +
+         bm * linear_logp_fwd_logit_ld(bn) * 4;
+}
+
+// RowPartial is four floats.
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_fwd_target_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_fwd_stats_offset(elem_bytes, bm, bn, bk, stages) + bm * 16;
+}
+
+// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_fwd_target_offset(elem_bytes, bm, bn, bk, stages) + bm * 4;
+}
+
+}  // namespace kernels
+}  // namespace shardjit
