@@ -1,0 +1,92 @@
+#include "runtime/ops/linear_logp_fwd.hpp"
+
+#include "linear_logp/fwd_layout.cuh"
+#include "runtime/sched/launch.hpp"
+
+#include <optional>
+
+namespace shardjit {
+
+unsigned smem_limit_for_arch(const std::string& arch) {
+  // Opt-in shared memory per block (CUDA programming guide, compute capability tables).
+  if (arch.rfind("sm_90", 0) == 0 || arch.rfind("sm_100", 0) == 0) return 232448;
+  if (arch == "sm_80" || arch == "sm_87") return 166912;
+  return 101376;  // sm_86, sm_89, sm_120 and unknown: the smallest of the data-center tiers
+}
+
+FwdTile default_fwd_tile(DType dtype, const std::string& arch) {
+  FwdTile tile;
+  if (dtype == DType::kFP32) tile.bk = 32;  // 128-byte rows of fp32, as bf16's 64 elements are
+  const unsigned limit = smem_limit_for_arch(arch);
+  while (tile.stages > 2 && linear_logp_fwd_smem(dtype, tile) > limit) --tile.stages;
+  if (linear_logp_fwd_smem(dtype, tile) > limit) tile.bk = 32;
+  return tile;
+}
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+  const LinearLogpConfig& c = layout.config;
+  return KernelSpec(
+      "linear_logp_fwd",
+      {{"T", TypeArg{dtype_name(c.dtype)}},
+       {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
+       {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
+       {"H", c.hidden},
+       {"V_LOCAL", c.vocab_local},
+       {"V_VALID", layout.valid_local},
+       {"BM", std::int64_t{tile.bm}},
+       {"BN", std::int64_t{tile.bn}},
+       {"BK", std::int64_t{tile.bk}},
+       {"STAGES", std::int64_t{tile.stages}},
+       {"ENTROPY", c.want_entropy}});
+}
+
+unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
+  return static_cast<unsigned>(kernels::linear_logp_fwd_smem_bytes(static_cast<int>(dtype_size(dtype)), tile.bm,
+                                                                   tile.bn, tile.bk, tile.stages));
+}
+
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu) {
+  const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
+  const std::int64_t sms = std::max(1, gpu.sm_count);
+  // Useful tile work over the tile slots the waves occupy.
+  auto plan_for = [&](int splits) {
+    const std::int64_t per_split = (vocab_tiles + splits - 1) / splits;
+    const std::int64_t waves = (row_tiles * splits + sms - 1) / sms;
+    const double efficiency =
+        static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * per_split);
+    return std::make_pair(efficiency, SplitPlan{splits, static_cast<int>(per_split)});
+  };
+  // Blocks start split-fastest, so about sms / splits row tiles run at the same time.
+  auto x_fits_in_l2 = [&](int splits) {
+    const std::int64_t active_row_tiles = std::min(row_tiles, (sms + splits - 1) / splits);
+    return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
+  };
+  double best = 0.0;
+  for (int splits : kVocabSplitChoices) {
+    if (splits <= vocab_tiles) best = std::max(best, plan_for(splits).first);
+  }
+  // Each split costs partials traffic and a wider combine, so prefer few of them.
+  std::optional<SplitPlan> fallback;
+  for (int splits : kVocabSplitChoices) {
+    if (splits > vocab_tiles) break;
+    auto [efficiency, plan] = plan_for(splits);
+    if (efficiency < best - 0.02) continue;
+    if (x_fits_in_l2(splits)) return plan;
+    if (!fallback) fallback = plan;
+  }
+  return fallback.value_or(plan_for(1).second);
+}
+
+void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
+                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream) {
+  LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(splits);
+  shape.grid_y = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_threads);
+  shape.smem_bytes = smem_bytes;
+  launch(kernel, shape, args, stream);
+}
+
+}  // namespace shardjit

@@ -1,0 +1,61 @@
+// Host side of templates/linear_logp/fwd.cuh: the fused GEMM + online log-sum-exp kernel that
+// writes per-row partial statistics for each vocabulary split.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "linear_logp/fwd_args.cuh"
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/driver/module.hpp"
+#include "runtime/ops/linear_logp_layout.hpp"
+
+namespace shardjit {
+
+struct FwdTile {
+  int bm = 128;
+  int bn = 128;
+  int bk = 64;
+  int stages = 3;
+};
+
+// The tile the portable path uses for a dtype on an arch ("sm_80", "sm_90a", ...): the deepest
+// pipeline whose shared memory fits the arch's per-block limit.
+FwdTile default_fwd_tile(DType dtype, const std::string& arch);
+
+// Shared memory a block may opt into on `arch` (bytes), from the architecture tables.
+unsigned smem_limit_for_arch(const std::string& arch);
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+
+unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
+
+// Vocabulary splits are powers of two up to kMaxVocabSplits, so that the op can load the
+// combine kernel of every split count it may use when it is built.
+inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
+
+struct SplitPlan {
+  int splits = 1;
+  int tiles_per_split = 1;
+};
+
+// What the split choice needs to know of the GPU.
+struct GpuShape {
+  int sm_count = 132;
+  std::int64_t l2_bytes = 50ll << 20;
+};
+
+// The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
+// vocabulary columns: among the counts that fill the GPU (one block per multiprocessor) within
+// two points of the best, counting wave quantization, the fewest whose concurrently running
+// row tiles of X fit in half the L2 (so X is read from DRAM about once, not once per tile).
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu);
+
+void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
+                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);
+
+}  // namespace shardjit

@@ -1,0 +1,17 @@
+#include "runtime/ops/linear_logp_kernels.hpp"
+
+#include "runtime/ops/logp_combine.hpp"
+
+namespace shardjit {
+
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch) {
+  const LinearLogpConfig& c = layout.config;
+  FwdTile tile = default_fwd_tile(c.dtype, arch);
+  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}};
+  for (int splits : kVocabSplitChoices) {
+    kernels.combine.push_back(logp_combine_spec(splits, c.target_dtype, c.want_entropy));
+  }
+  return kernels;
+}
+
+}  // namespace shardjit

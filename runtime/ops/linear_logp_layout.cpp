@@ -1,0 +1,73 @@
+#include "runtime/ops/linear_logp_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: " + what);
+}
+
+constexpr std::int64_t kMaxShard = 2147483647;  // kernels index the shard with 32-bit ints
+
+}  // namespace
+
+LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
+  LinearLogpConfig c = input;
+  if (c.hidden <= 0 || c.hidden % 8 != 0 || c.hidden > 65536) {
+    bad("hidden = " + std::to_string(c.hidden) + " is not supported; expected a multiple of 8 in 8..65536");
+  }
+  if (c.vocab_local < 1 || c.vocab_local > kMaxShard) {
+    bad("vocab_local = " + std::to_string(c.vocab_local) + "; expected 1.." + std::to_string(kMaxShard));
+  }
+  if (c.vocab_start < 0) bad("vocab_start = " + std::to_string(c.vocab_start) + "; expected >= 0");
+  if (c.vocab_global == 0) c.vocab_global = c.vocab_start + c.vocab_local;
+  if (c.vocab_global < c.vocab_start + c.vocab_local) {
+    bad("vocab_global = " + std::to_string(c.vocab_global) + " is smaller than vocab_start + vocab_local = " +
+        std::to_string(c.vocab_start + c.vocab_local));
+  }
+  if (c.valid_vocab == 0) c.valid_vocab = c.vocab_global;
+  if (c.valid_vocab < 1 || c.valid_vocab > c.vocab_global) {
+    bad("valid_vocab = " + std::to_string(c.valid_vocab) + "; expected 1..vocab_global (" +
+        std::to_string(c.vocab_global) + ")");
+  }
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kFP16 && c.dtype != DType::kFP32) {
+    bad(std::string("dtype = ") + dtype_name(c.dtype) + "; expected bf16, fp16 or fp32");
+  }
+  if (c.bias_dtype && !dtype_is_float(*c.bias_dtype)) {
+    bad(std::string("bias_dtype = ") + dtype_name(*c.bias_dtype) + "; expected bf16, fp16 or fp32");
+  }
+  if (c.target_dtype != DType::kInt32 && c.target_dtype != DType::kInt64) {
+    bad(std::string("target_dtype = ") + dtype_name(c.target_dtype) + "; expected int32 or int64");
+  }
+  if (!(c.temperature > 0.0f) || !std::isfinite(c.temperature)) {
+    bad("temperature = " + std::to_string(c.temperature) + "; expected a finite value > 0");
+  }
+  if (c.max_rows < 0) bad("max_rows = " + std::to_string(c.max_rows) + "; expected >= 0");
+  if (c.device < 0) bad("device = " + std::to_string(c.device) + "; expected >= 0");
+
+  LinearLogpLayout layout;
+  layout.config = c;
+  layout.valid_local = std::clamp<std::int64_t>(c.valid_vocab - c.vocab_start, 0, c.vocab_local);
+  return layout;
+}
+
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch) {
+  const LinearLogpConfig& c = layout.config;
+  std::string command = "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
+                        std::to_string(c.vocab_global);
+  if (c.valid_vocab != c.vocab_global) command += " --valid-vocab " + std::to_string(c.valid_vocab);
+  command += " --shard " + std::to_string(c.vocab_start) + ":" + std::to_string(c.vocab_local);
+  command += std::string(" --dtype ") + dtype_name(c.dtype);
+  command += std::string(" --targets ") + dtype_name(c.target_dtype);
+  command += std::string(" --bias ") + (c.bias_dtype ? dtype_name(*c.bias_dtype) : "none");
+  command += std::string(" --entropy ") + (c.want_entropy ? "on" : "off");
+  command += " --arch " + arch;
+  return command;
+}
+
+}  // namespace shardjit

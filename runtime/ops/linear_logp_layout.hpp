@@ -1,0 +1,23 @@
+// A LinearLogp configuration checked and resolved once, when the op is built (and by prewarm,
+// which must derive exactly the kernels the op will ask for).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shardjit/linear_logp.hpp"
+
+namespace shardjit {
+
+struct LinearLogpLayout {
+  LinearLogpConfig config;         // with vocab_global and valid_vocab resolved
+  std::int64_t valid_local = 0;    // columns of this shard before valid_vocab (0..vocab_local)
+};
+
+// Throws Error(kInvalidArgument) naming the field, its value and what is expected.
+LinearLogpLayout resolve_layout(const LinearLogpConfig& config);
+
+// The `shardjit prewarm` command that builds this op's kernels for `arch`.
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch);
+
+}  // namespace shardjit

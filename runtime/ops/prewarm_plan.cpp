@@ -1,0 +1,68 @@
+#include "runtime/ops/prewarm_plan.hpp"
+
+#include <set>
+
+#include "runtime/ops/linear_logp_kernels.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+
+std::vector<ShardRange> even_shards(std::int64_t vocab, int tp) {
+  if (tp < 1 || tp > 1024) {
+    throw Error(ErrorCode::kInvalidArgument, "TP degree " + std::to_string(tp) + " is not supported; expected 1..1024");
+  }
+  if (vocab < tp) {
+    throw Error(ErrorCode::kInvalidArgument, "vocabulary of " + std::to_string(vocab) +
+                                                 " cannot be split over " + std::to_string(tp) + " ranks");
+  }
+  const std::int64_t per_rank = (vocab + tp - 1) / tp;
+  std::vector<ShardRange> shards;
+  for (std::int64_t start = 0; start < vocab; start += per_rank) {
+    shards.push_back({start, std::min(per_rank, vocab - start)});
+  }
+  return shards;
+}
+
+std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
+  if (request.models.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "prewarm: no model given; pass a config.json or --hidden and --vocab");
+  }
+  if (request.archs.empty()) throw Error(ErrorCode::kInvalidArgument, "prewarm: no target arch given");
+  std::vector<PrewarmItem> items;
+  std::set<std::string> seen;
+  auto add = [&](const KernelSpec& spec, const std::string& arch, const std::string& origin) {
+    if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin});
+  };
+  for (const ModelShape& model : request.models) {
+    for (int tp : request.tp) {
+      std::vector<ShardRange> shards =
+          request.shard ? std::vector<ShardRange>{*request.shard} : even_shards(model.vocab, tp);
+      for (DType dtype : request.dtypes)
+        for (DType targets : request.target_dtypes)
+          for (const auto& bias : request.bias_dtypes)
+            for (bool entropy : request.entropy)
+              for (const ShardRange& shard : shards) {
+                LinearLogpConfig config;
+                config.hidden = model.hidden;
+                config.vocab_start = shard.start;
+                config.vocab_local = shard.size;
+                config.vocab_global = model.vocab;
+                config.valid_vocab = model.valid_vocab;
+                config.dtype = dtype;
+                config.bias_dtype = bias;
+                config.target_dtype = targets;
+                config.want_entropy = entropy;
+                const LinearLogpLayout layout = resolve_layout(config);
+                std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(dtype);
+                for (const std::string& arch : request.archs) {
+                  LinearLogpKernels kernels = linear_logp_kernels(layout, arch);
+                  add(kernels.fwd, arch, origin);
+                  for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
+                }
+              }
+    }
+  }
+  return items;
+}
+
+}  // namespace shardjit
