@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+KernelSpec combine(std::int64_t sources, const char* targets = "int64", bool entropy = true) {
+  return KernelSpec("logp_combine", {{"S", sources}, {"TargetT", TypeArg{targets}}, {"ENTROPY", entropy}});
+}
+
+void expect_invalid(const std::function<void()>& make, const std::string& needle) {
+  try {
+    make();
+    FAIL() << "expected an invalid-argument error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelSpec, CanonicalTextListsParametersInRegistryOrder) {
+  EXPECT_EQ(combine(8).canonical_text(), "logp_combine<S=8,TargetT=int64,ENTROPY=true>");
+}
+
+TEST(KernelSpec, NameExpressionSpellsTypesForTheTemplates) {
+  EXPECT_EQ(combine(4, "int32", false).name_expression(), "shardjit::kernels::logp_combine<4, int, false>");
+}
+
+TEST(KernelSpec, GivenOrderDoesNotMatter) {
+  KernelSpec a("logp_combine", {{"ENTROPY", false}, {"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}});
+  EXPECT_EQ(a, combine(2, "int32", false));
+}
+
+TEST(KernelSpec, RejectsOutOfRangeValues) {
+  expect_invalid([] { combine(0); }, "S");
+  expect_invalid([] { combine(1025); }, "1..1024");
+}
+
+TEST(KernelSpec, RejectsTypesOutsideTheAllowedSet) {
+  expect_invalid([] { combine(2, "fp32"); }, "expected one of int32, int64");
+}
+
+TEST(KernelSpec, RejectsMissingDuplicateAndUnknownParameters) {
+  expect_invalid([] { KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"ENTROPY", true}}); }, "TargetT is missing");
+  expect_invalid([] {
+    KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"S", std::int64_t{3}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}});
+  }, "given twice");
+  expect_invalid([] {
+    KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}, {"X", true}});
+  }, "no parameter 'X'");
+}
+
+TEST(KernelSpec, RejectsAValueOfTheWrongKind) {
+  expect_invalid([] { KernelSpec("logp_combine", {{"S", true}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}}); },
+                 "must be an integer");
+}
+
+TEST(KernelSpec, UnknownTemplateIsNotFound) {
+  try {
+    KernelSpec("no_such_kernel", {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("logp_combine"), std::string::npos) << "lists the known templates";
+  }
+}
+
+TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
+  auto fwd = [](std::int64_t hidden, std::int64_t v_local, std::int64_t v_valid) {
+    return KernelSpec("linear_logp_fwd", {{"T", TypeArg{"bf16"}}, {"BiasT", TypeArg{"none"}}, {"TargetT", TypeArg{"int64"}},
+                                          {"H", hidden}, {"V_LOCAL", v_local}, {"V_VALID", v_valid},
+                                          {"BM", std::int64_t{128}}, {"BN", std::int64_t{128}}, {"BK", std::int64_t{64}},
+                                          {"STAGES", std::int64_t{3}}, {"ENTROPY", false}});
+  };
+  EXPECT_NO_THROW(fwd(4096, 128256, 128000));
+  expect_invalid([&] { fwd(100, 300, 300); }, "multiple of 8");
+  expect_invalid([&] { fwd(64, 300, 301); }, "exceeds V_LOCAL");
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,95 @@
+// NVRTC compiles every registered template for sm_80 and sm_90a (no GPU needed), and a failed
+// compile reports the NVRTC log with the offending template lines.
+#include <gtest/gtest.h>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/compile/nvrtc_compiler.hpp"
+#include "runtime/compile/template_sources.hpp"
+#include "runtime/ops/linear_logp_kernels.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+struct CompileCase {
+  std::string name;
+  DType dtype;
+  std::int64_t hidden, vocab;
+  const char* arch;
+};
+
+std::vector<CompileCase> compile_cases() {
+  std::vector<CompileCase> cases;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+      cases.push_back({std::string(dtype_name(dtype)) + "_" + arch, dtype, 4096, 128256, arch});
+    }
+  }
+  return cases;
+}
+
+class RegisteredTemplates : public ::testing::TestWithParam<CompileCase> {};
+
+TEST_P(RegisteredTemplates, CompileToCubin) {
+  const CompileCase& c = GetParam();
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.dtype = c.dtype;
+  config.bias_dtype = DType::kBF16;
+  config.want_entropy = true;
+  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch);
+  TemplateSources sources = TemplateSources::embedded();
+  NvrtcCompiler compiler;
+  // The forward kernel of this dtype and the combine kernel; together every registered template.
+  for (const KernelSpec* spec : {&kernels.fwd, &kernels.combine.back()}) {
+    KernelSource source{spec->canonical_text(), spec->name_expression(), sources.flatten(spec->def().file)};
+    CompiledKernel compiled = compiler.compile(source, c.arch);
+    EXPECT_GT(compiled.cubin.size(), 1000u) << spec->canonical_text();
+    EXPECT_EQ(compiled.cubin.compare(0, 4, "\x7f" "ELF"), 0) << "a CUBIN is an ELF image";
+    EXPECT_FALSE(compiled.lowered_name.empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Arches, RegisteredTemplates, ::testing::ValuesIn(compile_cases()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+TEST(NvrtcCompiler, EveryRegisteredTemplateIsCoveredAbove) {
+  // Adding a template means adding it to the compile cases above.
+  EXPECT_EQ(template_registry().size(), 2u);
+}
+
+TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
+  KernelSource source{"broken<>", "broken_kernel<1>",
+                      "#line 1 \"demo/broken.cuh\"\n"
+                      "template <int N> __global__ void broken_kernel() {\n"
+                      "  int x = undeclared_name_here + N;\n"
+                      "}\n"};
+  try {
+    NvrtcCompiler().compile(source, "sm_80");
+    FAIL() << "expected a compile error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kCompileFailed);
+    EXPECT_NE(message.find("undeclared_name_here"), std::string::npos) << message;
+    EXPECT_NE(message.find("demo/broken.cuh:2:"), std::string::npos) << "quotes the template line:\n" << message;
+  }
+}
+
+TEST(NvrtcCompiler, UnknownArchIsRejectedWithTheSupportedList) {
+  try {
+    NvrtcCompiler::check_arch("sm_999");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("sm_90a"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NvrtcCompiler, OptionsNameTheArch) {
+  auto options = NvrtcCompiler::compile_options("sm_90a");
+  EXPECT_NE(std::find(options.begin(), options.end(), "-arch=sm_90a"), options.end());
+}
+
+}  // namespace
+}  // namespace shardjit

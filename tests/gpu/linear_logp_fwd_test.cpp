@@ -1,0 +1,269 @@
+// LinearLogp forward on one GPU against an fp64 CPU reference over the same rounded inputs, on
+// fresh random data, for every dtype and odd shapes. Outputs are poisoned (NaN) before each
+// run, so an element the op fails to write fails the test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <random>
+
+#include "shardjit/shardjit.hpp"
+#include "support/device_array.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::DeviceArray;
+
+struct FwdCase {
+  const char* name;
+  std::int64_t n, hidden, vocab;
+  std::int64_t valid_vocab = 0;  // 0: all
+  DType dtype = DType::kBF16;
+  std::optional<DType> bias;
+  DType targets = DType::kInt64;
+  float temperature = 1.0f;
+  bool entropy = false;
+  bool ignore_rows = false;
+  std::int64_t row_stride = 0;  // hidden row stride; 0: packed
+};
+
+std::ostream& operator<<(std::ostream& os, const FwdCase& c) { return os << c.name; }
+
+Runtime& shared_runtime() {
+  static Runtime runtime;  // cache folder from SHARDJIT_CACHE_DIR, shared across the suite
+  return runtime;
+}
+
+struct Outcome {
+  double max_abs_logp = 0, max_abs_lse = 0, max_abs_entropy = 0;
+  double rel_norm_logp = 0;
+};
+
+class LinearLogpFwdTest : public ::testing::TestWithParam<FwdCase> {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+// Builds the problem, runs the op, compares; returns the error summary.
+Outcome run_case(const FwdCase& c, std::uint64_t seed) {
+  testing::LogpProblem p;
+  p.n = c.n;
+  p.hidden = c.hidden;
+  p.vocab_local = c.vocab;
+  p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
+  p.temperature = c.temperature;
+  const std::int64_t stride = c.row_stride ? c.row_stride : c.hidden;
+
+  std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;
+  // Logits of order one: x in [-1, 1], w in [-4/sqrt(H), 4/sqrt(H)].
+  std::vector<float> x_strided = testing::random_values(seed, static_cast<std::size_t>(c.n * stride), 1.0f, c.dtype, x_bytes);
+  p.hidden_values.resize(static_cast<std::size_t>(c.n * c.hidden));
+  for (std::int64_t i = 0; i < c.n; ++i)
+    std::copy_n(x_strided.begin() + i * stride, c.hidden, p.hidden_values.begin() + i * c.hidden);
+  const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+  p.weight_values = testing::random_values(seed + 1, static_cast<std::size_t>(c.vocab * c.hidden), w_scale, c.dtype, w_bytes);
+  if (c.bias) p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c.vocab), 1.0f, *c.bias, b_bytes);
+
+  std::mt19937_64 rng(seed + 3);
+  std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
+  p.targets.resize(static_cast<std::size_t>(c.n));
+  for (std::int64_t i = 0; i < c.n; ++i) {
+    p.targets[static_cast<std::size_t>(i)] = pick(rng);
+    if (c.ignore_rows && i % 5 == 2) p.targets[static_cast<std::size_t>(i)] = p.ignore_index;
+  }
+  if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+  if (c.n > 0) p.targets[0] = 0;
+
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.valid_vocab = c.valid_vocab;
+  config.dtype = c.dtype;
+  config.bias_dtype = c.bias;
+  config.target_dtype = c.targets;
+  config.temperature = c.temperature;
+  config.want_entropy = c.entropy;
+  LinearLogp op(shared_runtime(), config);
+
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), b(std::max<std::size_t>(b_bytes.size(), 16));
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  b.upload(b_bytes.data(), b_bytes.size());
+  std::vector<std::int32_t> t32(p.targets.begin(), p.targets.end());
+  DeviceArray t = c.targets == DType::kInt32 ? DeviceArray::from(t32) : DeviceArray::from(p.targets);
+  const std::size_t out_bytes = static_cast<std::size_t>(std::max<std::int64_t>(c.n, 1)) * 4;
+  DeviceArray logp(out_bytes), lse(out_bytes), entropy(out_bytes);
+  for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
+
+  LinearLogpInputs in;
+  in.hidden = {x.data(), c.dtype, c.n, c.hidden, stride};
+  in.weight = {w.data(), c.dtype, c.vocab, c.hidden, 0};
+  if (c.bias) in.bias = {b.data(), *c.bias, c.vocab};
+  in.targets = {t.data(), c.targets, c.n};
+  LinearLogpOutputs out;
+  out.logp = {logp.data(), DType::kFP32, c.n};
+  out.lse = {lse.data(), DType::kFP32, c.n};
+  if (c.entropy) out.entropy = {entropy.data(), DType::kFP32, c.n};
+  op.forward(in, out, nullptr);
+  EXPECT_EQ(op.check(nullptr).bad_rows, 0);
+
+  auto got_logp = logp.to_vector<float>(static_cast<std::size_t>(c.n));
+  auto got_lse = lse.to_vector<float>(static_cast<std::size_t>(c.n));
+  auto got_entropy = entropy.to_vector<float>(static_cast<std::size_t>(c.n));
+  for (std::int64_t i = 0; i < c.n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    EXPECT_TRUE(std::isfinite(got_logp[k])) << "logp[" << i << "] not written or not finite";
+    EXPECT_TRUE(std::isfinite(got_lse[k])) << "lse[" << i << "] not written or not finite";
+    EXPECT_LE(got_logp[k], 1e-5f) << "positive log-probability at row " << i;
+    if (c.entropy) {
+      EXPECT_TRUE(std::isfinite(got_entropy[k])) << "entropy[" << i << "]";
+    }
+  }
+
+  std::vector<std::int64_t> rows;
+  const std::int64_t sampled = std::min<std::int64_t>(c.n, 96);
+  for (std::int64_t j = 0; j < sampled; ++j) rows.push_back(c.n <= 96 ? j : (j * (c.n - 1)) / (sampled - 1));
+  auto ref = testing::reference_logp_rows(p, rows);
+
+  Outcome o;
+  double err2 = 0, ref2 = 0;
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    const auto k = static_cast<std::size_t>(rows[j]);
+    const double e_logp = std::abs(got_logp[k] - ref[j].logp);
+    const double e_lse = std::abs(got_lse[k] - ref[j].lse);
+    o.max_abs_logp = std::max(o.max_abs_logp, e_logp);
+    o.max_abs_lse = std::max(o.max_abs_lse, e_lse);
+    err2 += e_logp * e_logp;
+    ref2 += ref[j].logp * ref[j].logp;
+    if (c.entropy) o.max_abs_entropy = std::max(o.max_abs_entropy, std::abs(got_entropy[k] - ref[j].entropy));
+    if (p.targets[k] == p.ignore_index) {
+      EXPECT_EQ(got_logp[k], 0.0f) << "ignored row " << rows[j];
+    }
+  }
+  o.rel_norm_logp = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  return o;
+}
+
+TEST_P(LinearLogpFwdTest, MatchesFp64Reference) {
+  const FwdCase& c = GetParam();
+  Outcome o = run_case(c, 1000 + static_cast<std::uint64_t>(c.n * 7 + c.vocab));
+  std::printf("[ accuracy ] %-28s %s max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n", c.name,
+              dtype_name(c.dtype), o.max_abs_logp, o.max_abs_lse, o.max_abs_entropy, o.rel_norm_logp);
+  EXPECT_LT(o.max_abs_logp, 2e-3);
+  EXPECT_LT(o.max_abs_lse, 2e-3);
+  EXPECT_LT(o.max_abs_entropy, 2e-3);
+  EXPECT_LT(o.rel_norm_logp, 1e-3);
+}
+
+const FwdCase kCases[] = {
+    {"n1_h64_v1", 1, 64, 1},
+    {"n7_h64_v300_bias_temp", 7, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt32, 0.7f, true},
+    {"n129_h2048_v300_pad", 129, 2048, 300, 290, DType::kFP16, std::nullopt, DType::kInt64, 1.0f, false, true},
+    {"n129_h2048_v50257_fp32", 129, 2048, 50257, 0, DType::kFP32, DType::kFP32, DType::kInt64, 1.0f, true},
+    {"n1000_h4096_v50257", 1000, 4096, 50257, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.0f, true, true},
+    {"n4096_h4096_v128256", 4096, 4096, 128256},
+    {"n1000_h5120_v64128_fp16", 1000, 5120, 64128, 0, DType::kFP16, std::nullopt, DType::kInt64, 1.3f, true},
+    {"n7_h5120_v128256_pad", 7, 5120, 128256, 128000, DType::kBF16, std::nullopt, DType::kInt32},
+    {"n7_h64_v1_fp32", 7, 64, 1, 0, DType::kFP32},
+    {"n1_h4096_v128256_fp16", 1, 4096, 128256, 0, DType::kFP16},
+    {"n1000_h4096_v300_fp32", 1000, 4096, 300, 0, DType::kFP32, DType::kBF16, DType::kInt32, 0.5f, true, true},
+    {"n129_h2048_v300_strided", 129, 2048, 300, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, false, 2056},
+};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpFwdTest, ::testing::ValuesIn(kCases),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+class LinearLogpFwdDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+LinearLogpConfig small_config() {
+  LinearLogpConfig config;
+  config.hidden = 64;
+  config.vocab_local = 300;
+  return config;
+}
+
+TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
+  LinearLogp op(shared_runtime(), small_config());
+  const std::int64_t n = 6;
+  std::vector<std::uint8_t> x_bytes, w_bytes;
+  testing::random_values(7, n * 64, 1.0f, DType::kBF16, x_bytes);
+  testing::random_values(8, 300 * 64, 0.5f, DType::kBF16, w_bytes);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size());
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  std::vector<std::int64_t> targets = {5, 300, -100, -7, 299, 1000};
+  DeviceArray t = DeviceArray::from(targets);
+  DeviceArray logp(n * 4);
+  logp.fill_bytes(0xff);
+  op.forward({{x.data(), DType::kBF16, n, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {}, {t.data(), DType::kInt64, n}},
+             {{logp.data(), DType::kFP32, n}, {}, {}}, nullptr);
+  auto got = logp.to_vector<float>(n);
+  EXPECT_TRUE(std::isfinite(got[0]));
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], 0.0f);
+  EXPECT_TRUE(std::isnan(got[3]));
+  EXPECT_TRUE(std::isfinite(got[4]));
+  EXPECT_TRUE(std::isnan(got[5]));
+  BadTargetReport report = op.check(nullptr);
+  EXPECT_EQ(report.bad_rows, 3);
+  EXPECT_TRUE(report.first_bad_id == 300 || report.first_bad_id == -7 || report.first_bad_id == 1000);
+  EXPECT_EQ(op.check(nullptr).bad_rows, 0) << "check() clears the record";
+}
+
+TEST_F(LinearLogpFwdDeviceTest, StrictModeThrowsOnBadTargets) {
+  LinearLogpConfig config = small_config();
+  config.strict = true;
+  LinearLogp op(shared_runtime(), config);
+  std::vector<std::uint8_t> x_bytes, w_bytes;
+  testing::random_values(9, 2 * 64, 1.0f, DType::kBF16, x_bytes);
+  testing::random_values(10, 300 * 64, 0.5f, DType::kBF16, w_bytes);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), logp(8);
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  DeviceArray t = DeviceArray::from(std::vector<std::int64_t>{1, 301});
+  try {
+    op.forward({{x.data(), DType::kBF16, 2, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {}, {t.data(), DType::kInt64, 2}},
+               {{logp.data(), DType::kFP32, 2}, {}, {}}, nullptr);
+    FAIL() << "expected a device-status error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeviceStatus);
+    EXPECT_NE(std::string(e.what()).find("301"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LinearLogpFwdDeviceTest, ZeroRowsLaunchNothing) {
+  LinearLogp op(shared_runtime(), small_config());
+  DeviceArray w(300 * 64 * 2);
+  op.forward({{nullptr, DType::kBF16, 0, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {}, {nullptr, DType::kInt64, 0}},
+             {{nullptr, DType::kFP32, 0}, {}, {}}, nullptr);
+  EXPECT_EQ(op.check(nullptr).bad_rows, 0);
+}
+
+TEST_F(LinearLogpFwdDeviceTest, MisalignedHiddenIsAClearError) {
+  LinearLogp op(shared_runtime(), small_config());
+  DeviceArray x(4 * 64 * 2 + 16), w(300 * 64 * 2), t(4 * 8), logp(16);
+  auto* shifted = static_cast<char*>(x.data()) + 2;
+  try {
+    op.forward({{shifted, DType::kBF16, 4, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {}, {t.data(), DType::kInt64, 4}},
+               {{logp.data(), DType::kFP32, 4}, {}, {}}, nullptr);
+    FAIL() << "expected an alignment error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("16-byte"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,99 @@
+// How the forward is laid out on the GPU: vocabulary splits and the kernels an op loads.
+#include <gtest/gtest.h>
+
+#include "runtime/ops/linear_logp_kernels.hpp"
+#include "runtime/ops/prewarm_plan.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+const GpuShape kH200{132, 60ll << 20};
+
+TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
+  SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
+  EXPECT_LE(plan.splits, 8);
+  EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
+}
+
+TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
+  // X is 128 MiB at 16k rows x 4096 bf16: with one split all 128 row tiles would run at once.
+  SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
+  const std::int64_t running_row_tiles = (132 + plan.splits - 1) / plan.splits;
+  EXPECT_LE(running_row_tiles * 128 * 8192, 30ll << 20);
+  EXPECT_GE(plan.splits * plan.tiles_per_split, 1002);
+}
+
+TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
+  SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
+  EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
+  EXPECT_LE(plan.splits * 2, 132) << "one wave";
+  EXPECT_GE(plan.splits * plan.tiles_per_split, 1002) << "the splits cover every vocabulary tile";
+}
+
+TEST(VocabSplits, NeverMoreSplitsThanTiles) {
+  for (std::int64_t vocab : {1, 128, 129, 300, 1000}) {
+    SplitPlan plan = choose_vocab_splits(1, 8192, vocab, FwdTile{}, kH200);
+    const std::int64_t tiles = (vocab + 127) / 128;
+    EXPECT_LE(plan.splits, tiles) << vocab;
+    EXPECT_GE(plan.splits * plan.tiles_per_split, tiles) << vocab;
+  }
+}
+
+TEST(VocabSplits, AreAlwaysOneOfTheChoicesTheOpLoads) {
+  for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
+    SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
+    EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
+  }
+}
+
+TEST(LinearLogpKernels, OneForwardAndACombinePerSplitChoice) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(c), "sm_90a");
+  EXPECT_EQ(kernels.fwd.template_name(), "linear_logp_fwd");
+  EXPECT_EQ(kernels.fwd.int_param("H"), 4096);
+  ASSERT_EQ(kernels.combine.size(), kVocabSplitChoices.size());
+  EXPECT_EQ(kernels.combine.front().int_param("S"), 1);
+  EXPECT_EQ(kernels.combine.back().int_param("S"), kVocabSplitChoices.back());
+}
+
+TEST(PrewarmPlan, EvenShardsCoverTheVocabulary) {
+  auto shards = even_shards(128256, 8);
+  ASSERT_EQ(shards.size(), 8u);
+  std::int64_t next = 0;
+  for (const auto& s : shards) {
+    EXPECT_EQ(s.start, next);
+    next += s.size;
+  }
+  EXPECT_EQ(next, 128256);
+  auto uneven = even_shards(151937, 2);
+  EXPECT_EQ(uneven[0].size, 75969);
+  EXPECT_EQ(uneven[1].size, 75968);
+}
+
+TEST(PrewarmPlan, DeduplicatesSharedKernels) {
+  PrewarmRequest request;
+  request.models = {{"m", 64, 300, 0}};
+  request.tp = {1, 2};
+  request.archs = {"sm_80"};
+  auto items = prewarm_items(request);
+  // tp=1: one fwd (V=300); tp=2: one fwd (two even shards of 150 share it); combine kernels shared.
+  EXPECT_EQ(items.size(), 2 + kVocabSplitChoices.size());
+}
+
+TEST(PrewarmPlan, RejectsEmptyRequests) {
+  PrewarmRequest request;
+  request.archs = {"sm_80"};
+  EXPECT_THROW(prewarm_items(request), Error);
+  request.models = {{"m", 64, 300, 0}};
+  request.archs.clear();
+  EXPECT_THROW(prewarm_items(request), Error);
+  request.archs = {"sm_80"};
+  request.tp = {0};
+  EXPECT_THROW(prewarm_items(request), Error);
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,80 @@
+// Host-side checks of a LinearLogp configuration: every bad field is a clear error at build.
+#include <gtest/gtest.h>
+
+#include "runtime/ops/linear_logp_layout.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+LinearLogpConfig valid_config() {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 64128;
+  c.vocab_start = 64128;
+  c.vocab_global = 128256;
+  return c;
+}
+
+void expect_rejected(LinearLogpConfig config, const std::string& needle) {
+  try {
+    resolve_layout(config);
+    FAIL() << "expected rejection mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(LinearLogpLayout, ResolvesDefaults) {
+  LinearLogpConfig c;
+  c.hidden = 64;
+  c.vocab_local = 300;
+  LinearLogpLayout layout = resolve_layout(c);
+  EXPECT_EQ(layout.config.vocab_global, 300);
+  EXPECT_EQ(layout.config.valid_vocab, 300);
+  EXPECT_EQ(layout.valid_local, 300);
+}
+
+TEST(LinearLogpLayout, PaddingShrinksTheValidColumnsOfTheLastShard) {
+  LinearLogpConfig c = valid_config();
+  c.valid_vocab = 128000;
+  EXPECT_EQ(resolve_layout(c).valid_local, 128000 - 64128);
+  c.vocab_start = 0;
+  EXPECT_EQ(resolve_layout(c).valid_local, 64128);
+}
+
+TEST(LinearLogpLayout, RejectsBadFields) {
+  auto with = [](auto change) {
+    LinearLogpConfig c = valid_config();
+    change(c);
+    return c;
+  };
+  expect_rejected(with([](auto& c) { c.hidden = 100; }), "multiple of 8");
+  expect_rejected(with([](auto& c) { c.hidden = 0; }), "hidden");
+  expect_rejected(with([](auto& c) { c.vocab_local = 0; }), "vocab_local");
+  expect_rejected(with([](auto& c) { c.vocab_start = -1; }), "vocab_start");
+  expect_rejected(with([](auto& c) { c.vocab_global = 100000; }), "vocab_global");
+  expect_rejected(with([](auto& c) { c.valid_vocab = 200000; }), "valid_vocab");
+  expect_rejected(with([](auto& c) { c.temperature = 0.0f; }), "temperature");
+  expect_rejected(with([](auto& c) { c.temperature = -1.0f; }), "temperature");
+  expect_rejected(with([](auto& c) { c.dtype = DType::kInt32; }), "dtype");
+  expect_rejected(with([](auto& c) { c.bias_dtype = DType::kInt64; }), "bias_dtype");
+  expect_rejected(with([](auto& c) { c.target_dtype = DType::kFP32; }), "target_dtype");
+  expect_rejected(with([](auto& c) { c.max_rows = -5; }), "max_rows");
+}
+
+TEST(LinearLogpLayout, PrewarmCommandNamesEverythingTheKernelsDependOn) {
+  LinearLogpConfig c = valid_config();
+  c.valid_vocab = 128000;
+  c.want_entropy = true;
+  c.bias_dtype = DType::kFP32;
+  const std::string command = prewarm_command(resolve_layout(c), "sm_90a");
+  for (const char* part : {"--hidden 4096", "--vocab 128256", "--valid-vocab 128000", "--shard 64128:64128",
+                           "--dtype bf16", "--targets int64", "--bias fp32", "--entropy on", "--arch sm_90a"}) {
+    EXPECT_NE(command.find(part), std::string::npos) << part << " missing from: " << command;
+  }
+}
+
+}  // namespace
+}  // namespace shardjit
