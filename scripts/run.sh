@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The main job: build, prewarm the kernel cache for the bundled model configs, and where a GPU
+# exists run the LinearLogp demo against a CPU reference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake --preset release -DSHARDJIT_BUILD_TESTS=OFF
+cmake --build --preset release
+
+cli=build/tools/shardjit
+if "$cli" info --json | grep -q '"devices": \[\]'; then
+  archs="sm_80,sm_90a"   # no GPU here: build for the common data-center targets
+else
+  archs=""               # the GPU's own arch
+fi
+"$cli" prewarm examples/configs/*.json --tp 1,2,4,8 ${archs:+--arch "$archs"} --jobs "$(nproc)"
+"$cli" ls | tail -n 3
+
+if [ -z "$archs" ]; then
+  build/examples/shardjit-demo
+fi

@@ -1,0 +1,36 @@
+#include "gpu_timer.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace shardjit::bench {
+
+double median_ms(const std::function<void()>& work, cudaStream_t stream, const TimingOptions& options) {
+  for (int i = 0; i < options.warmup; ++i) work();
+  check_cuda(cudaStreamSynchronize(stream), "warm-up");
+  std::vector<cudaEvent_t> events(static_cast<std::size_t>(options.iterations) + 1);
+  for (auto& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
+  for (int i = 0; i < options.iterations; ++i) {
+    work();
+    check_cuda(cudaEventRecord(events[static_cast<std::size_t>(i) + 1], stream), "cudaEventRecord");
+  }
+  check_cuda(cudaStreamSynchronize(stream), "timed runs");
+  std::vector<float> times;
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, events[i - 1], events[i]), "cudaEventElapsedTime");
+    times.push_back(ms);
+  }
+  for (auto& e : events) cudaEventDestroy(e);
+  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+std::size_t device_free_bytes() {
+  std::size_t free = 0, total = 0;
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+}  // namespace shardjit::bench

@@ -1,0 +1,164 @@
+#include "linear_logp_bench.hpp"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "shardjit/shardjit.hpp"
+
+namespace shardjit::bench {
+namespace {
+
+void check_cublas(cublasStatus_t rc, const char* what) {
+  if (rc != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(rc));
+}
+
+cudaDataType_t cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kFP16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+// Uniform random device data of `dtype` in [-scale, scale] (never zeros: zeros run faster).
+void* random_device(std::size_t count, DType dtype, float scale, std::uint64_t seed) {
+  const std::size_t size = dtype_size(dtype);
+  std::vector<std::uint8_t> host(count * size);
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + w + 1;
+      for (std::size_t i = w; i < count; i += workers) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        float v = (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * scale;
+        std::uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        if (dtype == DType::kFP32) {
+          std::memcpy(&host[i * 4], &v, 4);
+        } else if (dtype == DType::kBF16) {
+          auto b = static_cast<std::uint16_t>(bits >> 16);
+          std::memcpy(&host[i * 2], &b, 2);
+        } else {
+          auto h = static_cast<_Float16>(v);
+          std::memcpy(&host[i * 2], &h, 2);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  void* device = nullptr;
+  check_cuda(cudaMalloc(&device, host.size()), "cudaMalloc");
+  check_cuda(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return device;
+}
+
+std::string today() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path) {
+  std::ifstream in(shapes_path);
+  if (!in) throw std::runtime_error("cannot open shapes file '" + shapes_path + "'");
+  nlohmann::json shapes = nlohmann::json::parse(in);
+  std::vector<LinearLogpCase> cases;
+  for (const auto& c : shapes.at("linear_logp").at("cases")) {
+    if (c.at("tp").get<int>() != 1) continue;
+    auto dtype = parse_dtype(c.at("dtype").get<std::string>());
+    if (!dtype) throw std::runtime_error("unknown dtype in " + shapes_path);
+    cases.push_back({c.at("name"), c.at("n"), c.at("hidden"), c.at("vocab"), *dtype, false});
+  }
+  return cases;
+}
+
+void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
+  cudaStream_t stream;
+  check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  void* x = random_device(static_cast<std::size_t>(c.n * c.hidden), c.dtype, 1.0f, 1);
+  const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+  void* w = random_device(static_cast<std::size_t>(c.vocab * c.hidden), c.dtype, w_scale, 2);
+  std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
+  for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
+  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr, *logits = nullptr;
+  check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
+  check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
+  for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
+
+  // The fused op: extra memory is what the op itself takes (workspace, status, modules).
+  Runtime runtime;
+  const std::size_t free_before = device_free_bytes();
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.dtype = c.dtype;
+  config.want_entropy = c.entropy;
+  LinearLogp op(runtime, config);
+  LinearLogpInputs in;
+  in.hidden = {x, c.dtype, c.n, c.hidden, 0};
+  in.weight = {w, c.dtype, c.vocab, c.hidden, 0};
+  in.targets = {targets, DType::kInt64, c.n};
+  LinearLogpOutputs out;
+  out.logp = {logp, DType::kFP32, c.n};
+  out.lse = {lse, DType::kFP32, c.n};
+  if (c.entropy) out.entropy = {entropy, DType::kFP32, c.n};
+  const double fused_ms = median_ms([&] { op.forward(in, out, stream); }, stream, timing);
+  const std::size_t free_after = device_free_bytes();
+
+  // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
+  // unfused LM head computes them.
+  cublasHandle_t handle;
+  check_cublas(cublasCreate(&handle), "cublasCreate");
+  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  check_cuda(cudaMalloc(&logits, static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype)), "cudaMalloc logits");
+  const float alpha = 1.0f, beta = 0.0f;
+  auto gemm = [&] {
+    check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(c.vocab), static_cast<int>(c.n),
+                              static_cast<int>(c.hidden), &alpha, w, cuda_type(c.dtype), static_cast<int>(c.hidden), x,
+                              cuda_type(c.dtype), static_cast<int>(c.hidden), &beta, logits, cuda_type(c.dtype),
+                              static_cast<int>(c.vocab), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  };
+  const double gemm_ms = median_ms(gemm, stream, timing);
+  const double flops = 2.0 * static_cast<double>(c.n) * static_cast<double>(c.vocab) * static_cast<double>(c.hidden);
+
+  cudaDeviceProp prop{};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  nlohmann::json row = {{"bench", "linear-logp"},
+                        {"case", c.name},
+                        {"n", c.n},
+                        {"hidden", c.hidden},
+                        {"vocab", c.vocab},
+                        {"dtype", dtype_name(c.dtype)},
+                        {"entropy", c.entropy},
+                        {"fused_ms", fused_ms},
+                        {"gemm_ms", gemm_ms},
+                        {"ratio", fused_ms / gemm_ms},
+                        {"fused_tflops", flops / fused_ms / 1e9},
+                        {"gemm_tflops", flops / gemm_ms / 1e9},
+                        {"extra_bytes", free_before > free_after ? free_before - free_after : 0},
+                        {"device", prop.name},
+                        {"date", today()}};
+  std::printf("%s\n", row.dump().c_str());
+  std::fflush(stdout);
+
+  cublasDestroy(handle);
+  for (void* p : {x, w, targets, logp, lse, entropy, logits}) cudaFree(p);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace shardjit::bench

@@ -1,0 +1,26 @@
+// `shardjit-bench linear-logp`: the fused forward against a cuBLAS GEMM of the same shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu_timer.hpp"
+#include "shardjit/dtype.hpp"
+
+namespace shardjit::bench {
+
+struct LinearLogpCase {
+  std::string name;
+  std::int64_t n = 0, hidden = 0, vocab = 0;
+  DType dtype = DType::kBF16;
+  bool entropy = false;
+};
+
+// The tp=1 cases of shapes.json.
+std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path);
+
+// Runs one case; prints one JSON object on stdout.
+void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
+
+}  // namespace shardjit::bench

@@ -1,0 +1,53 @@
+// shardjit-bench: GPU benchmarks of the ops against their baselines, one JSON object per case.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "linear_logp_bench.hpp"
+#include "shardjit/dtype.hpp"
+
+int main(int argc, char** argv) {
+  using namespace shardjit::bench;
+  CLI::App app{"shardjit GPU benchmarks (median of CUDA-event timings against a baseline in the same process)"};
+  app.require_subcommand(1);
+  TimingOptions timing;
+  app.add_option("--warmup", timing.warmup, "untimed runs first")->check(CLI::PositiveNumber);
+  app.add_option("--iters", timing.iterations, "timed runs; the median is reported")->check(CLI::PositiveNumber);
+
+  auto* logp = app.add_subcommand("linear-logp", "fused forward vs cuBLAS GEMM of the same shape");
+  std::string shapes = "../shared/bench/shapes.json", only, dtype_text = "bf16";
+  std::int64_t n = 0, hidden = 0, vocab = 0;
+  bool entropy = false;
+  logp->add_option("--shapes", shapes, "shapes.json with the standard cases");
+  logp->add_option("--case", only, "run only the case of this name");
+  logp->add_option("--n", n, "rows (with --hidden and --vocab: one custom case)");
+  logp->add_option("--hidden", hidden, "hidden size");
+  logp->add_option("--vocab", vocab, "vocabulary rows");
+  logp->add_option("--dtype", dtype_text, "bf16, fp16 or fp32");
+  logp->add_flag("--entropy", entropy, "also compute the entropy");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::vector<LinearLogpCase> cases;
+    if (n > 0 || hidden > 0 || vocab > 0) {
+      auto dtype = shardjit::parse_dtype(dtype_text);
+      if (!dtype || n <= 0 || hidden <= 0 || vocab <= 0) {
+        std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
+        return 2;
+      }
+      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy});
+    } else {
+      for (auto& c : load_linear_logp_cases(shapes)) {
+        if (!only.empty() && c.name != only) continue;
+        c.entropy = entropy;
+        cases.push_back(c);
+      }
+    }
+    for (const auto& c : cases) run_linear_logp_case(c, timing);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
