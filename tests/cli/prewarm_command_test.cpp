@@ -1,0 +1,84 @@
+// `shardjit prewarm` as a user runs it: compiles what a model needs once, then finds it cached.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
+#include "tests/cli/cli_runner.hpp"
+#include "tests/cli/tiny_model.hpp"
+
+namespace shardjit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CliPrewarm : public ::testing::Test {
+ protected:
+  void SetUp() override { fs::create_directory(scratch_); }
+  TempDir temp_;
+  fs::path cache_ = temp_.path() / "cache";
+  fs::path scratch_ = temp_.path() / "scratch";
+};
+
+TEST_F(CliPrewarm, CompilesEveryKernelOnceThenFindsThemCached) {
+  const std::size_t n = tiny_kernel_count();
+  CliResult first = run_cli(tiny_prewarm_args(cache_), scratch_);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << first.out;
+  EXPECT_EQ(cache_entries(cache_).size(), n);
+  // Not a terminal: one progress line per kernel, the last one counting all of them.
+  EXPECT_NE(first.err.find("[" + std::to_string(n) + "/" + std::to_string(n) + "] compiled"), std::string::npos)
+      << first.err;
+  EXPECT_EQ(first.err.find('\r'), std::string::npos);
+
+  CliResult second = run_cli(tiny_prewarm_args(cache_), scratch_);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find(prewarm_summary(n, 0, n, 0)), std::string::npos) << second.out;
+  EXPECT_EQ(cache_entries(cache_).size(), n);
+}
+
+TEST_F(CliPrewarm, CompilesEvenWhenTheEnvironmentSaysCacheOnly) {
+  const std::size_t n = tiny_kernel_count();
+  CliResult result = run_cli(tiny_prewarm_args(cache_), scratch_, {"SHARDJIT_JIT=0"});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
+}
+
+TEST_F(CliPrewarm, CacheDirFromTheEnvironmentIsUsedWithoutTheOption) {
+  std::vector<std::string> args = tiny_prewarm_args(cache_);
+  args.erase(args.begin(), args.begin() + 2);  // drop --cache-dir DIR
+  CliResult result = run_cli(args, scratch_, {"SHARDJIT_CACHE_DIR=" + cache_.string()});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(cache_entries(cache_).size(), tiny_kernel_count());
+}
+
+// A template that does not compile fails its kernels only; the others are built and stored, the
+// failure is named with NVRTC's message, and the exit code says something failed.
+TEST_F(CliPrewarm, ReportsFailedKernelsAndExitsOne) {
+  const fs::path templates = temp_.path() / "templates";
+  fs::copy(fs::path(SHARDJIT_SOURCE_DIR) / "templates", templates, fs::copy_options::recursive);
+  std::ofstream(templates / "linear_logp" / "fwd.cuh", std::ios::app) << "\nthis is not C++;\n";
+
+  const std::size_t n = tiny_kernel_count();
+  CliResult result = run_cli(tiny_prewarm_args(cache_), scratch_, {"SHARDJIT_TEMPLATE_DIR=" + templates.string()});
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_NE(result.out.find(prewarm_summary(n, n - 1, 0, 1)), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("failed: linear_logp_fwd<"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("fwd.cuh"), std::string::npos) << result.err;
+  EXPECT_EQ(cache_entries(cache_).size(), n - 1);
+  EXPECT_TRUE(cache_temp_files(cache_).empty());
+}
+
+TEST_F(CliPrewarm, HiddenAndVocabOptionsNeedNoConfigFile) {
+  CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--hidden", "64", "--vocab", "300",
+                              "--shard", "0:300", "--arch", kTinyArch, "--jobs", "2"},
+                             scratch_);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  // The same shapes as tiny.json at TP 1, so the same kernels.
+  const std::size_t n = tiny_kernel_count();
+  EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
+}
+
+}  // namespace
+}  // namespace shardjit::testing

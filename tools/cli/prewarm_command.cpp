@@ -1,0 +1,74 @@
+// `shardjit prewarm`: compile every kernel a deployment will load, so that servers can start in
+// cache-only mode (SHARDJIT_JIT=0) and never compile on a request path.
+#include <cstdio>
+#include <memory>
+
+#include "runtime/runtime_impl.hpp"
+#include "shardjit/runtime.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/prewarm_request.hpp"
+#include "tools/cli/prewarm_runner.hpp"
+
+namespace shardjit::cli {
+namespace {
+
+void add_model_options(CLI::App& sub, PrewarmOptions& o) {
+  sub.add_option("configs", o.configs, "Model config.json files (or model folders holding one)");
+  CLI::Option* hidden = sub.add_option("--hidden", o.hidden, "Hidden size of a model given without a config");
+  CLI::Option* vocab = sub.add_option("--vocab", o.vocab, "Vocabulary size (LM head rows) of that model");
+  CLI::Option* valid = sub.add_option("--valid-vocab", o.valid_vocab,
+                                      "Ids at or past it are padding (default: all of --vocab)");
+  hidden->needs(vocab);
+  vocab->needs(hidden);
+  valid->needs(vocab);
+  CLI::Option* shard = sub.add_option("--shard", o.shard,
+                                      "One explicit vocabulary shard START:SIZE instead of the TP split");
+  CLI::Option* tp = sub.add_option("--tp", o.tp, "TP degrees, comma separated (default 1)")->delimiter(',');
+  shard->excludes(tp);
+}
+
+void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
+  sub.add_option("--dtype", o.dtypes, "bf16, fp16, fp32 (default: the config's torch_dtype, else bf16)")
+      ->delimiter(',');
+  sub.add_option("--arch", o.archs, "Targets such as sm_80,sm_90a (default: SHARDJIT_ARCH, else GPU 0's)")
+      ->delimiter(',');
+  sub.add_option("--targets", o.targets, "Target id dtypes: int64, int32 (default int64)")->delimiter(',');
+  sub.add_option("--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)")->delimiter(',');
+  sub.add_option("--entropy", o.entropy, "off, on or both (default off)");
+  sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
+}
+
+void print_summary(const PrewarmSummary& summary) {
+  std::printf("prewarm: %zu kernels: %zu compiled, %zu already cached, %zu failed (%.1f s)\n",
+              summary.total, summary.compiled, summary.cached, summary.failures.size(), summary.seconds);
+  std::fflush(stdout);
+  for (const PrewarmFailure& failure : summary.failures) {
+    std::fprintf(stderr, "failed: %s (for %s): %s\n", failure.kernel.c_str(), failure.origin.c_str(),
+                 failure.error.c_str());
+  }
+}
+
+int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
+  RuntimeOptions options = runtime_options(globals);
+  options.jit = true;  // a prewarm compiles, whatever SHARDJIT_JIT says for the servers
+  // Everything is checked before the Runtime exists: a bad argument must not touch the cache.
+  const int jobs = parse_jobs(prewarm.jobs);
+  const std::vector<PrewarmItem> items = plan_prewarm(prewarm, resolve_cli_config(globals));
+  Runtime runtime(options);
+  Progress progress(items.size(), stderr);
+  PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);
+  print_summary(summary);
+  return summary.failures.empty() ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+Command add_prewarm_command(CLI::App& app, const GlobalOptions& globals) {
+  auto args = std::make_shared<PrewarmOptions>();
+  CLI::App* sub = app.add_subcommand("prewarm", "Compile the kernels of models into the cache ahead of use");
+  add_model_options(*sub, *args);
+  add_kernel_options(*sub, *args);
+  return Command{sub, [&globals, args] { return run(globals, *args); }};
+}
+
+}  // namespace shardjit::cli

@@ -1,0 +1,188 @@
+#include "tools/cli/prewarm_request.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <thread>
+
+#include "runtime/compile/nvrtc_compiler.hpp"
+#include "runtime/driver/device.hpp"
+#include "shardjit/error.hpp"
+#include "tools/cli/model_config.hpp"
+
+namespace shardjit::cli {
+namespace {
+
+[[noreturn]] void bad_option(const char* option, const std::string& value, const std::string& expected) {
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string(option) + " '" + value + "' is not valid; expected " + expected);
+}
+
+std::optional<std::int64_t> parse_integer(const std::string& text) {
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::vector<int> parse_tp(const std::vector<std::string>& values) {
+  std::vector<int> degrees;
+  for (const std::string& text : values) {
+    auto value = parse_integer(text);
+    if (!value || *value < 1 || *value > 1024) {
+      bad_option("--tp", text, "TP degrees from 1 to 1024, separated by commas, e.g. --tp 1,2,4,8");
+    }
+    degrees.push_back(static_cast<int>(*value));
+  }
+  return degrees;
+}
+
+std::vector<DType> parse_float_dtypes(const std::vector<std::string>& values) {
+  std::vector<DType> dtypes;
+  for (const std::string& text : values) {
+    auto dtype = parse_dtype(text);
+    if (!dtype || !dtype_is_float(*dtype)) bad_option("--dtype", text, "bf16, fp16 or fp32, separated by commas");
+    dtypes.push_back(*dtype);
+  }
+  return dtypes;
+}
+
+std::vector<DType> parse_targets(const std::vector<std::string>& values) {
+  std::vector<DType> dtypes;
+  for (const std::string& text : values) {
+    auto dtype = parse_dtype(text);
+    if (dtype != DType::kInt32 && dtype != DType::kInt64) {
+      bad_option("--targets", text, "int64 or int32, separated by commas");
+    }
+    dtypes.push_back(*dtype);
+  }
+  return dtypes;
+}
+
+std::vector<std::optional<DType>> parse_bias(const std::vector<std::string>& values) {
+  std::vector<std::optional<DType>> dtypes;
+  for (const std::string& text : values) {
+    if (text == "none") {
+      dtypes.push_back(std::nullopt);
+      continue;
+    }
+    auto dtype = parse_dtype(text);
+    if (!dtype || !dtype_is_float(*dtype)) bad_option("--bias", text, "none, bf16, fp16 or fp32, separated by commas");
+    dtypes.push_back(*dtype);
+  }
+  return dtypes;
+}
+
+std::vector<bool> parse_entropy(const std::string& text) {
+  if (text == "off") return {false};
+  if (text == "on") return {true};
+  if (text == "both") return {false, true};
+  bad_option("--entropy", text, "off, on or both");
+}
+
+std::optional<ShardRange> parse_shard(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const std::size_t colon = text->find(':');
+  auto start = parse_integer(text->substr(0, colon));
+  auto size = colon == std::string::npos ? std::nullopt : parse_integer(text->substr(colon + 1));
+  if (!start || !size || *start < 0 || *size < 1) {
+    bad_option("--shard", *text, "START:SIZE, the first vocabulary row of the shard and its row count, e.g. 0:32064");
+  }
+  return ShardRange{*start, *size};
+}
+
+std::string device_arch() {
+  if (device_count() > 0) return DeviceContext(0).arch();
+  throw Error(ErrorCode::kInvalidArgument,
+              "no target arch given and this machine has no GPU to take it from; pass --arch, "
+              "e.g. --arch sm_90a (or several: --arch sm_80,sm_90a)");
+}
+
+// --arch, else SHARDJIT_ARCH, else the arch of GPU 0; each checked against this NVRTC.
+std::vector<std::string> target_archs(const PrewarmOptions& options, const RuntimeConfig& config) {
+  std::vector<std::string> archs = options.archs;
+  if (archs.empty() && config.arch) archs = {*config.arch};
+  if (archs.empty()) archs = {device_arch()};
+  std::vector<std::string> unique;
+  for (const std::string& arch : archs) {
+    try {
+      NvrtcCompiler::check_arch(arch);
+    } catch (const Error& error) {
+      throw Error(error.code(), std::string("--arch: ") + error.what());
+    }
+    if (std::find(unique.begin(), unique.end(), arch) == unique.end()) unique.push_back(arch);
+  }
+  return unique;
+}
+
+struct ModelRequest {
+  ModelShape shape;
+  std::vector<DType> dtypes;
+};
+
+// The models to prewarm: each config file, and the one of --hidden / --vocab. --dtype wins over a
+// config's own dtype.
+std::vector<ModelRequest> model_requests(const PrewarmOptions& options) {
+  const std::vector<DType> forced = parse_float_dtypes(options.dtypes);
+  std::vector<ModelRequest> models;
+  for (const std::string& path : options.configs) {
+    ModelConfig config = load_model_config(path);
+    std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{model_dtype(config)} : forced;
+    models.push_back({ModelShape{path, config.hidden, config.vocab, 0}, dtypes});
+  }
+  if (options.hidden && options.vocab) {
+    std::string name = "--hidden " + std::to_string(*options.hidden) + " --vocab " + std::to_string(*options.vocab);
+    std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{DType::kBF16} : forced;
+    models.push_back({ModelShape{name, *options.hidden, *options.vocab, options.valid_vocab.value_or(0)}, dtypes});
+  }
+  if (models.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "no model given; pass config.json files or --hidden H --vocab V");
+  }
+  return models;
+}
+
+}  // namespace
+
+int parse_jobs(const std::optional<std::string>& jobs) {
+  if (!jobs) {
+    const unsigned threads = std::thread::hardware_concurrency();
+    return threads == 0 ? 1 : static_cast<int>(std::min(threads, 1024u));
+  }
+  auto value = parse_integer(*jobs);
+  if (!value || *value < 1 || *value > 1024) {
+    bad_option("--jobs", *jobs, "the number of parallel compiles, a whole number from 1 to 1024");
+  }
+  return static_cast<int>(*value);
+}
+
+std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const RuntimeConfig& config) {
+  PrewarmRequest base;
+  base.tp = parse_tp(options.tp);
+  base.target_dtypes = parse_targets(options.targets);
+  base.bias_dtypes = parse_bias(options.bias);
+  base.entropy = parse_entropy(options.entropy);
+  base.shard = parse_shard(options.shard);
+  const std::vector<ModelRequest> models = model_requests(options);
+  base.archs = target_archs(options, config);
+
+  std::vector<PrewarmItem> items;
+  std::set<std::string> seen;  // models with the same shapes share their kernels
+  for (const ModelRequest& model : models) {
+    PrewarmRequest request = base;
+    request.models = {model.shape};
+    request.dtypes = model.dtypes;
+    std::vector<PrewarmItem> found;
+    try {
+      found = prewarm_items(request);
+    } catch (const Error& error) {
+      throw Error(error.code(), model.shape.name + ": " + error.what());
+    }
+    for (PrewarmItem& item : found) {
+      if (seen.insert(item.spec.canonical_text() + "@" + item.arch).second) items.push_back(std::move(item));
+    }
+  }
+  return items;
+}
+
+}  // namespace shardjit::cli

@@ -1,0 +1,40 @@
+// `shardjit prewarm`'s options as given on the command line, and the list of kernels they ask
+// for. Everything is checked here, before the cache is opened or anything is compiled, so that a
+// bad argument never leaves half a prewarm behind.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/env.hpp"
+#include "runtime/ops/prewarm_plan.hpp"
+
+namespace shardjit::cli {
+
+// Comma lists arrive split into their elements.
+struct PrewarmOptions {
+  std::vector<std::string> configs;  // config.json files or model folders holding one
+  std::optional<std::int64_t> hidden;
+  std::optional<std::int64_t> vocab;
+  std::optional<std::int64_t> valid_vocab;
+  std::optional<std::string> shard;      // "START:SIZE"
+  std::vector<std::string> tp = {"1"};
+  std::vector<std::string> dtypes;       // empty: each model's own (bf16 without one)
+  std::vector<std::string> archs;        // empty: SHARDJIT_ARCH, else the arch of GPU 0
+  std::vector<std::string> targets = {"int64"};
+  std::vector<std::string> bias = {"none"};
+  std::string entropy = "off";           // off, on or both
+  std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
+};
+
+// The number of compile threads --jobs asks for. Throws Error(kInvalidArgument) when it is not a
+// whole number from 1 to 1024.
+int parse_jobs(const std::optional<std::string>& jobs);
+
+// The kernels to build, deduplicated, in a stable order. Throws Error(kInvalidArgument) naming
+// the option or file at fault and what was expected.
+std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const RuntimeConfig& config);
+
+}  // namespace shardjit::cli

@@ -1,0 +1,32 @@
+// Runs a prewarm: every item through the kernel cache (memory -> disk -> NVRTC) on a pool of
+// worker threads. A failed kernel does not stop the others; it is reported at the end.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "runtime/cache/kernel_cache.hpp"
+#include "runtime/ops/prewarm_plan.hpp"
+#include "tools/cli/progress.hpp"
+
+namespace shardjit::cli {
+
+struct PrewarmFailure {
+  std::string kernel;  // "<spec text> <arch>"
+  std::string origin;  // which model asked for it
+  std::string error;
+};
+
+struct PrewarmSummary {
+  std::size_t total = 0;
+  std::size_t compiled = 0;
+  std::size_t cached = 0;  // found in the disk cache (another run, or another process, made it)
+  std::vector<PrewarmFailure> failures;
+  double seconds = 0;
+};
+
+PrewarmSummary run_prewarm(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
+                           Progress& progress);
+
+}  // namespace shardjit::cli
