@@ -2,10 +2,15 @@
 // compile reports the NVRTC log with the offending template lines.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <set>
+
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
+#include "runtime/ops/logp_combine.hpp"
+#include "support/temp_dir.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -74,6 +79,21 @@ TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
     EXPECT_NE(message.find("undeclared_name_here"), std::string::npos) << message;
     EXPECT_NE(message.find("demo/broken.cuh:2:"), std::string::npos) << "quotes the template line:\n" << message;
   }
+}
+
+TEST(NvrtcCompiler, DumpFolderReceivesSourcePtxAndCubin) {
+  testing::TempDir dir;
+  KernelSpec spec = logp_combine_spec(2, DType::kInt64, false);
+  KernelSource source{spec.canonical_text(), spec.name_expression(),
+                      TemplateSources::embedded().flatten(spec.def().file)};
+  NvrtcCompiler(dir.path().string()).compile(source, "sm_80");
+  std::set<std::string> extensions;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_GT(entry.file_size(), 0u) << entry.path();
+    extensions.insert(entry.path().extension().string());
+  }
+  EXPECT_TRUE(extensions.count(".cu") && extensions.count(".ptx") && extensions.count(".cubin"))
+      << "dumped: " << extensions.size() << " kinds of file";
 }
 
 TEST(NvrtcCompiler, UnknownArchIsRejectedWithTheSupportedList) {
