@@ -1,0 +1,119 @@
+/* The C API of shardjit: opaque handles, status codes and a per-thread last-error message.
+ * No C++ type crosses it; every function is safe to call with bad arguments (it returns a
+ * status and sets the message, it never aborts). Option and config structs are filled with
+ * their defaults by the matching *_init function before the caller sets fields, so that new
+ * fields can be added without breaking callers. */
+#ifndef SHARDJIT_C_API_H_
+#define SHARDJIT_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum shardjit_status {
+  SHARDJIT_OK = 0,
+  SHARDJIT_ERROR_INVALID_ARGUMENT = 1,
+  SHARDJIT_ERROR_NOT_FOUND = 2,
+  SHARDJIT_ERROR_COMPILE_FAILED = 3,
+  SHARDJIT_ERROR_CACHE = 4,
+  SHARDJIT_ERROR_DRIVER = 5,
+  SHARDJIT_ERROR_NO_DEVICE = 6,
+  SHARDJIT_ERROR_COMM = 7,
+  SHARDJIT_ERROR_DEVICE_STATUS = 8,
+  SHARDJIT_ERROR_INTERNAL = 9
+} shardjit_status;
+
+typedef enum shardjit_dtype {
+  SHARDJIT_BF16 = 0,
+  SHARDJIT_FP16 = 1,
+  SHARDJIT_FP32 = 2,
+  SHARDJIT_INT32 = 3,
+  SHARDJIT_INT64 = 4
+} shardjit_dtype;
+
+/* The message of the last failed call on this thread ("" if none). Valid until the next call
+ * on this thread. */
+const char* shardjit_last_error(void);
+/* "ok", "invalid_argument", ... */
+const char* shardjit_status_name(shardjit_status status);
+/* "MAJOR.MINOR.PATCH" */
+const char* shardjit_version(void);
+
+/* ---- runtime ---------------------------------------------------------------------------- */
+
+typedef struct shardjit_runtime shardjit_runtime;
+
+typedef struct shardjit_runtime_options {
+  const char* cache_dir;     /* NULL: SHARDJIT_CACHE_DIR, then the default */
+  int jit;                   /* -1: SHARDJIT_JIT; 0: cache-only; 1: compile missing kernels */
+  const char* template_dir;  /* NULL: SHARDJIT_TEMPLATE_DIR, then the embedded templates */
+  const char* log_level;     /* NULL: SHARDJIT_LOG_LEVEL */
+} shardjit_runtime_options;
+
+void shardjit_runtime_options_init(shardjit_runtime_options* options);
+shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out);
+void shardjit_runtime_destroy(shardjit_runtime* runtime);
+
+/* ---- tensor views (non-owning; device memory stays the caller's) ------------------------- */
+
+typedef struct shardjit_matrix {
+  void* data;
+  shardjit_dtype dtype;
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride; /* elements; 0: packed */
+} shardjit_matrix;
+
+typedef struct shardjit_vector {
+  void* data;
+  shardjit_dtype dtype;
+  int64_t size;
+} shardjit_vector;
+
+/* ---- LinearLogp ------------------------------------------------------------------------- */
+
+typedef struct shardjit_linear_logp shardjit_linear_logp;
+
+typedef struct shardjit_linear_logp_config {
+  int64_t hidden;
+  int64_t vocab_start;
+  int64_t vocab_local;
+  int64_t vocab_global;  /* 0: vocab_start + vocab_local */
+  int64_t valid_vocab;   /* 0: vocab_global */
+  shardjit_dtype dtype;
+  int has_bias;
+  shardjit_dtype bias_dtype;
+  shardjit_dtype target_dtype;
+  int64_t ignore_index;
+  float temperature;
+  int want_entropy;
+  int strict;
+  int device;
+  int64_t max_rows;
+} shardjit_linear_logp_config;
+
+void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config);
+shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
+                                            shardjit_linear_logp** out);
+void shardjit_linear_logp_destroy(shardjit_linear_logp* op);
+
+/* hidden [N, H], weight [V_local, H], bias [V_local] (data NULL without bias), targets [N];
+ * logp [N] required, lse and entropy [N] optional (data NULL); all fp32 outputs. `stream` is a
+ * CUstream / cudaStream_t (NULL: the default stream). */
+shardjit_status shardjit_linear_logp_forward(shardjit_linear_logp* op, shardjit_matrix hidden, shardjit_matrix weight,
+                                             shardjit_vector bias, shardjit_vector targets, shardjit_vector logp,
+                                             shardjit_vector lse, shardjit_vector entropy, void* stream);
+
+/* Waits for `stream`; returns and clears the count of rows with an out-of-range target and the
+ * first such id (either pointer may be NULL). */
+shardjit_status shardjit_linear_logp_check(shardjit_linear_logp* op, void* stream, int64_t* bad_rows,
+                                           int64_t* first_bad_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDJIT_C_API_H_ */
