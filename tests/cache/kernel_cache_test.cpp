@@ -1,7 +1,10 @@
 // The kernel cache as the ops see it: memory -> disk -> NVRTC, content keys, cache-only mode.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "runtime/cache/kernel_cache.hpp"
 #include "runtime/ops/logp_combine.hpp"
@@ -35,6 +38,24 @@ TEST(KernelCache, CompilesOnceThenServesFromMemoryThenFromDisk) {
   KernelCache fresh(config_in(dir));  // another process would see the same
   CachedKernel from_disk = fresh.get(small_spec(), "sm_80", "(hint)");
   EXPECT_EQ(from_disk.origin, KernelOrigin::kDisk);
+}
+
+TEST(KernelCache, ConcurrentFirstUseOfOneSpecCompilesItOnce) {
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir));
+  std::atomic<int> compiled{0};
+  std::vector<std::thread> threads;
+  std::vector<const CompiledKernel*> seen(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      CachedKernel got = cache.get(small_spec(), "sm_80", "");
+      if (got.origin == KernelOrigin::kCompiled) ++compiled;
+      seen[static_cast<std::size_t>(i)] = got.kernel.get();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(compiled.load(), 1);
+  for (const CompiledKernel* kernel : seen) EXPECT_EQ(kernel, seen[0]);
 }
 
 TEST(KernelCache, CacheOnlyModeNamesThePrewarmCommand) {
