@@ -28,5 +28,29 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
+// As warp_max and warp_sum, within each aligned group of WIDTH lanes (a power of two up to 32):
+// every lane of a group ends with the same bits.
+template <int WIDTH>
+__device__ __forceinline__ float lane_group_max(float x) {
+  static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0,
+                "a lane group is a power of two up to 32 lanes");
+#pragma unroll
+  for (int offset = WIDTH / 2; offset > 0; offset >>= 1) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+template <int WIDTH>
+__device__ __forceinline__ float lane_group_sum(float x) {
+  static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0,
+                "a lane group is a power of two up to 32 lanes");
+#pragma unroll
+  for (int offset = WIDTH / 2; offset > 0; offset >>= 1) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+
 }  // namespace kernels
 }  // namespace shardjit

@@ -2,13 +2,15 @@
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: x = row tiles (ceil(n_rows / BM)), y = vocabulary splits; split y walks tiles
-// [y * tiles_per_split, min((y + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
-// partials[y * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
+// Grid: x = vocabulary splits, y = row tiles (ceil(n_rows / BM)); split x walks tiles
+// [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
+// partials[x * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
 // dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES).
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
-// the first slices of the next tile are already in flight while the epilogue runs.
+// the first slices of the next tile are already in flight while the epilogue runs. The main
+// loop hands each finished tile to the epilogue linear_logp_fwd_logit_cols(BM, BN) columns at a
+// time through the shared-memory logit tile.
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -34,12 +36,27 @@ struct LinearLogpFwdMainloop<float, BM, BN, BK> {
   using type = SimtMainloop<BM, BN, BK>;
 };
 
+// The copier of a ROWS x BK tile. Blocks of more than 16384 accumulators (64 x 64 a warp) have
+// no registers left for a pointer per copied chunk and take the strided copier; it costs its
+// stride loads on the copy path (about 3 % at 128 x 128 on H200), so smaller blocks keep the
+// pointers.
+template <class T, int ROWS, int BK, int KDIM, int THREADS, bool STRIDED>
+struct LinearLogpFwdCopy {
+  using type = CpAsyncTile<T, ROWS, BK, KDIM, THREADS>;
+};
+
+template <class T, int ROWS, int BK, int KDIM, int THREADS>
+struct LinearLogpFwdCopy<T, ROWS, BK, KDIM, THREADS, true> {
+  using type = CpAsyncTileStrided<T, ROWS, BK, KDIM, THREADS>;
+};
+
 template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
           int BK, int STAGES, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
     linear_logp_fwd(const LinearLogpFwdArgs args) {
-  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
-  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
+  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
   static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
@@ -49,11 +66,14 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
-  constexpr int kLd = linear_logp_fwd_logit_ld(BN);
-  using XCopy = CpAsyncTile<T, BM, BK, H, kThreads>;
-  using WCopy = CpAsyncTile<T, BN, BK, H, kThreads>;
+  constexpr int kCols = linear_logp_fwd_logit_cols(BM, BN);
+  constexpr int kChunks = BN / kCols;
+  constexpr int kLd = linear_logp_fwd_logit_ld(kCols);
+  constexpr bool kStridedCopy = BM * BN > 16384;
+  using XCopy = typename LinearLogpFwdCopy<T, BM, BK, H, kThreads, kStridedCopy>::type;
+  using WCopy = typename LinearLogpFwdCopy<T, BN, BK, H, kThreads, kStridedCopy>::type;
   using Mainloop = typename LinearLogpFwdMainloop<T, BM, BN, BK>::type;
-  using Epilogue = LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>;
+  using Epilogue = LogpEpilogue<BiasT, TargetT, BM, kCols, V_VALID, ENTROPY, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
   T* const ring = reinterpret_cast<T*>(linear_logp_fwd_smem);
@@ -127,11 +147,16 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
       mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
       read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     }
-    // The previous tile's epilogue finished reading the logit tile before the barrier of the
-    // K loop above, so it can be overwritten.
-    mainloop.store(logits, kLd, warp, lane);
-    __syncthreads();
-    epilogue.consume(logits, kLd, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      // The epilogue finished reading the logit tile before the last barrier: for chunk 0 the
+      // K loop's, for the others the one below; so it can be overwritten.
+      mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
+      __syncthreads();
+      epilogue.consume(logits, kLd, tile * BN + chunk * kCols, rows, args.bias,
+                       args.inv_temperature, warp, lane);
+      if (chunk + 1 < kChunks) __syncthreads();
+    }
   }
   cp_async_wait_group<0>();
 

@@ -1,11 +1,14 @@
 // Online log-sum-exp epilogue of linear_logp_fwd. Independent of the main loop: it only reads
-// the fp32 logit tile [BM][ld] that a main loop (mma.sync, SIMT, or later wgmma) left in shared
-// memory, and keeps per-row running statistics in shared memory across the vocabulary tiles of
-// the block's split.
+// the fp32 logit tile [BM][ld] of COLS columns that a main loop (mma.sync, SIMT, or later wgmma)
+// left in shared memory, and keeps per-row running statistics in shared memory across the
+// vocabulary tiles (and column chunks) of the block's split.
 //
 // Row r of the tile belongs to warp r % WARPS for the whole kernel, so the running statistics
 // need no barrier between tiles; interleaving rows over warps keeps all warps busy when the
-// batch has only a few rows. A warp reads a row with one vector load per lane.
+// batch has only a few rows. A row is read by a group of 8 lanes, COLS / 8 columns a lane in
+// float4s, so a warp takes 4 rows at a time: each lane has several independent columns in
+// flight, a row's reductions take 3 shuffles instead of 5, and each 8-lane phase of a float4
+// load reads 128 contiguous bytes of one row (no bank conflict for any row stride).
 #pragma once
 
 #include "common/math.cuh"
@@ -16,14 +19,20 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, int BM, int BN, int V_VALID, bool ENTROPY, int THREADS>
+template <class BiasT, class TargetT, int BM, int COLS, int V_VALID, bool ENTROPY, int THREADS>
 struct LogpEpilogue {
   static constexpr int kWarps = THREADS / 32;
   static constexpr int kRowsPerWarp = BM / kWarps;
-  static constexpr int kColsPerLane = BN / 32;
+  static constexpr int kLanesPerRow = 8;
+  static constexpr int kRowsPerStep = 32 / kLanesPerRow;
+  static constexpr int kSteps = kRowsPerWarp / kRowsPerStep;
+  // Lane p of a row's group holds columns 32 v + 4 p + e, v < kVecs, e < 4.
+  static constexpr int kVecs = COLS / (4 * kLanesPerRow);
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
   static_assert(BM % kWarps == 0, "rows must split evenly over warps");
-  static_assert(kColsPerLane == 2 || kColsPerLane == 4, "a lane reads a float2 or a float4");
+  static_assert(kRowsPerWarp % kRowsPerStep == 0, "a warp's rows come 4 at a time");
+  static_assert(COLS % (4 * kLanesPerRow) == 0 && kVecs >= 1 && kVecs <= 8,
+                "a lane reads 1 to 8 float4 of a row");
 
   RowPartial* stats;  // [BM]
   int* target_col;    // [BM]
@@ -48,73 +57,79 @@ struct LogpEpilogue {
     }
   }
 
-  // Folds the tile whose column 0 is shard column n0 into the running statistics of the first
-  // `rows` rows. z = (acc + bias) * inv_temperature; columns at or past V_VALID are excluded.
+  // Folds the COLS columns whose column 0 is shard column n0 into the running statistics of the
+  // first `rows` rows. z = (acc + bias) * inv_temperature; columns at or past V_VALID are
+  // excluded.
   __device__ __forceinline__ void consume(const float* logits, int ld, int n0, int rows,
                                           const void* bias, float inv_temperature, int warp,
                                           int lane) const {
-    const int c0 = lane * kColsPerLane;
-    bool valid[kColsPerLane];
-    float b[kColsPerLane];
+    const int part = lane % kLanesPerRow;
+    const int group = lane / kLanesPerRow;
+    // Value (v, e) of the lane is column 32 v + e of the lane's columns, valid below `limit`.
+    const int limit = V_VALID - n0 - 4 * part;
+    float b[kVecs][4];
 #pragma unroll
-    for (int j = 0; j < kColsPerLane; ++j) {
-      valid[j] = c0 + j < V_VALID - n0;
-      b[j] = 0.0f;
-      if constexpr (kBias) {
-        if (valid[j]) b[j] = to_float(static_cast<const BiasT*>(bias)[n0 + c0 + j]);
-      }
-    }
+    for (int v = 0; v < kVecs; ++v)
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int r = i * kWarps + warp;
-      if (r >= rows) break;
-      float acc[kColsPerLane];
-      if constexpr (kColsPerLane == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(logits + r * ld + c0);
-        acc[0] = v.x;
-        acc[1] = v.y;
-        acc[2] = v.z;
-        acc[3] = v.w;
-      } else {
-        const float2 v = *reinterpret_cast<const float2*>(logits + r * ld + c0);
-        acc[0] = v.x;
-        acc[1] = v.y;
+      for (int e = 0; e < 4; ++e) {
+        b[v][e] = 0.0f;
+        if constexpr (kBias) {
+          if (32 * v + e < limit) {
+            b[v][e] = to_float(static_cast<const BiasT*>(bias)[n0 + 32 * v + 4 * part + e]);
+          }
+        }
       }
-      float z[kColsPerLane];
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      // The step's rows are r0, r0 + kWarps, ...; past `rows` they hold finite logits of
+      // zero-filled X rows, which are read but never folded in.
+      const int r0 = step * kRowsPerStep * kWarps + warp;
+      if (r0 >= rows) break;
+      const int r = r0 + group * kWarps;
+      float z[kVecs][4];
       float tile_max = neg_inf();
 #pragma unroll
-      for (int j = 0; j < kColsPerLane; ++j) {
-        z[j] = valid[j] ? (kBias ? (acc[j] + b[j]) * inv_temperature : acc[j] * inv_temperature)
-                        : neg_inf();
-        tile_max = fmaxf(tile_max, z[j]);
+      for (int v = 0; v < kVecs; ++v) {
+        const float4 a = *reinterpret_cast<const float4*>(logits + r * ld + 32 * v + 4 * part);
+        const float acc[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          z[v][e] = 32 * v + e < limit ? (kBias ? (acc[e] + b[v][e]) * inv_temperature
+                                                : acc[e] * inv_temperature)
+                                       : neg_inf();
+          tile_max = fmaxf(tile_max, z[v][e]);
+        }
       }
-      tile_max = warp_max(tile_max);
+      tile_max = lane_group_max<kLanesPerRow>(tile_max);
       float sum = 0.0f;
       float ent = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kColsPerLane; ++j) {
-        if (z[j] != neg_inf()) {
-          const float shift = z[j] - tile_max;
-          const float e = expf(shift);
-          sum += e;
-          if (ENTROPY) ent += e * shift;
+      for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (z[v][e] != neg_inf()) {
+            const float shift = z[v][e] - tile_max;
+            const float p = expf(shift);
+            sum += p;
+            if (ENTROPY) ent += p * shift;
+          }
         }
-      }
-      sum = warp_sum(sum);
-      if (ENTROPY) ent = warp_sum(ent);
+      sum = lane_group_sum<kLanesPerRow>(sum);
+      if (ENTROPY) ent = lane_group_sum<kLanesPerRow>(ent);
 
       // The owning lane hands over the very z that entered the max, so logp <= 0 holds exactly.
       const int tcol = target_col[r] - n0;
-      float target = neg_inf();
-      if (tcol >= 0 && tcol < BN) {
-        float mine = neg_inf();
+      float mine = neg_inf();
 #pragma unroll
-        for (int j = 0; j < kColsPerLane; ++j) {
-          if (c0 + j == tcol) mine = z[j];
+      for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (32 * v + 4 * part + e == tcol) mine = z[v][e];
         }
-        target = __shfl_sync(0xffffffffu, mine, tcol / kColsPerLane);
-      }
-      if (lane == 0) {
+      const int owner = group * kLanesPerRow + ((tcol >> 2) & (kLanesPerRow - 1));
+      float target = __shfl_sync(0xffffffffu, mine, owner);
+      if (tcol < 0 || tcol >= COLS) target = neg_inf();
+      if (part == 0 && r < rows) {
         RowPartial run = stats[r];
         merge_stats<ENTROPY>(run, tile_max, sum, ent);
         run.target = fmaxf(run.target, target);

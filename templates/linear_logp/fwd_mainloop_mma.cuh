@@ -2,7 +2,10 @@
 // BM x BN logit tile is accumulated in fp32 by mma.sync m16n8k16, one BK slice of the pipeline
 // at a time, then handed to the epilogue through the shared-memory logit tile.
 //
-// Eight warps as 2 (M) x 4 (N); each owns a (BM/2) x (BN/4) block of MT x NT mma tiles.
+// Eight warps as 2 (M) x 4 (N), or 4 x 2 for 256-row tiles; each owns a kWarpM x kWarpN block
+// of MT x NT mma tiles, at most 64 x 64 (128 accumulators a thread). The wider the warp's block,
+// the fewer ldmatrix per mma (a 64 x 64 block loads 8 fragments for 32 mma, 64 x 32 loads 6 for
+// 16), and the wider the block's tile, the fewer bytes each mma pulls through L2.
 // X [rows][k] is the row-major A operand; W [vocab][k] is already the col-major B operand, so
 // both come from shared memory through ldmatrix without transposition.
 #pragma once
@@ -18,14 +21,18 @@ template <class T, int BM, int BN, int BK>
 struct MmaMainloop {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the mma main loop takes bf16 or fp16");
-  static constexpr int kWarpsN = 4;
-  static constexpr int kWarpM = BM / 2;
+  static constexpr int kThreads = 256;
+  static constexpr int kWarpsM = BM >= 256 ? 4 : 2;
+  static constexpr int kWarpsN = kThreads / 32 / kWarpsM;
+  static constexpr int kWarpM = BM / kWarpsM;
   static constexpr int kWarpN = BN / kWarpsN;
   static constexpr int kMTiles = kWarpM / 16;
   static constexpr int kNTiles = kWarpN / 8;
   static constexpr int kChunksPerRow = BK / 8;
-  static_assert(BM % 32 == 0 && BN % 64 == 0 && BK % 16 == 0, "tile shape");
+  static_assert(BM % (16 * kWarpsM) == 0 && BN % (16 * kWarpsN) == 0 && BK % 16 == 0,
+                "tile shape");
   static_assert(kNTiles % 2 == 0, "B fragments are loaded 16 columns at a time");
+  static_assert(kMTiles * kNTiles <= 32, "at most 64 x 64 accumulators a warp (registers)");
 
   float acc[kMTiles][kNTiles][4];
 
@@ -106,11 +113,31 @@ struct MmaMainloop {
     }
   }
 
-  // Writes the accumulators to the logit tile [BM][ld]: c0, c1 are row g, columns 2t and 2t+1
-  // of an m16n8 tile; c2, c3 the same columns of row g + 8 (g = lane / 4, t = lane % 4).
+  // Writes all the accumulators to the logit tile [BM][ld].
   __device__ __forceinline__ void store(float* logits, int ld, int warp, int lane) const {
+    store_block(logits, ld, (warp % kWarpsN) * kWarpN, warp, lane);
+  }
+
+  // Writes the columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the logit tile
+  // [BM][ld], whose column 0 is tile column chunk * COLS: the epilogue then takes the tile one
+  // chunk at a time, and the logit tile needs only COLS columns. A warp's block lies wholly in
+  // one chunk, so each warp either stores all its accumulators or none.
+  template <int COLS>
+  __device__ __forceinline__ void store_columns(float* logits, int ld, int chunk, int warp,
+                                                int lane) const {
+    static_assert(BN % COLS == 0 && COLS % kWarpN == 0, "chunks hold whole warp blocks");
+    const int col0 = (warp % kWarpsN) * kWarpN - chunk * COLS;
+    if (col0 >= 0 && col0 < COLS) store_block(logits, ld, col0, warp, lane);
+  }
+
+ private:
+  // The warp's block, its column 0 at column col0 of the logit tile: c0, c1 are row g, columns
+  // 2t and 2t+1 of an m16n8 tile; c2, c3 the same columns of row g + 8 (g = lane / 4,
+  // t = lane % 4).
+  __device__ __forceinline__ void store_block(float* logits, int ld, int col0, int warp,
+                                              int lane) const {
     const int row = (warp / kWarpsN) * kWarpM + (lane >> 2);
-    const int col = (warp % kWarpsN) * kWarpN + (lane & 3) * 2;
+    const int col = col0 + (lane & 3) * 2;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll

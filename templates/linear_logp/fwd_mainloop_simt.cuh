@@ -71,6 +71,26 @@ struct SimtMainloop {
 #pragma unroll
       for (int j = 0; j < kCols; ++j) logits[(tm + kGrid * i) * ld + tn + kGrid * j] = acc[i][j];
   }
+
+  // As MmaMainloop::store_columns: columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the
+  // logit tile [BM][ld], whose column 0 is tile column chunk * COLS.
+  template <int COLS>
+  __device__ __forceinline__ void store_columns(float* logits, int ld, int chunk, int warp,
+                                                int lane) const {
+    static_assert(BN % COLS == 0 && COLS % kGrid == 0, "chunks hold whole column groups");
+    const int tid = warp * 32 + lane;
+    const int tm = tid / kGrid;
+    const int tn = tid % kGrid;
+    const int j0 = chunk * (COLS / kGrid);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        if (j >= j0 && j < j0 + COLS / kGrid) {
+          logits[(tm + kGrid * i) * ld + tn + kGrid * (j - j0)] = acc[i][j];
+        }
+      }
+  }
 };
 
 }  // namespace kernels
