@@ -19,3 +19,6 @@ echo "gpu tests: exit $?"; grep -E "^\s*[0-9]+: \[ accuracy \]|tests passed|FAIL
 build/examples/shardjit-demo > "$logs/demo.log" 2>&1; echo "demo: exit $?"; tail -2 "$logs/demo.log"
 build/tools/bench/shardjit-bench linear-logp --shapes "$shapes" > "$logs/bench-linear-logp.jsonl" 2> "$logs/bench.err"
 echo "bench: exit $?"; cat "$logs/bench-linear-logp.jsonl"; tail -5 "$logs/bench.err"
+build/tools/bench/shardjit-bench linear-logp --backward --shapes "$shapes" --case llama3-8b-16k \
+  > "$logs/bench-linear-logp-bwd.jsonl" 2>> "$logs/bench.err"
+echo "bench backward: exit $?"; cat "$logs/bench-linear-logp-bwd.jsonl"; tail -3 "$logs/bench.err"

@@ -30,6 +30,27 @@ struct LinearLogpConfig {
   bool strict = false;      // check the device status word after every call (synchronizes)
   int device = 0;           // CUDA device ordinal the op runs on
   std::int64_t max_rows = 0;  // workspace is sized for this many rows at build; 0: grows on demand
+
+  // Backward (LinearLogp::backward). Its kernels are compiled or loaded at build only when
+  // want_backward is set, so that inference-only ops do not pay for them.
+  bool want_backward = false;
+  // grad_weight (and grad_bias) in fp32 rather than in the weight's (bias's) dtype. Either way
+  // they are accumulated in fp32 over the whole batch and rounded once.
+  bool grad_weight_fp32 = false;
+  // Keep dZ, the logit gradient between the kernels, in fp32 rather than in the 16-bit dtype of
+  // hidden and weight: slower (fp32 FMA instead of tensor cores), for checking accuracy. fp32
+  // ops always keep it in fp32.
+  bool dz_fp32 = false;
+  // Bytes the dZ chunk may take (N x chunk columns); 0 means 256 MiB. More rows than fit one
+  // 128-column tile in it are refused with a clear error.
+  std::int64_t backward_workspace_bytes = 0;
+  // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (128 x 128;
+  // 64 x 128 on GPUs with about 100 KiB of shared memory per block) whose entries all have |dZ| < grad_filter_threshold (in the units of dZ, the gradient with
+  // respect to a logit before the temperature) is dropped, and the GEMMs skip it. Each dropped
+  // entry changes grad_hidden[i, :] by at most threshold * |W[v, :]| and grad_weight[v, :] by at
+  // most threshold * |X[i, :]|; tiles near the threshold make the result and the run time
+  // depend on the data. The dropped tiles are zeros in grad_bias too.
+  float grad_filter_threshold = 0.0f;
 };
 
 struct LinearLogpInputs {
@@ -44,6 +65,16 @@ struct LinearLogpOutputs {
   VectorView logp;
   VectorView lse;
   VectorView entropy;  // needs config.want_entropy
+};
+
+// Gradients written by LinearLogp::backward. A view left with null data is not computed.
+struct LinearLogpGrads {
+  MatrixView hidden;  // [N, H], config.dtype; always overwritten
+  MatrixView weight;  // [V_local, H], fp32 if config.grad_weight_fp32, else config.dtype
+  VectorView bias;    // [V_local], fp32 if config.grad_weight_fp32, else config.bias_dtype
+  // true: grad_weight and grad_bias += this call's gradients (accumulation over micro-batches,
+  // in fp32 before the one rounding to the output dtype); false: overwritten.
+  bool accumulate = false;
 };
 
 // What the device recorded about target ids outside [0, valid_vocab) that were not ignore_index.
@@ -62,6 +93,29 @@ class LinearLogp {
   // Enqueues the forward on `stream`. No host synchronization (unless config.strict).
   void forward(const LinearLogpInputs& inputs, const LinearLogpOutputs& outputs,
                StreamHandle stream);
+
+  // Enqueues the backward on `stream` (needs config.want_backward). `lse` [N] is the forward's
+  // output for these inputs; grad_logp and grad_lse [N] (fp32) are the upstream gradients of
+  // logp and lse, either of which may be left null (zero). With g = grad_logp, h = grad_lse,
+  // p = softmax(z), the gradient of a logit is dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T;
+  // rows whose target is ignore_index or out of range, and padding columns, get none.
+  //
+  // Never N x V: the vocabulary is cut into chunks whose dZ fits backward_workspace_bytes; per
+  // chunk a fused kernel recomputes the logits and writes dZ, and the library's own GEMMs give
+  // grad_weight[chunk] = dZ^T X (one product over all N rows: rounded once) and
+  // grad_hidden += dZ W[chunk] (in an fp32 buffer of N x H for 16-bit dtypes when there are
+  // several chunks, rounded once after the last). Extra device memory: the dZ chunk, plus that
+  // fp32 buffer, both kept by the op for the next call. 16-bit dZ is stored times a power of two
+  // chosen on the device from the upstream gradients (undone exactly in the GEMMs), so that
+  // small gradients keep their precision in fp16 and large ones do not overflow it.
+  // Targets out of range get no gradient here; the forward reports them (check()).
+  //
+  // Deterministic: no floating-point atomics; every sum runs in a fixed order, so repeated calls
+  // give bitwise identical gradients (which training reproducibility and debugging need, and
+  // which costs nothing here: every output element has one owner). There is no
+  // non-deterministic mode.
+  void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
+                const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);
 
   // Waits for `stream`, returns and clears the bad-target record.
   BadTargetReport check(StreamHandle stream);

@@ -45,6 +45,46 @@ void check_linear_logp_fwd(const KernelSpec& spec) {
                 "kernel template linear_logp_fwd: V_VALID = " + std::to_string(spec.int_param("V_VALID")) +
                     " exceeds V_LOCAL = " + std::to_string(spec.int_param("V_LOCAL")));
   }
+  const std::int64_t bm = spec.int_param("BM");
+  const std::int64_t bn = spec.int_param("BN");
+  if (bm == 192 || bn == 192) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd: BM = " + std::to_string(bm) +
+                                                 ", BN = " + std::to_string(bn) + "; each must be 64, 128 or 256");
+  }
+  // Eight warps hold the block's fp32 accumulators in registers: at most 64 x 64 a warp for the
+  // tensor-core loop, 32 x 32 (64 a thread) for the fp32 one.
+  const std::int64_t max_tile = spec.type_param("T") == "fp32" ? 16384 : 32768;
+  if (bm * bn > max_tile) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd: BM x BN = " + std::to_string(bm) +
+                                                 " x " + std::to_string(bn) + " exceeds " +
+                                                 std::to_string(max_tile) + " accumulators for T = " +
+                                                 spec.type_param("T"));
+  }
+}
+
+void check_linear_logp_bwd_dz(const KernelSpec& spec) {
+  if (spec.int_param("V_VALID") > spec.int_param("V_LOCAL")) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "kernel template linear_logp_bwd_dz: V_VALID = " + std::to_string(spec.int_param("V_VALID")) +
+                    " exceeds V_LOCAL = " + std::to_string(spec.int_param("V_LOCAL")));
+  }
+  const std::string& dz = spec.type_param("DZ");
+  if (dz != "fp32" && dz != spec.type_param("T")) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_bwd_dz: DZ = " + dz +
+                                                 " must be fp32 or T (" + spec.type_param("T") + ")");
+  }
+}
+
+void check_gemm(const KernelSpec& spec) {
+  const std::string& a = spec.type_param("TA");
+  const std::string& b = spec.type_param("TB");
+  if (a != "fp32" && a != b) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: TA = " + a + " with TB = " + b +
+                                                 "; a 16-bit A needs the same type for B (tensor cores)");
+  }
+  if (spec.int_param("BK") == 48) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: BK = 48; expected 16, 32 or 64");
+  }
 }
 
 std::vector<TemplateDef> make_registry() {
@@ -67,12 +107,57 @@ std::vector<TemplateDef> make_registry() {
        int_param("H", 8, 65536, 8, "hidden size"),
        int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
        int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
-       int_param("BM", 64, 128, 64, "rows of hidden per tile"),
-       int_param("BN", 64, 128, 64, "vocabulary columns per tile"),
+       int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
+       int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
        int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        bool_param("ENTROPY", "whether entropy terms are accumulated")},
       check_linear_logp_fwd});
+  registry.push_back(TemplateDef{
+      "linear_logp_bwd_dz",
+      "linear_logp/bwd_dz.cuh",
+      "shardjit::kernels::linear_logp_bwd_dz",
+      {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of hidden and weight"),
+       type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
+       type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
+       type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32"),
+       int_param("H", 8, 65536, 8, "hidden size"),
+       int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
+       int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
+       int_param("BM", 64, 128, 64, "rows of hidden per tile"),
+       int_param("BN", 64, 128, 64, "vocabulary columns per tile"),
+       int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
+       int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
+       bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")},
+      check_linear_logp_bwd_dz});
+  registry.push_back(TemplateDef{
+      "linear_logp_bwd_scale",
+      "linear_logp/bwd_scale.cuh",
+      "shardjit::kernels::linear_logp_bwd_scale",
+      {int_param("LIMIT_LOG2", 1, 100, 1, "the largest |dZ| is scaled below 2^LIMIT_LOG2")},
+      nullptr});
+  registry.push_back(TemplateDef{
+      "linear_logp_bwd_bias",
+      "linear_logp/bwd_bias.cuh",
+      "shardjit::kernels::linear_logp_bwd_bias",
+      {type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype of dZ"),
+       type_param("OutT", {"bf16", "fp16", "fp32"}, "dtype of grad_bias")},
+      nullptr});
+  registry.push_back(TemplateDef{
+      "gemm",
+      "gemm/gemm.cuh",
+      "shardjit::kernels::gemm",
+      {type_param("TA", {"bf16", "fp16", "fp32"}, "dtype of A"),
+       type_param("TB", {"bf16", "fp16", "fp32"}, "dtype of B"),
+       type_param("OutT", {"bf16", "fp16", "fp32"}, "dtype of the output"),
+       type_param("AddT", {"bf16", "fp16", "fp32"}, "dtype of the optional addend"),
+       bool_param("A_TRANS", "whether A is stored transposed, [k][m]"),
+       int_param("BM", 64, 128, 64, "output rows per tile"),
+       int_param("BN", 64, 128, 64, "output columns per tile"),
+       int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
+       int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
+       bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
+      check_gemm});
   return registry;
 }
 

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace shardjit {

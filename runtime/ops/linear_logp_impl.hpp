@@ -3,11 +3,13 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 
 #include "linear_logp/partials.cuh"
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
+#include "runtime/ops/linear_logp_bwd_state.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -32,6 +34,9 @@ struct LinearLogp::Impl {
   std::array<std::shared_ptr<const LoadedKernel>, kVocabSplitChoices.size()> combine{};
   DeviceBuffer workspace;  // RowPartial [splits][n_rows]
   DeviceBuffer status;     // kernels::DeviceStatus
+  // The backward's kernels and buffers (empty without config.want_backward); built from the
+  // members above, so it is declared after them.
+  LinearLogpBwdState bwd{runtime, layout, device, kernels};
 };
 
 }  // namespace shardjit

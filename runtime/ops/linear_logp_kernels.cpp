@@ -7,10 +7,11 @@ namespace shardjit {
 LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch) {
   const LinearLogpConfig& c = layout.config;
   FwdTile tile = default_fwd_tile(c.dtype, arch);
-  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}};
+  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, std::nullopt};
   for (int splits : kVocabSplitChoices) {
     kernels.combine.push_back(logp_combine_spec(splits, c.target_dtype, c.want_entropy));
   }
+  if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch);
   return kernels;
 }
 

@@ -66,6 +66,10 @@ std::string prewarm_command(const LinearLogpLayout& layout, const std::string& a
   command += std::string(" --targets ") + dtype_name(c.target_dtype);
   command += std::string(" --bias ") + (c.bias_dtype ? dtype_name(*c.bias_dtype) : "none");
   command += std::string(" --entropy ") + (c.want_entropy ? "on" : "off");
+  if (c.want_backward) command += " --backward";
+  if (c.want_backward && (c.dz_fp32 || c.grad_filter_threshold > 0.0f)) {
+    command += " (prewarm covers the default dZ dtype without filtering; build this op once with JIT on)";
+  }
   command += " --arch " + arch;
   return command;
 }

@@ -23,6 +23,36 @@ std::vector<ShardRange> even_shards(std::int64_t vocab, int tp) {
   return shards;
 }
 
+namespace {
+
+// Every (dtype, targets, bias, entropy, shard) combination of one model at one TP degree.
+std::vector<LinearLogpConfig> layouts_of(const PrewarmRequest& request, const ModelShape& model, int tp) {
+  const std::vector<ShardRange> shards =
+      request.shard ? std::vector<ShardRange>{*request.shard} : even_shards(model.vocab, tp);
+  std::vector<LinearLogpConfig> configs;
+  for (DType dtype : request.dtypes)
+    for (DType targets : request.target_dtypes)
+      for (const auto& bias : request.bias_dtypes)
+        for (bool entropy : request.entropy)
+          for (const ShardRange& shard : shards) {
+            LinearLogpConfig config;
+            config.hidden = model.hidden;
+            config.vocab_start = shard.start;
+            config.vocab_local = shard.size;
+            config.vocab_global = model.vocab;
+            config.valid_vocab = model.valid_vocab;
+            config.dtype = dtype;
+            config.bias_dtype = bias;
+            config.target_dtype = targets;
+            config.want_entropy = entropy;
+            config.want_backward = request.backward;
+            configs.push_back(config);
+          }
+  return configs;
+}
+
+}  // namespace
+
 std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
   if (request.models.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "prewarm: no model given; pass a config.json or --hidden and --vocab");
@@ -33,33 +63,28 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
   auto add = [&](const KernelSpec& spec, const std::string& arch, const std::string& origin) {
     if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin});
   };
+  // Backward: both grad_weight dtypes (fp32 is common in training); their GEMM kernels do not
+  // depend on the shapes, so the second costs little.
+  std::vector<bool> grad_weight_fp32 = {false};
+  if (request.backward) grad_weight_fp32.push_back(true);
+
   for (const ModelShape& model : request.models) {
     for (int tp : request.tp) {
-      std::vector<ShardRange> shards =
-          request.shard ? std::vector<ShardRange>{*request.shard} : even_shards(model.vocab, tp);
-      for (DType dtype : request.dtypes)
-        for (DType targets : request.target_dtypes)
-          for (const auto& bias : request.bias_dtypes)
-            for (bool entropy : request.entropy)
-              for (const ShardRange& shard : shards) {
-                LinearLogpConfig config;
-                config.hidden = model.hidden;
-                config.vocab_start = shard.start;
-                config.vocab_local = shard.size;
-                config.vocab_global = model.vocab;
-                config.valid_vocab = model.valid_vocab;
-                config.dtype = dtype;
-                config.bias_dtype = bias;
-                config.target_dtype = targets;
-                config.want_entropy = entropy;
-                const LinearLogpLayout layout = resolve_layout(config);
-                std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(dtype);
-                for (const std::string& arch : request.archs) {
-                  LinearLogpKernels kernels = linear_logp_kernels(layout, arch);
-                  add(kernels.fwd, arch, origin);
-                  for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
-                }
-              }
+      for (LinearLogpConfig config : layouts_of(request, model, tp)) {
+        const std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(config.dtype);
+        for (bool fp32_grads : grad_weight_fp32) {
+          config.grad_weight_fp32 = fp32_grads;
+          const LinearLogpLayout layout = resolve_layout(config);
+          for (const std::string& arch : request.archs) {
+            LinearLogpKernels kernels = linear_logp_kernels(layout, arch);
+            add(kernels.fwd, arch, origin);
+            for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
+            if (kernels.backward) {
+              for (const KernelSpec& spec : kernels.backward->all()) add(spec, arch, origin);
+            }
+          }
+        }
+      }
     }
   }
   return items;

@@ -32,6 +32,7 @@ struct PrewarmRequest {
   std::vector<DType> target_dtypes = {DType::kInt64};
   std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
   std::vector<bool> entropy = {false};
+  bool backward = false;  // also the kernels of LinearLogp::backward
   std::optional<ShardRange> shard;  // one explicit shard instead of the TP split
 };
 

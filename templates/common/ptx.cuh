@@ -39,9 +39,9 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned int (&r)[4], unsigned int a
                : "r"(addr));
 }
 
-// As ldmatrix_x4, each 8x8 matrix transposed on the way: lane l receives row 2 * (l % 4) and
-// 2 * (l % 4) + 1 of column l / 4 of the matrix as stored. This turns a tile stored with the mma's
-// M or N dimension contiguous into the fragment order the mma expects.
+// As ldmatrix_x4, each 8x8 matrix transposed on the way: lane l receives the elements at rows
+// 2 * (l % 4) and 2 * (l % 4) + 1 of column l / 4 of the matrix as stored. This turns a tile
+// stored with the mma's M or N dimension contiguous into the fragment order the mma expects.
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], unsigned int addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

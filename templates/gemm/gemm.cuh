@@ -56,9 +56,23 @@ __device__ __forceinline__ bool gemm_slice_active(const GemmArgs& args, long lon
   return false;
 }
 
+// Blocks per multiprocessor the registers are budgeted for: two for the tensor-core loop (its
+// fragments fit 128 registers; the second block hides the first's barriers), one for the FMA
+// loop, whose 64 accumulators and operands would spill under that budget.
+template <class Mainloop>
+struct GemmMinBlocks {
+  static constexpr int value = 1;
+};
+template <class T, int BM, int BN, int BK, bool A_TRANS>
+struct GemmMinBlocks<GemmMmaMainloop<T, BM, BN, BK, A_TRANS>> {
+  static constexpr int value = 2;
+};
+
 template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
           int STAGES, bool FILTER>
-__global__ void __launch_bounds__(gemm_threads, 1) gemm(const GemmArgs args) {
+__global__ void __launch_bounds__(
+    gemm_threads, GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type>::value)
+    gemm(const GemmArgs args) {
   static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
   static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
   static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");

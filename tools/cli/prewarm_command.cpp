@@ -35,6 +35,7 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_option("--targets", o.targets, "Target id dtypes: int64, int32 (default int64)")->delimiter(',');
   sub.add_option("--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)")->delimiter(',');
   sub.add_option("--entropy", o.entropy, "off, on or both (default off)");
+  sub.add_flag("--backward", o.backward, "Also the kernels of the backward (training)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
 }
 

@@ -162,6 +162,7 @@ std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const Runti
   base.target_dtypes = parse_targets(options.targets);
   base.bias_dtypes = parse_bias(options.bias);
   base.entropy = parse_entropy(options.entropy);
+  base.backward = options.backward;
   base.shard = parse_shard(options.shard);
   const std::vector<ModelRequest> models = model_requests(options);
   base.archs = target_archs(options, config);

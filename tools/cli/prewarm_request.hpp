@@ -26,6 +26,7 @@ struct PrewarmOptions {
   std::vector<std::string> targets = {"int64"};
   std::vector<std::string> bias = {"none"};
   std::string entropy = "off";           // off, on or both
+  bool backward = false;                 // also the kernels of LinearLogp::backward
   std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
 };
 

@@ -96,6 +96,15 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
   check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
   for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
+  // Backward: the upstream gradients and the gradient buffers are the caller's, allocated
+  // before the op so that they do not count as its extra memory.
+  void* grad_logp = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3);
+  void* grad_lse = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4);
+  void *grad_hidden = nullptr, *grad_weight = nullptr;
+  if (c.backward) {
+    check_cuda(cudaMalloc(&grad_hidden, static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+    check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+  }
 
   // The fused op: extra memory is what the op itself takes (workspace, status, modules).
   Runtime runtime;
@@ -105,6 +114,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   config.vocab_local = c.vocab;
   config.dtype = c.dtype;
   config.want_entropy = c.entropy;
+  config.want_backward = c.backward;
   LinearLogp op(runtime, config);
   LinearLogpInputs in;
   in.hidden = {x, c.dtype, c.n, c.hidden, 0};
@@ -114,7 +124,16 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   out.logp = {logp, DType::kFP32, c.n};
   out.lse = {lse, DType::kFP32, c.n};
   if (c.entropy) out.entropy = {entropy, DType::kFP32, c.n};
-  const double fused_ms = median_ms([&] { op.forward(in, out, stream); }, stream, timing);
+  LinearLogpGrads grads;
+  grads.hidden = {grad_hidden, c.dtype, c.n, c.hidden, 0};
+  grads.weight = {grad_weight, c.dtype, c.vocab, c.hidden, 0};
+  const VectorView lse_view{lse, DType::kFP32, c.n};
+  const VectorView grad_logp_view{grad_logp, DType::kFP32, c.n}, grad_lse_view{grad_lse, DType::kFP32, c.n};
+  auto fused = [&] {
+    op.forward(in, out, stream);
+    if (c.backward) op.backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream);
+  };
+  const double fused_ms = median_ms(fused, stream, timing);
   const std::size_t free_after = device_free_bytes();
 
   // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
@@ -138,7 +157,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  nlohmann::json row = {{"bench", "linear-logp"},
+  nlohmann::json row = {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
                         {"case", c.name},
                         {"n", c.n},
                         {"hidden", c.hidden},
@@ -157,7 +176,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   std::fflush(stdout);
 
   cublasDestroy(handle);
-  for (void* p : {x, w, targets, logp, lse, entropy, logits}) cudaFree(p);
+  for (void* p : {x, w, targets, logp, lse, entropy, logits, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
   cudaStreamDestroy(stream);
 }
 

@@ -15,6 +15,7 @@ struct LinearLogpCase {
   std::int64_t n = 0, hidden = 0, vocab = 0;
   DType dtype = DType::kBF16;
   bool entropy = false;
+  bool backward = false;  // time forward + backward instead of the forward alone
 };
 
 // The tp=1 cases of shapes.json.

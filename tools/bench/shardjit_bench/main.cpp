@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   auto* logp = app.add_subcommand("linear-logp", "fused forward vs cuBLAS GEMM of the same shape");
   std::string shapes = "../shared/bench/shapes.json", only, dtype_text = "bf16";
   std::int64_t n = 0, hidden = 0, vocab = 0;
-  bool entropy = false;
+  bool entropy = false, backward = false;
   logp->add_option("--shapes", shapes, "shapes.json with the standard cases");
   logp->add_option("--case", only, "run only the case of this name");
   logp->add_option("--n", n, "rows (with --hidden and --vocab: one custom case)");
@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   logp->add_option("--vocab", vocab, "vocabulary rows");
   logp->add_option("--dtype", dtype_text, "bf16, fp16 or fp32");
   logp->add_flag("--entropy", entropy, "also compute the entropy");
+  logp->add_flag("--backward", backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -36,11 +37,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
         return 2;
       }
-      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy});
+      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy, backward});
     } else {
       for (auto& c : load_linear_logp_cases(shapes)) {
         if (!only.empty() && c.name != only) continue;
         c.entropy = entropy;
+        c.backward = backward;
         cases.push_back(c);
       }
     }

@@ -1,0 +1,46 @@
+// Host side of templates/gemm/gemm.cuh: out = alpha * A B + addend with fp32 accumulation, A
+// stored [m][k] or transposed [k][m], B stored [k][n]. The backward of LinearLogp builds
+// grad_hidden and grad_weight from it.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+#include "gemm/gemm_args.cuh"
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/driver/module.hpp"
+#include "shardjit/dtype.hpp"
+
+namespace shardjit {
+
+struct GemmTile {
+  int bm = 128;
+  int bn = 128;
+  int bk = 32;
+  int stages = 4;
+};
+
+// What a GEMM kernel is specialized for, besides its tile.
+struct GemmKind {
+  DType a = DType::kBF16;
+  DType b = DType::kBF16;
+  DType out = DType::kFP32;
+  DType addend = DType::kFP32;  // the addend's type when one is passed at launch
+  bool a_trans = false;
+  bool filter = false;
+};
+
+// Tensor cores (16-bit A and B of one type): 128 x 128 x 32, four stages. fp32 FMA otherwise:
+// 128 x 128 x 16, three stages. Fewer stages where the arch's shared memory is smaller.
+GemmTile default_gemm_tile(DType a, DType b, const std::string& arch);
+
+KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);
+
+unsigned gemm_smem(DType a, DType b, const GemmTile& tile);
+
+// Grid from args.m and args.n; nothing is launched when either is zero.
+void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmTile& tile, unsigned smem_bytes,
+                 CUstream stream);
+
+}  // namespace shardjit

@@ -1,0 +1,199 @@
+// LinearLogp::backward: checks the views, plans the vocabulary chunks, then per chunk enqueues
+// on the caller's stream the dZ kernel, the bias column sums, grad_weight = dZ^T X and
+// grad_hidden += dZ W. No host synchronization (unless a buffer has to grow).
+#include <algorithm>
+
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp_bwd_bias.hpp"
+#include "runtime/ops/linear_logp_bwd_dz.hpp"
+#include "runtime/ops/linear_logp_bwd_scale.hpp"
+#include "runtime/ops/linear_logp_impl.hpp"
+#include "runtime/ops/view_checks.hpp"
+#include "shardjit/error.hpp"
+#include "shardjit/linear_logp.hpp"
+
+namespace shardjit {
+namespace {
+
+// What one call works on, checked.
+struct BwdCall {
+  std::int64_t n = 0;
+  std::int64_t hidden_stride = 0;
+  std::int64_t weight_stride = 0;
+  std::int64_t grad_hidden_stride = 0;
+  std::int64_t grad_weight_stride = 0;
+  bool grad_hidden = false;
+  bool grad_weight = false;
+  bool grad_bias = false;
+};
+
+BwdCall check_call(const LinearLogpConfig& c, const LinearLogpBwdKernels& k, const LinearLogpInputs& in,
+                   const VectorView& lse, const VectorView& grad_logp, const VectorView& grad_lse,
+                   const LinearLogpGrads& grads) {
+  BwdCall call;
+  call.n = in.hidden.rows;
+  call.hidden_stride = check_matrix(in.hidden, "hidden", c.dtype, -1, c.hidden);
+  call.weight_stride = check_matrix(in.weight, "weight", c.dtype, c.vocab_local, c.hidden);
+  if (c.bias_dtype) {
+    check_vector(in.bias, "bias", *c.bias_dtype, c.vocab_local, false);
+  } else if (in.bias.data != nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, "bias: given, but the op was built without bias_dtype");
+  }
+  check_vector(in.targets, "targets", c.target_dtype, call.n, false);
+  check_vector(lse, "lse", DType::kFP32, call.n, false);
+  check_vector(grad_logp, "grad_logp", DType::kFP32, call.n, true);
+  check_vector(grad_lse, "grad_lse", DType::kFP32, call.n, true);
+  if (grads.hidden.data != nullptr) {
+    call.grad_hidden = true;
+    call.grad_hidden_stride = check_matrix(grads.hidden, "grad_hidden", c.dtype, call.n, c.hidden);
+  }
+  if (grads.weight.data != nullptr) {
+    call.grad_weight = true;
+    call.grad_weight_stride = check_matrix(grads.weight, "grad_weight", k.grad_weight_dtype, c.vocab_local, c.hidden);
+  }
+  if (grads.bias.data != nullptr) {
+    if (!k.grad_bias_dtype) {
+      throw Error(ErrorCode::kInvalidArgument, "grad_bias: given, but the op was built without bias_dtype");
+    }
+    call.grad_bias = check_vector(grads.bias, "grad_bias", *k.grad_bias_dtype, c.vocab_local, false);
+  }
+  return call;
+}
+
+template <class T = void>
+T* offset(void* base, std::int64_t elements, DType dtype) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + elements * static_cast<std::int64_t>(dtype_size(dtype)));
+}
+
+std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
+
+}  // namespace
+
+void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, const VectorView& grad_logp,
+                          const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream_handle) {
+  Impl& op = *impl_;
+  LinearLogpBwdState& bwd = op.bwd;
+  const LinearLogpConfig& c = op.layout.config;
+  if (!bwd.loaded()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LinearLogp::backward: the op was built with want_backward = false, so its backward kernels "
+                "were not loaded; set LinearLogpConfig::want_backward");
+  }
+  const LinearLogpBwdKernels& k = *bwd.specs;
+  const BwdCall call = check_call(c, k, in, lse, grad_logp, grad_lse, grads);
+  if (!call.grad_hidden && !call.grad_weight && !call.grad_bias) return;
+  const std::int64_t n = call.n;
+
+  auto stream = static_cast<CUstream>(stream_handle);
+  ScopedContext scope(op.device);
+  const BwdChunkPlan plan = bwd.plan(n, call.grad_hidden);
+  bwd.reserve(plan, stream);
+  const bool filter = c.grad_filter_threshold > 0.0f;
+  const FwdTile& dz_tile = k.dz_tile;
+
+  // 16-bit dZ is stored times s; the GEMMs and the bias sums multiply by 1 / s.
+  const float* scale = nullptr;
+  const float* inv_scale = nullptr;
+  if (bwd.scale && n > 0) {
+    kernels::LinearLogpBwdScaleArgs args{};
+    args.grad_logp = static_cast<const float*>(grad_logp.data);
+    args.grad_lse = static_cast<const float*>(grad_lse.data);
+    args.scale = bwd.scale_buffer.as<float>();
+    args.n_rows = n;
+    args.inv_temperature = 1.0f / c.temperature;
+    launch_linear_logp_bwd_scale(*bwd.scale, args, stream);
+    scale = bwd.scale_buffer.as<float>();
+    inv_scale = scale + 1;
+  }
+
+  for (std::int64_t index = 0; index < plan.chunks; ++index) {
+    const BwdChunk chunk = plan.chunk(index);
+    const bool first = index == 0;
+    const bool last = index + 1 == plan.chunks;
+    const std::int64_t mask_stride = (chunk.cols + dz_tile.bn - 1) / dz_tile.bn;
+
+    kernels::LinearLogpBwdDzArgs dz{};
+    dz.hidden = in.hidden.data;
+    dz.weight = in.weight.data;
+    dz.bias = c.bias_dtype ? in.bias.data : nullptr;
+    dz.targets = in.targets.data;
+    dz.lse = static_cast<const float*>(lse.data);
+    dz.grad_logp = static_cast<const float*>(grad_logp.data);
+    dz.grad_lse = static_cast<const float*>(grad_lse.data);
+    dz.scale = scale;
+    dz.dz = bwd.dz_buffer.as<void>();
+    dz.tile_mask = filter ? bwd.mask.as<unsigned char>() : nullptr;
+    dz.n_rows = n;
+    dz.hidden_stride = call.hidden_stride;
+    dz.weight_stride = call.weight_stride;
+    dz.dz_stride = plan.dz_stride;
+    dz.vocab_start = c.vocab_start;
+    dz.valid_vocab = c.valid_vocab;
+    dz.ignore_index = c.ignore_index;
+    dz.chunk_begin = static_cast<int>(chunk.begin);
+    dz.chunk_cols = static_cast<int>(chunk.cols);
+    dz.inv_temperature = 1.0f / c.temperature;
+    dz.filter_threshold = c.grad_filter_threshold;
+    launch_linear_logp_bwd_dz(*bwd.dz, dz, dz_tile, bwd.dz_smem, stream);
+
+    if (call.grad_bias) {
+      kernels::LinearLogpBwdBiasArgs args{};
+      args.dz = bwd.dz_buffer.as<void>();
+      args.out = offset(grads.bias.data, chunk.begin, *k.grad_bias_dtype);
+      args.addend = grads.accumulate ? args.out : nullptr;
+      args.alpha = inv_scale;
+      args.n_rows = n;
+      args.dz_stride = plan.dz_stride;
+      args.cols = static_cast<int>(chunk.cols);
+      launch_linear_logp_bwd_bias(*bwd.bias, args, stream);
+    }
+
+    // Both GEMMs read dZ of the chunk: [n rows][chunk.cols], zeros up to a multiple of 8.
+    kernels::GemmArgs gemm{};
+    gemm.a = bwd.dz_buffer.as<void>();
+    gemm.a_stride = plan.dz_stride;
+    gemm.a_cols = round_up8(chunk.cols);
+    gemm.alpha = inv_scale;
+    gemm.mask = filter ? bwd.mask.as<unsigned char>() : nullptr;
+    gemm.mask_stride = mask_stride;
+    gemm.mask_block_rows = dz_tile.bm;
+    gemm.mask_block_cols = dz_tile.bn;
+    gemm.n = c.hidden;
+
+    if (call.grad_weight) {
+      kernels::GemmArgs w = gemm;  // grad_weight[chunk] = dZ^T X over all rows, in one product
+      w.b = in.hidden.data;
+      w.b_stride = call.hidden_stride;
+      w.b_rows = n;
+      w.out = offset(grads.weight.data, chunk.begin * call.grad_weight_stride, k.grad_weight_dtype);
+      w.out_stride = call.grad_weight_stride;
+      w.addend = grads.accumulate ? w.out : nullptr;
+      w.addend_stride = call.grad_weight_stride;
+      w.m = chunk.cols;
+      w.k = n;
+      launch_gemm(*bwd.grad_weight, w, k.gemm_tile, bwd.gemm_smem, stream);
+    }
+
+    if (call.grad_hidden && n > 0) {
+      kernels::GemmArgs h = gemm;  // grad_hidden (+)= dZ W[chunk]
+      h.b = offset(in.weight.data, chunk.begin * call.weight_stride, c.dtype);
+      h.b_stride = call.weight_stride;
+      // Padding rows of W hold no data (possibly not even numbers): they read as zeros.
+      h.b_rows = std::clamp<std::int64_t>(op.layout.valid_local - chunk.begin, 0, chunk.cols);
+      h.m = n;
+      h.k = chunk.cols;
+      // Into the fp32 accumulator until the last chunk, which writes grad_hidden; an fp32 op
+      // accumulates in grad_hidden itself.
+      const bool direct = last || c.dtype == DType::kFP32;
+      void* acc = c.dtype == DType::kFP32 ? grads.hidden.data : bwd.accumulator.as<void>();
+      const std::int64_t acc_stride = c.dtype == DType::kFP32 ? call.grad_hidden_stride : c.hidden;
+      h.out = direct ? grads.hidden.data : acc;
+      h.out_stride = direct ? call.grad_hidden_stride : acc_stride;
+      h.addend = first ? nullptr : acc;
+      h.addend_stride = acc_stride;
+      launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, k.gemm_tile, bwd.gemm_smem, stream);
+    }
+  }
+}
+
+}  // namespace shardjit

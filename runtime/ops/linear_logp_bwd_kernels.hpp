@@ -1,0 +1,36 @@
+// Every kernel the backward of a LinearLogp op of a given layout loads (when the op is built
+// with want_backward). Part of linear_logp_kernels(), so that prewarm compiles the same list.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp_fwd.hpp"
+#include "runtime/ops/linear_logp_layout.hpp"
+
+namespace shardjit {
+
+struct LinearLogpBwdKernels {
+  FwdTile dz_tile;
+  GemmTile gemm_tile;
+  DType dz_dtype;                 // config.dtype, or fp32 (fp32 ops, or config.dz_fp32)
+  DType grad_weight_dtype;        // fp32 with config.grad_weight_fp32, else config.dtype
+  std::optional<DType> grad_bias_dtype;  // ops with a bias: fp32 or the bias dtype, as above
+  KernelSpec dz;                  // recompute the logits of a chunk, write dZ
+  std::optional<KernelSpec> scale;  // 16-bit dZ: the power of two it is stored scaled by
+  std::optional<KernelSpec> bias;   // ops with a bias: column sums of dZ
+  KernelSpec grad_weight;         // dZ^T X (+ grad_weight) -> grad_weight
+  KernelSpec grad_hidden_acc;     // dZ W (+ fp32 buffer) -> fp32 buffer (or grad_hidden for fp32)
+  KernelSpec grad_hidden_out;     // dZ W (+ fp32 buffer) -> grad_hidden in config.dtype
+
+  // Every spec above once, in a fixed order.
+  std::vector<KernelSpec> all() const;
+};
+
+// Throws Error(kInvalidArgument) for bad backward options (see check_backward_config).
+LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch);
+
+}  // namespace shardjit

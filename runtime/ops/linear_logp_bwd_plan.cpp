@@ -1,0 +1,76 @@
+#include "runtime/ops/linear_logp_bwd_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The dZ kernel's grid has the chunk's column tiles in y, which holds at most 65535.
+constexpr std::int64_t kMaxTilesPerChunk = 65535;
+
+}  // namespace
+
+void check_backward_config(const LinearLogpConfig& c) {
+  if (c.backward_workspace_bytes < 0) {
+    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: backward_workspace_bytes = " +
+                                                 std::to_string(c.backward_workspace_bytes) +
+                                                 "; expected >= 0 (0: the default, 256 MiB)");
+  }
+  if (!std::isfinite(c.grad_filter_threshold) || c.grad_filter_threshold < 0.0f) {
+    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: grad_filter_threshold = " +
+                                                 std::to_string(c.grad_filter_threshold) +
+                                                 "; expected a finite value >= 0 (0: no filtering)");
+  }
+}
+
+std::int64_t backward_workspace_budget(const LinearLogpConfig& c) {
+  return c.backward_workspace_bytes > 0 ? c.backward_workspace_bytes : kDefaultBackwardWorkspaceBytes;
+}
+
+BwdChunk BwdChunkPlan::chunk(std::int64_t index) const {
+  BwdChunk chunk;
+  chunk.begin = index * chunk_cols;
+  const std::int64_t end = std::min((index + 1) * chunk_cols, vocab_local);
+  chunk.cols = end - chunk.begin;
+  return chunk;
+}
+
+BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
+  BwdChunkPlan plan;
+  plan.vocab_local = in.vocab_local;
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  const auto elem = static_cast<std::int64_t>(in.dz_elem_bytes);
+  // Widest chunk of whole tiles whose dZ fits the budget.
+  const std::int64_t fit_cols = in.budget / (rows * elem);
+  std::int64_t max_tiles = std::min(fit_cols / in.tile_cols, kMaxTilesPerChunk);
+  if (max_tiles < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LinearLogp backward: " + std::to_string(in.n_rows) + " rows need at least " +
+                    std::to_string(rows * elem * in.tile_cols) + " bytes of dZ workspace (one column of " +
+                    std::to_string(in.tile_cols) + "-wide tiles); backward_workspace_bytes allows " +
+                    std::to_string(in.budget) + ". Raise it or pass fewer rows per call");
+  }
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  const std::int64_t chunks = ceil_div(vocab_tiles, max_tiles);
+  const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);
+  plan.chunk_cols = tiles_per_chunk * in.tile_cols;
+  plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
+  const std::int64_t widest = std::min(plan.chunk_cols, in.vocab_local);
+  plan.dz_stride = ceil_div(widest, 8) * 8;
+  plan.dz_bytes = static_cast<std::size_t>(in.n_rows * plan.dz_stride * elem);
+  if (in.filter) {
+    plan.mask_bytes = static_cast<std::size_t>(ceil_div(rows, in.tile_rows) * tiles_per_chunk);
+  }
+  if (in.hidden_accumulator && plan.chunks > 1) {
+    plan.accumulator_bytes = static_cast<std::size_t>(in.n_rows * in.hidden) * sizeof(float);
+  }
+  return plan;
+}
+
+}  // namespace shardjit

@@ -1,0 +1,53 @@
+// How a LinearLogp backward call is cut into vocabulary chunks, so that dZ never takes more than
+// the configured workspace: plain arithmetic, checked once per call, no device needed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shardjit/linear_logp.hpp"
+
+namespace shardjit {
+
+inline constexpr std::int64_t kDefaultBackwardWorkspaceBytes = std::int64_t{256} << 20;
+
+// The backward options of a config; throws Error(kInvalidArgument) naming the field.
+void check_backward_config(const LinearLogpConfig& config);
+
+// config.backward_workspace_bytes, or the default when it is 0.
+std::int64_t backward_workspace_budget(const LinearLogpConfig& config);
+
+struct BwdChunk {
+  std::int64_t begin = 0;  // shard column of the chunk's column 0
+  std::int64_t cols = 0;
+};
+
+struct BwdChunkPlan {
+  std::int64_t chunk_cols = 0;     // columns of every chunk but the last (a multiple of the tile)
+  std::int64_t chunks = 0;
+  std::int64_t vocab_local = 0;    // columns the chunks cover, from 0
+  std::int64_t dz_stride = 0;      // elements between rows of the dZ buffer, a multiple of 8
+  std::size_t dz_bytes = 0;        // the dZ buffer: n_rows x dz_stride elements
+  std::size_t mask_bytes = 0;      // filtering: a byte per dZ tile of a chunk
+  std::size_t accumulator_bytes = 0;  // fp32 [n_rows, hidden] for grad_hidden across chunks
+
+  BwdChunk chunk(std::int64_t index) const;
+};
+
+struct BwdPlanInput {
+  std::int64_t n_rows = 0;
+  std::int64_t hidden = 0;
+  std::int64_t vocab_local = 0;
+  std::size_t dz_elem_bytes = 2;
+  int tile_rows = 128;      // the dZ kernel's tile
+  int tile_cols = 128;
+  std::int64_t budget = kDefaultBackwardWorkspaceBytes;  // bytes the dZ buffer may take
+  bool hidden_accumulator = false;  // grad_hidden of a 16-bit dtype is accumulated in fp32
+  bool filter = false;
+};
+
+// Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver).
+// Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.
+BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& input);
+
+}  // namespace shardjit

@@ -1,0 +1,81 @@
+#include "runtime/ops/linear_logp_bwd_state.hpp"
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp_bwd_dz.hpp"
+#include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
+  if (bytes > device.info().smem_per_block_optin) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("LinearLogp backward: the ") + what + " kernel needs " + std::to_string(bytes) +
+                    " bytes of shared memory per block; device " + std::to_string(device.info().ordinal) + " (" +
+                    device.info().name + ") allows " + std::to_string(device.info().smem_per_block_optin));
+  }
+}
+
+void grow(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream, const char* what) {
+  if (bytes <= buffer.bytes()) return;
+  if (buffer.bytes() > 0) SHARDJIT_CU(cuStreamSynchronize(stream));
+  log().debug("LinearLogp backward {} grows to {} bytes", what, bytes);
+  buffer = DeviceBuffer();  // free first: the two may not fit together
+  buffer = DeviceBuffer(device, bytes);
+}
+
+}  // namespace
+
+LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& op_layout,
+                                       const DeviceContext& op_device, const LinearLogpKernels& kernels)
+    : layout(op_layout), device(op_device), specs(kernels.backward) {
+  if (!specs) return;
+  const LinearLogpConfig& c = layout.config;
+  dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
+  gemm_smem = shardjit::gemm_smem(specs->dz_dtype, c.dtype, specs->gemm_tile);
+  check_smem("dZ", dz_smem, device);
+  check_smem("GEMM", gemm_smem, device);
+
+  const std::string hint = prewarm_command(layout, device.arch());
+  auto load = [&](const KernelSpec& spec) { return runtime.load(spec, c.device, hint); };
+  dz = load(specs->dz);
+  allow_dynamic_smem(*dz, dz_smem);
+  if (specs->scale) scale = load(*specs->scale);
+  if (specs->bias) bias = load(*specs->bias);
+  grad_weight = load(specs->grad_weight);
+  grad_hidden_acc = load(specs->grad_hidden_acc);
+  grad_hidden_out = load(specs->grad_hidden_out);
+  for (const auto* gemm : {&grad_weight, &grad_hidden_acc, &grad_hidden_out}) allow_dynamic_smem(**gemm, gemm_smem);
+
+  if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
+  if (c.max_rows > 0) {
+    ScopedContext scope(device);
+    reserve(plan(c.max_rows, true), nullptr);
+  }
+}
+
+BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
+  const LinearLogpConfig& c = layout.config;
+  BwdPlanInput input;
+  input.n_rows = n_rows;
+  input.hidden = c.hidden;
+  input.vocab_local = c.vocab_local;
+  input.dz_elem_bytes = dtype_size(specs->dz_dtype);
+  input.tile_rows = specs->dz_tile.bm;
+  input.tile_cols = specs->dz_tile.bn;
+  input.budget = backward_workspace_budget(c);
+  input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
+  input.filter = c.grad_filter_threshold > 0.0f;
+  return plan_bwd_chunks(input);
+}
+
+void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
+  grow(dz_buffer, plan.dz_bytes, device, stream, "dZ chunk");
+  grow(accumulator, plan.accumulator_bytes, device, stream, "grad_hidden accumulator");
+  grow(mask, plan.mask_bytes, device, stream, "filter mask");
+}
+
+}  // namespace shardjit

@@ -1,0 +1,51 @@
+// The part of LinearLogp::Impl that the backward keeps between calls: its loaded kernels and its
+// device buffers (the dZ chunk, the fp32 grad_hidden accumulator, the filter mask, the dZ scale).
+// Built with the op: kernels are loaded only when the config asks for the backward.
+#pragma once
+
+#include <cstdint>
+#include <cuda.h>
+
+#include <memory>
+#include <optional>
+
+#include "runtime/driver/device.hpp"
+#include "runtime/driver/module.hpp"
+#include "runtime/ops/linear_logp_bwd_kernels.hpp"
+#include "runtime/ops/linear_logp_bwd_plan.hpp"
+#include "runtime/ops/linear_logp_kernels.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace shardjit {
+
+struct LinearLogpBwdState {
+  LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
+                     const LinearLogpKernels& kernels);
+
+  bool loaded() const { return dz != nullptr; }
+
+  // The chunk plan of a call of n_rows rows (see plan_bwd_chunks).
+  BwdChunkPlan plan(std::int64_t n_rows, bool grad_hidden) const;
+
+  // Grows the buffers to what `plan` needs. Work queued on `stream` may still use the old ones,
+  // so a growth waits for it first (as the forward's workspace does; config.max_rows avoids it).
+  void reserve(const BwdChunkPlan& plan, CUstream stream);
+
+  const LinearLogpLayout& layout;
+  const DeviceContext& device;
+  std::optional<LinearLogpBwdKernels> specs;
+  std::shared_ptr<const LoadedKernel> dz;
+  std::shared_ptr<const LoadedKernel> scale;
+  std::shared_ptr<const LoadedKernel> bias;
+  std::shared_ptr<const LoadedKernel> grad_weight;
+  std::shared_ptr<const LoadedKernel> grad_hidden_acc;
+  std::shared_ptr<const LoadedKernel> grad_hidden_out;
+  unsigned dz_smem = 0;
+  unsigned gemm_smem = 0;
+  DeviceBuffer dz_buffer;
+  DeviceBuffer accumulator;
+  DeviceBuffer mask;
+  DeviceBuffer scale_buffer;  // s, 1 / s
+};
+
+}  // namespace shardjit

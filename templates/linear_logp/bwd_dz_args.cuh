@@ -1,0 +1,33 @@
+// Arguments of the backward dZ kernel (templates/linear_logp/bwd_dz.cuh). Shared verbatim by the
+// host and the kernel, so only built-in types appear here.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+struct LinearLogpBwdDzArgs {
+  const void* hidden;        // X [n_rows, H], row stride hidden_stride elements
+  const void* weight;        // W [V_LOCAL, H], row stride weight_stride elements
+  const void* bias;          // b [V_LOCAL] of the kernel's bias type; unused with NoBias
+  const void* targets;       // t [n_rows], global ids of the kernel's target type
+  const float* lse;          // [n_rows], the forward's log-sum-exp over the global vocabulary
+  const float* grad_logp;    // g [n_rows]; null: 0
+  const float* grad_lse;     // h [n_rows]; null: 0
+  const float* scale;        // device scalar s: dZ is stored times s (a power of two); null: 1
+  void* dz;                  // [n_rows][dz_stride] of the kernel's dZ type: the chunk's columns
+  unsigned char* tile_mask;  // FILTER: [row tiles][ceil(chunk_cols / BN)], 0 = tile is all zero
+  long long n_rows;
+  long long hidden_stride;
+  long long weight_stride;
+  long long dz_stride;       // a multiple of 8, >= chunk_cols
+  long long vocab_start;     // global id of W's row 0
+  long long valid_vocab;     // global: targets outside [0, valid_vocab) give zero rows
+  long long ignore_index;    // rows with this target give zero rows
+  int chunk_begin;           // shard column of the chunk's column 0
+  int chunk_cols;            // columns of the chunk; dZ columns up to the next multiple of 8 are written
+  float inv_temperature;
+  float filter_threshold;    // FILTER: tiles whose |dZ| are all below it are written as zeros
+};
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,171 @@
+// dZ epilogue of linear_logp_bwd_dz: turns the fp32 logit tile [BM][ld] that a main loop left in
+// shared memory into the gradient with respect to the logits before the temperature,
+//
+//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),
+//
+// and writes it to the chunk's dZ buffer. Zero for padding columns (at or past V_VALID), columns
+// past the chunk, ignored rows and rows whose target is out of range. s is the storage scale.
+//
+// Row r of the tile belongs to warp r % WARPS; a lane owns BN / 32 adjacent columns and writes
+// them with one vector store, so a warp writes a row's BN values in one go.
+#pragma once
+
+#include "common/math.cuh"
+#include "common/types.cuh"
+#include "linear_logp/bwd_dz_args.cuh"
+#include "linear_logp/bwd_dz_layout.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+template <int N>
+__device__ __forceinline__ void store_dz(float* p, const float (&v)[N]) {
+  if constexpr (N == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  }
+}
+
+template <class T, int N>
+__device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
+  unsigned short bits[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    if constexpr (is_same_type<T, bf16>::value) {
+      bits[j] = to_bf16(v[j]).bits;
+    } else {
+      bits[j] = to_fp16(v[j]).bits;
+    }
+  }
+  const unsigned int lo = static_cast<unsigned int>(bits[0]) | static_cast<unsigned int>(bits[1]) << 16;
+  if constexpr (N == 4) {
+    const unsigned int hi = static_cast<unsigned int>(bits[2]) | static_cast<unsigned int>(bits[3]) << 16;
+    *reinterpret_cast<uint2*>(p) = make_uint2(lo, hi);
+  } else {
+    *reinterpret_cast<unsigned int*>(p) = lo;
+  }
+}
+
+constexpr int kBwdNoGradient = -2;
+
+template <class BiasT, class TargetT, class DZ, int BM, int BN, int V_VALID, bool FILTER, int THREADS>
+struct DzEpilogue {
+  static constexpr int kWarps = THREADS / 32;
+  static constexpr int kRowsPerWarp = BM / kWarps;
+  static constexpr int kColsPerLane = BN / 32;
+  static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  static_assert(BM % kWarps == 0, "rows must split evenly over warps");
+  static_assert(kColsPerLane == 2 || kColsPerLane == 4, "a lane owns a float2 or a float4");
+
+  BwdRow* rows;            // [BM]
+  unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
+
+  static __device__ __forceinline__ int padded_cols(const LinearLogpBwdDzArgs& args) {
+    return (args.chunk_cols + 7) & ~7;
+  }
+
+  __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) const {
+    const float s = args.scale != nullptr ? *args.scale : 1.0f;
+    for (int r = tid; r < BM; r += THREADS) {
+      BwdRow row;
+      row.lse = 0.0f;
+      row.coef_t = 0.0f;
+      row.coef_p = 0.0f;
+      row.target = kBwdNoGradient;
+      const long long i = row0 + r;
+      if (i < args.n_rows) {
+        const long long t = static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]);
+        if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
+          const float g = args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f;
+          const float h = args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f;
+          row.lse = args.lse[i];
+          row.coef_t = g * s * args.inv_temperature;
+          row.coef_p = (h - g) * s * args.inv_temperature;
+          const long long col = t - args.vocab_start;
+          row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
+        }
+      }
+      rows[r] = row;
+    }
+    if (FILTER && tid == 0) *tile_max = 0u;
+  }
+
+  // Computes dZ of the tile whose column 0 is shard column n0 (chunk column c0) for its first
+  // `n` rows. Without FILTER it is written to `out` (the dZ of the tile's row 0, column 0) right
+  // away; with FILTER it replaces the logits in place and the tile max is recorded.
+  __device__ __forceinline__ void consume(float* logits, int ld, int n0, int c0, int n,
+                                          const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
+    const int c = lane * kColsPerLane;
+    bool valid[kColsPerLane];
+    float b[kColsPerLane];
+#pragma unroll
+    for (int j = 0; j < kColsPerLane; ++j) {
+      valid[j] = n0 + c + j < V_VALID && c0 + c + j < args.chunk_cols;
+      b[j] = 0.0f;
+      if constexpr (kBias) {
+        if (valid[j]) b[j] = to_float(static_cast<const BiasT*>(args.bias)[n0 + c + j]);
+      }
+    }
+    // The dZ buffer's columns up to the next multiple of 8 are written (zeros past the chunk).
+    const bool writable = c0 + c < padded_cols(args);
+    unsigned int local_max = 0u;
+#pragma unroll 1
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int r = i * kWarps + warp;
+      if (r >= n) break;
+      const BwdRow row = rows[r];
+      float* const src = logits + r * ld + c;
+      float acc[kColsPerLane];
+      if constexpr (kColsPerLane == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        acc[0] = v.x, acc[1] = v.y, acc[2] = v.z, acc[3] = v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(src);
+        acc[0] = v.x, acc[1] = v.y;
+      }
+      float dz[kColsPerLane];
+#pragma unroll
+      for (int j = 0; j < kColsPerLane; ++j) {
+        const float z = (acc[j] + b[j]) * args.inv_temperature;
+        const float p = expf(z - row.lse);
+        const float value = row.coef_p * p + (n0 + c + j == row.target ? row.coef_t : 0.0f);
+        dz[j] = valid[j] && row.target != kBwdNoGradient ? value : 0.0f;
+        // As bits, a NaN is larger than every number and keeps its tile.
+        const unsigned int bits = __float_as_uint(fabsf(dz[j]));
+        local_max = bits > local_max ? bits : local_max;
+      }
+      if constexpr (FILTER) {
+        store_dz(src, dz);
+      } else if (writable) {
+        store_dz(out + r * args.dz_stride + c, dz);
+      }
+    }
+    if constexpr (FILTER) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const unsigned int other = __shfl_xor_sync(0xffffffffu, local_max, offset);
+        local_max = other > local_max ? other : local_max;
+      }
+      if (lane == 0) atomicMax(tile_max, local_max);
+    }
+  }
+
+  // Writes the first `n` rows of the tile from the in-place dZ of consume (FILTER), or zeros.
+  __device__ __forceinline__ void store(const float* dz_tile, int ld, int c0, int n, bool zeros,
+                                        const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
+    const int c = lane * kColsPerLane;
+    if (c0 + c >= padded_cols(args)) return;
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int r = i * kWarps + warp;
+      if (r >= n) break;
+      float dz[kColsPerLane];
+#pragma unroll
+      for (int j = 0; j < kColsPerLane; ++j) dz[j] = zeros ? 0.0f : dz_tile[r * ld + c + j];
+      store_dz(out + r * args.dz_stride + c, dz);
+    }
+  }
+};
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,52 @@
+// Launch shape and dynamic shared-memory layout of linear_logp_bwd_dz
+// (templates/linear_logp/bwd_dz.cuh). Read by the host (plain C++) to size the launch and by the
+// kernel to place its buffers; only built-in types and constexpr functions appear here.
+//
+// Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
+//   logit tile [bm][bn + 8]                          fp32 accumulators, then dZ in place
+//   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
+//   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
+#pragma once
+
+#include "common/host_device.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+constexpr int linear_logp_bwd_dz_threads = 256;
+
+// What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
+struct BwdRow {
+  float lse;
+  float coef_t;  // g * s / T
+  float coef_p;  // (h - g) * s / T
+  int target;    // shard column of the target, -1 when elsewhere, -2 for a row without gradient
+};
+
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_ld(int bn) { return bn + 8; }
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_bwd_dz_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return stages * (bm + bn) * bk * elem_bytes;
+}
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_bwd_dz_rows_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_bwd_dz_logit_offset(elem_bytes, bm, bn, bk, stages) +
+         bm * linear_logp_bwd_dz_logit_ld(bn) * 4;
+}
+
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_bwd_dz_max_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_bwd_dz_rows_offset(elem_bytes, bm, bn, bk, stages) + bm * 16;
+}
+
+// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
+}
+
+}  // namespace kernels
+}  // namespace shardjit

@@ -1,0 +1,103 @@
+// NVRTC compiles every backward kernel of LinearLogp (dZ, scale, bias sums, the GEMMs) for sm_80
+// and sm_90a, for each dtype and option set the op can ask for (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "runtime/compile/nvrtc_compiler.hpp"
+#include "runtime/compile/template_sources.hpp"
+#include "runtime/ops/linear_logp_bwd_dz.hpp"
+#include "runtime/ops/linear_logp_kernels.hpp"
+
+namespace shardjit {
+namespace {
+
+struct BwdCompileCase {
+  std::string name;
+  DType dtype;
+  bool dz_fp32;
+  bool filter;
+  bool grad_weight_fp32;
+  const char* arch;
+};
+
+std::vector<BwdCompileCase> bwd_compile_cases() {
+  std::vector<BwdCompileCase> cases;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::string suffix = std::string("_") + arch;
+    cases.push_back({"bf16" + suffix, DType::kBF16, false, false, true, arch});
+    cases.push_back({"fp16_filter" + suffix, DType::kFP16, false, true, false, arch});
+    cases.push_back({"fp32" + suffix, DType::kFP32, false, false, false, arch});
+    cases.push_back({"bf16_dz_fp32_filter" + suffix, DType::kBF16, true, true, false, arch});
+  }
+  return cases;
+}
+
+class BackwardTemplates : public ::testing::TestWithParam<BwdCompileCase> {};
+
+TEST_P(BackwardTemplates, CompileToCubin) {
+  const BwdCompileCase& c = GetParam();
+  LinearLogpConfig config;
+  config.hidden = 4096;
+  config.vocab_local = 64128;
+  config.valid_vocab = 64000;
+  config.dtype = c.dtype;
+  config.bias_dtype = DType::kBF16;
+  config.target_dtype = DType::kInt32;
+  config.want_backward = true;
+  config.dz_fp32 = c.dz_fp32;
+  config.grad_filter_threshold = c.filter ? 1e-8f : 0.0f;
+  config.grad_weight_fp32 = c.grad_weight_fp32;
+  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch);
+  ASSERT_TRUE(kernels.backward.has_value());
+  TemplateSources sources = TemplateSources::embedded();
+  NvrtcCompiler compiler;
+  for (const KernelSpec& spec : kernels.backward->all()) {
+    KernelSource source{spec.canonical_text(), spec.name_expression(), sources.flatten(spec.def().file)};
+    CompiledKernel compiled = compiler.compile(source, c.arch);
+    EXPECT_GT(compiled.cubin.size(), 1000u) << spec.canonical_text();
+    EXPECT_EQ(compiled.cubin.compare(0, 4, "\x7f" "ELF"), 0) << "a CUBIN is an ELF image";
+    EXPECT_FALSE(compiled.lowered_name.empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Arches, BackwardTemplates, ::testing::ValuesIn(bwd_compile_cases()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+TEST(BackwardTemplates, HalfHeightDzTileOfTheSmallerArchesCompiles) {
+  // sm_86 / sm_89 (about 100 KiB of shared memory) get 64-row dZ tiles.
+  LinearLogpConfig config;
+  config.hidden = 200;
+  config.vocab_local = 300;
+  config.dtype = DType::kBF16;
+  config.want_backward = true;
+  const LinearLogpLayout layout = resolve_layout(config);
+  const FwdTile tile = linear_logp_kernels(layout, "sm_86").backward->dz_tile;
+  EXPECT_EQ(tile.bm, 64);
+  for (DType dz : {DType::kBF16, DType::kFP32}) {
+    KernelSpec spec = linear_logp_bwd_dz_spec(layout, dz, tile, dz == DType::kFP32);
+    KernelSource source{spec.canonical_text(), spec.name_expression(),
+                        TemplateSources::embedded().flatten(spec.def().file)};
+    EXPECT_GT(NvrtcCompiler().compile(source, "sm_80").cubin.size(), 1000u) << spec.canonical_text();
+  }
+}
+
+TEST(BackwardTemplates, EveryBackwardTemplateIsCoveredAbove) {
+  // The cases above reach each backward template: dz, scale, bias, gemm (mma and fp32 FMA).
+  std::set<std::string> names;
+  for (DType dtype : {DType::kBF16, DType::kFP32}) {
+    LinearLogpConfig config;
+    config.hidden = 64;
+    config.vocab_local = 300;
+    config.dtype = dtype;
+    config.bias_dtype = DType::kFP32;
+    config.want_backward = true;
+    for (const KernelSpec& spec : linear_logp_kernels(resolve_layout(config), "sm_80").backward->all()) {
+      names.insert(spec.template_name());
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"gemm", "linear_logp_bwd_bias", "linear_logp_bwd_dz", "linear_logp_bwd_scale"}));
+}
+
+}  // namespace
+}  // namespace shardjit

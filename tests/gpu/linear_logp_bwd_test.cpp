@@ -1,0 +1,503 @@
+// LinearLogp backward on one GPU against fp64 CPU gradients over the same rounded inputs, on
+// fresh random data: every dtype, upstream gradients of logp, of lse or both, bias, temperature,
+// ignored rows, padded vocabularies, odd shapes, many chunks, accumulation into existing
+// gradients, dZ scaling at extreme gradient sizes, filtering, and bitwise-repeatable results.
+// Outputs are poisoned (NaN) before each run, so an element the op fails to write fails the test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "shardjit/shardjit.hpp"
+#include "support/device_array.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::DeviceArray;
+
+enum Upstream { kLogp = 1, kLse = 2, kBoth = 3 };
+
+struct BwdCase {
+  const char* name;
+  std::int64_t n, hidden, vocab;
+  std::int64_t valid_vocab = 0;  // 0: all
+  DType dtype = DType::kBF16;
+  std::optional<DType> bias;
+  DType targets = DType::kInt64;
+  float temperature = 1.0f;
+  int upstream = kBoth;
+  bool ignore_rows = false;
+  bool accumulate = false;
+  bool grad_weight_fp32 = false;
+  bool dz_fp32 = false;
+  std::int64_t workspace = 0;  // backward_workspace_bytes; 0: default
+  double grad_scale = 1.0;     // upstream gradients lie in [-grad_scale, grad_scale]
+  double tolerance = 0;        // relative-norm bound; 0: by dtype
+  float filter = 0;            // grad_filter_threshold
+  bool quiet_rows = false;     // rows [128, 256) get upstream gradients 1e-4 times smaller
+};
+
+std::ostream& operator<<(std::ostream& os, const BwdCase& c) { return os << c.name; }
+
+Runtime& shared_runtime() {
+  static Runtime runtime;  // cache folder from SHARDJIT_CACHE_DIR, shared across the suite
+  return runtime;
+}
+
+template <class Body>
+void parallel_rows(std::int64_t count, const Body& body) {
+  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (std::int64_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      for (std::int64_t i = w; i < count; i += workers) body(w, i);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t half = 0;
+    if (dtype == DType::kFP32) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+      continue;
+    }
+    std::memcpy(&half, bytes.data() + 2 * i, 2);
+    out[i] = dtype == DType::kBF16 ? testing::bf16_to_float(half) : testing::fp16_to_float(half);
+  }
+  return out;
+}
+
+// A problem and its fp64 gradients: grad_hidden and grad_bias in full, grad_weight on the
+// sampled vocabulary rows (every row of a small vocabulary).
+struct Problem {
+  testing::LogpProblem p;
+  std::vector<double> g, h;  // upstream gradients, 0 where absent
+  std::vector<float> g_values, h_values;
+  std::vector<std::int64_t> sampled;  // vocabulary rows whose grad_weight is compared
+  std::vector<double> dx, dw, db;     // [n][H], [sampled][H], [V]
+};
+
+void reference_gradients(Problem& pr) {
+  const testing::LogpProblem& p = pr.p;
+  const std::int64_t H = p.hidden, V = p.vocab_local, S = static_cast<std::int64_t>(pr.sampled.size());
+  const std::int64_t valid = std::min(p.vocab_local, p.valid_vocab - p.vocab_start);
+  pr.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
+  std::vector<double> dz_sampled(static_cast<std::size_t>(p.n * S), 0.0);
+  const auto workers = static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::vector<double>> db_parts(workers, std::vector<double>(static_cast<std::size_t>(V), 0.0));
+  parallel_rows(p.n, [&](std::int64_t worker, std::int64_t i) {
+    const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
+    if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
+    const float* x = p.hidden_values.data() + i * H;
+    std::vector<double> z(static_cast<std::size_t>(valid));
+    double m = -INFINITY;
+    for (std::int64_t v = 0; v < valid; ++v) {
+      const float* w = p.weight_values.data() + v * H;
+      double acc = 0;
+      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
+      if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
+      z[static_cast<std::size_t>(v)] = acc / p.temperature;
+      m = std::max(m, z[static_cast<std::size_t>(v)]);
+    }
+    double sum = 0;
+    for (double value : z) sum += std::exp(value - m);
+    const double lse = m + std::log(sum);
+    const double g = pr.g[static_cast<std::size_t>(i)], h = pr.h[static_cast<std::size_t>(i)];
+    double* dx = pr.dx.data() + i * H;
+    std::vector<double>& db = db_parts[static_cast<std::size_t>(worker)];
+    for (std::int64_t v = 0; v < valid; ++v) {
+      const double dz = ((v == t - p.vocab_start ? g : 0.0) + (h - g) * std::exp(z[static_cast<std::size_t>(v)] - lse)) /
+                        p.temperature;
+      db[static_cast<std::size_t>(v)] += dz;
+      const float* w = p.weight_values.data() + v * H;
+      for (std::int64_t k = 0; k < H; ++k) dx[k] += dz * w[k];
+      z[static_cast<std::size_t>(v)] = dz;
+    }
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t v = pr.sampled[static_cast<std::size_t>(s)];
+      dz_sampled[static_cast<std::size_t>(i * S + s)] = v < valid ? z[static_cast<std::size_t>(v)] : 0.0;
+    }
+  });
+  pr.db.assign(static_cast<std::size_t>(V), 0.0);
+  for (const auto& part : db_parts)
+    for (std::int64_t v = 0; v < V; ++v) pr.db[static_cast<std::size_t>(v)] += part[static_cast<std::size_t>(v)];
+  pr.dw.assign(static_cast<std::size_t>(S * H), 0.0);
+  parallel_rows(S, [&](std::int64_t, std::int64_t s) {
+    for (std::int64_t i = 0; i < p.n; ++i) {
+      const double dz = dz_sampled[static_cast<std::size_t>(i * S + s)];
+      if (dz == 0.0) continue;
+      const float* x = p.hidden_values.data() + i * H;
+      for (std::int64_t k = 0; k < H; ++k) pr.dw[static_cast<std::size_t>(s * H + k)] += dz * x[k];
+    }
+  });
+}
+
+Problem make_problem(const BwdCase& c, std::uint64_t seed, std::vector<std::uint8_t>& x_bytes,
+                     std::vector<std::uint8_t>& w_bytes, std::vector<std::uint8_t>& b_bytes) {
+  Problem pr;
+  testing::LogpProblem& p = pr.p;
+  p.n = c.n;
+  p.hidden = c.hidden;
+  p.vocab_local = c.vocab;
+  p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
+  p.temperature = c.temperature;
+  p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c.n * c.hidden), 1.0f, c.dtype, x_bytes);
+  const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+  p.weight_values = testing::random_values(seed + 1, static_cast<std::size_t>(c.vocab * c.hidden), w_scale, c.dtype, w_bytes);
+  if (c.bias) p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c.vocab), 1.0f, *c.bias, b_bytes);
+  std::mt19937_64 rng(seed + 3);
+  std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
+  std::uniform_real_distribution<double> grad(-c.grad_scale, c.grad_scale);
+  for (std::int64_t i = 0; i < c.n; ++i) {
+    std::int64_t t = pick(rng);
+    if (c.ignore_rows && i % 5 == 2) t = p.ignore_index;
+    p.targets.push_back(t);
+    pr.g_values.push_back(static_cast<float>(grad(rng)));
+    pr.h_values.push_back(static_cast<float>(grad(rng)));
+    pr.g.push_back(c.upstream & kLogp ? pr.g_values.back() : 0.0);
+    pr.h.push_back(c.upstream & kLse ? pr.h_values.back() : 0.0);
+  }
+  for (std::int64_t i = 128; c.quiet_rows && i < std::min<std::int64_t>(c.n, 256); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    pr.g_values[k] *= 1e-4f;
+    pr.h_values[k] *= 1e-4f;
+    pr.g[k] = c.upstream & kLogp ? pr.g_values[k] : 0.0;
+    pr.h[k] = c.upstream & kLse ? pr.h_values[k] : 0.0;
+  }
+  if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+  if (c.n > 0) p.targets[0] = 0;
+  for (std::int64_t v = 0; v < c.vocab; v += std::max<std::int64_t>(1, c.vocab / 300)) pr.sampled.push_back(v);
+  // Also the last valid row, the last (maybe padding) row and a target's row; an ignored row's
+  // target (-100) is no row at all.
+  for (std::int64_t v : {p.valid_vocab - 1, c.vocab - 1, p.targets[std::min<std::int64_t>(2, c.n - 1)]}) {
+    if (v < 0 || v >= c.vocab) continue;
+    if (std::find(pr.sampled.begin(), pr.sampled.end(), v) == pr.sampled.end()) pr.sampled.push_back(v);
+  }
+  return pr;
+}
+
+struct Errors {
+  double rel = 0, max_abs = 0;
+};
+
+// ||out - ref|| / ||ref|| and max |out - ref|; every value must be finite.
+Errors compare(const std::vector<float>& out, const std::vector<double>& ref, const char* what) {
+  Errors e;
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(out[i])) << what << "[" << i << "] not written or not finite";
+    if (!std::isfinite(out[i])) return {INFINITY, INFINITY};
+    const double d = out[i] - ref[i];
+    err2 += d * d;
+    ref2 += ref[i] * ref[i];
+    e.max_abs = std::max(e.max_abs, std::abs(d));
+  }
+  e.rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  return e;
+}
+
+struct Outcome {
+  Errors dx, dw, db;
+  bool repeatable = true;
+};
+
+LinearLogpConfig config_for(const BwdCase& c) {
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.valid_vocab = c.valid_vocab;
+  config.dtype = c.dtype;
+  config.bias_dtype = c.bias;
+  config.target_dtype = c.targets;
+  config.temperature = c.temperature;
+  config.want_backward = true;
+  config.grad_weight_fp32 = c.grad_weight_fp32;
+  config.dz_fp32 = c.dz_fp32;
+  config.backward_workspace_bytes = c.workspace;
+  config.grad_filter_threshold = c.filter;
+  return config;
+}
+
+Outcome run_case(const BwdCase& c, std::uint64_t seed) {
+  std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes, r_bytes, rb_bytes;
+  Problem pr = make_problem(c, seed, x_bytes, w_bytes, b_bytes);
+  reference_gradients(pr);
+  LinearLogp op(shared_runtime(), config_for(c));
+  const DType wdt = c.grad_weight_fp32 ? DType::kFP32 : c.dtype;
+  const DType bdt = c.grad_weight_fp32 || !c.bias ? DType::kFP32 : *c.bias;
+  const std::size_t V = static_cast<std::size_t>(c.vocab), H = static_cast<std::size_t>(c.hidden);
+  // Existing gradients to accumulate into (accumulate mode); the reference adds them.
+  std::vector<float> r = testing::random_values(seed + 5, V * H, 0.05f, wdt, r_bytes);
+  std::vector<float> rb = testing::random_values(seed + 6, V, 0.05f, bdt, rb_bytes);
+
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), b(std::max<std::size_t>(b_bytes.size(), 16));
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  b.upload(b_bytes.data(), b_bytes.size());
+  std::vector<std::int32_t> t32(pr.p.targets.begin(), pr.p.targets.end());
+  DeviceArray t = c.targets == DType::kInt32 ? DeviceArray::from(t32) : DeviceArray::from(pr.p.targets);
+  DeviceArray g = DeviceArray::from(pr.g_values), h = DeviceArray::from(pr.h_values);
+  const std::size_t n4 = static_cast<std::size_t>(std::max<std::int64_t>(c.n, 1)) * 4;
+  DeviceArray logp(n4), lse(n4);
+  DeviceArray gx(static_cast<std::size_t>(c.n) * H * dtype_size(c.dtype)), gw(V * H * dtype_size(wdt)),
+      gb(V * dtype_size(bdt));
+
+  LinearLogpInputs in;
+  in.hidden = {x.data(), c.dtype, c.n, c.hidden, 0};
+  in.weight = {w.data(), c.dtype, c.vocab, c.hidden, 0};
+  if (c.bias) in.bias = {b.data(), *c.bias, c.vocab};
+  in.targets = {t.data(), c.targets, c.n};
+  op.forward(in, {{logp.data(), DType::kFP32, c.n}, {lse.data(), DType::kFP32, c.n}, {}}, nullptr);
+
+  LinearLogpGrads grads;
+  grads.hidden = {gx.data(), c.dtype, c.n, c.hidden, 0};
+  grads.weight = {gw.data(), wdt, c.vocab, c.hidden, 0};
+  if (c.bias) grads.bias = {gb.data(), bdt, c.vocab};
+  grads.accumulate = c.accumulate;
+  VectorView g_view, h_view;
+  if (c.upstream & kLogp) g_view = {g.data(), DType::kFP32, c.n};
+  if (c.upstream & kLse) h_view = {h.data(), DType::kFP32, c.n};
+
+  std::vector<std::uint8_t> first[3];
+  Outcome o;
+  for (int run = 0; run < 2; ++run) {
+    gx.fill_bytes(0xff);
+    if (c.accumulate) {
+      gw.upload(r_bytes.data(), r_bytes.size());
+      gb.upload(rb_bytes.data(), rb_bytes.size());
+    } else {
+      gw.fill_bytes(0xff);
+      gb.fill_bytes(0xff);
+    }
+    op.backward(in, {lse.data(), DType::kFP32, c.n}, g_view, h_view, grads, nullptr);
+    std::vector<std::uint8_t> got[3] = {gx.to_vector<std::uint8_t>(gx.bytes()), gw.to_vector<std::uint8_t>(gw.bytes()),
+                                        gb.to_vector<std::uint8_t>(gb.bytes())};
+    if (run == 0) {
+      for (int k = 0; k < 3; ++k) first[k] = got[k];
+    } else {
+      for (int k = 0; k < 3; ++k) o.repeatable = o.repeatable && got[k] == first[k];
+    }
+  }
+  EXPECT_EQ(op.check(nullptr).bad_rows, 0);
+
+  const std::vector<float> dx = to_floats(first[0], c.dtype, static_cast<std::size_t>(c.n) * H);
+  if (c.filter > 0 && c.quiet_rows) {
+    // Every dZ tile of rows [128, 256) lies below the threshold: dropped, those rows get exactly
+    // nothing. The other rows are unaffected.
+    for (std::size_t k = 128 * H; k < std::min<std::size_t>(static_cast<std::size_t>(c.n), 256) * H; ++k) {
+      EXPECT_EQ(dx[k], 0.0f) << "grad_hidden element " << k << " of a filtered tile";
+      pr.dx[k] = 0.0;
+    }
+  }
+  o.dx = compare(dx, pr.dx, "grad_hidden");
+  const std::vector<float> dw_all = to_floats(first[1], wdt, V * H);
+  std::vector<float> dw;
+  std::vector<double> dw_ref = pr.dw;
+  for (std::size_t s = 0; s < pr.sampled.size(); ++s) {
+    const auto v = static_cast<std::size_t>(pr.sampled[s]);
+    for (std::size_t k = 0; k < H; ++k) {
+      dw.push_back(dw_all[v * H + k]);
+      if (c.accumulate) dw_ref[s * H + k] += r[v * H + k];
+    }
+  }
+  o.dw = compare(dw, dw_ref, "grad_weight");
+  if (c.bias) {
+    std::vector<double> db_ref = pr.db;
+    if (c.accumulate)
+      for (std::size_t v = 0; v < V; ++v) db_ref[v] += rb[v];
+    o.db = compare(to_floats(first[2], bdt, V), db_ref, "grad_bias");
+  }
+  return o;
+}
+
+class LinearLogpBwdTest : public ::testing::TestWithParam<BwdCase> {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+TEST_P(LinearLogpBwdTest, MatchesFp64Reference) {
+  const BwdCase& c = GetParam();
+  Outcome o = run_case(c, 2000 + static_cast<std::uint64_t>(c.n * 13 + c.vocab + c.hidden));
+  std::printf("[ accuracy ] %-30s %s rel-norm dX %.2e dW %.2e db %.2e | max|d| dX %.2e dW %.2e db %.2e\n", c.name,
+              dtype_name(c.dtype), o.dx.rel, o.dw.rel, o.db.rel, o.dx.max_abs, o.dw.max_abs, o.db.max_abs);
+  // Bounded by the coarser of dZ's type and the output's.
+  auto tolerance = [&](DType out) {
+    auto of = [](DType d) { return d == DType::kFP32 ? 1e-4 : d == DType::kFP16 ? 4e-3 : 2e-2; };
+    const DType dz = c.dz_fp32 ? DType::kFP32 : c.dtype;
+    return c.tolerance > 0 ? c.tolerance : std::max(of(out), of(dz));
+  };
+  EXPECT_LT(o.dx.rel, tolerance(c.dtype));
+  EXPECT_LT(o.dw.rel, tolerance(c.grad_weight_fp32 ? DType::kFP32 : c.dtype));
+  EXPECT_LT(o.db.rel, tolerance(c.grad_weight_fp32 || !c.bias ? DType::kFP32 : *c.bias));
+  EXPECT_TRUE(o.repeatable) << "two runs gave different bits";
+}
+
+constexpr std::optional<DType> kNoBias = std::nullopt;
+
+const BwdCase kCases[] = {
+    {"n1_h64_v300", 1, 64, 300},
+    {"n129_h64_v300_logp_bias_temp", 129, 64, 300, 0, DType::kFP16, DType::kFP16, DType::kInt32, 0.7f, kLogp},
+    {"n129_h72_v300_lse_ignore", 129, 72, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 1.0f, kLse, true},
+    {"n1000_h512_v300_pad", 1000, 512, 300, 290, DType::kBF16, DType::kBF16, DType::kInt32, 1.0f, kBoth, true},
+    {"n1000_h64_v50257", 1000, 64, 50257, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.3f, kBoth, true},
+    {"n129_h256_v50257_w32", 129, 256, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kBoth, false, false, true},
+    {"n1000_h64_v50257_fp32", 1000, 64, 50257, 0, DType::kFP32, DType::kBF16, DType::kInt64, 1.0f, kLogp},
+    {"n129_h64_v50257_pad_chunks_acc", 129, 64, 50257, 50000, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
+     true, true, false, false, 129 * 128 * 2 * 40},
+    {"n1000_h136_v300_chunks_acc_fp32", 1000, 136, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 0.5f, kBoth, true,
+     true, false, false, 1000 * 128 * 4},
+    {"n1000_h64_v50257_3chunks_fp16", 1000, 64, 50257, 0, DType::kFP16, kNoBias, DType::kInt32, 1.0f, kLse, false, false,
+     false, false, 1000 * 2 * 17024},
+    {"n129_h64_v300_dz_fp32", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false, false, true,
+     true, 0, 1.0, 1e-2},
+    {"n1_h200_v50257_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLogp},
+    // Unscaled, dZ of these would sink into fp16's subnormals (about 3e-6) or overflow it (3e5).
+    {"n1000_h64_v300_small_grads_fp16", 1000, 64, 300, 0, DType::kFP16, DType::kFP16, DType::kInt64, 1.0f, kBoth, false,
+     false, true, false, 0, 1e-3},
+    {"n129_h1024_v300_huge_grads_fp16", 129, 1024, 300, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kBoth, false, false,
+     true, false, 0, 1e5},
+    {"n1000_h64_v50257_acc_fp32w", 1000, 64, 50257, 0, DType::kBF16, DType::kFP16, DType::kInt64, 1.0f, kLogp, false, true,
+     true},
+    {"n1000_h64_v300_filter", 1000, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, true, false, false,
+     false, 0, 1.0, 0, 1e-3f, true},
+    {"n1000_h64_v300_filter_fp32", 1000, 64, 300, 0, DType::kFP32, kNoBias, DType::kInt64, 1.0f, kBoth, false, false, false,
+     false, 0, 1.0, 1e-3, 1e-3f, true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpBwdTest, ::testing::ValuesIn(kCases),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+class LinearLogpBwdDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+// A small bf16 op (H = 64, V = 300) and its buffers, for the error and edge cases.
+struct Small {
+  explicit Small(std::int64_t rows, LinearLogpConfig config = base_config())
+      : n(rows), op(shared_runtime(), config), x(16 + rows * 64 * 2), w(300 * 64 * 2), t(16 + rows * 8),
+        lse(16 + rows * 4), g(16 + rows * 4), gx(16 + rows * 64 * 2), gw(300 * 64 * 4), gb(300 * 4) {
+    std::vector<std::uint8_t> x_bytes, w_bytes;
+    testing::random_values(11, static_cast<std::size_t>(rows * 64), 1.0f, DType::kBF16, x_bytes);
+    testing::random_values(12, 300 * 64, 0.5f, DType::kBF16, w_bytes);
+    x.upload(x_bytes.data(), x_bytes.size());
+    w.upload(w_bytes.data(), w_bytes.size());
+    std::vector<float> ones(static_cast<std::size_t>(rows), 1.0f);
+    g.upload(ones.data(), ones.size() * 4);
+  }
+  static LinearLogpConfig base_config() {
+    LinearLogpConfig c;
+    c.hidden = 64;
+    c.vocab_local = 300;
+    c.want_backward = true;
+    return c;
+  }
+  LinearLogpInputs inputs() const {
+    return {{x.data(), DType::kBF16, n, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {}, {t.data(), DType::kInt64, n}};
+  }
+  LinearLogpGrads grads(DType weight_dtype = DType::kBF16) const {
+    LinearLogpGrads out;
+    out.hidden = {gx.data(), DType::kBF16, n, 64, 0};
+    out.weight = {gw.data(), weight_dtype, 300, 64, 0};
+    return out;
+  }
+  void backward(const LinearLogpGrads& out) {
+    op.backward(inputs(), {lse.data(), DType::kFP32, n}, {g.data(), DType::kFP32, n}, {}, out, nullptr);
+  }
+  std::int64_t n;
+  LinearLogp op;
+  DeviceArray x, w, t, lse, g, gx, gw, gb;
+};
+
+void expect_invalid(const std::function<void()>& call, const std::string& needle) {
+  try {
+    call();
+    FAIL() << "expected an error naming " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LinearLogpBwdDeviceTest, OpWithoutWantBackwardRefuses) {
+  LinearLogpConfig config = Small::base_config();
+  config.want_backward = false;
+  Small s(4, config);
+  expect_invalid([&] { s.backward(s.grads()); }, "want_backward");
+}
+
+TEST_F(LinearLogpBwdDeviceTest, BadViewsAreClearErrors) {
+  LinearLogpConfig config = Small::base_config();
+  config.grad_weight_fp32 = true;
+  Small s(4, config);
+  expect_invalid([&] { s.backward(s.grads(DType::kBF16)); }, "grad_weight");
+  LinearLogpGrads with_bias = s.grads(DType::kFP32);
+  with_bias.bias = {s.gb.data(), DType::kFP32, 300};
+  expect_invalid([&] { s.backward(with_bias); }, "grad_bias");
+  expect_invalid([&] {
+    s.op.backward(s.inputs(), {}, {s.g.data(), DType::kFP32, 4}, {}, s.grads(DType::kFP32), nullptr);
+  }, "lse");
+  LinearLogpGrads short_hidden = s.grads(DType::kFP32);
+  short_hidden.hidden.rows = 3;
+  expect_invalid([&] { s.backward(short_hidden); }, "grad_hidden");
+}
+
+TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {
+  LinearLogpConfig config = Small::base_config();
+  config.backward_workspace_bytes = 1000;
+  Small s(64, config);
+  expect_invalid([&] { s.backward(s.grads()); }, "backward_workspace_bytes");
+}
+
+TEST_F(LinearLogpBwdDeviceTest, ZeroRowsGiveZeroParameterGradients) {
+  LinearLogpConfig config = Small::base_config();
+  config.grad_weight_fp32 = true;
+  Small s(0, config);
+  s.gw.fill_bytes(0xff);
+  s.op.backward({{nullptr, DType::kBF16, 0, 64, 0}, {s.w.data(), DType::kBF16, 300, 64, 0}, {}, {nullptr, DType::kInt64, 0}},
+                {nullptr, DType::kFP32, 0}, {}, {}, {{}, {s.gw.data(), DType::kFP32, 300, 64, 0}, {}, false}, nullptr);
+  for (float v : s.gw.to_vector<float>(300 * 64)) ASSERT_EQ(v, 0.0f);
+}
+
+TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAreLeftAlone) {
+  Small s(6);
+  const std::vector<std::int64_t> targets = {5, 300, -100, -7, 299, 1000};
+  s.t.upload(targets.data(), targets.size() * 8);
+  DeviceArray logp(6 * 4);
+  s.op.forward(s.inputs(), {{logp.data(), DType::kFP32, 6}, {s.lse.data(), DType::kFP32, 6}, {}}, nullptr);
+  s.gx.fill_bytes(0xff);
+  s.gw.fill_bytes(0x5a);
+  LinearLogpGrads only_hidden;
+  only_hidden.hidden = {s.gx.data(), DType::kBF16, 6, 64, 0};
+  s.backward(only_hidden);
+  auto gx = s.gx.to_vector<std::uint16_t>(6 * 64);
+  for (int row = 0; row < 6; ++row) {
+    bool zero = true;
+    for (int k = 0; k < 64; ++k) {
+      const float v = testing::bf16_to_float(gx[static_cast<std::size_t>(row * 64 + k)]);
+      ASSERT_TRUE(std::isfinite(v)) << "row " << row;
+      zero = zero && v == 0.0f;
+    }
+    EXPECT_EQ(zero, row != 0 && row != 4) << "row " << row << ": only rows with a valid target have a gradient";
+  }
+  for (std::uint8_t byte : s.gw.to_vector<std::uint8_t>(300 * 64 * 4)) ASSERT_EQ(byte, 0x5a) << "grad_weight not asked for";
+  s.op.check(nullptr);
+}
+
+}  // namespace
+}  // namespace shardjit

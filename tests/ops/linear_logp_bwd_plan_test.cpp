@@ -1,0 +1,217 @@
+// How the backward is laid out: vocabulary chunks within the dZ budget, the kernels an op with
+// want_backward loads, and the config errors of the backward options.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp_bwd_dz.hpp"
+#include "runtime/ops/linear_logp_bwd_plan.hpp"
+#include "runtime/ops/linear_logp_kernels.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+BwdPlanInput input(std::int64_t n, std::int64_t vocab, std::int64_t budget) {
+  BwdPlanInput in;
+  in.n_rows = n;
+  in.hidden = 4096;
+  in.vocab_local = vocab;
+  in.budget = budget;
+  return in;
+}
+
+void expect_covers(const BwdChunkPlan& plan, std::int64_t vocab) {
+  std::int64_t next = 0;
+  for (std::int64_t i = 0; i < plan.chunks; ++i) {
+    BwdChunk chunk = plan.chunk(i);
+    EXPECT_EQ(chunk.begin, next);
+    EXPECT_GT(chunk.cols, 0);
+    EXPECT_LE(chunk.cols, plan.chunk_cols);
+    EXPECT_LE(chunk.cols, plan.dz_stride);
+    EXPECT_EQ(chunk.begin % 128, 0) << "chunks start on tile boundaries";
+    next += chunk.cols;
+  }
+  EXPECT_EQ(next, vocab);
+}
+
+TEST(BwdChunks, OneChunkWhenTheWholeVocabularyFits) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(1000, 50257, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.chunks, 1);
+  EXPECT_EQ(plan.dz_stride, 50264) << "50257 rounded up to a multiple of 8";
+  EXPECT_EQ(plan.dz_bytes, 1000u * 50264u * 2u);
+  EXPECT_EQ(plan.accumulator_bytes, 0u);
+  expect_covers(plan, 50257);
+}
+
+TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
+  for (std::int64_t n : {1, 129, 1000, 4096, 16384, 65536, 1 << 20}) {
+    for (std::int64_t vocab : {1, 300, 50257, 128256, 151936}) {
+      BwdPlanInput in = input(n, vocab, kDefaultBackwardWorkspaceBytes);
+      in.hidden_accumulator = true;
+      BwdChunkPlan plan = plan_bwd_chunks(in);
+      EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes)) << n << " x " << vocab;
+      EXPECT_EQ(plan.dz_stride % 8, 0);
+      EXPECT_EQ(plan.chunk_cols % 128, 0);
+      expect_covers(plan, vocab);
+      // As few chunks as the budget allows.
+      const std::int64_t widest = kDefaultBackwardWorkspaceBytes / (n * 2) / 128 * 128;
+      EXPECT_LT((plan.chunks - 1) * widest, vocab) << n << " x " << vocab;
+      if (plan.chunks > 1) {
+        EXPECT_EQ(plan.accumulator_bytes, static_cast<std::size_t>(n) * 4096u * 4u);
+      } else {
+        EXPECT_EQ(plan.accumulator_bytes, 0u) << "one chunk writes grad_hidden directly";
+      }
+    }
+  }
+}
+
+TEST(BwdChunks, LargeBatchesOfALargeVocabularyAreChunked) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.chunks, 16);
+  EXPECT_EQ(plan.chunk_cols, 8064);
+}
+
+TEST(BwdChunks, SmallBudgetsGiveManyChunks) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(100, 1000, 100 * 128 * 2 * 3));
+  EXPECT_EQ(plan.chunk_cols, 384);
+  EXPECT_EQ(plan.chunks, 3);
+  EXPECT_EQ(plan.chunk(2).cols, 1000 - 768);
+  expect_covers(plan, 1000);
+}
+
+TEST(BwdChunks, FilteringNeedsAByteATile) {
+  BwdPlanInput in = input(1000, 50257, kDefaultBackwardWorkspaceBytes);
+  in.filter = true;
+  EXPECT_EQ(plan_bwd_chunks(in).mask_bytes, 8u * 393u);
+}
+
+TEST(BwdChunks, ZeroRowsPlanNoBuffers) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(0, 300, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.dz_bytes, 0u);
+  expect_covers(plan, 300);
+}
+
+TEST(BwdChunks, ABudgetBelowOneTileColumnIsAClearError) {
+  try {
+    plan_bwd_chunks(input(1 << 20, 128256, 1 << 20));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("backward_workspace_bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("268435456"), std::string::npos) << "names the bytes needed: " << message;
+  }
+}
+
+LinearLogpConfig backward_config(DType dtype) {
+  LinearLogpConfig c;
+  c.hidden = 64;
+  c.vocab_local = 300;
+  c.dtype = dtype;
+  c.want_backward = true;
+  return c;
+}
+
+TEST(BwdKernels, OnlyLoadedWhenAskedFor) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.want_backward = false;
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a").backward.has_value());
+}
+
+TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.bias_dtype = DType::kFP16;
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(c), "sm_90a").backward;
+  EXPECT_EQ(k.dz_dtype, DType::kBF16);
+  EXPECT_EQ(k.dz.type_param("DZ"), "bf16");
+  EXPECT_FALSE(k.dz.bool_param("FILTER"));
+  ASSERT_TRUE(k.scale.has_value()) << "16-bit dZ is stored scaled";
+  ASSERT_TRUE(k.bias.has_value());
+  EXPECT_EQ(k.bias->type_param("OutT"), "fp16") << "grad_bias in the bias dtype by default";
+  EXPECT_TRUE(k.grad_weight.bool_param("A_TRANS"));
+  EXPECT_EQ(k.grad_weight.type_param("OutT"), "bf16");
+  EXPECT_EQ(k.grad_hidden_acc.type_param("OutT"), "fp32");
+  EXPECT_EQ(k.grad_hidden_out.type_param("OutT"), "bf16");
+  EXPECT_EQ(k.grad_hidden_out.type_param("AddT"), "fp32") << "the last chunk adds the fp32 accumulator";
+  EXPECT_EQ(k.gemm_tile.bk, 32);
+  EXPECT_EQ(k.all().size(), 6u);
+}
+
+TEST(BwdKernels, Fp32OpsAccumulateGradHiddenInPlace) {
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(DType::kFP32)), "sm_80").backward;
+  EXPECT_EQ(k.dz_dtype, DType::kFP32);
+  EXPECT_FALSE(k.scale.has_value());
+  EXPECT_FALSE(k.bias.has_value());
+  EXPECT_EQ(k.grad_hidden_acc, k.grad_hidden_out);
+  EXPECT_EQ(k.all().size(), 3u);
+}
+
+TEST(BwdKernels, OptionsReachTheSpecs) {
+  LinearLogpConfig c = backward_config(DType::kFP16);
+  c.bias_dtype = DType::kBF16;
+  c.grad_weight_fp32 = true;
+  c.dz_fp32 = true;
+  c.grad_filter_threshold = 1e-6f;
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(c), "sm_80").backward;
+  EXPECT_EQ(k.grad_weight.type_param("OutT"), "fp32");
+  EXPECT_EQ(k.bias->type_param("OutT"), "fp32");
+  EXPECT_EQ(k.dz.type_param("DZ"), "fp32");
+  EXPECT_EQ(k.grad_weight.type_param("TA"), "fp32");
+  EXPECT_EQ(k.grad_weight.type_param("TB"), "fp16");
+  EXPECT_TRUE(k.dz.bool_param("FILTER"));
+  EXPECT_TRUE(k.grad_hidden_out.bool_param("FILTER"));
+  EXPECT_FALSE(k.scale.has_value()) << "fp32 dZ needs no scale";
+}
+
+TEST(BwdKernels, DzTileFitsTheArch) {
+  for (const char* arch : {"sm_80", "sm_86", "sm_90a"}) {
+    for (DType dtype : {DType::kBF16, DType::kFP32}) {
+      LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), arch).backward;
+      EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch(arch)) << arch;
+      EXPECT_LE(gemm_smem(k.dz_dtype, dtype, k.gemm_tile), smem_limit_for_arch(arch)) << arch;
+    }
+  }
+}
+
+TEST(BwdConfig, BadOptionsNameTheField) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.backward_workspace_bytes = -1;
+  try {
+    linear_logp_kernels(resolve_layout(c), "sm_80");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("backward_workspace_bytes"), std::string::npos) << e.what();
+  }
+  c = backward_config(DType::kBF16);
+  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    c.grad_filter_threshold = bad;
+    try {
+      linear_logp_kernels(resolve_layout(c), "sm_80");
+      FAIL() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("grad_filter_threshold"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BwdConfig, WorkspaceBudgetDefaultsTo256MiB) {
+  LinearLogpConfig c;
+  EXPECT_EQ(backward_workspace_budget(c), 256 << 20);
+  c.backward_workspace_bytes = 1 << 20;
+  EXPECT_EQ(backward_workspace_budget(c), 1 << 20);
+}
+
+TEST(GemmSpec, MixedSixteenBitOperandsAreRejected) {
+  GemmKind kind;
+  kind.a = DType::kBF16;
+  kind.b = DType::kFP16;
+  EXPECT_THROW(gemm_spec(kind, GemmTile{}), Error);
+  kind.a = DType::kFP32;
+  EXPECT_NO_THROW(gemm_spec(kind, default_gemm_tile(kind.a, kind.b, "sm_80")));
+}
+
+}  // namespace
+}  // namespace shardjit
