@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
   static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
-  static_assert(V_VALID >= 1 && V_VALID <= V_LOCAL, "V_VALID is in [1, V_LOCAL]");
+  static_assert(V_VALID >= 0 && V_VALID <= V_LOCAL, "V_VALID is in [0, V_LOCAL]: a TP shard may be all padding");
 
   constexpr int kThreads = linear_logp_fwd_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
