@@ -62,6 +62,26 @@ void check_linear_logp_fwd(const KernelSpec& spec) {
   }
 }
 
+// BM and BN of a GEMM-shaped kernel of 256 threads: 64, 128 or 256 each, and no more fp32
+// accumulators than eight warps hold in registers (64 x 64 a warp for the tensor-core loops,
+// 32 x 32 for the fp32 FMA ones).
+void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
+  const std::int64_t bm = spec.int_param("BM");
+  const std::int64_t bn = spec.int_param("BN");
+  if (bm == 192 || bn == 192) {
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": BM = " +
+                                                 std::to_string(bm) + ", BN = " + std::to_string(bn) +
+                                                 "; each must be 64, 128 or 256");
+  }
+  const std::int64_t max_tile = fma_loop ? 16384 : 32768;
+  if (bm * bn > max_tile) {
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": BM x BN = " +
+                                                 std::to_string(bm) + " x " + std::to_string(bn) + " exceeds " +
+                                                 std::to_string(max_tile) + " accumulators for the " +
+                                                 (fma_loop ? "fp32 FMA" : "tensor-core") + " main loop");
+  }
+}
+
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   if (spec.int_param("V_VALID") > spec.int_param("V_LOCAL")) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -73,6 +93,7 @@ void check_linear_logp_bwd_dz(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_bwd_dz: DZ = " + dz +
                                                  " must be fp32 or T (" + spec.type_param("T") + ")");
   }
+  check_block_tile("linear_logp_bwd_dz", spec, spec.type_param("T") == "fp32");
 }
 
 void check_gemm(const KernelSpec& spec) {
@@ -85,6 +106,8 @@ void check_gemm(const KernelSpec& spec) {
   if (spec.int_param("BK") == 48) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: BK = 48; expected 16, 32 or 64");
   }
+  // A 16-bit A runs the tensor-core loop (B has its type, checked above); an fp32 A the FMA loop.
+  check_block_tile("gemm", spec, a == "fp32");
 }
 
 std::vector<TemplateDef> make_registry() {
@@ -124,8 +147,8 @@ std::vector<TemplateDef> make_registry() {
        int_param("H", 8, 65536, 8, "hidden size"),
        int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
        int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
-       int_param("BM", 64, 128, 64, "rows of hidden per tile"),
-       int_param("BN", 64, 128, 64, "vocabulary columns per tile"),
+       int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
+       int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
        int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")},
@@ -152,8 +175,8 @@ std::vector<TemplateDef> make_registry() {
        type_param("OutT", {"bf16", "fp16", "fp32"}, "dtype of the output"),
        type_param("AddT", {"bf16", "fp16", "fp32"}, "dtype of the optional addend"),
        bool_param("A_TRANS", "whether A is stored transposed, [k][m]"),
-       int_param("BM", 64, 128, 64, "output rows per tile"),
-       int_param("BN", 64, 128, 64, "output columns per tile"),
+       int_param("BM", 64, 256, 64, "output rows per tile (64, 128 or 256)"),
+       int_param("BN", 64, 256, 64, "output columns per tile (64, 128 or 256)"),
        int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},

@@ -1,21 +1,47 @@
 #include "runtime/ops/gemm.hpp"
 
+#include <span>
+
 #include "gemm/gemm_layout.cuh"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
 
+namespace {
+
+// Tensor cores: 64 x 64 warp blocks in 128 x 256 tiles, as the forward's main loop (0.25
+// ldmatrix per mma instead of 0.375, a quarter less L2 traffic per flop than 128 x 128; see
+// docs/perf-notes.md, "Backward tiles"). No epilogue tile, so BK = 64 and three stages fit A100's
+// shared memory too.
+constexpr GemmTile kGemmTilesWide[] = {
+    {128, 256, 64, 3},  // 147,456 B: H100, H200, B200, A100
+    {128, 256, 32, 3},  //  73,728 B: the 101,376-byte parts
+    {128, 128, 32, 4},  //  65,536 B
+};
+
+// The former default (64 x 32 warp blocks, two blocks a multiprocessor), still a valid spec.
+[[maybe_unused]] constexpr GemmTile kGemmTilesNarrow[] = {
+    {128, 128, 32, 4},  // 65,536 B
+};
+
+// The table default_gemm_tile picks from (kGemmTilesNarrow to go back to the former tile).
+constexpr std::span<const GemmTile> kGemmMmaTiles = kGemmTilesWide;
+
+}  // namespace
+
 GemmTile default_gemm_tile(DType a, DType b, const std::string& arch) {
-  GemmTile tile;
+  const unsigned limit = smem_limit_for_arch(arch);
   const bool tensor_cores = a == b && a != DType::kFP32;
   if (!tensor_cores) {
-    tile.bk = 16;
-    tile.stages = 3;
+    GemmTile tile{128, 128, 16, 3};
+    while (tile.stages > 2 && gemm_smem(a, b, tile) > limit) --tile.stages;
+    return tile;
   }
-  const unsigned limit = smem_limit_for_arch(arch);
-  while (tile.stages > 2 && gemm_smem(a, b, tile) > limit) --tile.stages;
-  return tile;
+  for (const GemmTile& tile : kGemmMmaTiles) {
+    if (gemm_smem(a, b, tile) <= limit) return tile;
+  }
+  return kGemmMmaTiles.back();
 }
 
 KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {

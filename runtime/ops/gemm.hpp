@@ -31,8 +31,9 @@ struct GemmKind {
   bool filter = false;
 };
 
-// Tensor cores (16-bit A and B of one type): 128 x 128 x 32, four stages. fp32 FMA otherwise:
-// 128 x 128 x 16, three stages. Fewer stages where the arch's shared memory is smaller.
+// Tensor cores (16-bit A and B of one type): 128 x 256 x 64, three stages (128 x 256 x 32 where
+// the arch's shared memory is ~100 KiB). fp32 FMA otherwise: 128 x 128 x 16, three stages, fewer
+// where the arch's shared memory is smaller.
 GemmTile default_gemm_tile(DType a, DType b, const std::string& arch);
 
 KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);

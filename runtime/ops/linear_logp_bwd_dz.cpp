@@ -1,24 +1,52 @@
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 
+#include <span>
+
 #include "linear_logp/bwd_dz_layout.cuh"
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
 
+namespace {
+
+// 16-bit inputs: the forward's tiles (docs/perf-notes.md, "Portable forward main loop" and
+// "Backward tiles"). The dZ kernel runs the forward's main loop and takes its tile in the same
+// 128-column chunks, so the logit tile of a 128 x 256 tile is 68 KiB and three 48 KiB stages fit.
+constexpr FwdTile kDzTilesWide[] = {
+    {128, 256, 64, 3},  // 219,152 B: H100, H200, B200 (232,448)
+    {128, 256, 32, 3},  // 145,424 B: A100 (166,912)
+    {64, 256, 32, 3},   //  97,296 B: the 101,376-byte parts
+    {64, 128, 32, 2},   //  60,432 B
+};
+
+// The former default (128-column tiles, 64 x 32 warp blocks), still valid specs: what its search
+// (128 x 128 x 64 x 3, then two stages, then BK = 32, then BM = 64 until one fits) picked.
+[[maybe_unused]] constexpr FwdTile kDzTilesNarrow[] = {
+    {128, 128, 64, 3},  // 170,000 B
+    {128, 128, 64, 2},  // 137,232 B
+    {128, 128, 32, 2},  // 104,464 B
+    {64, 128, 32, 2},   //  60,432 B
+};
+
+// The table default_bwd_dz_tile picks from (kDzTilesNarrow to go back to the former tiles).
+constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
+
+}  // namespace
+
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch) {
-  // Chosen here rather than taken from the forward, whose tiles may grow past what the dZ
-  // epilogue's logit tile and registers allow: 128-byte K rows, three stages.
-  FwdTile tile;
-  tile.bm = 128;
-  tile.bn = 128;
-  tile.bk = dtype == DType::kFP32 ? 32 : 64;
-  tile.stages = 3;
   const unsigned limit = smem_limit_for_arch(arch);
-  while (tile.stages > 2 && linear_logp_bwd_dz_smem(dtype, tile) > limit) --tile.stages;
-  if (linear_logp_bwd_dz_smem(dtype, tile) > limit) tile.bk = 32;
-  // The fp32 logit tile dominates on the smaller tiers (sm_86, sm_89): halve its rows.
-  if (linear_logp_bwd_dz_smem(dtype, tile) > limit) tile.bm = 64;
-  return tile;
+  if (dtype == DType::kFP32) {
+    // 128-byte K rows, three stages, the pipeline shortened and then the rows halved where the
+    // arch's shared memory cannot hold them next to the epilogue's logit tile.
+    FwdTile tile{128, 128, 32, 3};
+    while (tile.stages > 2 && linear_logp_bwd_dz_smem(dtype, tile) > limit) --tile.stages;
+    if (linear_logp_bwd_dz_smem(dtype, tile) > limit) tile.bm = 64;
+    return tile;
+  }
+  for (const FwdTile& tile : kDzTiles) {
+    if (linear_logp_bwd_dz_smem(dtype, tile) <= limit) return tile;
+  }
+  return kDzTiles.back();
 }
 
 unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile) {

@@ -14,8 +14,9 @@
 
 namespace shardjit {
 
-// 128 x 128 tiles for the forward's main loops, with the pipeline shortened, then the K slice
-// and the rows halved, where the arch's shared memory cannot hold them next to the epilogue's.
+// 16-bit inputs: the first of the forward's tiles whose shared memory (logit tile included) fits
+// the arch (128 x 256 x 64 x 3 on Hopper, 128 x 256 x 32 x 3 on A100, 64-row tiles on the
+// ~100 KiB parts). fp32: 128 x 128 x 32, the pipeline shortened, then the rows halved, to fit.
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch);
 
 unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);

@@ -121,5 +121,17 @@ class CpAsyncTileStrided {
   int column_;
 };
 
+// The copier of a ROWS x BK tile: CpAsyncTileStrided where the kernel's accumulators leave no
+// registers for a pointer per chunk (STRIDED), CpAsyncTile otherwise.
+template <class T, int ROWS, int BK, int KDIM, int THREADS, bool STRIDED>
+struct CpAsyncTileFor {
+  using type = CpAsyncTile<T, ROWS, BK, KDIM, THREADS>;
+};
+
+template <class T, int ROWS, int BK, int KDIM, int THREADS>
+struct CpAsyncTileFor<T, ROWS, BK, KDIM, THREADS, true> {
+  using type = CpAsyncTileStrided<T, ROWS, BK, KDIM, THREADS>;
+};
+
 }  // namespace kernels
 }  // namespace shardjit

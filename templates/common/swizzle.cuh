@@ -21,5 +21,17 @@ __device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
   return row * CHUNKS_PER_ROW + (chunk ^ ((row / kRowsPerLine) & kSlotMask));
 }
 
+// As swizzled_chunk, for rows of 2, 4 or any multiple of 8 chunks: tiles stored with M or N
+// contiguous have rows as long as the block tile is wide (256 bf16 elements: 32 chunks). Where
+// both are defined the two give the same index.
+template <int CHUNKS_PER_ROW>
+__device__ __forceinline__ int swizzled_chunk_any(int row, int chunk) {
+  static_assert(CHUNKS_PER_ROW == 2 || CHUNKS_PER_ROW == 4 || CHUNKS_PER_ROW % 8 == 0,
+                "rows must be 32, 64 or a multiple of 128 bytes");
+  constexpr int kRowsPerLine = CHUNKS_PER_ROW >= 8 ? 1 : 8 / CHUNKS_PER_ROW;
+  constexpr int kSlotMask = (CHUNKS_PER_ROW >= 8 ? 8 : CHUNKS_PER_ROW) - 1;
+  return row * CHUNKS_PER_ROW + (chunk ^ ((row / kRowsPerLine) & kSlotMask));
+}
+
 }  // namespace kernels
 }  // namespace shardjit

@@ -56,16 +56,17 @@ __device__ __forceinline__ bool gemm_slice_active(const GemmArgs& args, long lon
   return false;
 }
 
-// Blocks per multiprocessor the registers are budgeted for: two for the tensor-core loop (its
-// fragments fit 128 registers; the second block hides the first's barriers), one for the FMA
-// loop, whose 64 accumulators and operands would spill under that budget.
+// Blocks per multiprocessor the registers are budgeted for: one for the FMA loop, whose
+// accumulators and operands would spill under a two-block budget; for the tensor-core loop two
+// while its accumulators are at most 64 a thread (the fragments fit 128 registers; the second
+// block hides the first's barriers), one for 64 x 64 warp blocks (128 accumulators).
 template <class Mainloop>
 struct GemmMinBlocks {
   static constexpr int value = 1;
 };
-template <class T, int BM, int BN, int BK, bool A_TRANS>
-struct GemmMinBlocks<GemmMmaMainloop<T, BM, BN, BK, A_TRANS>> {
-  static constexpr int value = 2;
+template <class T, int BM, int BN, int BK, MmaOperand A, MmaOperand B>
+struct GemmMinBlocks<MmaTileMainloop<T, BM, BN, BK, A, B>> {
+  static constexpr int value = MmaTileMainloop<T, BM, BN, BK, A, B>::kAccumulators <= 64 ? 2 : 1;
 };
 
 template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
@@ -73,16 +74,17 @@ template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int 
 __global__ void __launch_bounds__(
     gemm_threads, GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type>::value)
     gemm(const GemmArgs args) {
-  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
-  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
+  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
 
   constexpr int kThreads = gemm_threads;
   constexpr int kABytes = gemm_a_tile_bytes(static_cast<int>(sizeof(TA)), BM, BK);
   constexpr int kStageBytes = gemm_stage_bytes(static_cast<int>(sizeof(TA)), static_cast<int>(sizeof(TB)), BM, BN, BK);
-  using ACopy = GemmTileCopy<TA, A_TRANS ? BK : BM, A_TRANS ? BM : BK, kThreads>;
-  using BCopy = GemmTileCopy<TB, BK, BN, kThreads>;
+  using ACopy = GemmTileCopy<TA, A_TRANS ? BK : BM, A_TRANS ? BM : BK, kThreads, A_TRANS>;
+  using BCopy = GemmTileCopy<TB, BK, BN, kThreads, true>;
   using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type;
 
   extern __shared__ __align__(128) unsigned char gemm_smem[];
@@ -92,10 +94,11 @@ __global__ void __launch_bounds__(
   const long long m0 = static_cast<long long>(blockIdx.x) * BM;
   const long long n0 = static_cast<long long>(blockIdx.y) * BN;
   const int slices = static_cast<int>((args.k + BK - 1) / BK);
-  const TA* const a = static_cast<const TA*>(args.a);
-  const TB* const b = static_cast<const TB*>(args.b);
-  // A's storage: rows and contiguous columns, and where the block's tile sits in it.
-  const long long a_rows = A_TRANS ? args.k : args.m;
+  // A's storage has k rows (A_TRANS) or m; the block's part of it starts at row or column m0.
+  ACopy a_copy;
+  a_copy.set(static_cast<const TA*>(args.a), args.a_stride, m0, A_TRANS ? args.k : args.m, args.a_cols, tid);
+  BCopy b_copy;
+  b_copy.set(static_cast<const TB*>(args.b), args.b_stride, n0, args.b_rows, args.n, tid);
 
   auto next_slice = [&](int slice) {
     if constexpr (FILTER) {
@@ -112,12 +115,8 @@ __global__ void __launch_bounds__(
     if (load_slice < slices) {
       const unsigned int slot = smem_addr(gemm_smem + load_slot * kStageBytes);
       const long long k0 = static_cast<long long>(load_slice) * BK;
-      if constexpr (A_TRANS) {
-        ACopy::issue(slot, a, args.a_stride, k0, m0, a_rows, args.a_cols, tid);
-      } else {
-        ACopy::issue(slot, a, args.a_stride, m0, k0, a_rows, args.a_cols, tid);
-      }
-      BCopy::issue(slot + kABytes, b, args.b_stride, k0, n0, args.b_rows, args.n, tid);
+      a_copy.issue(slot, k0);
+      b_copy.issue(slot + kABytes, k0);
       load_slice = next_slice(load_slice + 1);
       load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
     }

@@ -1,33 +1,37 @@
 // Backward of LinearLogp, first step: for a BM-row tile of X and a BN-column tile of one
 // vocabulary chunk, recompute the logits z = (X W^T + b) / T exactly as the forward does (same
-// main loops, same fp32 logit tile in shared memory), then write dZ, the gradient with respect
-// to X W^T + b, to the chunk's buffer (templates/linear_logp/bwd_dz_epilogue.cuh). The GEMMs of
-// templates/gemm/gemm.cuh then turn dZ into grad_hidden and grad_weight.
+// main loops, same fp32 logit tile in shared memory, handed over in the same column chunks),
+// then write dZ, the gradient with respect to X W^T + b, to the chunk's buffer
+// (templates/linear_logp/bwd_dz_epilogue.cuh). The GEMMs of templates/gemm/gemm.cuh then turn dZ
+// into grad_hidden and grad_weight.
 //
 // Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)).
 // Block: linear_logp_bwd_dz_threads, dynamic shared memory
-// linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES).
+// linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES). The main loop hands the finished
+// tile to the epilogue linear_logp_bwd_dz_logit_cols(BM, BN) columns at a time.
 //
-// FILTER: a tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros and
-// marked 0 in tile_mask, so that the GEMMs skip it.
+// FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
+// and marked 0 in tile_mask, so that the GEMMs skip it.
 #pragma once
 
 #include "common/cp_async_tile.cuh"
+#include "common/mma_mainloop.cuh"
 #include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
-#include "linear_logp/fwd_mainloop_mma.cuh"
 #include "linear_logp/fwd_mainloop_simt.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-// The forward's main loops: tensor cores for 16-bit inputs, exact fp32 FMA for fp32.
+// The forward's main loops: for 16-bit inputs the shared tensor-core loop with X [rows][k] and
+// W [vocab][k] both K contiguous (the forward's MmaMainloop is the same loop: its K loop compiles
+// to the same SASS), exact fp32 FMA for fp32.
 template <class T, int BM, int BN, int BK>
 struct BwdDzMainloop {
-  using type = MmaMainloop<T, BM, BN, BK>;
+  using type = MmaTileMainloop<T, BM, BN, BK, MmaOperand::kKContiguous, MmaOperand::kKContiguous>;
 };
 
 template <int BM, int BN, int BK>
@@ -39,8 +43,9 @@ template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int
           int BN, int BK, int STAGES, bool FILTER>
 __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     linear_logp_bwd_dz(const LinearLogpBwdDzArgs args) {
-  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
-  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
+  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
   static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
@@ -51,12 +56,17 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   constexpr int kThreads = linear_logp_bwd_dz_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
-  constexpr int kLd = linear_logp_bwd_dz_logit_ld(BN);
+  constexpr int kCols = linear_logp_bwd_dz_logit_cols(BM, BN);
+  constexpr int kChunks = BN / kCols;
+  constexpr int kLd = linear_logp_bwd_dz_logit_ld(kCols);
   constexpr int kStageElems = (BM + BN) * BK;
-  using XCopy = CpAsyncTile<T, BM, BK, H, kThreads>;
-  using WCopy = CpAsyncTile<T, BN, BK, H, kThreads>;
+  // As in the forward: blocks of more than 16384 accumulators (64 x 64 a warp) have no registers
+  // left for a pointer per copied chunk.
+  constexpr bool kStridedCopy = BM * BN > 16384;
+  using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
+  using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy>::type;
   using Mainloop = typename BwdDzMainloop<T, BM, BN, BK>::type;
-  using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, BN, V_VALID, FILTER, kThreads>;
+  using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, kCols, V_VALID, FILTER, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
   unsigned char* const smem = linear_logp_bwd_dz_smem;
@@ -80,7 +90,10 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
 
   // A tile wholly in the padding (or past the shard) has no logits to compute.
   if (n0 >= V_VALID) {
-    epilogue.store(logits, kLd, c0, rows, true, args, out, warp, lane);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
+    }
     if (FILTER && tid == 0) *mask = 0;
     return;
   }
@@ -120,18 +133,28 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
   }
   cp_async_wait_group<0>();
-  // The logit tile does not overlap the ring, so it may be written while other warps still
-  // read their last slice.
-  mainloop.store(logits, kLd, warp, lane);
-  __syncthreads();
-  epilogue.consume(logits, kLd, n0, c0, rows, args, out, warp, lane);
+#pragma unroll
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    // The logit tile does not overlap the ring, so chunk 0 may be written while other warps
+    // still read their last slice; a later chunk waits for the epilogue to finish the one before.
+    if (chunk > 0) __syncthreads();
+    mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
+    __syncthreads();
+    epilogue.consume(logits, kLd, n0 + chunk * kCols, c0 + chunk * kCols, rows, args, out + chunk * kCols, warp,
+                     lane);
+  }
 
   if constexpr (FILTER) {
     __syncthreads();
     const float s = args.scale != nullptr ? *args.scale : 1.0f;
     // Compared as bits: the threshold is non-negative, and a NaN keeps its tile.
     const bool keep = *epilogue.tile_max >= __float_as_uint(args.filter_threshold * s);
-    epilogue.store(logits, kLd, c0, rows, !keep, args, out, warp, lane);
+    if (!keep) {
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
+      }
+    }
     if (tid == 0) *mask = keep ? 1 : 0;
   }
 }

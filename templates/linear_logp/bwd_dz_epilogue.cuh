@@ -1,13 +1,18 @@
-// dZ epilogue of linear_logp_bwd_dz: turns the fp32 logit tile [BM][ld] that a main loop left in
-// shared memory into the gradient with respect to the logits before the temperature,
+// dZ epilogue of linear_logp_bwd_dz: turns the fp32 logit tile [BM][ld] of COLS columns that a
+// main loop left in shared memory (the whole block tile, or one chunk of its columns) into the
+// gradient with respect to the logits before the temperature,
 //
 //   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),
 //
 // and writes it to the chunk's dZ buffer. Zero for padding columns (at or past V_VALID), columns
 // past the chunk, ignored rows and rows whose target is out of range. s is the storage scale.
 //
-// Row r of the tile belongs to warp r % WARPS; a lane owns BN / 32 adjacent columns and writes
-// them with one vector store, so a warp writes a row's BN values in one go.
+// Row r of the tile belongs to warp r % WARPS; a lane owns COLS / 32 adjacent columns and writes
+// them with one vector store, so a warp writes a row's COLS values in one go.
+//
+// FILTER: consume also records the largest |dZ| of everything it wrote since init; when the
+// whole block tile (all its chunks) lies below the threshold, the kernel overwrites what was
+// written with zeros (store_zeros, by the same threads, so in program order).
 #pragma once
 
 #include "common/math.cuh"
@@ -49,11 +54,11 @@ __device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
 
 constexpr int kBwdNoGradient = -2;
 
-template <class BiasT, class TargetT, class DZ, int BM, int BN, int V_VALID, bool FILTER, int THREADS>
+template <class BiasT, class TargetT, class DZ, int BM, int COLS, int V_VALID, bool FILTER, int THREADS>
 struct DzEpilogue {
   static constexpr int kWarps = THREADS / 32;
   static constexpr int kRowsPerWarp = BM / kWarps;
-  static constexpr int kColsPerLane = BN / 32;
+  static constexpr int kColsPerLane = COLS / 32;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
   static_assert(BM % kWarps == 0, "rows must split evenly over warps");
   static_assert(kColsPerLane == 2 || kColsPerLane == 4, "a lane owns a float2 or a float4");
@@ -91,10 +96,10 @@ struct DzEpilogue {
     if (FILTER && tid == 0) *tile_max = 0u;
   }
 
-  // Computes dZ of the tile whose column 0 is shard column n0 (chunk column c0) for its first
-  // `n` rows. Without FILTER it is written to `out` (the dZ of the tile's row 0, column 0) right
-  // away; with FILTER it replaces the logits in place and the tile max is recorded.
-  __device__ __forceinline__ void consume(float* logits, int ld, int n0, int c0, int n,
+  // Computes dZ of the COLS columns whose column 0 is shard column n0 (chunk column c0) for their
+  // first `n` rows and writes it to `out` (the dZ of row 0, column c0); with FILTER the largest
+  // |dZ| is folded into tile_max.
+  __device__ __forceinline__ void consume(const float* logits, int ld, int n0, int c0, int n,
                                           const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
     const int c = lane * kColsPerLane;
     bool valid[kColsPerLane];
@@ -115,7 +120,7 @@ struct DzEpilogue {
       const int r = i * kWarps + warp;
       if (r >= n) break;
       const BwdRow row = rows[r];
-      float* const src = logits + r * ld + c;
+      const float* const src = logits + r * ld + c;
       float acc[kColsPerLane];
       if constexpr (kColsPerLane == 4) {
         const float4 v = *reinterpret_cast<const float4*>(src);
@@ -135,11 +140,7 @@ struct DzEpilogue {
         const unsigned int bits = __float_as_uint(fabsf(dz[j]));
         local_max = bits > local_max ? bits : local_max;
       }
-      if constexpr (FILTER) {
-        store_dz(src, dz);
-      } else if (writable) {
-        store_dz(out + r * args.dz_stride + c, dz);
-      }
+      if (writable) store_dz(out + r * args.dz_stride + c, dz);
     }
     if constexpr (FILTER) {
 #pragma unroll
@@ -151,18 +152,19 @@ struct DzEpilogue {
     }
   }
 
-  // Writes the first `n` rows of the tile from the in-place dZ of consume (FILTER), or zeros.
-  __device__ __forceinline__ void store(const float* dz_tile, int ld, int c0, int n, bool zeros,
-                                        const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
+  // Writes zeros to the first `n` rows of the COLS columns at chunk column c0 (`out` as in
+  // consume). Each element is written by the thread that consume gave it to.
+  __device__ __forceinline__ void store_zeros(int c0, int n, const LinearLogpBwdDzArgs& args, DZ* out, int warp,
+                                              int lane) const {
     const int c = lane * kColsPerLane;
     if (c0 + c >= padded_cols(args)) return;
+    float zeros[kColsPerLane];
+#pragma unroll
+    for (int j = 0; j < kColsPerLane; ++j) zeros[j] = 0.0f;
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = i * kWarps + warp;
       if (r >= n) break;
-      float dz[kColsPerLane];
-#pragma unroll
-      for (int j = 0; j < kColsPerLane; ++j) dz[j] = zeros ? 0.0f : dz_tile[r * ld + c + j];
-      store_dz(out + r * args.dz_stride + c, dz);
+      store_dz(out + r * args.dz_stride + c, zeros);
     }
   }
 };

@@ -6,6 +6,7 @@
 
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
+#include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
 
@@ -50,6 +51,11 @@ TEST_P(BackwardTemplates, CompileToCubin) {
   config.grad_weight_fp32 = c.grad_weight_fp32;
   LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch);
   ASSERT_TRUE(kernels.backward.has_value());
+  if (c.dtype != DType::kFP32) {
+    // The default tiles compiled here are the 128 x 256 ones (64 x 64 warp blocks).
+    EXPECT_EQ(kernels.backward->dz.int_param("BN"), 256);
+    EXPECT_EQ(kernels.backward->grad_weight.int_param("BN"), c.dz_fp32 ? 128 : 256);
+  }
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
   for (const KernelSpec& spec : kernels.backward->all()) {
@@ -65,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Arches, BackwardTemplates, ::testing::ValuesIn(bwd_comp
                          [](const auto& param_info) { return param_info.param.name; });
 
 TEST(BackwardTemplates, HalfHeightDzTileOfTheSmallerArchesCompiles) {
-  // sm_86 / sm_89 (about 100 KiB of shared memory) get 64-row dZ tiles.
+  // sm_86 / sm_89 (about 100 KiB of shared memory) get 64-row dZ tiles (64 x 256 x 32 x 3).
   LinearLogpConfig config;
   config.hidden = 200;
   config.vocab_local = 300;
@@ -80,6 +86,39 @@ TEST(BackwardTemplates, HalfHeightDzTileOfTheSmallerArchesCompiles) {
                         TemplateSources::embedded().flatten(spec.def().file)};
     EXPECT_GT(NvrtcCompiler().compile(source, "sm_80").cubin.size(), 1000u) << spec.canonical_text();
   }
+}
+
+// The tiles the defaults can go back to (128 x 128, 64 x 32 warp blocks) and the 256 x 128 ones
+// (4 x 2 warps) still compile, for both A layouts of the GEMM.
+TEST(BackwardTemplates, FormerAndAlternativeTilesCompile) {
+  LinearLogpConfig config;
+  config.hidden = 4096;
+  config.vocab_local = 64128;
+  config.valid_vocab = 64000;
+  config.dtype = DType::kBF16;
+  config.bias_dtype = DType::kBF16;
+  config.want_backward = true;
+  const LinearLogpLayout layout = resolve_layout(config);
+  TemplateSources sources = TemplateSources::embedded();
+  NvrtcCompiler compiler;
+  auto compile = [&](const KernelSpec& spec, const char* arch) {
+    KernelSource source{spec.canonical_text(), spec.name_expression(), sources.flatten(spec.def().file)};
+    EXPECT_GT(compiler.compile(source, arch).cubin.size(), 1000u) << spec.canonical_text() << " " << arch;
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const FwdTile former_dz = std::string(arch) == "sm_80" ? FwdTile{128, 128, 64, 2} : FwdTile{128, 128, 64, 3};
+    compile(linear_logp_bwd_dz_spec(layout, DType::kBF16, former_dz, true), arch);
+    compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kFP32, DType::kFP32, false, false},
+                      GemmTile{128, 128, 32, 4}),
+            arch);
+    compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, true, true},
+                      GemmTile{128, 128, 32, 4}),
+            arch);
+  }
+  compile(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 128, 64, 3}, false), "sm_90a");
+  compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, true, false},
+                    GemmTile{256, 128, 64, 3}),
+          "sm_90a");
 }
 
 TEST(BackwardTemplates, EveryBackwardTemplateIsCoveredAbove) {

@@ -135,8 +135,63 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
   EXPECT_EQ(k.grad_hidden_acc.type_param("OutT"), "fp32");
   EXPECT_EQ(k.grad_hidden_out.type_param("OutT"), "bf16");
   EXPECT_EQ(k.grad_hidden_out.type_param("AddT"), "fp32") << "the last chunk adds the fp32 accumulator";
-  EXPECT_EQ(k.gemm_tile.bk, 32);
   EXPECT_EQ(k.all().size(), 6u);
+}
+
+void expect_tile(const FwdTile& t, int bm, int bn, int bk, int stages, const char* what) {
+  EXPECT_EQ(t.bm, bm) << what;
+  EXPECT_EQ(t.bn, bn) << what;
+  EXPECT_EQ(t.bk, bk) << what;
+  EXPECT_EQ(t.stages, stages) << what;
+}
+
+void expect_tile(const GemmTile& t, int bm, int bn, int bk, int stages, const char* what) {
+  EXPECT_EQ(t.bm, bm) << what;
+  EXPECT_EQ(t.bn, bn) << what;
+  EXPECT_EQ(t.bk, bk) << what;
+  EXPECT_EQ(t.stages, stages) << what;
+}
+
+TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
+  // docs/perf-notes.md, "Backward tiles": 64 x 64 warp blocks in 128 x 256 tiles wherever they fit.
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), "sm_90a").backward;
+    expect_tile(k.dz_tile, 128, 256, 64, 3, "dZ, sm_90a");
+    expect_tile(k.gemm_tile, 128, 256, 64, 3, "GEMM, sm_90a");
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 219152u);
+    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 147456u);
+    EXPECT_EQ(k.dz.int_param("BN"), 256);
+    EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
+    EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
+  }
+  LinearLogpBwdKernels a100 = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_80").backward;
+  expect_tile(a100.dz_tile, 128, 256, 32, 3, "dZ, sm_80");
+  expect_tile(a100.gemm_tile, 128, 256, 64, 3, "GEMM, sm_80");
+  LinearLogpBwdKernels small = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_86").backward;
+  expect_tile(small.dz_tile, 64, 256, 32, 3, "dZ, sm_86");
+  expect_tile(small.gemm_tile, 128, 256, 32, 3, "GEMM, sm_86");
+}
+
+TEST(BwdKernels, Fp32TilesAreUnchanged) {
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(DType::kFP32)), "sm_90a").backward;
+  expect_tile(k.dz_tile, 128, 128, 32, 3, "fp32 dZ");
+  expect_tile(k.gemm_tile, 128, 128, 16, 3, "fp32 GEMM");
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.dz_fp32 = true;  // fp32 dZ against bf16 operands: the FMA loop
+  expect_tile(linear_logp_kernels(resolve_layout(c), "sm_90a").backward->gemm_tile, 128, 128, 16, 3, "fp32 dZ GEMM");
+}
+
+TEST(BwdChunks, ChunksOfTheHopperDzTile) {
+  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  in.filter = true;
+  BwdChunkPlan plan = plan_bwd_chunks(in);
+  EXPECT_EQ(plan.chunks, 16);
+  EXPECT_EQ(plan.chunk_cols, 8192);
+  EXPECT_EQ(plan.dz_stride, 8192);
+  EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.mask_bytes, 128u * 32u) << "a byte per 128 x 256 dZ tile";
+  expect_covers(plan, 128256);
 }
 
 TEST(BwdKernels, Fp32OpsAccumulateGradHiddenInPlace) {
@@ -202,6 +257,30 @@ TEST(BwdConfig, WorkspaceBudgetDefaultsTo256MiB) {
   EXPECT_EQ(backward_workspace_budget(c), 256 << 20);
   c.backward_workspace_bytes = 1 << 20;
   EXPECT_EQ(backward_workspace_budget(c), 1 << 20);
+}
+
+TEST(GemmSpec, TilesUpTo64x64AWarp) {
+  GemmKind kind;
+  for (GemmTile tile : {GemmTile{128, 256, 64, 3}, GemmTile{256, 128, 64, 3}, GemmTile{128, 128, 32, 4},
+                        GemmTile{64, 256, 32, 2}}) {
+    EXPECT_NO_THROW(gemm_spec(kind, tile)) << tile.bm << " x " << tile.bn;
+  }
+  for (GemmTile tile : {GemmTile{256, 256, 32, 2}, GemmTile{192, 128, 32, 2}, GemmTile{128, 512, 32, 2}}) {
+    EXPECT_THROW(gemm_spec(kind, tile), Error) << tile.bm << " x " << tile.bn;
+  }
+  kind.a = DType::kFP32;  // the FMA loop holds at most 128 x 128
+  EXPECT_NO_THROW(gemm_spec(kind, GemmTile{128, 128, 16, 3}));
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 16, 3}), Error);
+}
+
+TEST(DzSpec, TilesUpTo64x64AWarp) {
+  const LinearLogpLayout layout = resolve_layout(backward_config(DType::kBF16));
+  EXPECT_NO_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{128, 256, 64, 3}, true));
+  EXPECT_NO_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 128, 64, 3}, false));
+  EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 256, 32, 2}, false), Error);
+  EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{192, 128, 32, 2}, false), Error);
+  const LinearLogpLayout fp32 = resolve_layout(backward_config(DType::kFP32));
+  EXPECT_THROW(linear_logp_bwd_dz_spec(fp32, DType::kFP32, FwdTile{128, 256, 32, 2}, false), Error);
 }
 
 TEST(GemmSpec, MixedSixteenBitOperandsAreRejected) {
