@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On a machine with a GPU: build, run the gpu test tier, the demo and the LinearLogp benchmarks,
-# and write every log into one folder (first argument; default build/gpu-logs).
+# On a machine with GPUs: build, run the gpu test tier, the demo and the LinearLogp benchmarks;
+# where there are two or more GPUs also the multigpu tier (one process per GPU, forked by the
+# tests) and the tensor-parallel benchmark. Every log goes into one folder.
 # Usage: scripts/gpu-suite.sh [LOG_DIR] [SHAPES_JSON]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,17 +9,29 @@ logs=${1:-build/gpu-logs}
 shapes=${2:-../shared/bench/shapes.json}
 mkdir -p "$logs"
 export SHARDJIT_CACHE_DIR=${SHARDJIT_CACHE_DIR:-$PWD/build/kernel-cache}
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv; date -u; } \
-  > "$logs/device.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  [ "$gpus" -ge 2 ] && nvidia-smi topo -m; date -u; } > "$logs/device.txt" 2>&1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > "$logs/configure.log" 2>&1 &&
   cmake --build build -j "$(nproc)" > "$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
 
-ctest --test-dir build -L gpu --output-on-failure -V > "$logs/gpu-tests.log" 2>&1
-echo "gpu tests: exit $?"; grep -E "^\s*[0-9]+: \[ accuracy \]|tests passed|FAILED" "$logs/gpu-tests.log" | sed 's/^ *[0-9]*: //' | head -60
-build/examples/shardjit-demo > "$logs/demo.log" 2>&1; echo "demo: exit $?"; tail -2 "$logs/demo.log"
+# Lines worth reading in a test log: accuracy reports, messages, the verdicts.
+summary() { grep -E "^\s*[0-9]+: \[ (accuracy|message) +\]|tests passed|\(Failed\)|\*\*\*" "$1" | sed 's/^ *[0-9]*: //' | head -80; }
+
+ctest --test-dir build -L gpu --output-on-failure -V --timeout 300 > "$logs/gpu-tests.log" 2>&1
+echo "gpu tests: exit $?"; summary "$logs/gpu-tests.log"
+build/examples/shardjit-demo > "$logs/demo.log" 2>&1; echo "demo: exit $?"; tail -1 "$logs/demo.log"
 build/tools/bench/shardjit-bench linear-logp --shapes "$shapes" > "$logs/bench-linear-logp.jsonl" 2> "$logs/bench.err"
-echo "bench: exit $?"; cat "$logs/bench-linear-logp.jsonl"; tail -5 "$logs/bench.err"
+echo "bench: exit $?"; cat "$logs/bench-linear-logp.jsonl"
 build/tools/bench/shardjit-bench linear-logp --backward --shapes "$shapes" --case llama3-8b-16k \
   > "$logs/bench-linear-logp-bwd.jsonl" 2>> "$logs/bench.err"
 echo "bench backward: exit $?"; cat "$logs/bench-linear-logp-bwd.jsonl"; tail -3 "$logs/bench.err"
+
+if [ "$gpus" -ge 2 ]; then
+  ctest --test-dir build -L multigpu --output-on-failure -V --timeout 300 > "$logs/multigpu-tests.log" 2>&1
+  echo "multigpu tests: exit $?"; summary "$logs/multigpu-tests.log"
+  build/tools/bench/shardjit-bench linear-logp-tp --shapes "$shapes" \
+    > "$logs/bench-linear-logp-tp.jsonl" 2> "$logs/bench-tp.err"
+  echo "tp bench: exit $?"; cat "$logs/bench-linear-logp-tp.jsonl"; tail -5 "$logs/bench-tp.err"
+fi

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "shardjit/communicator.hpp"
 #include "shardjit/dtype.hpp"
 #include "shardjit/runtime.hpp"
 #include "shardjit/tensor.hpp"
@@ -86,6 +87,30 @@ struct BadTargetReport {
 class LinearLogp {
  public:
   LinearLogp(Runtime& runtime, const LinearLogpConfig& config);
+
+  // Tensor parallel: this rank's shard of a vocabulary split over the ranks of `comm`, in rank
+  // order (rank r holds ids [vocab_start, vocab_start + vocab_local); uneven shards are fine).
+  // config.device must be the communicator's device. Every rank builds the op at the same time
+  // (it is collective): the ranks exchange their layouts once, here, and check them with the same
+  // code, so a layout that does not tile [0, vocab_global), or a hidden size, dtype,
+  // valid_vocab, ignore_index, temperature, bias dtype, entropy or backward setting that differs
+  // between ranks, raises the same Error(kInvalidArgument) on every rank; so does a failure to
+  // build on any one rank. Nothing is re-checked per call.
+  //
+  // forward() then runs the fused kernel on the local shard, ONE all-gather of the per-row
+  // partials (on the communicator's stream, ordered with `stream` by events) and the combine
+  // kernel over the partials of all ranks in rank order: every rank gets the same logp, lse and
+  // entropy, bitwise. backward() all-reduces grad_hidden (fp32, on the communicator's stream,
+  // while the last vocabulary chunk's grad_weight is computed); grad_weight and grad_bias stay
+  // local. Every rank passes the same hidden and targets, makes the same calls in the same order
+  // with the same row count N, and asks backward for grad_hidden alike (these are not checked
+  // per call: a rank that differs leaves the others waiting until check() times out).
+  //
+  // CUDA graphs: forward and backward can be captured (no host synchronization, no allocation)
+  // once the op is built and its buffers are sized: build every op (max_rows set to the largest
+  // N, so no buffer grows during capture) on every rank before any rank captures or replays.
+  // check() and strict mode wait on the host and cannot be captured.
+  LinearLogp(Runtime& runtime, const LinearLogpConfig& config, Communicator& comm);
   ~LinearLogp();
   LinearLogp(const LinearLogp&) = delete;
   LinearLogp& operator=(const LinearLogp&) = delete;
@@ -117,7 +142,9 @@ class LinearLogp {
   void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
                 const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);
 
-  // Waits for `stream`, returns and clears the bad-target record.
+  // Waits for `stream`, returns and clears the bad-target record. For a TP op the wait is
+  // bounded by the communicator's timeout (then Error(kCommError), the communicator aborted);
+  // every rank records the same bad rows.
   BadTargetReport check(StreamHandle stream);
 
   const LinearLogpConfig& config() const;

@@ -1,6 +1,7 @@
 // Everything of the public C++ API.
 #pragma once
 
+#include "shardjit/communicator.hpp"
 #include "shardjit/dtype.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/linear_logp.hpp"

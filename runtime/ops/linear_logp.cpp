@@ -1,6 +1,8 @@
 // The LinearLogp op: built once (layout checked, kernels loaded, workspace sized), then each
 // forward is two launches on the caller's stream: the fused GEMM + log-sum-exp kernel writing
-// per-split partials, and the combine kernel merging them into logp / lse / entropy.
+// per-split partials, and the combine kernel merging them into logp / lse / entropy. A
+// tensor-parallel op (built with a Communicator) runs the same two kernels around one
+// all-gather of the partials (runtime/ops/linear_logp_tp.cpp).
 #include "shardjit/linear_logp.hpp"
 
 #include <array>
@@ -12,6 +14,7 @@
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_impl.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
+#include "runtime/ops/linear_logp_tp.hpp"
 #include "runtime/ops/logp_combine.hpp"
 #include "runtime/ops/view_checks.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -34,11 +37,11 @@ void clear_status(const DeviceBuffer& status, CUstream stream) {
 
 }  // namespace
 
-LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config)
+LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree)
     : runtime(rt),
       layout(resolve_layout(config)),
       device(rt.device(layout.config.device)),
-      kernels(linear_logp_kernels(layout, device.arch())),
+      kernels(linear_logp_kernels(layout, device.arch(), tp_degree)),
       tile(kernels.tile) {
   const LinearLogpConfig& c = layout.config;
   smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
@@ -48,16 +51,63 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config)
                     std::to_string(c.device) + " (" + device.info().name + ") allows " +
                     std::to_string(device.info().smem_per_block_optin));
   }
-  const std::string hint = prewarm_command(layout, device.arch());
+  std::string hint = prewarm_command(layout, device.arch());
+  if (tp_degree > 1) hint += " --tp " + std::to_string(tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
-  for (std::size_t i = 0; i < combine.size(); ++i) combine[i] = runtime.load(kernels.combine[i], c.device, hint);
+  for (std::size_t i = 0; i < kernels.combine.size(); ++i) combine[i] = runtime.load(kernels.combine[i], c.device, hint);
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
   clear_status(status, nullptr);
-  if (c.max_rows > 0) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
+  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
+  if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
+}
+
+LinearLogp::Impl::~Impl() = default;
+
+kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
+                                                      int tiles_per_split) const {
+  const LinearLogpConfig& c = layout.config;
+  kernels::LinearLogpFwdArgs args{};
+  args.hidden = call.in.hidden.data;
+  args.weight = call.in.weight.data;
+  args.bias = c.bias_dtype ? call.in.bias.data : nullptr;
+  args.targets = call.in.targets.data;
+  args.partials = partials;
+  args.n_rows = call.n;
+  args.hidden_stride = call.hidden_stride;
+  args.weight_stride = call.weight_stride;
+  args.vocab_start = c.vocab_start;
+  args.tiles_per_split = tiles_per_split;
+  args.inv_temperature = 1.0f / c.temperature;
+  return args;
+}
+
+kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call,
+                                                        const kernels::RowPartial* partials) const {
+  const LinearLogpConfig& c = layout.config;
+  kernels::LogpCombineArgs args{};
+  args.partials = partials;
+  args.source_stride = call.n;
+  args.targets = call.in.targets.data;
+  args.logp = static_cast<float*>(call.out.logp.data);
+  args.lse = call.has_lse ? static_cast<float*>(call.out.lse.data) : nullptr;
+  args.entropy = call.has_entropy ? static_cast<float*>(call.out.entropy.data) : nullptr;
+  args.status = status.as<kernels::DeviceStatus>();
+  args.n_rows = call.n;
+  args.valid_vocab = c.valid_vocab;
+  args.ignore_index = c.ignore_index;
+  return args;
+}
+
+const LoadedKernel& LinearLogp::Impl::combine_for(int splits) const {
+  const std::size_t index = split_index(splits);
+  if (index >= kernels.combine.size() || !combine[index]) {
+    throw Error(ErrorCode::kInternal, "no combine kernel loaded for " + std::to_string(splits) + " splits");
+  }
+  return *combine[index];
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
@@ -87,6 +137,9 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)
     : impl_(std::make_unique<Impl>(runtime.impl(), config)) {}
+
+LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config, Communicator& comm)
+    : impl_(build_tp_linear_logp(runtime.impl(), config, comm.impl())) {}
 
 LinearLogp::~LinearLogp() = default;
 
@@ -118,35 +171,17 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
-  const SplitPlan plan = op.split_plan(n);
-  op.ensure_workspace(n * plan.splits, stream);
-
-  kernels::LinearLogpFwdArgs fwd_args{};
-  fwd_args.hidden = in.hidden.data;
-  fwd_args.weight = in.weight.data;
-  fwd_args.bias = c.bias_dtype ? in.bias.data : nullptr;
-  fwd_args.targets = in.targets.data;
-  fwd_args.partials = op.workspace.as<kernels::RowPartial>();
-  fwd_args.n_rows = n;
-  fwd_args.hidden_stride = hidden_stride;
-  fwd_args.weight_stride = weight_stride;
-  fwd_args.vocab_start = c.vocab_start;
-  fwd_args.tiles_per_split = plan.tiles_per_split;
-  fwd_args.inv_temperature = 1.0f / c.temperature;
-  launch_linear_logp_fwd(*op.fwd, fwd_args, op.tile, plan.splits, op.smem_bytes, stream);
-
-  kernels::LogpCombineArgs combine_args{};
-  combine_args.partials = op.workspace.as<kernels::RowPartial>();
-  combine_args.source_stride = n;
-  combine_args.targets = in.targets.data;
-  combine_args.logp = static_cast<float*>(out.logp.data);
-  combine_args.lse = has_lse ? static_cast<float*>(out.lse.data) : nullptr;
-  combine_args.entropy = has_entropy ? static_cast<float*>(out.entropy.data) : nullptr;
-  combine_args.status = op.status.as<kernels::DeviceStatus>();
-  combine_args.n_rows = n;
-  combine_args.valid_vocab = c.valid_vocab;
-  combine_args.ignore_index = c.ignore_index;
-  launch_logp_combine(*op.combine[split_index(plan.splits)], combine_args, stream);
+  const ForwardCall call{in, out, n, hidden_stride, weight_stride, has_lse, has_entropy};
+  if (op.tp) {
+    op.tp->forward(op, call, stream);
+  } else {
+    const SplitPlan plan = op.split_plan(n);
+    op.ensure_workspace(n * plan.splits, stream);
+    kernels::RowPartial* partials = op.workspace.as<kernels::RowPartial>();
+    launch_linear_logp_fwd(*op.fwd, op.fwd_args(call, partials, plan.tiles_per_split), op.tile, plan.splits,
+                           op.smem_bytes, stream);
+    launch_logp_combine(op.combine_for(plan.splits), op.combine_args(call, partials), stream);
+  }
 
   if (c.strict) {
     BadTargetReport report = check(stream_handle);
@@ -164,6 +199,9 @@ BadTargetReport LinearLogp::check(StreamHandle stream_handle) {
   Impl& op = *impl_;
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
+  // A TP op's stream may wait for a collective: wait for it within the communicator's timeout
+  // first (the copy below would wait without a bound).
+  if (op.tp) op.tp->wait(stream, "LinearLogp::check");
   kernels::DeviceStatus status{};
   SHARDJIT_CU(cuMemcpyDtoHAsync(&status, op.status.ptr(), sizeof(status), stream));
   clear_status(op.status, stream);

@@ -1,6 +1,8 @@
 // LinearLogp::backward: checks the views, plans the vocabulary chunks, then per chunk enqueues
 // on the caller's stream the dZ kernel, the bias column sums, grad_weight = dZ^T X and
-// grad_hidden += dZ W. No host synchronization (unless a buffer has to grow).
+// grad_hidden += dZ W. No host synchronization (unless a buffer has to grow). A tensor-parallel
+// op accumulates grad_hidden in fp32 and all-reduces it while the last chunk's grad_weight runs
+// (tp_backward_plan in runtime/ops/linear_logp_tp_plan.hpp).
 #include <algorithm>
 
 #include "runtime/ops/gemm.hpp"
@@ -8,6 +10,8 @@
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 #include "runtime/ops/linear_logp_bwd_scale.hpp"
 #include "runtime/ops/linear_logp_impl.hpp"
+#include "runtime/ops/linear_logp_tp.hpp"
+#include "runtime/ops/linear_logp_tp_plan.hpp"
 #include "runtime/ops/view_checks.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/linear_logp.hpp"
@@ -67,6 +71,31 @@ T* offset(void* base, std::int64_t elements, DType dtype) {
 
 std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
 
+// The launches of one vocabulary chunk, as bits: a single-GPU call enqueues all of them, in
+// this order; a TP call splits the last chunk around the all-reduce.
+enum ChunkPart : unsigned {
+  kChunkDz = 1u,
+  kChunkBias = 2u,
+  kChunkWeight = 4u,
+  kChunkHidden = 8u,
+  kChunkAll = 15u,
+};
+
+// Adapts a callable (int action, CUstream) to the scheduler's actions; a backward has no
+// collective of its own (the TP state does the all-reduce).
+template <class Launch>
+class LaunchActions final : public PlanActions {
+ public:
+  explicit LaunchActions(Launch& launch) : launch_(launch) {}
+  void launch(int action, CUstream stream) override { launch_(action, stream); }
+  void collective(int action, CUstream) override {
+    throw Error(ErrorCode::kInternal, "backward launches: unexpected collective " + std::to_string(action));
+  }
+
+ private:
+  Launch& launch_;
+};
+
 }  // namespace
 
 void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, const VectorView& grad_logp,
@@ -86,7 +115,15 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
-  const BwdChunkPlan plan = bwd.plan(n, call.grad_hidden);
+  // TP: grad_hidden is the sum over the ranks' shards; every term goes into the fp32
+  // accumulator, which is all-reduced and then rounded into grad_hidden.
+  const bool tp_reduce = op.tp != nullptr && call.grad_hidden && n > 0;
+  BwdChunkPlan plan = bwd.plan(n, call.grad_hidden);
+  if (tp_reduce) plan.accumulator_bytes = static_cast<std::size_t>(op.tp->accumulator_bytes(n));
+  if (op.tp && (plan.dz_bytes > bwd.dz_buffer.bytes() || plan.accumulator_bytes > bwd.accumulator.bytes() ||
+                plan.mask_bytes > bwd.mask.bytes())) {
+    op.tp->before_growth(stream, "LinearLogp backward buffers");  // bounds the wait reserve() does
+  }
   bwd.reserve(plan, stream);
   const bool filter = c.grad_filter_threshold > 0.0f;
   const FwdTile& dz_tile = k.dz_tile;
@@ -106,7 +143,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     inv_scale = scale + 1;
   }
 
-  for (std::int64_t index = 0; index < plan.chunks; ++index) {
+  auto enqueue_chunk = [&](std::int64_t index, unsigned parts) {
     const BwdChunk chunk = plan.chunk(index);
     const bool first = index == 0;
     const bool last = index + 1 == plan.chunks;
@@ -134,9 +171,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.chunk_cols = static_cast<int>(chunk.cols);
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
-    launch_linear_logp_bwd_dz(*bwd.dz, dz, dz_tile, bwd.dz_smem, stream);
+    if (parts & kChunkDz) launch_linear_logp_bwd_dz(*bwd.dz, dz, dz_tile, bwd.dz_smem, stream);
 
-    if (call.grad_bias) {
+    if (call.grad_bias && (parts & kChunkBias)) {
       kernels::LinearLogpBwdBiasArgs args{};
       args.dz = bwd.dz_buffer.as<void>();
       args.out = offset(grads.bias.data, chunk.begin, *k.grad_bias_dtype);
@@ -160,7 +197,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     gemm.mask_block_cols = dz_tile.bn;
     gemm.n = c.hidden;
 
-    if (call.grad_weight) {
+    if (call.grad_weight && (parts & kChunkWeight)) {
       kernels::GemmArgs w = gemm;  // grad_weight[chunk] = dZ^T X over all rows, in one product
       w.b = in.hidden.data;
       w.b_stride = call.hidden_stride;
@@ -174,7 +211,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       launch_gemm(*bwd.grad_weight, w, k.gemm_tile, bwd.gemm_smem, stream);
     }
 
-    if (call.grad_hidden && n > 0) {
+    if (call.grad_hidden && n > 0 && (parts & kChunkHidden)) {
       kernels::GemmArgs h = gemm;  // grad_hidden (+)= dZ W[chunk]
       h.b = offset(in.weight.data, chunk.begin * call.weight_stride, c.dtype);
       h.b_stride = call.weight_stride;
@@ -183,17 +220,57 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.m = n;
       h.k = chunk.cols;
       // Into the fp32 accumulator until the last chunk, which writes grad_hidden; an fp32 op
-      // accumulates in grad_hidden itself.
-      const bool direct = last || c.dtype == DType::kFP32;
-      void* acc = c.dtype == DType::kFP32 ? grads.hidden.data : bwd.accumulator.as<void>();
-      const std::int64_t acc_stride = c.dtype == DType::kFP32 ? call.grad_hidden_stride : c.hidden;
+      // accumulates in grad_hidden itself. TP: always into the accumulator (see above).
+      const bool in_place = c.dtype == DType::kFP32 && !tp_reduce;
+      const bool direct = !tp_reduce && (last || in_place);
+      void* acc = in_place ? grads.hidden.data : bwd.accumulator.as<void>();
+      const std::int64_t acc_stride = in_place ? call.grad_hidden_stride : c.hidden;
       h.out = direct ? grads.hidden.data : acc;
       h.out_stride = direct ? call.grad_hidden_stride : acc_stride;
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
       launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, k.gemm_tile, bwd.gemm_smem, stream);
     }
+  };
+
+  if (!tp_reduce) {
+    for (std::int64_t index = 0; index < plan.chunks; ++index) enqueue_chunk(index, kChunkAll);
+    return;
   }
+
+  // TP (tp_backward_plan): the launches of the plan's steps; the TP state all-reduces.
+  const std::int64_t last = plan.chunks - 1;
+  auto tp_launch = [&](int action, CUstream) {
+    if (action == kTpBackwardChunks) {
+      for (std::int64_t index = 0; index < last; ++index) enqueue_chunk(index, kChunkAll);
+      enqueue_chunk(last, kChunkDz | kChunkHidden);
+    } else if (action == kTpBackwardLastWeight) {
+      enqueue_chunk(last, kChunkBias | kChunkWeight);
+    } else if (action == kTpRoundGradHidden) {
+      // grad_hidden = the reduced accumulator: the GEMM with k = 0 is a rounding copy
+      // (out = 0 + addend).
+      kernels::GemmArgs r{};
+      r.a = bwd.dz_buffer.as<void>();
+      r.a_stride = plan.dz_stride;
+      r.a_cols = 8;
+      r.b = in.weight.data;
+      r.b_stride = call.weight_stride;
+      r.out = grads.hidden.data;
+      r.out_stride = call.grad_hidden_stride;
+      r.addend = bwd.accumulator.as<void>();
+      r.addend_stride = c.hidden;
+      r.mask_stride = 1;
+      r.mask_block_rows = dz_tile.bm;
+      r.mask_block_cols = dz_tile.bn;
+      r.m = n;
+      r.n = c.hidden;
+      launch_gemm(*bwd.grad_hidden_out, r, k.gemm_tile, bwd.gemm_smem, stream);
+    } else {
+      throw Error(ErrorCode::kInternal, "TP backward: unknown launch action " + std::to_string(action));
+    }
+  };
+  LaunchActions<decltype(tp_launch)> launches(tp_launch);
+  op.tp->backward(launches, bwd.accumulator.as<float>(), n * c.hidden, stream);
 }
 
 }  // namespace shardjit

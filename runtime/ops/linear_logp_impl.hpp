@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "linear_logp/combine_args.cuh"
+#include "linear_logp/fwd_args.cuh"
 #include "linear_logp/partials.cuh"
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
@@ -17,8 +19,31 @@
 
 namespace shardjit {
 
+struct LinearLogpTp;
+
+// One forward call's views, checked.
+struct ForwardCall {
+  const LinearLogpInputs& in;
+  const LinearLogpOutputs& out;
+  std::int64_t n = 0;
+  std::int64_t hidden_stride = 0;
+  std::int64_t weight_stride = 0;
+  bool has_lse = false;
+  bool has_entropy = false;
+};
+
 struct LinearLogp::Impl {
-  Impl(Runtime::Impl& runtime, const LinearLogpConfig& config);
+  // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernels
+  // merge tp x splits sources); 1 for a single-GPU op.
+  Impl(Runtime::Impl& runtime, const LinearLogpConfig& config, int tp = 1);
+  ~Impl();
+
+  // The arguments of the two forward kernels for `call`, reading / writing `partials`.
+  kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
+                                      int tiles_per_split) const;
+  kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials) const;
+  // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources).
+  const LoadedKernel& combine_for(int splits) const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
@@ -37,6 +62,9 @@ struct LinearLogp::Impl {
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.
   LinearLogpBwdState bwd{runtime, layout, device, kernels};
+  // Tensor parallelism (null for a single-GPU op): the communicator, the agreed layout, the
+  // gathered partials and the plans. Set right after the members above are built.
+  std::unique_ptr<LinearLogpTp> tp;
 };
 
 }  // namespace shardjit

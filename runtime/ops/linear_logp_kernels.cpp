@@ -4,12 +4,13 @@
 
 namespace shardjit {
 
-LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch) {
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp) {
   const LinearLogpConfig& c = layout.config;
   FwdTile tile = default_fwd_tile(c.dtype, arch);
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, std::nullopt};
   for (int splits : kVocabSplitChoices) {
-    kernels.combine.push_back(logp_combine_spec(splits, c.target_dtype, c.want_entropy));
+    if (tp * splits > kMaxCombineSources) break;
+    kernels.combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy));
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch);
   return kernels;

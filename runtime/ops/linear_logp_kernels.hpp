@@ -15,10 +15,13 @@ namespace shardjit {
 struct LinearLogpKernels {
   FwdTile tile;
   KernelSpec fwd;
-  std::vector<KernelSpec> combine;  // one per entry of kVocabSplitChoices, in that order
+  // One per entry s of kVocabSplitChoices, in that order, merging S = tp x s sources; with
+  // tp > 1 only the entries with S <= kMaxCombineSources (a prefix).
+  std::vector<KernelSpec> combine;
   std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
 };
 
-LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch);
+// `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp = 1);
 
 }  // namespace shardjit

@@ -11,6 +11,9 @@
 
 namespace shardjit {
 
+// The most partial sources (vocabulary splits x TP ranks) one combine kernel merges.
+inline constexpr int kMaxCombineSources = 1024;
+
 KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy);
 
 // One thread per row; nothing is launched for zero rows.

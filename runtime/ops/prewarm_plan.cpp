@@ -76,7 +76,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           config.grad_weight_fp32 = fp32_grads;
           const LinearLogpLayout layout = resolve_layout(config);
           for (const std::string& arch : request.archs) {
-            LinearLogpKernels kernels = linear_logp_kernels(layout, arch);
+            LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp);
             add(kernels.fwd, arch, origin);
             for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
             if (kernels.backward) {

@@ -15,24 +15,27 @@ const DeviceContext& test_device() {
   return device;
 }
 
-DeviceArray::DeviceArray(std::size_t bytes) : buffer_(test_device(), bytes == 0 ? 16 : bytes) {}
+DeviceArray::DeviceArray(std::size_t bytes) : DeviceArray(bytes, test_device()) {}
+
+DeviceArray::DeviceArray(std::size_t bytes, const DeviceContext& device)
+    : device_(&device), buffer_(device, bytes == 0 ? 16 : bytes) {}
 
 void DeviceArray::upload(const void* data, std::size_t bytes) {
   if (bytes == 0) return;
-  ScopedContext scope(test_device());
+  ScopedContext scope(*device_);
   SHARDJIT_CU(cuMemcpyHtoDAsync(buffer_.ptr(), data, bytes, nullptr));
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
 
 void DeviceArray::download(void* data, std::size_t bytes) const {
   if (bytes == 0) return;
-  ScopedContext scope(test_device());
+  ScopedContext scope(*device_);
   SHARDJIT_CU(cuMemcpyDtoHAsync(data, buffer_.ptr(), bytes, nullptr));
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
 
 void DeviceArray::fill_bytes(std::uint8_t value) {
-  ScopedContext scope(test_device());
+  ScopedContext scope(*device_);
   SHARDJIT_CU(cuMemsetD8Async(buffer_.ptr(), value, buffer_.bytes(), nullptr));
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }

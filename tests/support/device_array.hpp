@@ -22,9 +22,15 @@ const DeviceContext& test_device();
 class DeviceArray {
  public:
   explicit DeviceArray(std::size_t bytes);
+  // On another device than the test device (a rank's GPU in the multi-GPU tests).
+  DeviceArray(std::size_t bytes, const DeviceContext& device);
   template <class T>
   static DeviceArray from(const std::vector<T>& values) {
-    DeviceArray array(values.size() * sizeof(T));
+    return from(values, test_device());
+  }
+  template <class T>
+  static DeviceArray from(const std::vector<T>& values, const DeviceContext& device) {
+    DeviceArray array(values.size() * sizeof(T), device);
     array.upload(values.data(), values.size() * sizeof(T));
     return array;
   }
@@ -42,6 +48,7 @@ class DeviceArray {
   std::size_t bytes() const { return buffer_.bytes(); }
 
  private:
+  const DeviceContext* device_;
   DeviceBuffer buffer_;
 };
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "linear_logp_bench.hpp"
+#include "linear_logp_tp_bench.hpp"
 #include "shardjit/dtype.hpp"
 
 int main(int argc, char** argv) {
@@ -28,7 +29,27 @@ int main(int argc, char** argv) {
   logp->add_flag("--entropy", entropy, "also compute the entropy");
   logp->add_flag("--backward", backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
 
+  auto* logp_tp = app.add_subcommand(
+      "linear-logp-tp", "tensor-parallel forward, one process per GPU: per-rank time over the single-GPU forward, "
+                        "and the combine step (all-gather + combine kernel) alone");
+  std::string tp_shapes = "../shared/bench/shapes.json", tp_case = "llama3-8b-16k-tp2", single_case = "llama3-8b-16k";
+  std::int64_t combine_rows = 16384;
+  logp_tp->add_option("--shapes", tp_shapes, "shapes.json with the standard cases");
+  logp_tp->add_option("--case", tp_case, "the TP case (its tp is the number of processes and GPUs)");
+  logp_tp->add_option("--baseline-case", single_case, "the single-GPU case it is compared with");
+  logp_tp->add_option("--combine-n", combine_rows, "rows of the timed combine step")->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
+  if (logp_tp->parsed()) {
+    try {
+      LinearLogpTpCase c = load_linear_logp_tp_case(tp_shapes, tp_case, single_case);
+      c.combine_rows = combine_rows;
+      return run_linear_logp_tp_case(c, timing);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
+      return 1;
+    }
+  }
   try {
     std::vector<LinearLogpCase> cases;
     if (n > 0 || hidden > 0 || vocab > 0) {

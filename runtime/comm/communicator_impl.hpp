@@ -1,0 +1,69 @@
+// Communicator::Impl: an NCCL communicator on one device, its stream, and the checked, bounded
+// operations the ops use: collectives enqueued on a stream, host waits with a deadline, and the
+// exchange of fixed-size records that TP ops do once, when they are built.
+#pragma once
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/nccl_library.hpp"
+#include "runtime/driver/device.hpp"
+#include "runtime/driver/stream.hpp"
+#include "shardjit/communicator.hpp"
+
+namespace shardjit {
+
+struct Communicator::Impl {
+  // Takes `comm` (already initialized); `owned`: destroy or abort it here.
+  Impl(const NcclApi& api, const DeviceContext& device, OwnedStream stream, ncclComm_t comm, bool owned,
+       const CommOptions& options);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Throws Error(kCommError) once the communicator was aborted.
+  void check_usable(const char* what) const;
+
+  // Enqueue on `stream` (the communicator's own, normally); no host wait unless NCCL reports
+  // the call still in progress (a non-blocking communicator setting up a connection), which is
+  // waited out within the timeout. `send` may be the rank's slot of `recv` (in place).
+  void all_gather(const void* send, void* recv, std::size_t bytes_per_rank, CUstream stream);
+  void all_reduce_sum(void* data, std::size_t count, ncclDataType_t type, CUstream stream);
+
+  // Waits on the host until `stream` has finished its work, for at most the timeout; also
+  // stops early on an asynchronous NCCL error. On failure aborts (if owned) and throws
+  // Error(kCommError) naming `what`.
+  void wait_stream(CUstream stream, const char* what);
+
+  // Every rank's `bytes` bytes of `mine`, in rank order (an all-gather through a small device
+  // buffer, waited for within the timeout). For op builds only: it waits on the host.
+  std::vector<std::byte> exchange(const void* mine, std::size_t bytes, const char* what);
+
+  // Aborts the communicator (owned: ncclCommAbort; wrapped: only marks it) and throws
+  // Error(kCommError) with `message`, plus what was done about the communicator.
+  [[noreturn]] void fail(const std::string& message);
+  void abort(const std::string& reason) noexcept;
+
+  const NcclApi& api;
+  const DeviceContext& device;
+  OwnedStream stream;
+  ncclComm_t comm = nullptr;
+  bool owned = false;
+  int rank = 0;
+  int size = 1;
+  CommOptions options;
+  std::atomic<bool> aborted{false};
+  std::string abort_reason;
+
+ private:
+  // After an NCCL call: raises on an error, waits out ncclInProgress.
+  void finish(ncclResult_t result, const char* call);
+  std::string timeout_text() const;
+};
+
+}  // namespace shardjit

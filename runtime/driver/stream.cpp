@@ -1,0 +1,76 @@
+#include "runtime/driver/stream.hpp"
+
+#include <utility>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/logging.hpp"
+
+namespace shardjit {
+
+OwnedStream::OwnedStream(const DeviceContext& device) : device_(&device) {
+  ScopedContext scope(device);
+  SHARDJIT_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+}
+
+OwnedStream::~OwnedStream() { release(); }
+
+OwnedStream::OwnedStream(OwnedStream&& other) noexcept
+    : device_(other.device_), stream_(std::exchange(other.stream_, nullptr)) {}
+
+OwnedStream& OwnedStream::operator=(OwnedStream&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    stream_ = std::exchange(other.stream_, nullptr);
+  }
+  return *this;
+}
+
+void OwnedStream::release() noexcept {
+  if (stream_ == nullptr) return;
+  try {
+    ScopedContext scope(*device_);
+    driver().cuStreamDestroy(stream_);
+  } catch (const std::exception& e) {
+    log().warn("destroying a stream failed: {}", e.what());
+  }
+  stream_ = nullptr;
+}
+
+OwnedEvent::OwnedEvent(const DeviceContext& device) : device_(&device) {
+  ScopedContext scope(device);
+  SHARDJIT_CU(cuEventCreate(&event_, CU_EVENT_DISABLE_TIMING));
+}
+
+OwnedEvent::~OwnedEvent() { release(); }
+
+OwnedEvent::OwnedEvent(OwnedEvent&& other) noexcept
+    : device_(other.device_), event_(std::exchange(other.event_, nullptr)) {}
+
+OwnedEvent& OwnedEvent::operator=(OwnedEvent&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void OwnedEvent::release() noexcept {
+  if (event_ == nullptr) return;
+  try {
+    ScopedContext scope(*device_);
+    driver().cuEventDestroy(event_);
+  } catch (const std::exception& e) {
+    log().warn("destroying an event failed: {}", e.what());
+  }
+  event_ = nullptr;
+}
+
+bool stream_is_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  SHARDJIT_CU(cuStreamIsCapturing(stream, &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace shardjit

@@ -1,0 +1,53 @@
+// Streams and events the library owns: created when an op or a communicator is built, never per
+// call, and destroyed with it.
+#pragma once
+
+#include <cuda.h>
+
+#include "runtime/driver/device.hpp"
+
+namespace shardjit {
+
+// A non-blocking stream (it does not synchronize with the legacy default stream) in a device's
+// primary context.
+class OwnedStream {
+ public:
+  OwnedStream() = default;
+  explicit OwnedStream(const DeviceContext& device);
+  ~OwnedStream();
+  OwnedStream(OwnedStream&& other) noexcept;
+  OwnedStream& operator=(OwnedStream&& other) noexcept;
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+
+  CUstream get() const { return stream_; }
+
+ private:
+  void release() noexcept;
+  const DeviceContext* device_ = nullptr;
+  CUstream stream_ = nullptr;
+};
+
+// An event for ordering streams only (no timing, which makes record and wait cheaper).
+class OwnedEvent {
+ public:
+  OwnedEvent() = default;
+  explicit OwnedEvent(const DeviceContext& device);
+  ~OwnedEvent();
+  OwnedEvent(OwnedEvent&& other) noexcept;
+  OwnedEvent& operator=(OwnedEvent&& other) noexcept;
+  OwnedEvent(const OwnedEvent&) = delete;
+  OwnedEvent& operator=(const OwnedEvent&) = delete;
+
+  CUevent get() const { return event_; }
+
+ private:
+  void release() noexcept;
+  const DeviceContext* device_ = nullptr;
+  CUevent event_ = nullptr;
+};
+
+// Whether `stream` is being captured into a CUDA graph (then nothing may synchronize with it).
+bool stream_is_capturing(CUstream stream);
+
+}  // namespace shardjit

@@ -1,0 +1,236 @@
+#include "runtime/ops/linear_logp_tp.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/ops/linear_logp_tp_plan.hpp"
+#include "runtime/ops/logp_combine.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+// This rank's record: its config (resolved where it can be), its GPU and forward tile, or why
+// it cannot build the op. Never throws for a bad config: the error travels in the record, so
+// that the other ranks learn of it instead of waiting.
+TpLayoutRecord local_record(Runtime::Impl& runtime, const LinearLogpConfig& config, const Communicator::Impl& comm) {
+  TpLayoutRecord record = make_tp_layout_record(config, comm.rank, comm.size);
+  try {
+    const LinearLogpLayout layout = resolve_layout(config);
+    record = make_tp_layout_record(layout.config, comm.rank, comm.size);
+    const int comm_device = comm.device.info().ordinal;
+    if (layout.config.device != comm_device) {
+      throw Error(ErrorCode::kInvalidArgument, "config.device = " + std::to_string(layout.config.device) +
+                                                   ", but the communicator runs on device " +
+                                                   std::to_string(comm_device));
+    }
+    const DeviceContext& device = runtime.device(layout.config.device);
+    const FwdTile tile = default_fwd_tile(layout.config.dtype, device.arch());
+    record.sm_count = device.info().sm_count;
+    record.l2_bytes = device.info().l2_bytes;
+    record.tile_bm = tile.bm;
+    record.tile_bn = tile.bn;
+  } catch (const std::exception& e) {
+    set_tp_layout_error(record, e.what());
+  }
+  return record;
+}
+
+std::vector<TpLayoutRecord> exchange_records(Communicator::Impl& comm, const TpLayoutRecord& mine) {
+  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "LinearLogp layout exchange");
+  std::vector<TpLayoutRecord> records(static_cast<std::size_t>(comm.size));
+  std::memcpy(records.data(), bytes.data(), records.size() * sizeof(TpLayoutRecord));
+  return records;
+}
+
+// How the local build went, exchanged after it so that no rank keeps an op whose peers have none.
+struct BuildOutcome {
+  std::int32_t failed;
+  std::int32_t code;  // ErrorCode of the failure
+  char message[kTpLayoutErrorBytes];
+};
+
+void agree_on_build(Communicator::Impl& comm, const BuildOutcome& mine) {
+  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "LinearLogp build agreement");
+  std::vector<BuildOutcome> all(static_cast<std::size_t>(comm.size));
+  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(BuildOutcome));
+  std::string failures;
+  ErrorCode code = ErrorCode::kOk;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].failed == 0) continue;
+    if (code == ErrorCode::kOk) code = static_cast<ErrorCode>(all[r].code);
+    failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " +
+                std::string(all[r].message, strnlen(all[r].message, sizeof(all[r].message)));
+  }
+  if (!failures.empty()) {
+    throw Error(code, "LinearLogp tensor-parallel build failed on some rank, so no rank keeps the op (" + failures + ")");
+  }
+}
+
+// The forward's work steps for one call.
+class ForwardActions final : public PlanActions {
+ public:
+  ForwardActions(LinearLogp::Impl& op, Communicator::Impl& comm, const ForwardCall& call, int splits,
+                 int tiles_per_split, kernels::RowPartial* all, int rank)
+      : op_(op),
+        comm_(comm),
+        splits_(splits),
+        mine_(all + static_cast<std::int64_t>(rank) * splits * call.n),
+        all_(all),
+        bytes_per_rank_(static_cast<std::size_t>(splits * call.n) * sizeof(kernels::RowPartial)),
+        fwd_(op.fwd_args(call, mine_, tiles_per_split)),
+        combine_(op.combine_args(call, all)) {}
+
+  void launch(int action, CUstream stream) override {
+    if (action == kTpForwardKernel) {
+      launch_linear_logp_fwd(*op_.fwd, fwd_, op_.tile, splits_, op_.smem_bytes, stream);
+    } else if (action == kTpCombine) {
+      launch_logp_combine(op_.combine_for(splits_), combine_, stream);
+    } else {
+      throw Error(ErrorCode::kInternal, "TP forward: unknown launch action " + std::to_string(action));
+    }
+  }
+
+  void collective(int action, CUstream stream) override {
+    if (action != kTpAllGatherPartials) {
+      throw Error(ErrorCode::kInternal, "TP forward: unknown collective action " + std::to_string(action));
+    }
+    comm_.all_gather(mine_, all_, bytes_per_rank_, stream);
+  }
+
+ private:
+  LinearLogp::Impl& op_;
+  Communicator::Impl& comm_;
+  int splits_;
+  kernels::RowPartial* mine_;
+  kernels::RowPartial* all_;
+  std::size_t bytes_per_rank_;
+  kernels::LinearLogpFwdArgs fwd_;
+  kernels::LogpCombineArgs combine_;
+};
+
+// The backward's launches come from the caller; the all-reduce is ours.
+class BackwardActions final : public PlanActions {
+ public:
+  BackwardActions(PlanActions& launches, Communicator::Impl& comm, float* accumulator, std::int64_t count)
+      : launches_(launches), comm_(comm), accumulator_(accumulator), count_(count) {}
+
+  void launch(int action, CUstream stream) override { launches_.launch(action, stream); }
+
+  void collective(int action, CUstream stream) override {
+    if (action != kTpAllReduceGradHidden) {
+      throw Error(ErrorCode::kInternal, "TP backward: unknown collective action " + std::to_string(action));
+    }
+    comm_.all_reduce_sum(accumulator_, static_cast<std::size_t>(count_), ncclFloat32, stream);
+  }
+
+ private:
+  PlanActions& launches_;
+  Communicator::Impl& comm_;
+  float* accumulator_;
+  std::int64_t count_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, const LinearLogpConfig& config,
+                                                       Communicator::Impl& comm) {
+  comm.check_usable("LinearLogp (tensor parallel)");
+  // 1. Layouts: exchanged and checked alike on every rank (the same error everywhere).
+  const std::vector<TpLayoutRecord> records = exchange_records(comm, local_record(runtime, config, comm));
+  TpLayout layout = check_tp_layout(records, comm.rank);
+
+  // 2. The local build (kernels, buffers, events); 3. agreement on how it went.
+  std::unique_ptr<LinearLogp::Impl> op;
+  BuildOutcome outcome;
+  std::memset(&outcome, 0, sizeof(outcome));
+  auto record_failure = [&](ErrorCode code, const std::string& message) {
+    outcome.failed = 1;
+    outcome.code = static_cast<std::int32_t>(code);
+    std::memcpy(outcome.message, message.data(), std::min(message.size(), sizeof(outcome.message) - 1));
+  };
+  try {
+    op = std::make_unique<LinearLogp::Impl>(runtime, config, layout.tp);
+    op->tp = std::make_unique<LinearLogpTp>(*op, comm, std::move(layout));
+  } catch (const Error& e) {
+    record_failure(e.code(), e.what());
+  } catch (const std::exception& e) {
+    record_failure(ErrorCode::kInternal, e.what());
+  }
+  agree_on_build(comm, outcome);
+  return op;
+}
+
+LinearLogpTp::LinearLogpTp(LinearLogp::Impl& op, Communicator::Impl& communicator, TpLayout agreed)
+    : comm(communicator),
+      layout(std::move(agreed)),
+      row_bytes(op.layout.config.hidden * static_cast<std::int64_t>(dtype_size(op.layout.config.dtype))),
+      forward_plan(op.device, tp_forward_plan(), communicator.stream.get()),
+      device_(op.device),
+      hidden_(op.layout.config.hidden) {
+  const LinearLogpConfig& c = op.layout.config;
+  if (c.want_backward) backward_plan.emplace(op.device, tp_backward_plan(), comm.stream.get());
+  if (c.max_rows > 0) {
+    ScopedContext scope(device_);
+    ensure_gathered(tp_partial_rows(layout, c.max_rows, row_bytes), nullptr);
+    if (c.want_backward) {
+      BwdChunkPlan plan = op.bwd.plan(c.max_rows, true);
+      plan.accumulator_bytes = static_cast<std::size_t>(accumulator_bytes(c.max_rows));
+      op.bwd.reserve(plan, nullptr);
+    }
+    SHARDJIT_CU(cuStreamSynchronize(nullptr));
+  }
+}
+
+std::int64_t LinearLogpTp::accumulator_bytes(std::int64_t n_rows) const {
+  return n_rows * hidden_ * static_cast<std::int64_t>(sizeof(float));
+}
+
+void LinearLogpTp::ensure_gathered(std::int64_t partial_rows, CUstream stream) {
+  const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
+  if (bytes <= gathered.bytes()) return;
+  if (gathered.bytes() > 0) before_growth(stream, "LinearLogp partials buffer");
+  log().debug("LinearLogp (tensor parallel) partials buffer grows to {} bytes", bytes);
+  gathered = DeviceBuffer();
+  gathered = DeviceBuffer(device_, bytes);
+}
+
+void LinearLogpTp::forward(LinearLogp::Impl& op, const ForwardCall& call, CUstream stream) {
+  comm.check_usable("LinearLogp::forward");
+  const int splits = tp_vocab_splits(layout, call.n, row_bytes);
+  const int tiles = tp_tiles_per_split(op.layout.valid_local, op.tile.bn, splits);
+  if (static_cast<std::size_t>(layout.tp) * splits * call.n * sizeof(kernels::RowPartial) > gathered.bytes()) {
+    ensure_gathered(tp_partial_rows(layout, call.n, row_bytes), stream);  // to the peak of any call up to N rows
+  }
+  ForwardActions actions(op, comm, call, splits, tiles, gathered.as<kernels::RowPartial>(), layout.rank);
+  forward_plan.run(actions, stream);
+}
+
+void LinearLogpTp::backward(PlanActions& launches, float* accumulator, std::int64_t count, CUstream stream) {
+  comm.check_usable("LinearLogp::backward");
+  if (!backward_plan) throw Error(ErrorCode::kInternal, "TP backward plan missing");
+  BackwardActions actions(launches, comm, accumulator, count);
+  backward_plan->run(actions, stream);
+}
+
+void LinearLogpTp::wait(CUstream stream, const char* what) { comm.wait_stream(stream, what); }
+
+void LinearLogpTp::before_growth(CUstream stream, const char* what) {
+  if (stream_is_capturing(stream)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("LinearLogp (tensor parallel): ") + what +
+                    " would have to grow during CUDA graph capture; build the op with max_rows >= the largest "
+                    "row count of a call");
+  }
+  // Earlier calls may still use the old buffers, on the caller's stream or the comm stream.
+  wait(stream, what);
+  wait(comm.stream.get(), what);
+}
+
+}  // namespace shardjit

@@ -1,0 +1,67 @@
+#include "runtime/ops/linear_logp_tp_plan.hpp"
+
+#include <algorithm>
+
+#include "runtime/ops/linear_logp_fwd.hpp"
+#include "runtime/ops/logp_combine.hpp"
+
+namespace shardjit {
+
+Plan tp_forward_plan() {
+  Plan plan;
+  plan.name = "linear_logp tp forward";
+  plan.launch(kTpForwardKernel, "linear_logp_fwd: this rank's partials [splits][N]");
+  plan.hand_off(StreamRole::kCompute, StreamRole::kComm, "partials written");
+  plan.collective(kTpAllGatherPartials, "ncclAllGather partials -> [tp][splits][N]");
+  plan.hand_off(StreamRole::kComm, StreamRole::kCompute, "partials gathered");
+  plan.launch(kTpCombine, "logp_combine S = tp x splits");
+  return plan;
+}
+
+Plan tp_backward_plan() {
+  Plan plan;
+  plan.name = "linear_logp tp backward";
+  plan.launch(kTpBackwardChunks, "dZ chunks; grad_hidden terms into the fp32 accumulator");
+  plan.hand_off(StreamRole::kCompute, StreamRole::kComm, "grad_hidden partial complete");
+  plan.collective(kTpAllReduceGradHidden, "ncclAllReduce sum grad_hidden (fp32)");
+  // Enqueued after the hand-off, so it overlaps the all-reduce.
+  plan.launch(kTpBackwardLastWeight, "last chunk: grad_bias, grad_weight");
+  plan.hand_off(StreamRole::kComm, StreamRole::kCompute, "grad_hidden reduced");
+  plan.launch(kTpRoundGradHidden, "grad_hidden = accumulator in the op's dtype");
+  return plan;
+}
+
+int max_tp_splits(int tp) {
+  int most = 0;
+  for (int splits : kVocabSplitChoices) {
+    if (static_cast<std::int64_t>(tp) * splits <= kMaxCombineSources) most = splits;
+  }
+  return std::max(most, 1);
+}
+
+int tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
+  FwdTile tile = layout.split_tile;
+  if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
+  GpuShape gpu = layout.gpu;
+  if (gpu.sm_count <= 0) gpu.sm_count = 1;
+  const SplitPlan plan = choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1),
+                                             tile, gpu);
+  return std::min(plan.splits, max_tp_splits(layout.tp));
+}
+
+int tp_tiles_per_split(std::int64_t valid_local, int bn, int splits) {
+  const std::int64_t tiles = std::max<std::int64_t>(1, (valid_local + bn - 1) / bn);
+  return static_cast<int>(std::max<std::int64_t>(1, (tiles + splits - 1) / splits));
+}
+
+std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
+  // splits x rows peaks either at the largest row count or where splits are largest (small N).
+  const int bm = layout.split_tile.bm > 0 ? layout.split_tile.bm : FwdTile{}.bm;
+  std::int64_t most = n_rows * tp_vocab_splits(layout, n_rows, row_bytes);
+  for (std::int64_t rows = bm; rows < n_rows; rows *= 2) {
+    most = std::max(most, rows * tp_vocab_splits(layout, rows, row_bytes));
+  }
+  return most * layout.tp;
+}
+
+}  // namespace shardjit

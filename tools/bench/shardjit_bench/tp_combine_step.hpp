@@ -1,0 +1,26 @@
+// The combine step of a TP LinearLogp forward alone: the op's own plan (events, the all-gather
+// of the partials on the communicator's stream, the combine kernel) with the fused forward
+// kernel left out, so that what is timed is exactly what TP adds to a forward. It reaches into
+// the library's internals (runtime/), which the public API does not expose.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu_timer.hpp"
+#include "shardjit/shardjit.hpp"
+
+namespace shardjit::bench {
+
+struct CombineStepTiming {
+  int splits = 0;     // vocabulary splits per rank the op would use at this N
+  double median_us = 0;
+};
+
+// Times the step for n_rows rows of the given model shape, even shards over comm's ranks.
+CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std::int64_t n_rows, std::int64_t hidden,
+                                       std::int64_t vocab, DType dtype, cudaStream_t stream,
+                                       const TimingOptions& timing);
+
+}  // namespace shardjit::bench
