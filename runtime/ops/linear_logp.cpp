@@ -111,13 +111,7 @@ const LoadedKernel& LinearLogp::Impl::combine_for(int splits) const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  // splits x rows peaks either at the largest row count or where splits are largest (small N).
-  std::int64_t most = 0;
-  for (std::int64_t rows = tile.bm; rows < n_rows + tile.bm; rows *= 2) {
-    std::int64_t r = std::min(rows, n_rows);
-    most = std::max(most, r * split_plan(r).splits);
-  }
-  return std::max(most, n_rows * split_plan(n_rows).splits);
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).splits; });
 }
 
 SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows) const {

@@ -63,7 +63,7 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
 }
 
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                              const FwdTile& tile, const GpuShape& gpu) {
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance) {
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const std::int64_t sms = std::max(1, gpu.sm_count);
@@ -89,11 +89,20 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   for (int splits : kVocabSplitChoices) {
     if (splits > vocab_tiles) break;
     auto [efficiency, plan] = plan_for(splits);
-    if (efficiency < best - 0.02) continue;
+    if (efficiency < best - tolerance) continue;
     if (x_fits_in_l2(splits)) return plan;
     if (!fallback) fallback = plan;
   }
   return fallback.value_or(plan_for(1).second);
+}
+
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for) {
+  std::int64_t most = 0;
+  for (std::int64_t rows = bm; rows < n_rows + bm; rows += bm) {
+    const std::int64_t r = std::min(rows, n_rows);
+    most = std::max(most, r * splits_for(r));
+  }
+  return most;
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,

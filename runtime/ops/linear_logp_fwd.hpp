@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "linear_logp/fwd_args.cuh"
@@ -52,10 +53,17 @@ struct GpuShape {
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
 // vocabulary columns: among the counts that fill the GPU (one block per multiprocessor) within
-// two points of the best, counting wave quantization, the fewest whose concurrently running
-// row tiles of X fit in half the L2 (so X is read from DRAM about once, not once per tile).
+// `tolerance` of the best fill, counting wave quantization, the fewest whose concurrently
+// running row tiles of X fit in half the L2 (so X is read from DRAM about once, not once per
+// tile). Tensor parallelism passes a wider tolerance: there every split also travels through
+// the all-gather of the partials.
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                              const FwdTile& tile, const GpuShape& gpu);
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02);
+
+// The most partial rows (splits x rows) any call of up to n_rows rows needs, given the split
+// count a call of `rows` rows takes. The split count depends on the rows only through the
+// number of BM-row tiles, so every tile count is visited (a few thousand at most).
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for);
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);

@@ -44,8 +44,10 @@ int tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t ro
   if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
   GpuShape gpu = layout.gpu;
   if (gpu.sm_count <= 0) gpu.sm_count = 1;
+  // Five points: at 16k rows a 64-way split fills the GPU 1.5 % better than an 8-way one but
+  // makes the all-gather 8 times larger (32 MiB a rank instead of 4).
   const SplitPlan plan = choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1),
-                                             tile, gpu);
+                                             tile, gpu, 0.05);
   return std::min(plan.splits, max_tp_splits(layout.tp));
 }
 
@@ -55,13 +57,10 @@ int tp_tiles_per_split(std::int64_t valid_local, int bn, int splits) {
 }
 
 std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
-  // splits x rows peaks either at the largest row count or where splits are largest (small N).
   const int bm = layout.split_tile.bm > 0 ? layout.split_tile.bm : FwdTile{}.bm;
-  std::int64_t most = n_rows * tp_vocab_splits(layout, n_rows, row_bytes);
-  for (std::int64_t rows = bm; rows < n_rows; rows *= 2) {
-    most = std::max(most, rows * tp_vocab_splits(layout, rows, row_bytes));
-  }
-  return most * layout.tp;
+  return layout.tp * max_partial_rows(n_rows, bm, [&](std::int64_t rows) {
+           return tp_vocab_splits(layout, rows, row_bytes);
+         });
 }
 
 }  // namespace shardjit

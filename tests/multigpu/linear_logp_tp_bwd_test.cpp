@@ -3,7 +3,11 @@
 // rank are the rows of its shard.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
 
 #include "tp_problem.hpp"
 
@@ -46,14 +50,20 @@ LinearLogpConfig backward_config(const TpProblem& p, Shard shard, int device) {
   return c;
 }
 
+// Enqueues forward then backward of `op` on `tensors` on `stream`.
+void enqueue_forward_backward(LinearLogp& op, const RankTensors& tensors, const DeviceArray& grad_logp,
+                              const DeviceArray& grad_lse, const Grads& grads, CUstream stream) {
+  const std::int64_t n = tensors.problem.n;
+  op.forward(tensors.inputs(), tensors.outputs(), stream);
+  op.backward(tensors.inputs(), {tensors.lse.data(), DType::kFP32, n}, {grad_logp.data(), DType::kFP32, n},
+              {grad_lse.data(), DType::kFP32, n}, grads.views(), stream);
+}
+
 // Forward then backward of `op` on `tensors`, gradients reported under `prefix`.
 void forward_backward(LinearLogp& op, RankTensors& tensors, const DeviceArray& grad_logp, const DeviceArray& grad_lse,
                       const Grads& grads, RankReport& report, const std::string& prefix) {
-  const std::int64_t n = tensors.problem.n;
   tensors.poison();
-  op.forward(tensors.inputs(), tensors.outputs(), nullptr);
-  op.backward(tensors.inputs(), {tensors.lse.data(), DType::kFP32, n}, {grad_logp.data(), DType::kFP32, n},
-              {grad_lse.data(), DType::kFP32, n}, grads.views(), nullptr);
+  enqueue_forward_backward(op, tensors, grad_logp, grad_lse, grads, nullptr);
   op.check(nullptr);
   grads.report(report, prefix);
 }
@@ -129,6 +139,54 @@ TEST(TpBackward, EqualsTheSingleGpuBackward) {
     EXPECT_LE(dw.rel_norm, 4e-3) << "rank " << o.rank;
     EXPECT_LE(db.max_abs, max_abs_of(ref_b) / 64 + 1e-7) << "rank " << o.rank;
     EXPECT_LE(db.rel_norm, 4e-3) << "rank " << o.rank;
+  }
+}
+
+TEST(TpBackward, GraphOfForwardAndBackwardReplaysTheEagerResult) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  const TpProblem p = uneven_problem();
+  const auto targets = make_targets(p);
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
+    Runtime runtime;
+    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    const DeviceContext& device = runtime.impl().device(ctx.rank);
+    const Shard shard = shard_of(p, ctx.rank, ctx.size);
+    const DeviceArray grad_logp = DeviceArray::from(random_bytes(p.seed + 10, 0, p.n, 1.0f, DType::kFP32), device);
+    const DeviceArray grad_lse = DeviceArray::from(random_bytes(p.seed + 11, 0, p.n, 0.25f, DType::kFP32), device);
+    RankTensors tensors(p, shard, targets, device);
+    Grads grads(p, shard, device);
+    LinearLogpConfig config = backward_config(p, shard, ctx.rank);
+    config.max_rows = p.n;  // every workspace sized at build: nothing is allocated during capture
+    LinearLogp op(runtime, config, comm);
+    OwnedStream stream(device);
+    ScopedContext scope(device);
+
+    auto run_and_report = [&](const std::string& prefix, const std::function<void()>& enqueue) {
+      tensors.poison();
+      for (DeviceArray* g : {&grads.hidden, &grads.weight, &grads.bias}) g->fill_bytes(0xff);
+      enqueue();
+      op.check(stream.get());
+      tensors.report(ctx.report, prefix);
+      grads.report(ctx.report, prefix);
+    };
+    run_and_report("eager_", [&] { enqueue_forward_backward(op, tensors, grad_logp, grad_lse, grads, stream.get()); });
+
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    SHARDJIT_CU(cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    enqueue_forward_backward(op, tensors, grad_logp, grad_lse, grads, stream.get());
+    SHARDJIT_CU(cuStreamEndCapture(stream.get(), &graph));
+    SHARDJIT_CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    run_and_report("replay_", [&] { SHARDJIT_CU(cuGraphLaunch(exec, stream.get())); });
+    SHARDJIT_CU(cuGraphExecDestroy(exec));
+    SHARDJIT_CU(cuGraphDestroy(graph));
+  });
+  expect_all_ok(outcomes);
+  for (const RankOutcome& o : outcomes) {
+    for (const char* name : {"logp", "lse", "grad_hidden", "grad_weight", "grad_bias"}) {
+      EXPECT_EQ(o.report.bytes(std::string("replay_") + name), o.report.bytes(std::string("eager_") + name))
+          << "rank " << o.rank << ": " << name << " of the replayed graph differs from the eager run";
+    }
   }
 }
 

@@ -47,6 +47,15 @@ TEST(VocabSplits, AreAlwaysOneOfTheChoicesTheOpLoads) {
   }
 }
 
+TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
+  const FwdTile tile{128, 256, 64, 3};
+  auto splits_for = [&](std::int64_t rows) { return choose_vocab_splits(rows, 8192, 128256, tile, kH200).splits; };
+  const std::int64_t bound = max_partial_rows(16384, tile.bm, splits_for);
+  std::int64_t most = 0;
+  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * splits_for(n));
+  EXPECT_EQ(bound, most);
+}
+
 TEST(LinearLogpKernels, OneForwardAndACombinePerSplitChoice) {
   LinearLogpConfig c;
   c.hidden = 4096;
