@@ -39,29 +39,6 @@ ParamDef bool_param(std::string name, std::string doc) {
 
 constexpr std::int64_t kMaxInt32 = 2147483647;
 
-void check_linear_logp_fwd(const KernelSpec& spec) {
-  if (spec.int_param("V_VALID") > spec.int_param("V_LOCAL")) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "kernel template linear_logp_fwd: V_VALID = " + std::to_string(spec.int_param("V_VALID")) +
-                    " exceeds V_LOCAL = " + std::to_string(spec.int_param("V_LOCAL")));
-  }
-  const std::int64_t bm = spec.int_param("BM");
-  const std::int64_t bn = spec.int_param("BN");
-  if (bm == 192 || bn == 192) {
-    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd: BM = " + std::to_string(bm) +
-                                                 ", BN = " + std::to_string(bn) + "; each must be 64, 128 or 256");
-  }
-  // Eight warps hold the block's fp32 accumulators in registers: at most 64 x 64 a warp for the
-  // tensor-core loop, 32 x 32 (64 a thread) for the fp32 one.
-  const std::int64_t max_tile = spec.type_param("T") == "fp32" ? 16384 : 32768;
-  if (bm * bn > max_tile) {
-    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd: BM x BN = " + std::to_string(bm) +
-                                                 " x " + std::to_string(bn) + " exceeds " +
-                                                 std::to_string(max_tile) + " accumulators for T = " +
-                                                 spec.type_param("T"));
-  }
-}
-
 // BM and BN of a GEMM-shaped kernel of 256 threads: 64, 128 or 256 each, and no more fp32
 // accumulators than eight warps hold in registers (64 x 64 a warp for the tensor-core loops,
 // 32 x 32 for the fp32 FMA ones).
@@ -82,12 +59,22 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
   }
 }
 
-void check_linear_logp_bwd_dz(const KernelSpec& spec) {
+// V_VALID columns of a V_LOCAL-row shard.
+void check_shard_columns(const char* name, const KernelSpec& spec) {
   if (spec.int_param("V_VALID") > spec.int_param("V_LOCAL")) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "kernel template linear_logp_bwd_dz: V_VALID = " + std::to_string(spec.int_param("V_VALID")) +
-                    " exceeds V_LOCAL = " + std::to_string(spec.int_param("V_LOCAL")));
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": V_VALID = " +
+                                                 std::to_string(spec.int_param("V_VALID")) + " exceeds V_LOCAL = " +
+                                                 std::to_string(spec.int_param("V_LOCAL")));
   }
+}
+
+void check_linear_logp_fwd(const KernelSpec& spec) {
+  check_shard_columns("linear_logp_fwd", spec);
+  check_block_tile("linear_logp_fwd", spec, spec.type_param("T") == "fp32");
+}
+
+void check_linear_logp_bwd_dz(const KernelSpec& spec) {
+  check_shard_columns("linear_logp_bwd_dz", spec);
   const std::string& dz = spec.type_param("DZ");
   if (dz != "fp32" && dz != spec.type_param("T")) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_bwd_dz: DZ = " + dz +
