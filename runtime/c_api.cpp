@@ -136,6 +136,11 @@ shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const sha
     cpp.strict = config->strict != 0;
     cpp.device = config->device;
     cpp.max_rows = config->max_rows;
+    cpp.want_backward = config->want_backward != 0;
+    cpp.grad_weight_fp32 = config->grad_weight_fp32 != 0;
+    cpp.dz_fp32 = config->dz_fp32 != 0;
+    cpp.backward_workspace_bytes = config->backward_workspace_bytes;
+    cpp.grad_filter_threshold = config->grad_filter_threshold;
     auto handle = std::make_unique<shardjit_linear_logp>();
     handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, cpp);
     *out = handle.release();
@@ -151,6 +156,23 @@ shardjit_status shardjit_linear_logp_forward(shardjit_linear_logp* op, shardjit_
   return guarded([&] {
     op->op->forward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)},
                     {vector_of(logp), vector_of(lse), vector_of(entropy)}, stream);
+  });
+}
+
+shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit_matrix hidden, shardjit_matrix weight,
+                                              shardjit_vector bias, shardjit_vector targets, shardjit_vector lse,
+                                              shardjit_vector grad_logp, shardjit_vector grad_lse,
+                                              const shardjit_linear_logp_grads* grads, void* stream) {
+  if (op == nullptr) return null_argument("shardjit_linear_logp_backward", "op");
+  if (grads == nullptr) return null_argument("shardjit_linear_logp_backward", "grads");
+  return guarded([&] {
+    shardjit::LinearLogpGrads cpp;
+    cpp.hidden = matrix_of(grads->hidden);
+    cpp.weight = matrix_of(grads->weight);
+    cpp.bias = vector_of(grads->bias);
+    cpp.accumulate = grads->accumulate != 0;
+    op->op->backward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)}, vector_of(lse),
+                     vector_of(grad_logp), vector_of(grad_lse), cpp, stream);
   });
 }
 

@@ -93,6 +93,12 @@ typedef struct shardjit_linear_logp_config {
   int strict;
   int device;
   int64_t max_rows;
+  /* Backward (shardjit_linear_logp_backward); see LinearLogpConfig in linear_logp.hpp. */
+  int want_backward;
+  int grad_weight_fp32;
+  int dz_fp32;
+  int64_t backward_workspace_bytes; /* 0: 256 MiB */
+  float grad_filter_threshold;      /* 0: exact */
 } shardjit_linear_logp_config;
 
 void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config);
@@ -106,6 +112,22 @@ void shardjit_linear_logp_destroy(shardjit_linear_logp* op);
 shardjit_status shardjit_linear_logp_forward(shardjit_linear_logp* op, shardjit_matrix hidden, shardjit_matrix weight,
                                              shardjit_vector bias, shardjit_vector targets, shardjit_vector logp,
                                              shardjit_vector lse, shardjit_vector entropy, void* stream);
+
+/* Gradients written by the backward; a view with NULL data is not computed. With `accumulate`,
+ * grad_weight and grad_bias are added to rather than overwritten. */
+typedef struct shardjit_linear_logp_grads {
+  shardjit_matrix hidden;
+  shardjit_matrix weight;
+  shardjit_vector bias;
+  int accumulate;
+} shardjit_linear_logp_grads;
+
+/* The inputs of the forward, its lse output, and the upstream gradients grad_logp and grad_lse
+ * [N] (fp32; either may have NULL data). Needs config.want_backward. */
+shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit_matrix hidden, shardjit_matrix weight,
+                                              shardjit_vector bias, shardjit_vector targets, shardjit_vector lse,
+                                              shardjit_vector grad_logp, shardjit_vector grad_lse,
+                                              const shardjit_linear_logp_grads* grads, void* stream);
 
 /* Waits for `stream`; returns and clears the count of rows with an out-of-range target and the
  * first such id (either pointer may be NULL). */

@@ -56,7 +56,15 @@ int main(int argc, char** argv) {
                                      (shardjit_vector){0}, (shardjit_vector){0}, (shardjit_vector){0},
                                      (shardjit_vector){0}, NULL) == SHARDJIT_ERROR_INVALID_ARGUMENT);
 
+  shardjit_linear_logp_grads grads = {0};
+  CHECK(shardjit_linear_logp_backward(NULL, (shardjit_matrix){0}, (shardjit_matrix){0}, (shardjit_vector){0},
+                                      (shardjit_vector){0}, (shardjit_vector){0}, (shardjit_vector){0},
+                                      (shardjit_vector){0}, &grads, NULL) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "op is NULL") != NULL);
+
   /* A valid config needs a GPU: without one, a no-device status; with one, an op. */
+  config.want_backward = 1;
+  config.grad_weight_fp32 = 1;
   config.dtype = SHARDJIT_BF16;
   shardjit_status status = shardjit_linear_logp_create(runtime, &config, &op);
   CHECK(status == SHARDJIT_OK || status == SHARDJIT_ERROR_NO_DEVICE);
