@@ -45,9 +45,11 @@ struct LinearLogpConfig {
   // Bytes the dZ chunk may take (N x chunk columns); 0 means 256 MiB. More rows than fit one
   // 128-column tile in it are refused with a clear error.
   std::int64_t backward_workspace_bytes = 0;
-  // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (128 x 128;
-  // 64 x 128 on GPUs with about 100 KiB of shared memory per block) whose entries all have |dZ| < grad_filter_threshold (in the units of dZ, the gradient with
-  // respect to a logit before the temperature) is dropped, and the GEMMs skip it. Each dropped
+  // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
+  // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
+  // shared memory per block) whose entries all have |dZ| < grad_filter_threshold (in the units of
+  // dZ, the gradient with respect to a logit before the temperature) is dropped, and the GEMMs
+  // skip it. Each dropped
   // entry changes grad_hidden[i, :] by at most threshold * |W[v, :]| and grad_weight[v, :] by at
   // most threshold * |X[i, :]|; tiles near the threshold make the result and the run time
   // depend on the data. The dropped tiles are zeros in grad_bias too.
