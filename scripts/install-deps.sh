@@ -22,3 +22,14 @@ if [ ! -f "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nvrtc.h" ]; then
        "install CUDA 12.4 or newer, or set CUDAToolkit_ROOT" >&2
   exit 1
 fi
+
+# The Python module's build and test tools (the C++ build skips the module without them).
+if python3 -c "import nanobind, scikit_build_core, pytest, numpy" 2>/dev/null; then
+  :
+elif python3 -m pip --version >/dev/null 2>&1; then
+  echo "installing the Python tools: nanobind scikit-build-core pytest numpy"
+  python3 -m pip install --quiet nanobind scikit-build-core pytest numpy ||
+    echo "note: pip could not install nanobind, scikit-build-core, pytest, numpy; the Python module is skipped" >&2
+else
+  echo "note: python3 -m pip is not available; the Python module and its tests are skipped" >&2
+fi

@@ -1,0 +1,70 @@
+"""LinearLogp as a torch.autograd.Function (imports torch; the rest of shardjit does not).
+
+    op = shardjit.LinearLogp(runtime, hidden=H, vocab_local=V, dtype="bf16", want_backward=True)
+    logp, lse = shardjit.torch.linear_logp(op, hidden, weight, targets)
+
+Kernels run on ``torch.cuda.current_stream()``. Gradients flow to ``hidden``, ``weight`` and
+``bias`` from both ``logp`` and ``lse``; ``targets`` get none.
+"""
+
+import torch
+
+
+
+def _stream(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+class LinearLogpFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, hidden, weight, targets, bias=None):
+        hidden = hidden.contiguous()
+        weight = weight.contiguous()
+        targets = targets.contiguous()
+        n = hidden.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        op.forward(hidden, weight, targets, logp, lse=lse, bias=bias, stream=_stream(hidden.device))
+        ctx.op = op
+        ctx.save_for_backward(hidden, weight, targets, lse, bias)
+        ctx.mark_non_differentiable(targets)
+        return logp, lse
+
+    @staticmethod
+    def backward(ctx, grad_logp, grad_lse):
+        hidden, weight, targets, lse, bias = ctx.saved_tensors
+        op = ctx.op
+        config = op.config
+        if not config["want_backward"]:
+            raise RuntimeError("shardjit.torch: build the LinearLogp with want_backward=True to train through it")
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = None
+        grad_bias = None
+        wide = config["grad_weight_fp32"]
+        if ctx.needs_input_grad[2]:
+            grad_weight = torch.empty(weight.shape, dtype=torch.float32 if wide else weight.dtype, device=weight.device)
+        if bias is not None and ctx.needs_input_grad[4]:
+            grad_bias = torch.empty(bias.shape, dtype=torch.float32 if wide else bias.dtype, device=bias.device)
+        op.backward(
+            hidden,
+            weight,
+            targets,
+            lse,
+            grad_hidden,
+            grad_logp=None if grad_logp is None else grad_logp.float().contiguous(),
+            grad_lse=None if grad_lse is None else grad_lse.float().contiguous(),
+            grad_weight=grad_weight,
+            grad_bias=grad_bias,
+            bias=bias,
+            stream=_stream(hidden.device),
+        )
+        if grad_weight is not None and wide:
+            grad_weight = grad_weight.to(weight.dtype)
+        if grad_bias is not None and wide:
+            grad_bias = grad_bias.to(bias.dtype)
+        return None, grad_hidden if ctx.needs_input_grad[1] else None, grad_weight, None, grad_bias
+
+
+def linear_logp(op, hidden, weight, targets, bias=None):
+    """(logp, lse), both fp32 [N], differentiable with respect to hidden, weight and bias."""
+    return LinearLogpFunction.apply(op, hidden, weight, targets, bias)

@@ -1,0 +1,179 @@
+// LinearLogp: the config's fields are keyword arguments of the constructor; forward, backward
+// and check take DLPack tensors and the caller's CUDA stream as an integer (0: legacy default).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.hpp"
+#include "shardjit/linear_logp.hpp"
+#include "tensor_views.hpp"
+
+namespace nb = nanobind;
+
+namespace shardjit::python {
+namespace {
+
+StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<StreamHandle>(stream); }
+
+template <typename T>
+T number(const char* key, nb::handle value) {
+  try {
+    return nb::cast<T>(value);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((std::string(key) + ": expected a number, got " +
+                          nb::cast<std::string>(nb::str(value.type().attr("__name__")))).c_str());
+  }
+}
+
+LinearLogpConfig config_from(const nb::kwargs& kwargs) {
+  LinearLogpConfig c;
+  for (auto [key_handle, value] : kwargs) {
+    const std::string key = nb::cast<std::string>(key_handle);
+    const char* k = key.c_str();
+    if (key == "hidden") c.hidden = number<std::int64_t>(k, value);
+    else if (key == "vocab_start") c.vocab_start = number<std::int64_t>(k, value);
+    else if (key == "vocab_local") c.vocab_local = number<std::int64_t>(k, value);
+    else if (key == "vocab_global") c.vocab_global = number<std::int64_t>(k, value);
+    else if (key == "valid_vocab") c.valid_vocab = number<std::int64_t>(k, value);
+    else if (key == "dtype") c.dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+    else if (key == "bias_dtype") {
+      if (value.is_none()) c.bias_dtype.reset();
+      else c.bias_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+    } else if (key == "target_dtype") c.target_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+    else if (key == "ignore_index") c.ignore_index = number<std::int64_t>(k, value);
+    else if (key == "temperature") c.temperature = number<float>(k, value);
+    else if (key == "want_entropy") c.want_entropy = number<bool>(k, value);
+    else if (key == "allow_tf32") c.allow_tf32 = number<bool>(k, value);
+    else if (key == "strict") c.strict = number<bool>(k, value);
+    else if (key == "device") c.device = number<int>(k, value);
+    else if (key == "max_rows") c.max_rows = number<std::int64_t>(k, value);
+    else if (key == "want_backward") c.want_backward = number<bool>(k, value);
+    else if (key == "grad_weight_fp32") c.grad_weight_fp32 = number<bool>(k, value);
+    else if (key == "dz_fp32") c.dz_fp32 = number<bool>(k, value);
+    else if (key == "backward_workspace_bytes") c.backward_workspace_bytes = number<std::int64_t>(k, value);
+    else if (key == "grad_filter_threshold") c.grad_filter_threshold = number<float>(k, value);
+    else throw nb::type_error(("LinearLogp: unknown keyword argument '" + key + "'").c_str());
+  }
+  if (c.hidden <= 0) throw nb::value_error("hidden: required, a positive multiple of 8");
+  if (c.vocab_local <= 0) throw nb::value_error("vocab_local: required, the rows of this shard's weight (>= 1)");
+  return c;
+}
+
+using OptTensor = std::optional<Tensor>;
+
+LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, const Tensor& weight,
+                           const Tensor& targets, const OptTensor& bias) {
+  LinearLogpInputs in;
+  in.hidden = matrix_view(hidden, "hidden", c.dtype);
+  in.weight = matrix_view(weight, "weight", c.dtype);
+  in.targets = vector_view(targets, "targets", c.target_dtype);
+  in.bias = vector_view(bias, "bias", c.bias_dtype);
+  return in;
+}
+
+nb::dict config_dict(const LinearLogpConfig& c) {
+  nb::dict d;
+  d["hidden"] = c.hidden;
+  d["vocab_start"] = c.vocab_start;
+  d["vocab_local"] = c.vocab_local;
+  d["vocab_global"] = c.vocab_global;
+  d["valid_vocab"] = c.valid_vocab;
+  d["dtype"] = dtype_name(c.dtype);
+  d["bias_dtype"] = c.bias_dtype ? nb::object(nb::str(dtype_name(*c.bias_dtype))) : nb::none();
+  d["target_dtype"] = dtype_name(c.target_dtype);
+  d["ignore_index"] = c.ignore_index;
+  d["temperature"] = c.temperature;
+  d["want_entropy"] = c.want_entropy;
+  d["allow_tf32"] = c.allow_tf32;
+  d["strict"] = c.strict;
+  d["device"] = c.device;
+  d["max_rows"] = c.max_rows;
+  d["want_backward"] = c.want_backward;
+  d["grad_weight_fp32"] = c.grad_weight_fp32;
+  d["dz_fp32"] = c.dz_fp32;
+  d["backward_workspace_bytes"] = c.backward_workspace_bytes;
+  d["grad_filter_threshold"] = c.grad_filter_threshold;
+  return d;
+}
+
+}  // namespace
+
+void bind_linear_logp(nb::module_& m) {
+  nb::class_<LinearLogp>(m, "LinearLogp",
+                         "Log-probabilities of target tokens under an LM head, without the N x V logits. "
+                         "Keyword arguments are the fields of shardjit::LinearLogpConfig (dtypes by name).")
+      .def(
+          "__init__",
+          [](LinearLogp* self, Runtime& runtime, const nb::kwargs& kwargs) {
+            const LinearLogpConfig config = config_from(kwargs);
+            nb::gil_scoped_release release;
+            new (self) LinearLogp(runtime, config);
+          },
+          nb::keep_alive<1, 2>())
+      .def_prop_ro("config", [](const LinearLogp& op) { return config_dict(op.config()); })
+      .def(
+          "forward",
+          [](LinearLogp& op, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& logp,
+             const OptTensor& lse, const OptTensor& entropy, const OptTensor& bias, std::uintptr_t stream) {
+            const LinearLogpInputs in = inputs_of(op.config(), hidden, weight, targets, bias);
+            LinearLogpOutputs out;
+            out.logp = vector_view(logp, "logp", DType::kFP32);
+            out.lse = vector_view(lse, "lse", DType::kFP32);
+            out.entropy = vector_view(entropy, "entropy", DType::kFP32);
+            nb::gil_scoped_release release;
+            op.forward(in, out, stream_arg(stream));
+          },
+          nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("logp"), nb::kw_only(),
+          nb::arg("lse") = nb::none(), nb::arg("entropy") = nb::none(), nb::arg("bias") = nb::none(),
+          nb::arg("stream") = 0,
+          "Enqueues the forward on `stream` (a cudaStream_t as an int). logp, lse, entropy: fp32 [N] outputs.")
+      .def(
+          "backward",
+          [](LinearLogp& op, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& lse,
+             const Tensor& grad_hidden, const OptTensor& grad_logp, const OptTensor& grad_lse,
+             const OptTensor& grad_weight, const OptTensor& grad_bias, const OptTensor& bias, bool accumulate,
+             std::uintptr_t stream) {
+            const LinearLogpConfig& c = op.config();
+            const LinearLogpInputs in = inputs_of(c, hidden, weight, targets, bias);
+            const VectorView lse_view = vector_view(lse, "lse", DType::kFP32, true);
+            const VectorView grad_logp_view = vector_view(grad_logp, "grad_logp", DType::kFP32);
+            const VectorView grad_lse_view = vector_view(grad_lse, "grad_lse", DType::kFP32);
+            LinearLogpGrads grads;
+            grads.hidden = matrix_view(grad_hidden, "grad_hidden", c.dtype);
+            const DType weight_grad_dtype = c.grad_weight_fp32 ? DType::kFP32 : c.dtype;
+            if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype);
+            if (grad_bias) {
+              const std::optional<DType> bias_grad_dtype =
+                  c.grad_weight_fp32 ? std::optional<DType>(DType::kFP32) : c.bias_dtype;
+              grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype);
+            }
+            grads.accumulate = accumulate;
+            nb::gil_scoped_release release;
+            op.backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream_arg(stream));
+          },
+          nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("lse"), nb::arg("grad_hidden"),
+          nb::kw_only(), nb::arg("grad_logp") = nb::none(), nb::arg("grad_lse") = nb::none(),
+          nb::arg("grad_weight") = nb::none(), nb::arg("grad_bias") = nb::none(), nb::arg("bias") = nb::none(),
+          nb::arg("accumulate") = false, nb::arg("stream") = 0,
+          "Enqueues the backward on `stream` (needs want_backward=True). lse is the forward's output.")
+      .def(
+          "check",
+          [](LinearLogp& op, std::uintptr_t stream) {
+            BadTargetReport report;
+            {
+              nb::gil_scoped_release release;
+              report = op.check(stream_arg(stream));
+            }
+            nb::dict out;
+            out["bad_rows"] = report.bad_rows;
+            out["first_bad_id"] = report.first_bad_id;
+            return out;
+          },
+          nb::arg("stream") = 0,
+          "Waits for `stream`; returns and clears the record of out-of-range target ids (bad_rows, first_bad_id).");
+}
+
+}  // namespace shardjit::python

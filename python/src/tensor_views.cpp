@@ -1,0 +1,119 @@
+#include "tensor_views.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.hpp"
+
+namespace nb = nanobind;
+
+namespace shardjit::python {
+namespace {
+
+std::string describe_dtype(const Tensor& tensor) {
+  if (auto dtype = dtype_of(tensor)) return dtype_name(*dtype);
+  const nb::dlpack::dtype raw = tensor.dtype();
+  return "an unsupported dtype (DLPack code " + std::to_string(raw.code) + ", " + std::to_string(raw.bits) +
+         " bits)";
+}
+
+void check_common(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda, std::size_t ndim) {
+  const std::optional<DType> actual = dtype_of(tensor);
+  if (!actual || (dtype && *actual != *dtype)) {
+    throw nb::type_error((std::string(name) + ": expected dtype " + (dtype ? dtype_name(*dtype) : "bf16, fp16, fp32, int32 or int64") +
+                          ", got " + describe_dtype(tensor)).c_str());
+  }
+  if (tensor.ndim() != ndim) {
+    throw nb::value_error((std::string(name) + ": expected a " + std::to_string(ndim) + "-d tensor, got " +
+                           std::to_string(tensor.ndim()) + "-d").c_str());
+  }
+  if (cuda && tensor.device_type() != nb::device::cuda::value) {
+    throw nb::value_error((std::string(name) + ": expected a tensor on a CUDA device, got one on " +
+                           (tensor.device_type() == nb::device::cpu::value ? std::string("the CPU")
+                                                                          : "DLPack device type " +
+                                                                                std::to_string(tensor.device_type())))
+                              .c_str());
+  }
+}
+
+}  // namespace
+
+std::optional<DType> dtype_of(const Tensor& tensor) {
+  const nb::dlpack::dtype raw = tensor.dtype();
+  if (raw.lanes != 1) return std::nullopt;
+  const auto code = static_cast<nb::dlpack::dtype_code>(raw.code);
+  if (code == nb::dlpack::dtype_code::Bfloat && raw.bits == 16) return DType::kBF16;
+  if (code == nb::dlpack::dtype_code::Float && raw.bits == 16) return DType::kFP16;
+  if (code == nb::dlpack::dtype_code::Float && raw.bits == 32) return DType::kFP32;
+  if (code == nb::dlpack::dtype_code::Int && raw.bits == 32) return DType::kInt32;
+  if (code == nb::dlpack::dtype_code::Int && raw.bits == 64) return DType::kInt64;
+  return std::nullopt;
+}
+
+MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda) {
+  check_common(tensor, name, dtype, cuda, 2);
+  const auto rows = static_cast<std::int64_t>(tensor.shape(0));
+  const auto cols = static_cast<std::int64_t>(tensor.shape(1));
+  // A dimension of extent 1 may carry any stride (PyTorch leaves them arbitrary).
+  const bool unit_columns = cols <= 1 || tensor.stride(1) == 1;
+  std::int64_t row_stride = rows <= 1 ? cols : tensor.stride(0);
+  if (!unit_columns || row_stride < cols) {
+    throw nb::value_error((std::string(name) + ": expected rows of contiguous elements (strides [>= " +
+                           std::to_string(cols) + ", 1]), got strides [" + std::to_string(tensor.stride(0)) + ", " +
+                           std::to_string(tensor.stride(1)) + "]; pass .contiguous()").c_str());
+  }
+  return MatrixView{const_cast<void*>(tensor.data()), *dtype_of(tensor), rows, cols, row_stride};
+}
+
+VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda) {
+  check_common(tensor, name, dtype, cuda, 1);
+  const auto size = static_cast<std::int64_t>(tensor.shape(0));
+  if (size > 1 && tensor.stride(0) != 1) {
+    throw nb::value_error((std::string(name) + ": expected a contiguous vector (stride 1), got stride " +
+                           std::to_string(tensor.stride(0)) + "; pass .contiguous()").c_str());
+  }
+  return VectorView{const_cast<void*>(tensor.data()), *dtype_of(tensor), size};
+}
+
+VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype) {
+  if (!tensor) return VectorView{nullptr, dtype.value_or(DType::kFP32), 0};
+  return vector_view(*tensor, name, dtype, true);
+}
+
+DType parse_dtype_arg(const char* what, const std::string& text) {
+  if (auto dtype = parse_dtype(text)) return *dtype;
+  throw nb::value_error((std::string(what) + ": unknown dtype '" + text +
+                         "', expected bf16, fp16, fp32, int32 or int64").c_str());
+}
+
+void bind_tensor_views(nb::module_& m) {
+  // For the tests: the view a tensor converts to, or the error it raises.
+  m.def(
+      "_describe_tensor",
+      [](const Tensor& tensor, const std::string& name, std::optional<std::string> dtype, std::size_t ndim,
+         bool cuda) {
+        const std::optional<DType> expected =
+            dtype ? std::optional<DType>(parse_dtype_arg("dtype", *dtype)) : std::nullopt;
+        nb::dict out;
+        if (ndim == 2) {
+          const MatrixView view = matrix_view(tensor, name.c_str(), expected, cuda);
+          out["dtype"] = dtype_name(view.dtype);
+          out["shape"] = nb::make_tuple(view.rows, view.cols);
+          out["row_stride"] = view.row_stride;
+        } else if (ndim == 1) {
+          const VectorView view = vector_view(tensor, name.c_str(), expected, cuda);
+          out["dtype"] = dtype_name(view.dtype);
+          out["shape"] = nb::make_tuple(view.size);
+        } else {
+          throw nb::value_error("ndim: 1 or 2");
+        }
+        return out;
+      },
+      nb::arg("tensor"), nb::arg("name") = "tensor", nb::arg("dtype") = nb::none(), nb::arg("ndim") = 2,
+      nb::arg("cuda") = true);
+}
+
+}  // namespace shardjit::python

@@ -1,0 +1,29 @@
+// Any DLPack tensor (PyTorch, CuPy, JAX, NumPy) -> shardjit::MatrixView / VectorView. Every
+// check names the argument and says what was expected: TypeError for a wrong dtype, ValueError
+// for a wrong rank, layout or device.
+#pragma once
+
+#include <optional>
+
+#include <nanobind/ndarray.h>
+
+#include "shardjit/dtype.hpp"
+#include "shardjit/tensor.hpp"
+
+namespace shardjit::python {
+
+// Read-only arrays (JAX) are accepted too; outputs are the caller's to pass writable.
+using Tensor = nanobind::ndarray<nanobind::ro>;
+
+// The shardjit dtype of a DLPack dtype; empty for one shardjit has no name for.
+std::optional<DType> dtype_of(const Tensor& tensor);
+
+// `dtype` empty: any dtype shardjit knows. `cuda`: the tensor must live on a CUDA device.
+MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda = true);
+VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda = true);
+VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype);
+
+// A dtype given by name in Python ("bf16", "float32", ...); ValueError naming `what` otherwise.
+DType parse_dtype_arg(const char* what, const std::string& text);
+
+}  // namespace shardjit::python

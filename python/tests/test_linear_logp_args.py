@@ -1,0 +1,71 @@
+"""cpu tier: LinearLogp config errors and the tensor checks (through _describe_tensor)."""
+
+import pytest
+
+import shardjit
+from conftest import has_gpu
+
+
+def test_hidden_not_a_multiple_of_8(runtime):
+    with pytest.raises(ValueError, match="multiple of 8") as caught:
+        shardjit.LinearLogp(runtime, hidden=60, vocab_local=300)
+    assert isinstance(caught.value, shardjit.ShardjitError)
+    assert caught.value.code == "invalid_argument"
+
+
+def test_config_keyword_errors(runtime):
+    with pytest.raises(TypeError, match="unknown keyword argument 'hiden'"):
+        shardjit.LinearLogp(runtime, hiden=64, vocab_local=300)
+    with pytest.raises(ValueError, match="dtype: unknown dtype 'fp8'"):
+        shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, dtype="fp8")
+    with pytest.raises(ValueError, match="vocab_local"):
+        shardjit.LinearLogp(runtime, hidden=64)
+    with pytest.raises(TypeError, match="temperature: expected a number"):
+        shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, temperature="hot")
+
+
+def test_no_gpu_is_a_clear_error(runtime):
+    if has_gpu():
+        pytest.skip("a GPU is present")
+    try:
+        shardjit.LinearLogp(runtime, hidden=64, vocab_local=300)
+    except shardjit.ShardjitError as error:
+        assert error.code in ("no_device", "driver_error")
+    else:
+        pytest.skip("the op was built: a GPU is usable without PyTorch")
+
+
+def test_tensor_views():
+    np = pytest.importorskip("numpy")
+    d = shardjit._shardjit._describe_tensor
+    a = np.zeros((4, 16), dtype=np.float32)
+    assert d(a, "hidden", "fp32", 2, False) == {"dtype": "fp32", "shape": (4, 16), "row_stride": 16}
+    padded = np.zeros((4, 24), dtype=np.float32)[:, :16]
+    assert d(padded, "hidden", "fp32", 2, False)["row_stride"] == 24
+    assert d(np.zeros(5, dtype=np.int64), "targets", "int64", 1, False) == {"dtype": "int64", "shape": (5,)}
+
+    with pytest.raises(TypeError, match="hidden: expected dtype fp16, got fp32"):
+        d(a, "hidden", "fp16", 2, False)
+    with pytest.raises(TypeError, match="an unsupported dtype"):
+        d(np.zeros((2, 2), dtype=np.float64), "hidden", None, 2, False)
+    with pytest.raises(ValueError, match="targets: expected a 1-d tensor, got 2-d"):
+        d(a, "targets", "fp32", 1, False)
+    with pytest.raises(ValueError, match="weight: expected rows of contiguous elements"):
+        d(a.T, "weight", "fp32", 2, False)
+    with pytest.raises(ValueError, match="logp: expected a contiguous vector"):
+        d(np.zeros(10, dtype=np.float32)[::2], "logp", "fp32", 1, False)
+    with pytest.raises(ValueError, match="hidden: expected a tensor on a CUDA device, got one on the CPU"):
+        d(a, "hidden", "fp32", 2, True)
+
+
+def test_forward_rejects_cpu_tensors(runtime):
+    np = pytest.importorskip("numpy")
+    if not has_gpu():
+        pytest.skip("building an op needs a GPU")
+    op = shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, dtype="fp32")
+    x = np.zeros((4, 64), dtype=np.float32)
+    w = np.zeros((300, 64), dtype=np.float32)
+    t = np.zeros(4, dtype=np.int64)
+    out = np.zeros(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="hidden: expected a tensor on a CUDA device"):
+        op.forward(x, w, t, out)

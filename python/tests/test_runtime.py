@@ -1,0 +1,39 @@
+"""cpu tier: version, Runtime options, prewarm into a cache folder."""
+
+import shardjit
+import pytest
+
+
+def test_version():
+    assert shardjit.__version__.count(".") == 2
+    assert shardjit._shardjit.version() == shardjit.__version__
+
+
+def test_runtime_cache_dir(tmp_path):
+    rt = shardjit.Runtime(cache_dir=str(tmp_path / "c"), jit=False)
+    assert rt.cache_dir == str(tmp_path / "c")
+    assert rt.jit_enabled is False
+    assert rt.cache_entries() == []
+
+
+def test_prewarm_fills_the_cache(tmp_path):
+    cache = str(tmp_path / "cache")
+    first = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=cache, jobs=2)
+    assert first["failed"] == 0, first["failures"]
+    assert first["total"] > 0 and first["compiled"] == first["total"]
+    entries = shardjit.Runtime(cache_dir=cache).cache_entries()
+    assert len(entries) == first["total"]
+    assert all(e["arch"] == "sm_80" and e["size_bytes"] > 0 for e in entries)
+    again = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=cache)
+    assert again["cached"] == again["total"] == first["total"]
+
+
+def test_prewarm_bad_arguments(tmp_path):
+    cache = str(tmp_path / "cache")
+    with pytest.raises(ValueError, match="archs"):
+        shardjit.prewarm(64, 300, archs=[], cache_dir=cache)
+    with pytest.raises(ValueError, match="dtypes"):
+        shardjit.prewarm(64, 300, archs=["sm_80"], dtypes=["fp8"], cache_dir=cache)
+    with pytest.raises(shardjit.InvalidArgumentError) as caught:
+        shardjit.prewarm(64, 300, archs=["sm_80"], tp=[0], cache_dir=cache)
+    assert caught.value.code == "invalid_argument"

@@ -1,0 +1,58 @@
+"""gpu tier: forward and the autograd.Function's backward against a float64 PyTorch reference.
+Skipped without PyTorch or a CUDA device."""
+
+import pytest
+
+import shardjit
+from conftest import has_gpu
+
+pytestmark = pytest.mark.skipif(not has_gpu(), reason="needs PyTorch and a CUDA device")
+
+
+def reference(hidden, weight, targets, bias, temperature):
+    z = hidden.double() @ weight.double().T
+    if bias is not None:
+        z = z + bias.double()
+    z = z / temperature
+    lse = torch_mod().logsumexp(z, dim=1)
+    logp = z.gather(1, targets.view(-1, 1)).squeeze(1) - lse
+    return logp, lse
+
+
+def torch_mod():
+    import torch
+
+    return torch
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_forward_and_backward(runtime, dtype):
+    torch = torch_mod()
+    import shardjit.torch as sjt
+
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    g = torch.Generator(device="cpu").manual_seed(0)
+    n, h, v = 37, 64, 300
+    hidden = (torch.randn(n, h, generator=g) * 0.5).to("cuda", tdtype).requires_grad_()
+    weight = (torch.randn(v, h, generator=g) * 0.5).to("cuda", tdtype).requires_grad_()
+    targets = torch.randint(0, v, (n,), generator=g).to("cuda")
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype=dtype, want_backward=True,
+                             grad_weight_fp32=True)
+
+    logp, lse = sjt.linear_logp(op, hidden, weight, targets)
+    assert op.check(torch.cuda.current_stream().cuda_stream)["bad_rows"] == 0
+
+    x = hidden.detach().double().requires_grad_()
+    w = weight.detach().double().requires_grad_()
+    ref_logp, ref_lse = reference(x, w, targets, None, 1.0)
+    tol = 1e-4 if dtype == "fp32" else 2e-2
+    torch.testing.assert_close(logp.double(), ref_logp, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), ref_lse, atol=tol, rtol=tol)
+
+    up_logp = torch.randn(n, generator=g).to("cuda")
+    up_lse = torch.randn(n, generator=g).to("cuda")
+    (logp * up_logp + lse * up_lse).sum().backward()
+    (ref_logp * up_logp.double() + ref_lse * up_lse.double()).sum().backward()
+    gtol = 1e-3 if dtype == "fp32" else 5e-2
+    torch.testing.assert_close(hidden.grad.double(), x.grad, atol=gtol, rtol=gtol)
+    torch.testing.assert_close(weight.grad.double(), w.grad, atol=gtol, rtol=gtol)
