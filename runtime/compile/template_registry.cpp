@@ -97,6 +97,30 @@ void check_gemm(const KernelSpec& spec) {
   check_block_tile("gemm", spec, a == "fp32");
 }
 
+// The parameters the LinearLogp kernels that recompute logits share, in registry order: the
+// input types, then the shard and the block tile.
+std::vector<ParamDef> linear_logp_types() {
+  return {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of hidden and weight"),
+          type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
+          type_param("TargetT", {"int32", "int64"}, "dtype of the target ids")};
+}
+
+std::vector<ParamDef> shard_and_tile() {
+  return {int_param("H", 8, 65536, 8, "hidden size"),
+          int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
+          int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
+          int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
+          int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
+          int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
+          int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth")};
+}
+
+std::vector<ParamDef> concat(std::initializer_list<std::vector<ParamDef>> parts) {
+  std::vector<ParamDef> all;
+  for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
 std::vector<TemplateDef> make_registry() {
   std::vector<TemplateDef> registry;
   registry.push_back(TemplateDef{
@@ -111,34 +135,17 @@ std::vector<TemplateDef> make_registry() {
       "linear_logp_fwd",
       "linear_logp/fwd.cuh",
       "shardjit::kernels::linear_logp_fwd",
-      {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of hidden and weight"),
-       type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
-       type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
-       int_param("H", 8, 65536, 8, "hidden size"),
-       int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
-       int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
-       int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
-       int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
-       int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
-       int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
-       bool_param("ENTROPY", "whether entropy terms are accumulated")},
+      concat({linear_logp_types(), shard_and_tile(),
+              {bool_param("ENTROPY", "whether entropy terms are accumulated")}}),
       check_linear_logp_fwd});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",
       "linear_logp/bwd_dz.cuh",
       "shardjit::kernels::linear_logp_bwd_dz",
-      {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of hidden and weight"),
-       type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
-       type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
-       type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32"),
-       int_param("H", 8, 65536, 8, "hidden size"),
-       int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
-       int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
-       int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
-       int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
-       int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
-       int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
-       bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")},
+      concat({linear_logp_types(),
+              {type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32")},
+              shard_and_tile(),
+              {bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")}}),
       check_linear_logp_bwd_dz});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_scale",
