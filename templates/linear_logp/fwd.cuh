@@ -21,6 +21,7 @@
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/fwd_mainloop_mma.cuh"
 #include "linear_logp/fwd_mainloop_simt.cuh"
+#include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -54,13 +55,7 @@ template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, 
           int BK, int STAGES, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
     linear_logp_fwd(const LinearLogpFwdArgs args) {
-  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
-  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
-  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
-  static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
-  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
-  static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
-  static_assert(V_VALID >= 0 && V_VALID <= V_LOCAL, "V_VALID is in [0, V_LOCAL]: a TP shard may be all padding");
+  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
 
   constexpr int kThreads = linear_logp_fwd_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));

@@ -1,0 +1,21 @@
+// The compile-time limits of a kernel that recomputes a BM x BN block of logits of a shard
+// (the forward and the dZ kernel): checked once here, instantiated by both.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+template <int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES>
+struct LogitBlockShape {
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
+  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
+  static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+  static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
+  static_assert(V_VALID >= 0 && V_VALID <= V_LOCAL, "V_VALID is in [0, V_LOCAL]: a TP shard may be all padding");
+  static constexpr bool valid = true;
+};
+
+}  // namespace kernels
+}  // namespace shardjit
