@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
@@ -47,30 +48,6 @@ std::vector<TpLayoutRecord> exchange_records(Communicator::Impl& comm, const TpL
   std::vector<TpLayoutRecord> records(static_cast<std::size_t>(comm.size));
   std::memcpy(records.data(), bytes.data(), records.size() * sizeof(TpLayoutRecord));
   return records;
-}
-
-// How the local build went, exchanged after it so that no rank keeps an op whose peers have none.
-struct BuildOutcome {
-  std::int32_t failed;
-  std::int32_t code;  // ErrorCode of the failure
-  char message[kTpLayoutErrorBytes];
-};
-
-void agree_on_build(Communicator::Impl& comm, const BuildOutcome& mine) {
-  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "LinearLogp build agreement");
-  std::vector<BuildOutcome> all(static_cast<std::size_t>(comm.size));
-  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(BuildOutcome));
-  std::string failures;
-  ErrorCode code = ErrorCode::kOk;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].failed == 0) continue;
-    if (code == ErrorCode::kOk) code = static_cast<ErrorCode>(all[r].code);
-    failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " +
-                std::string(all[r].message, strnlen(all[r].message, sizeof(all[r].message)));
-  }
-  if (!failures.empty()) {
-    throw Error(code, "LinearLogp tensor-parallel build failed on some rank, so no rank keeps the op (" + failures + ")");
-  }
 }
 
 // The forward's work steps for one call.
@@ -148,22 +125,10 @@ std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, c
 
   // 2. The local build (kernels, buffers, events); 3. agreement on how it went.
   std::unique_ptr<LinearLogp::Impl> op;
-  BuildOutcome outcome;
-  std::memset(&outcome, 0, sizeof(outcome));
-  auto record_failure = [&](ErrorCode code, const std::string& message) {
-    outcome.failed = 1;
-    outcome.code = static_cast<std::int32_t>(code);
-    std::memcpy(outcome.message, message.data(), std::min(message.size(), sizeof(outcome.message) - 1));
-  };
-  try {
+  run_on_every_rank(comm, "LinearLogp tensor-parallel build", [&] {
     op = std::make_unique<LinearLogp::Impl>(runtime, config, layout.tp);
     op->tp = std::make_unique<LinearLogpTp>(*op, comm, std::move(layout));
-  } catch (const Error& e) {
-    record_failure(e.code(), e.what());
-  } catch (const std::exception& e) {
-    record_failure(ErrorCode::kInternal, e.what());
-  }
-  agree_on_build(comm, outcome);
+  });
   return op;
 }
 
