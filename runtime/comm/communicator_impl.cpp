@@ -1,5 +1,6 @@
 #include "runtime/comm/communicator_impl.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/comm/bounded_wait.hpp"
@@ -111,6 +112,29 @@ void Communicator::Impl::all_gather(const void* send, void* recv, std::size_t by
 void Communicator::Impl::all_reduce_sum(void* data, std::size_t count, ncclDataType_t type, CUstream on) {
   check_usable("ncclAllReduce");
   finish(api.ncclAllReduce(data, data, count, type, ncclSum, comm, on), "ncclAllReduce");
+}
+
+void Communicator::Impl::reduce_scatter_sum(const void* send, void* recv, const std::vector<std::size_t>& counts,
+                                            ncclDataType_t type, CUstream on) {
+  check_usable("ncclReduceScatter");
+  if (counts.size() != static_cast<std::size_t>(size)) {
+    throw Error(ErrorCode::kInternal, "reduce_scatter_sum: " + std::to_string(counts.size()) + " blocks for " +
+                                          std::to_string(size) + " ranks");
+  }
+  if (std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == counts[0]; })) {
+    finish(api.ncclReduceScatter(send, recv, counts[0], type, ncclSum, comm, on), "ncclReduceScatter");
+    return;
+  }
+  const std::size_t element = nccl_type_size(type);
+  finish(api.ncclGroupStart(), "ncclGroupStart");
+  std::size_t offset = 0;
+  for (int root = 0; root < size; ++root) {
+    const std::size_t count = counts[static_cast<std::size_t>(root)];
+    const void* block = static_cast<const char*>(send) + offset * element;
+    finish(api.ncclReduce(block, root == rank ? recv : nullptr, count, type, ncclSum, root, comm, on), "ncclReduce");
+    offset += count;
+  }
+  finish(api.ncclGroupEnd(), "ncclGroupEnd");
 }
 
 void Communicator::Impl::wait_stream(CUstream on, const char* what) {

@@ -34,6 +34,11 @@ struct Communicator::Impl {
   // waited out within the timeout. `send` may be the rank's slot of `recv` (in place).
   void all_gather(const void* send, void* recv, std::size_t bytes_per_rank, CUstream stream);
   void all_reduce_sum(void* data, std::size_t count, ncclDataType_t type, CUstream stream);
+  // Rank r receives into `recv` the sum over ranks of `send`'s block r, the blocks being
+  // counts[0], counts[1], ... elements of `type` from the start of `send`: one ncclReduceScatter
+  // when the blocks are equal, else one ncclReduce per block in a group.
+  void reduce_scatter_sum(const void* send, void* recv, const std::vector<std::size_t>& counts, ncclDataType_t type,
+                          CUstream stream);
 
   // Waits on the host until `stream` has finished its work, for at most the timeout; also
   // stops early on an asynchronous NCCL error. On failure aborts (if owned) and throws

@@ -75,4 +75,26 @@ void check_nccl(const NcclApi& api, ncclResult_t result, const char* call, ncclC
   throw Error(ErrorCode::kCommError, message);
 }
 
+ncclDataType_t nccl_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kFP16: return ncclFloat16;
+    case DType::kFP32: return ncclFloat32;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+  }
+  throw Error(ErrorCode::kInternal, "no NCCL type for dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
+std::size_t nccl_type_size(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: break;
+  }
+  throw Error(ErrorCode::kInternal, "no element size for NCCL type " + std::to_string(static_cast<int>(type)));
+}
+
 }  // namespace shardjit

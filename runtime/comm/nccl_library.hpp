@@ -6,7 +6,10 @@
 
 #include <nccl.h>
 
+#include <cstddef>
 #include <string>
+
+#include "shardjit/dtype.hpp"
 
 namespace shardjit {
 
@@ -25,7 +28,11 @@ namespace shardjit {
   X(ncclCommUserRank)              \
   X(ncclCommCuDevice)              \
   X(ncclAllGather)                 \
-  X(ncclAllReduce)
+  X(ncclAllReduce)                 \
+  X(ncclReduceScatter)             \
+  X(ncclReduce)                    \
+  X(ncclGroupStart)                \
+  X(ncclGroupEnd)
 
 struct NcclApi {
 #define SHARDJIT_NCCL_MEMBER(name) decltype(&::name) name = nullptr;
@@ -62,5 +69,9 @@ std::string nccl_version_text(int code);
 // Throws Error(kCommError) naming the call, NCCL's text for the code and, when `comm` is given,
 // NCCL's last error message for it. ncclSuccess and ncclInProgress are not errors here.
 void check_nccl(const NcclApi& api, ncclResult_t result, const char* call, ncclComm_t comm);
+
+// NCCL's type for a shardjit dtype, and the bytes of one element of an NCCL type.
+ncclDataType_t nccl_type_of(DType dtype);
+std::size_t nccl_type_size(ncclDataType_t type);
 
 }  // namespace shardjit

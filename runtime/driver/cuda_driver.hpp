@@ -37,6 +37,12 @@ namespace shardjit {
   X(cuMemsetD8Async)                 \
   X(cuMemcpyDtoHAsync)               \
   X(cuMemcpyHtoDAsync)               \
+  X(cuMemcpyDtoDAsync)               \
+  X(cuMemsetD8)                      \
+  X(cuCtxSynchronize)                \
+  X(cuIpcGetMemHandle)               \
+  X(cuIpcOpenMemHandle)              \
+  X(cuIpcCloseMemHandle)             \
   X(cuStreamSynchronize)             \
   X(cuStreamGetCtx)                  \
   X(cuPointerGetAttribute)           \
