@@ -97,6 +97,27 @@ void check_gemm(const KernelSpec& spec) {
   check_block_tile("gemm", spec, a == "fp32");
 }
 
+// VEC_BYTES of the cross-GPU kernels: 4, 8 or 16 (the range allows 12).
+void check_vector_bytes(const KernelSpec& spec) {
+  const std::int64_t bytes = spec.int_param("VEC_BYTES");
+  if (bytes == 12) {
+    throw Error(ErrorCode::kInvalidArgument, "VEC_BYTES = 12; expected 4, 8 or 16");
+  }
+}
+
+// A row of H elements of T is a whole number of VEC_BYTES chunks.
+void check_moe_combine(const KernelSpec& spec) {
+  check_vector_bytes(spec);
+  const std::int64_t element = spec.type_param("T") == "fp32" ? 4 : 2;
+  const std::int64_t row = spec.int_param("H") * element;
+  if (row % spec.int_param("VEC_BYTES") != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template moe_combine: a row of H = " +
+                                                 std::to_string(spec.int_param("H")) + " elements is " +
+                                                 std::to_string(row) + " bytes, not a multiple of VEC_BYTES = " +
+                                                 std::to_string(spec.int_param("VEC_BYTES")));
+  }
+}
+
 // The parameters the LinearLogp kernels that recompute logits share, in registry order: the
 // input types, then the shard and the block tile.
 std::vector<ParamDef> linear_logp_types() {
@@ -175,6 +196,24 @@ std::vector<TemplateDef> make_registry() {
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
       check_gemm});
+  registry.push_back(TemplateDef{
+      "reduce_scatter",
+      "collective/reduce_scatter.cuh",
+      "shardjit::kernels::reduce_scatter",
+      {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of the input and output"),
+       int_param("WORLD", 2, 8, 1, "ranks in the group"),
+       int_param("VEC_BYTES", 4, 16, 4, "bytes per vector load and store (4, 8 or 16)")},
+      check_vector_bytes});
+  registry.push_back(TemplateDef{
+      "moe_combine",
+      "collective/moe_combine.cuh",
+      "shardjit::kernels::moe_combine",
+      {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of the expert outputs and the output"),
+       int_param("WORLD", 1, 8, 1, "ranks in the group (source buffers)"),
+       int_param("H", 2, 65536, 2, "hidden size"),
+       int_param("VEC_BYTES", 4, 16, 4, "bytes per vector load and store (4, 8 or 16)"),
+       bool_param("GATES", "whether each contribution is scaled by a gate weight")},
+      check_moe_combine});
   return registry;
 }
 

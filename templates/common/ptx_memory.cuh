@@ -1,0 +1,78 @@
+// PTX wrappers for the memory-model instructions the cross-GPU kernels use: flags published with
+// release stores and read with acquire loads at system scope (so a peer that sees a flag also
+// sees the data written before it), vector loads and stores of raw bytes, named barriers, and
+// the global nanosecond timer that bounds every wait. One instruction per function.
+#pragma once
+
+namespace shardjit {
+namespace kernels {
+
+__device__ __forceinline__ void st_release_sys_u64(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long ld_acquire_sys_u64(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
+// Synchronizes the `threads` threads (a multiple of 32) of the block that use barrier `id`
+// (1..15; 0 is __syncthreads'), so that two groups of warps can wait for their own members.
+__device__ __forceinline__ void bar_sync(unsigned int id, unsigned int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+struct Bytes16 {
+  unsigned int w[4];
+};
+struct Bytes8 {
+  unsigned int w[2];
+};
+struct Bytes4 {
+  unsigned int w[1];
+};
+
+__device__ __forceinline__ Bytes16 ld_global_v4_u32(const void* p) {
+  Bytes16 r;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
+               : "l"(p)
+               : "memory");
+  return r;
+}
+
+__device__ __forceinline__ Bytes8 ld_global_v2_u32(const void* p) {
+  Bytes8 r;
+  asm volatile("ld.global.v2.u32 {%0, %1}, [%2];\n" : "=r"(r.w[0]), "=r"(r.w[1]) : "l"(p) : "memory");
+  return r;
+}
+
+__device__ __forceinline__ Bytes4 ld_global_u32(const void* p) {
+  Bytes4 r;
+  asm volatile("ld.global.u32 %0, [%1];\n" : "=r"(r.w[0]) : "l"(p) : "memory");
+  return r;
+}
+
+__device__ __forceinline__ void st_global_v4_u32(void* p, const Bytes16& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]),
+               "r"(v.w[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void st_global_v2_u32(void* p, const Bytes8& v) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]) : "memory");
+}
+
+__device__ __forceinline__ void st_global_u32(void* p, const Bytes4& v) {
+  asm volatile("st.global.u32 [%0], %1;\n" ::"l"(p), "r"(v.w[0]) : "memory");
+}
+
+}  // namespace kernels
+}  // namespace shardjit
