@@ -1,9 +1,12 @@
 // Everything of the public C++ API.
 #pragma once
 
+#include "shardjit/collective_path.hpp"
 #include "shardjit/communicator.hpp"
 #include "shardjit/dtype.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/linear_logp.hpp"
+#include "shardjit/moe_combine.hpp"
+#include "shardjit/reduce_scatter.hpp"
 #include "shardjit/runtime.hpp"
 #include "shardjit/tensor.hpp"

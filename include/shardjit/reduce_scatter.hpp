@@ -1,0 +1,80 @@
+// ReduceScatter: every rank holds an input [T, H]; rank r receives the sum over all ranks of
+// rows [offset_r, offset_r + rows_per_rank[r]) of their inputs (blocks may be uneven), summed in
+// fp32 in rank order (0, 1, ...) and written in the input's dtype.
+//
+// Inside a host the sum is computed by a JIT kernel that reads the peers' rows over NVLink from
+// symmetric buffers registered once, when the op is built (CUDA IPC handles exchanged through
+// the communicator), synchronized with the peers by flags in device memory: no host involvement
+// per call, capturable in a CUDA graph, the same bits on every run. Where peers cannot be reached
+// (other hosts), or where config.nccl_above_bytes says NCCL is faster, the op runs
+// ncclReduceScatter (one ncclReduce per block in a group for uneven blocks). Which path was
+// taken is logged once (info) and readable with path().
+//
+// Building is collective, like a tensor-parallel LinearLogp: every rank builds the same ops in
+// the same order with the same config (checked here, once: a difference raises the same
+// Error(kInvalidArgument) on every rank) and makes the same calls. Destruction is collective too
+// (every rank destroys the op; the peers' mappings are released with a bounded wait). Build
+// every op before capturing any graph that uses one.
+//
+// A peer that does not join a call within the communicator's timeout makes the waiting rank's
+// kernel give up: its output becomes NaN and check() raises Error(kCommError) (the communicator
+// is aborted when shardjit owns it; the op is unusable after that).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "shardjit/collective_path.hpp"
+#include "shardjit/communicator.hpp"
+#include "shardjit/dtype.hpp"
+#include "shardjit/runtime.hpp"
+#include "shardjit/tensor.hpp"
+
+namespace shardjit {
+
+struct ReduceScatterConfig {
+  DType dtype = DType::kBF16;                // bf16, fp16 or fp32
+  std::int64_t hidden = 0;                   // H; H x element size a multiple of 4 bytes
+  std::vector<std::int64_t> rows_per_rank;   // one block size per rank (0 allowed); T = their sum
+  CollectivePath path = CollectivePath::kAuto;
+  // kAuto takes NCCL for inputs (T x H x element size) of more bytes than this; 0: never by size.
+  std::size_t nccl_above_bytes = 0;
+};
+
+class ReduceScatter {
+ public:
+  // Collective (see above). Runs on the communicator's device.
+  ReduceScatter(Runtime& runtime, Communicator& comm, const ReduceScatterConfig& config);
+  ~ReduceScatter();
+  ReduceScatter(const ReduceScatter&) = delete;
+  ReduceScatter& operator=(const ReduceScatter&) = delete;
+
+  // Enqueues the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H] on
+  // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes.
+  void run(const MatrixView& input, const MatrixView& output, StreamHandle stream);
+
+  // Zero copy: the op's own input buffer [T, H] (on the peer path, this rank's symmetric
+  // buffer, so the peers read it directly and the input is not copied first). Write the input
+  // there with work ordered before run_from_input_buffer on its stream, and not while a call
+  // that reads it may still run.
+  MatrixView input_buffer();
+  void run_from_input_buffer(const MatrixView& output, StreamHandle stream);
+
+  // kPeer or kNccl: what the op runs.
+  CollectivePath path() const;
+
+  // Waits for `stream` (bounded by the communicator's timeout) and raises Error(kCommError) if
+  // a call gave up waiting for a peer.
+  void check(StreamHandle stream);
+
+  const ReduceScatterConfig& config() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardjit

@@ -1,0 +1,82 @@
+// What the cross-GPU ops (ReduceScatter, MoeCombine) share on the host: the collective build
+// (config compared on every rank, path chosen alike everywhere and logged once), the symmetric
+// buffer with the barrier signals at its end, the status word, the launch grid, the per-call
+// view checks and check().
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "collective/peer_sync_args.cuh"
+#include "runtime/comm/communicator_impl.hpp"
+#include "runtime/comm/symmetric_buffer.hpp"
+#include "runtime/driver/device.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "shardjit/collective_path.hpp"
+#include "shardjit/tensor.hpp"
+
+namespace shardjit {
+
+struct PeerCollectiveSetup {
+  const char* op_name;              // "ReduceScatter", for messages and logs
+  std::string config_text;          // every setting that must agree between ranks
+  CollectivePath requested = CollectivePath::kAuto;
+  bool size_prefers_nccl = false;   // kAuto: the input is past the config's nccl_above_bytes
+  std::size_t data_bytes = 0;       // of the symmetric buffer, before its signals
+};
+
+class PeerCollective {
+ public:
+  // Collective: compares setup.config_text between the ranks (the same Error(kInvalidArgument)
+  // everywhere if they differ), agrees on the grid, then on the peer path maps the symmetric
+  // buffers (kPeer where that fails: the same Error(kCommError) everywhere).
+  PeerCollective(Runtime::Impl& runtime, Communicator::Impl& comm, const PeerCollectiveSetup& setup);
+
+  CollectivePath path() const { return path_; }
+  bool peer() const { return path_ == CollectivePath::kPeer; }
+  int rank() const { return comm.rank; }
+  int world() const { return comm.size; }
+  // Blocks of a peer kernel: one per SM of the smallest GPU of the group (all resident at once,
+  // which the all-blocks barriers need), at most kMaxPeerSlots.
+  int grid() const { return grid_; }
+
+  // Rank r's data part of the symmetric buffer as mapped here (peer path).
+  void* data_on(int r) const;
+  // The barrier state and status for a kernel call (the timeout is the communicator's now).
+  kernels::PeerSync sync() const;
+  // The status word's device address (on either path).
+  kernels::PeerStatus* status() const { return status_.as<kernels::PeerStatus>(); }
+
+  // Largest chunk (16, 8 or 4 bytes) that divides a row of `row_bytes`; Error(kInvalidArgument)
+  // naming `what` when none does.
+  static int vector_bytes(std::int64_t row_bytes, const std::string& what);
+
+  // Throws Error(kInvalidArgument) naming `name` unless `view` is a packed [rows, cols] matrix of
+  // `dtype`, not null, its address a multiple of `align`.
+  void check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows, std::int64_t cols,
+                  int align) const;
+
+  // Refuses a call once a peer wait has failed (the ranks' epochs no longer match).
+  void check_usable(const char* what) const;
+  // Waits for `stream` within the communicator's timeout, reads and clears the status; raises
+  // Error(kCommError) after a timed-out wait (the communicator aborted when owned).
+  kernels::PeerStatus check(CUstream stream, const char* what);
+
+  Communicator::Impl& comm;
+  const DeviceContext& device;
+
+ private:
+  const char* op_name_;
+  CollectivePath path_ = CollectivePath::kNccl;
+  int grid_ = 1;
+  std::optional<SymmetricBuffer> symmetric_;
+  std::size_t signals_offset_ = 0;  // of the signals in the symmetric buffer
+  DeviceBuffer status_;
+  bool broken_ = false;
+};
+
+}  // namespace shardjit

@@ -1,0 +1,169 @@
+// Host side of ReduceScatter (templates/collective/reduce_scatter.cuh on the peer path,
+// ncclReduceScatter on the NCCL path).
+#include "shardjit/reduce_scatter.hpp"
+
+#include <numeric>
+#include <string>
+
+#include "collective/reduce_scatter_args.cuh"
+#include "runtime/comm/collective_build.hpp"
+#include "runtime/comm/nccl_library.hpp"
+#include "runtime/ops/collective_kernels.hpp"
+#include "runtime/ops/peer_collective.hpp"
+#include "runtime/ops/peer_collective_plan.hpp"
+#include "runtime/sched/launch.hpp"
+#include "runtime/sched/scheduler.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+void check_config(const ReduceScatterConfig& config, int world) {
+  const auto bad = [](const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "ReduceScatter: " + what); };
+  if (!dtype_is_float(config.dtype)) bad(std::string("dtype ") + dtype_name(config.dtype) + "; expected bf16, fp16 or fp32");
+  if (config.hidden <= 0) bad("hidden = " + std::to_string(config.hidden) + "; expected > 0");
+  if (config.rows_per_rank.size() != static_cast<std::size_t>(world)) {
+    bad(std::to_string(config.rows_per_rank.size()) + " entries in rows_per_rank; expected one per rank (" +
+        std::to_string(world) + ")");
+  }
+  for (std::int64_t rows : config.rows_per_rank) {
+    if (rows < 0) bad("rows_per_rank has " + std::to_string(rows) + "; expected >= 0");
+  }
+  if (world > kernels::kMaxPeers) {
+    bad(std::to_string(world) + " ranks; at most " + std::to_string(kernels::kMaxPeers) + " are supported");
+  }
+  PeerCollective::vector_bytes(config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)), "ReduceScatter");
+}
+
+std::string config_text(const ReduceScatterConfig& c) {
+  std::string rows;
+  for (std::int64_t r : c.rows_per_rank) rows += (rows.empty() ? "" : ",") + std::to_string(r);
+  return std::string("dtype=") + dtype_name(c.dtype) + " hidden=" + std::to_string(c.hidden) + " rows_per_rank=[" +
+         rows + "] path=" + collective_path_name(c.path) + " nccl_above_bytes=" + std::to_string(c.nccl_above_bytes);
+}
+
+// Checks the config on every rank alike, then builds the shared part.
+PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& config) {
+  run_on_every_rank(comm, "ReduceScatter config check", [&] { check_config(config, comm.size); });
+  const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
+  PeerCollectiveSetup setup;
+  setup.op_name = "ReduceScatter";
+  setup.config_text = config_text(config);
+  setup.requested = config.path;
+  setup.data_bytes = static_cast<std::size_t>(total * config.hidden) * dtype_size(config.dtype);
+  setup.size_prefers_nccl = config.nccl_above_bytes > 0 && setup.data_bytes > config.nccl_above_bytes;
+  return PeerCollective(runtime, comm, setup);
+}
+
+}  // namespace
+
+struct ReduceScatter::Impl final : PlanActions {
+  Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& c)
+      : config(c),
+        peers(make_peers(runtime, comm, c)),
+        scheduler(peers.device, reduce_scatter_plan(peers.peer()), comm.stream.get()) {
+    row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
+    vec_bytes = PeerCollective::vector_bytes(row_bytes, "ReduceScatter");
+    const std::int64_t chunks_per_row = row_bytes / vec_bytes;
+    std::int64_t offset = 0;
+    for (std::size_t r = 0; r < config.rows_per_rank.size(); ++r) {
+      args.chunk_offset[r] = offset * chunks_per_row;
+      nccl_counts.push_back(static_cast<std::size_t>(config.rows_per_rank[r] * config.hidden));
+      offset += config.rows_per_rank[r];
+    }
+    args.chunk_offset[config.rows_per_rank.size()] = offset * chunks_per_row;
+    total_rows = offset;
+    // Local work whose failure must reach every rank: the kernel's compile or load.
+    run_on_every_rank(comm, "ReduceScatter build", [&] {
+      if (peers.peer()) kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal, "");
+    });
+  }
+
+  void enqueue(const void* input, bool zero_copy, const MatrixView& output, CUstream stream) {
+    peers.check_usable("run");
+    peers.check_view(output, "output", config.dtype, config.rows_per_rank[static_cast<std::size_t>(peers.rank())],
+                     config.hidden, vec_bytes);
+    ScopedContext scope(peers.device);
+    input_ = input;
+    output_ = output.data;
+    zero_copy_ = zero_copy;
+    scheduler.run(*this, stream);
+  }
+
+  void launch(int action, CUstream stream) override {
+    if (action != kPeerKernel) throw Error(ErrorCode::kInternal, "ReduceScatter: unknown launch " + std::to_string(action));
+    for (int r = 0; r < peers.world(); ++r) args.sources[r] = r == peers.rank() ? input_ : peers.data_on(r);
+    args.input = input_;
+    args.symmetric = zero_copy_ ? nullptr : peers.data_on(peers.rank());
+    args.output = output_;
+    args.sync = peers.sync();
+    LaunchShape shape;
+    shape.grid_x = static_cast<unsigned>(peers.grid());
+    shape.block_x = kernels::kPeerThreads;
+    shardjit::launch(*kernel, shape, args, stream);
+  }
+
+  void collective(int action, CUstream stream) override {
+    if (action != kNcclReduceScatter) {
+      throw Error(ErrorCode::kInternal, "ReduceScatter: unknown collective " + std::to_string(action));
+    }
+    peers.comm.reduce_scatter_sum(input_, output_, nccl_counts, nccl_type_of(config.dtype), stream);
+  }
+
+  ReduceScatterConfig config;
+  PeerCollective peers;
+  Scheduler scheduler;
+  std::shared_ptr<const LoadedKernel> kernel;
+  std::int64_t row_bytes = 0;
+  int vec_bytes = 16;
+  std::int64_t total_rows = 0;
+  std::vector<std::size_t> nccl_counts;
+  kernels::ReduceScatterArgs args{};
+  DeviceBuffer own_input;  // NCCL path's zero-copy buffer, made on first request
+
+ private:
+  const void* input_ = nullptr;
+  void* output_ = nullptr;
+  bool zero_copy_ = false;
+};
+
+ReduceScatter::ReduceScatter(Runtime& runtime, Communicator& comm, const ReduceScatterConfig& config)
+    : impl_(std::make_unique<Impl>(runtime.impl(), comm.impl(), config)) {}
+
+ReduceScatter::~ReduceScatter() = default;
+
+void ReduceScatter::run(const MatrixView& input, const MatrixView& output, StreamHandle stream) {
+  Impl& op = *impl_;
+  op.peers.check_view(input, "input", op.config.dtype, op.total_rows, op.config.hidden, op.vec_bytes);
+  op.enqueue(input.data, false, output, static_cast<CUstream>(stream));
+}
+
+MatrixView ReduceScatter::input_buffer() {
+  Impl& op = *impl_;
+  MatrixView view{nullptr, op.config.dtype, op.total_rows, op.config.hidden, op.config.hidden};
+  if (op.peers.peer()) {
+    view.data = op.peers.data_on(op.peers.rank());
+  } else {
+    if (op.own_input.bytes() == 0) {
+      ScopedContext scope(op.peers.device);
+      op.own_input = DeviceBuffer(op.peers.device, static_cast<std::size_t>(op.total_rows * op.row_bytes));
+    }
+    view.data = op.own_input.as<void>();
+  }
+  return view;
+}
+
+void ReduceScatter::run_from_input_buffer(const MatrixView& output, StreamHandle stream) {
+  const MatrixView input = input_buffer();
+  impl_->enqueue(input.data, true, output, static_cast<CUstream>(stream));
+}
+
+CollectivePath ReduceScatter::path() const { return impl_->peers.path(); }
+
+void ReduceScatter::check(StreamHandle stream) {
+  impl_->peers.check(static_cast<CUstream>(stream), "ReduceScatter::check");
+}
+
+const ReduceScatterConfig& ReduceScatter::config() const { return impl_->config; }
+
+}  // namespace shardjit
