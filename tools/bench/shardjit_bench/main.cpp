@@ -6,6 +6,7 @@
 
 #include "linear_logp_bench.hpp"
 #include "linear_logp_tp_bench.hpp"
+#include "reduce_scatter_bench.hpp"
 #include "shardjit/dtype.hpp"
 
 int main(int argc, char** argv) {
@@ -39,7 +40,40 @@ int main(int argc, char** argv) {
   logp_tp->add_option("--baseline-case", single_case, "the single-GPU case it is compared with");
   logp_tp->add_option("--combine-n", combine_rows, "rows of the timed combine step")->check(CLI::PositiveNumber);
 
+  auto* rs = app.add_subcommand("reduce-scatter",
+                                "ReduceScatter on every GPU (one process each) vs ncclReduceScatter, same communicator");
+  std::string rs_shapes = "../shared/bench/shapes.json", rs_case, rs_dtype = "bf16";
+  std::int64_t rs_tokens = 0, rs_hidden = 0;
+  int rs_ranks = 2;
+  rs->add_option("--shapes", rs_shapes, "shapes.json with the standard cases");
+  rs->add_option("--case", rs_case, "run only the case of this name");
+  rs->add_option("--tokens", rs_tokens, "rows of every rank's input (with --hidden: one custom case)");
+  rs->add_option("--hidden", rs_hidden, "hidden size");
+  rs->add_option("--dtype", rs_dtype, "bf16, fp16 or fp32");
+  rs->add_option("--ranks", rs_ranks, "processes (GPUs)")->check(CLI::Range(2, 8));
+
   CLI11_PARSE(app, argc, argv);
+  if (rs->parsed()) {
+    try {
+      std::vector<ReduceScatterCase> cases;
+      if (rs_tokens > 0 || rs_hidden > 0) {
+        auto dtype = shardjit::parse_dtype(rs_dtype);
+        if (!dtype || rs_tokens <= 0 || rs_hidden <= 0) {
+          std::fprintf(stderr, "shardjit-bench: a custom case needs --tokens, --hidden > 0 and a float --dtype\n");
+          return 2;
+        }
+        cases.push_back({"custom", rs_tokens, rs_hidden, *dtype});
+      } else {
+        for (const auto& c : load_reduce_scatter_cases(rs_shapes)) {
+          if (rs_case.empty() || c.name == rs_case) cases.push_back(c);
+        }
+      }
+      return run_reduce_scatter_cases(cases, rs_ranks, timing);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
+      return 1;
+    }
+  }
   if (logp_tp->parsed()) {
     try {
       LinearLogpTpCase c = load_linear_logp_tp_case(tp_shapes, tp_case, single_case);

@@ -1,0 +1,147 @@
+#include "reduce_scatter_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "device_data.hpp"
+#include "rank_processes.hpp"
+#include "runtime/comm/nccl_library.hpp"
+#include "shardjit/shardjit.hpp"
+
+namespace shardjit::bench {
+namespace {
+
+// Inputs rotated call by call, together larger than L2 (repeated reads of one small buffer
+// would time the cache).
+struct RotatingInputs {
+  RotatingInputs(std::size_t count, DType dtype, int rank) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    const std::size_t copies = std::clamp<std::size_t>((160u << 20) / std::max<std::size_t>(bytes, 1) + 1, 1, 8);
+    for (std::size_t i = 0; i < copies; ++i) {
+      buffers.push_back(random_device(count, dtype, 1.0f, 100 + 10 * static_cast<std::uint64_t>(rank) + i));
+    }
+  }
+  ~RotatingInputs() {
+    for (void* p : buffers) cudaFree(p);
+  }
+  RotatingInputs(const RotatingInputs&) = delete;
+  RotatingInputs& operator=(const RotatingInputs&) = delete;
+  void* next() { return buffers[turn++ % buffers.size()]; }
+
+  std::vector<void*> buffers;
+  std::size_t turn = 0;
+};
+
+ReduceScatterConfig config_of(const ReduceScatterCase& c, int ranks, CollectivePath path) {
+  ReduceScatterConfig config;
+  config.dtype = c.dtype;
+  config.hidden = c.hidden;
+  config.rows_per_rank.assign(static_cast<std::size_t>(ranks), c.tokens / ranks);
+  config.path = path;
+  return config;
+}
+
+void run_case(Runtime& runtime, Communicator& comm, const ReduceScatterCase& c, cudaStream_t stream,
+              const TimingOptions& timing) {
+  const int ranks = comm.size();
+  const std::int64_t rows = c.tokens / ranks;
+  const std::int64_t total = rows * ranks;
+  const std::size_t in_count = static_cast<std::size_t>(total * c.hidden);
+  const std::size_t out_count = static_cast<std::size_t>(rows * c.hidden);
+  RotatingInputs inputs(in_count, c.dtype, comm.rank());
+  void* output = nullptr;
+  check_cuda(cudaMalloc(&output, out_count * dtype_size(c.dtype)), "cudaMalloc");
+  const MatrixView out{output, c.dtype, rows, c.hidden, 0};
+  const auto in = [&] { return MatrixView{inputs.next(), c.dtype, total, c.hidden, 0}; };
+
+  const NcclApi& api = nccl();
+  auto* nccl_comm = static_cast<ncclComm_t>(comm.nccl_comm());
+  const double nccl_ms = median_ms(
+      [&] {
+        const ncclResult_t rc = api.ncclReduceScatter(inputs.next(), output, out_count, nccl_type_of(c.dtype), ncclSum,
+                                                      nccl_comm, stream);
+        if (rc != ncclSuccess && rc != ncclInProgress) throw std::runtime_error("ncclReduceScatter failed");
+      },
+      stream, timing);
+
+  double peer_ms = 0, zero_copy_ms = 0, nccl_op_ms = 0;
+  std::string path;
+  {
+    ReduceScatter op(runtime, comm, config_of(c, ranks, CollectivePath::kAuto));
+    path = collective_path_name(op.path());
+    peer_ms = median_ms([&] { op.run(in(), out, stream); }, stream, timing);
+    const MatrixView own = op.input_buffer();
+    check_cuda(cudaMemcpy(own.data, inputs.next(), in_count * dtype_size(c.dtype), cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    zero_copy_ms = median_ms([&] { op.run_from_input_buffer(out, stream); }, stream, timing);
+    op.check(stream);
+  }
+  {
+    ReduceScatter op(runtime, comm, config_of(c, ranks, CollectivePath::kNccl));
+    nccl_op_ms = median_ms([&] { op.run(in(), out, stream); }, stream, timing);
+    op.check(stream);
+  }
+  cudaFree(output);
+
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, comm.device()), "cudaGetDeviceProperties");
+  const double in_bytes = static_cast<double>(in_count * dtype_size(c.dtype));
+  nlohmann::json row = {{"bench", "reduce-scatter"},
+                        {"case", c.name},
+                        {"ranks", ranks},
+                        {"rank", comm.rank()},
+                        {"tokens", total},
+                        {"hidden", c.hidden},
+                        {"dtype", dtype_name(c.dtype)},
+                        {"auto_path", path},
+                        {"nccl_us", nccl_ms * 1000},
+                        {"peer_us", peer_ms * 1000},
+                        {"peer_zero_copy_us", zero_copy_ms * 1000},
+                        {"nccl_path_us", nccl_op_ms * 1000},
+                        {"throughput_vs_nccl", nccl_ms / peer_ms},
+                        {"zero_copy_throughput_vs_nccl", nccl_ms / zero_copy_ms},
+                        {"input_GBps_peer", in_bytes / (peer_ms * 1e6)},
+                        {"input_GBps_nccl", in_bytes / (nccl_ms * 1e6)},
+                        {"device", prop.name},
+                        {"date", today()}};
+  std::printf("%s\n", row.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::vector<ReduceScatterCase> load_reduce_scatter_cases(const std::string& shapes_path) {
+  std::ifstream in(shapes_path);
+  if (!in) throw std::runtime_error("cannot open shapes file '" + shapes_path + "'");
+  const nlohmann::json shapes = nlohmann::json::parse(in);
+  std::vector<ReduceScatterCase> cases;
+  for (const auto& c : shapes.at("reduce_scatter").at("cases")) {
+    auto dtype = parse_dtype(c.at("dtype").get<std::string>());
+    if (!dtype) throw std::runtime_error("unknown dtype in " + shapes_path);
+    cases.push_back({c.at("name"), c.at("tokens"), c.at("hidden"), *dtype});
+  }
+  return cases;
+}
+
+int run_reduce_scatter_cases(const std::vector<ReduceScatterCase>& cases, int ranks, const TimingOptions& timing) {
+  return run_rank_processes(ranks, [&](int rank, const CommUniqueId& id) {
+    check_cuda(cudaSetDevice(rank), "cudaSetDevice");
+    cudaStream_t stream;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    Runtime runtime;
+    CommOptions options;
+    options.timeout = std::chrono::minutes(10);  // a first-time compile on one rank keeps the other waiting
+    Communicator comm = Communicator::create(runtime, rank, rank, ranks, id, options);
+    for (const ReduceScatterCase& c : cases) run_case(runtime, comm, c, stream, timing);
+    cudaStreamDestroy(stream);
+  });
+}
+
+}  // namespace shardjit::bench
