@@ -2,6 +2,9 @@
 // statuses and keeps the message per thread.
 #include "shardjit/c_api.h"
 
+#include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -11,6 +14,10 @@
 
 struct shardjit_runtime {
   std::unique_ptr<shardjit::Runtime> runtime;
+};
+
+struct shardjit_comm {
+  std::unique_ptr<shardjit::Communicator> comm;
 };
 
 struct shardjit_linear_logp {
@@ -64,11 +71,50 @@ shardjit::VectorView vector_of(const shardjit_vector& v) {
   return {v.data, v.data ? dtype_of(v.dtype) : shardjit::DType::kFP32, v.size};
 }
 
+shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& config) {
+  shardjit::LinearLogpConfig cpp;
+  cpp.hidden = config.hidden;
+  cpp.vocab_start = config.vocab_start;
+  cpp.vocab_local = config.vocab_local;
+  cpp.vocab_global = config.vocab_global;
+  cpp.valid_vocab = config.valid_vocab;
+  cpp.dtype = dtype_of(config.dtype);
+  if (config.has_bias) cpp.bias_dtype = dtype_of(config.bias_dtype);
+  cpp.target_dtype = dtype_of(config.target_dtype);
+  cpp.ignore_index = config.ignore_index;
+  cpp.temperature = config.temperature;
+  cpp.want_entropy = config.want_entropy != 0;
+  cpp.strict = config.strict != 0;
+  cpp.device = config.device;
+  cpp.max_rows = config.max_rows;
+  cpp.want_backward = config.want_backward != 0;
+  cpp.grad_weight_fp32 = config.grad_weight_fp32 != 0;
+  cpp.dz_fp32 = config.dz_fp32 != 0;
+  cpp.backward_workspace_bytes = config.backward_workspace_bytes;
+  cpp.grad_filter_threshold = config.grad_filter_threshold;
+  return cpp;
+}
+
+// A communicator's options from the C timeout: 0 means the C++ default; a negative one is the
+// caller's mistake, reported in the C API's own terms.
+shardjit::CommOptions comm_options_of(const char* function, int64_t timeout_ms) {
+  shardjit::CommOptions options;
+  if (timeout_ms < 0) {
+    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
+                          std::string(function) + ": timeout_ms = " + std::to_string(timeout_ms) +
+                              "; expected a positive number of milliseconds, or 0 for the default");
+  }
+  if (timeout_ms > 0) options.timeout = std::chrono::milliseconds(timeout_ms);
+  return options;
+}
+
 }  // namespace
 
 static_assert(static_cast<int>(shardjit::ErrorCode::kInternal) == SHARDJIT_ERROR_INTERNAL,
               "C status codes mirror shardjit::ErrorCode");
 static_assert(static_cast<int>(shardjit::DType::kInt64) == SHARDJIT_INT64, "C dtypes mirror shardjit::DType");
+static_assert(sizeof(shardjit::CommUniqueId) == SHARDJIT_COMM_UNIQUE_ID_BYTES,
+              "a C unique id holds a CommUniqueId");
 
 extern "C" {
 
@@ -103,6 +149,90 @@ shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options,
 
 void shardjit_runtime_destroy(shardjit_runtime* runtime) { delete runtime; }
 
+shardjit_status shardjit_comm_new_unique_id(char out[SHARDJIT_COMM_UNIQUE_ID_BYTES]) {
+  if (out == nullptr) return null_argument("shardjit_comm_new_unique_id", "out");
+  return guarded([&] {
+    const shardjit::CommUniqueId id = shardjit::Communicator::new_unique_id();
+    std::memcpy(out, id.data(), id.size());
+  });
+}
+
+shardjit_status shardjit_comm_create(shardjit_runtime* runtime, int device, int rank, int size,
+                                     const char unique_id[SHARDJIT_COMM_UNIQUE_ID_BYTES], int64_t timeout_ms,
+                                     shardjit_comm** out) {
+  if (out == nullptr) return null_argument("shardjit_comm_create", "out");
+  *out = nullptr;
+  if (runtime == nullptr) return null_argument("shardjit_comm_create", "runtime");
+  if (unique_id == nullptr) return null_argument("shardjit_comm_create", "unique_id");
+  return guarded([&] {
+    const shardjit::CommOptions options = comm_options_of("shardjit_comm_create", timeout_ms);
+    shardjit::CommUniqueId id{};
+    std::memcpy(id.data(), unique_id, id.size());
+    auto handle = std::make_unique<shardjit_comm>();
+    handle->comm = std::make_unique<shardjit::Communicator>(
+        shardjit::Communicator::create(*runtime->runtime, device, rank, size, id, options));
+    *out = handle.release();
+  });
+}
+
+shardjit_status shardjit_comm_wrap(shardjit_runtime* runtime, void* nccl_comm, int device, int64_t timeout_ms,
+                                   shardjit_comm** out) {
+  if (out == nullptr) return null_argument("shardjit_comm_wrap", "out");
+  *out = nullptr;
+  if (runtime == nullptr) return null_argument("shardjit_comm_wrap", "runtime");
+  if (nccl_comm == nullptr) return null_argument("shardjit_comm_wrap", "nccl_comm");
+  return guarded([&] {
+    const shardjit::CommOptions options = comm_options_of("shardjit_comm_wrap", timeout_ms);
+    auto handle = std::make_unique<shardjit_comm>();
+    handle->comm = std::make_unique<shardjit::Communicator>(
+        shardjit::Communicator::wrap(*runtime->runtime, nccl_comm, device, options));
+    *out = handle.release();
+  });
+}
+
+void shardjit_comm_destroy(shardjit_comm* comm) { delete comm; }
+
+shardjit_status shardjit_comm_rank(const shardjit_comm* comm, int* rank) {
+  if (comm == nullptr) return null_argument("shardjit_comm_rank", "comm");
+  if (rank == nullptr) return null_argument("shardjit_comm_rank", "rank");
+  return guarded([&] { *rank = comm->comm->rank(); });
+}
+
+shardjit_status shardjit_comm_size(const shardjit_comm* comm, int* size) {
+  if (comm == nullptr) return null_argument("shardjit_comm_size", "comm");
+  if (size == nullptr) return null_argument("shardjit_comm_size", "size");
+  return guarded([&] { *size = comm->comm->size(); });
+}
+
+shardjit_status shardjit_comm_device(const shardjit_comm* comm, int* device) {
+  if (comm == nullptr) return null_argument("shardjit_comm_device", "comm");
+  if (device == nullptr) return null_argument("shardjit_comm_device", "device");
+  return guarded([&] { *device = comm->comm->device(); });
+}
+
+shardjit_status shardjit_comm_set_timeout(shardjit_comm* comm, int64_t timeout_ms) {
+  if (comm == nullptr) return null_argument("shardjit_comm_set_timeout", "comm");
+  return guarded([&] {
+    if (timeout_ms <= 0) {
+      throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
+                            "shardjit_comm_set_timeout: timeout_ms = " + std::to_string(timeout_ms) +
+                                "; expected a positive number of milliseconds");
+    }
+    comm->comm->set_timeout(std::chrono::milliseconds(timeout_ms));
+  });
+}
+
+shardjit_status shardjit_comm_abort(shardjit_comm* comm) {
+  if (comm == nullptr) return null_argument("shardjit_comm_abort", "comm");
+  return guarded([&] { comm->comm->abort(); });
+}
+
+shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted) {
+  if (comm == nullptr) return null_argument("shardjit_comm_aborted", "comm");
+  if (aborted == nullptr) return null_argument("shardjit_comm_aborted", "aborted");
+  return guarded([&] { *aborted = comm->comm->aborted() ? 1 : 0; });
+}
+
 void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config) {
   if (config == nullptr) return;
   const shardjit::LinearLogpConfig defaults;
@@ -121,28 +251,22 @@ shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const sha
   if (runtime == nullptr) return null_argument("shardjit_linear_logp_create", "runtime");
   if (config == nullptr) return null_argument("shardjit_linear_logp_create", "config");
   return guarded([&] {
-    shardjit::LinearLogpConfig cpp;
-    cpp.hidden = config->hidden;
-    cpp.vocab_start = config->vocab_start;
-    cpp.vocab_local = config->vocab_local;
-    cpp.vocab_global = config->vocab_global;
-    cpp.valid_vocab = config->valid_vocab;
-    cpp.dtype = dtype_of(config->dtype);
-    if (config->has_bias) cpp.bias_dtype = dtype_of(config->bias_dtype);
-    cpp.target_dtype = dtype_of(config->target_dtype);
-    cpp.ignore_index = config->ignore_index;
-    cpp.temperature = config->temperature;
-    cpp.want_entropy = config->want_entropy != 0;
-    cpp.strict = config->strict != 0;
-    cpp.device = config->device;
-    cpp.max_rows = config->max_rows;
-    cpp.want_backward = config->want_backward != 0;
-    cpp.grad_weight_fp32 = config->grad_weight_fp32 != 0;
-    cpp.dz_fp32 = config->dz_fp32 != 0;
-    cpp.backward_workspace_bytes = config->backward_workspace_bytes;
-    cpp.grad_filter_threshold = config->grad_filter_threshold;
     auto handle = std::make_unique<shardjit_linear_logp>();
-    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, cpp);
+    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, config_of(*config));
+    *out = handle.release();
+  });
+}
+
+shardjit_status shardjit_linear_logp_create_tp(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
+                                               shardjit_comm* comm, shardjit_linear_logp** out) {
+  if (out == nullptr) return null_argument("shardjit_linear_logp_create_tp", "out");
+  *out = nullptr;
+  if (runtime == nullptr) return null_argument("shardjit_linear_logp_create_tp", "runtime");
+  if (config == nullptr) return null_argument("shardjit_linear_logp_create_tp", "config");
+  if (comm == nullptr) return null_argument("shardjit_linear_logp_create_tp", "comm");
+  return guarded([&] {
+    auto handle = std::make_unique<shardjit_linear_logp>();
+    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, config_of(*config), *comm->comm);
     *out = handle.release();
   });
 }

@@ -73,6 +73,57 @@ typedef struct shardjit_vector {
   int64_t size;
 } shardjit_vector;
 
+/* ---- communicator (tensor parallelism; see communicator.hpp) ---------------------------- */
+
+/* One rank of an NCCL group, for the tensor-parallel ops. NCCL is opened at run time: without
+ * it (or without a GPU) these calls return SHARDJIT_ERROR_COMM (or SHARDJIT_ERROR_NO_DEVICE).
+ * Every host-side wait on the peers is bounded by the communicator's timeout; when it runs out
+ * the call returns SHARDJIT_ERROR_COMM and a communicator made by shardjit_comm_create is
+ * aborted. The runtime outlives the communicator, which outlives the ops built on it; a
+ * communicator and its ops are used by one thread at a time. */
+typedef struct shardjit_comm shardjit_comm;
+
+/* The size of a unique id (the bytes of an ncclUniqueId). */
+#define SHARDJIT_COMM_UNIQUE_ID_BYTES 128
+
+/* Writes a fresh id for a new group (ncclGetUniqueId) to `out`. Needs NCCL but no GPU: a
+ * launcher may call it before it starts its per-GPU processes, then send the bytes to every
+ * rank by its own means. */
+shardjit_status shardjit_comm_new_unique_id(char out[SHARDJIT_COMM_UNIQUE_ID_BYTES]);
+
+/* Joins the group `unique_id` as `rank` of `size` on CUDA device `device`; returns once every
+ * rank has joined, or after timeout_ms with SHARDJIT_ERROR_COMM. timeout_ms bounds this join and
+ * every later wait on the peers; 0: the default (5 minutes). The communicator owns its NCCL
+ * communicator. */
+shardjit_status shardjit_comm_create(shardjit_runtime* runtime, int device, int rank, int size,
+                                     const char unique_id[SHARDJIT_COMM_UNIQUE_ID_BYTES], int64_t timeout_ms,
+                                     shardjit_comm** out);
+
+/* Uses the caller's ncclComm_t, made for `device`, which the caller keeps alive longer than
+ * the communicator and destroys itself (a timeout does not abort it: that is the caller's to
+ * do). timeout_ms as in shardjit_comm_create. */
+shardjit_status shardjit_comm_wrap(shardjit_runtime* runtime, void* nccl_comm, int device, int64_t timeout_ms,
+                                   shardjit_comm** out);
+
+void shardjit_comm_destroy(shardjit_comm* comm);
+
+shardjit_status shardjit_comm_rank(const shardjit_comm* comm, int* rank);
+shardjit_status shardjit_comm_size(const shardjit_comm* comm, int* size);
+shardjit_status shardjit_comm_device(const shardjit_comm* comm, int* device);
+
+/* Changes the bound of later waits (e.g. a long one while the ops are built, a short one
+ * after); timeout_ms > 0. */
+shardjit_status shardjit_comm_set_timeout(shardjit_comm* comm, int64_t timeout_ms);
+
+/* Aborts now: a created communicator is torn down with ncclCommAbort (its pending collectives
+ * end); a wrapped one is only marked unusable. Every later call of an op built on it returns
+ * SHARDJIT_ERROR_COMM. */
+shardjit_status shardjit_comm_abort(shardjit_comm* comm);
+
+/* *aborted = 1 once the communicator was aborted (after a timeout, an NCCL error or
+ * shardjit_comm_abort), else 0. */
+shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted);
+
 /* ---- LinearLogp ------------------------------------------------------------------------- */
 
 typedef struct shardjit_linear_logp shardjit_linear_logp;
@@ -104,6 +155,17 @@ typedef struct shardjit_linear_logp_config {
 void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config);
 shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
                                             shardjit_linear_logp** out);
+
+/* Tensor parallel: this rank's shard [vocab_start, vocab_start + vocab_local) of a
+ * vocab_global vocabulary split over the ranks of `comm` in rank order; config->device is the
+ * communicator's device. Collective: every rank calls it at the same time with its own shard;
+ * the layouts are checked across ranks once, here, and a bad one (or a failure on any rank)
+ * returns the same status and message on every rank. Forward and backward then give every rank
+ * the same logp, lse, entropy and grad_hidden. Set max_rows before capturing calls into a CUDA
+ * graph. See LinearLogp's TP constructor in linear_logp.hpp for the rules the ranks keep. */
+shardjit_status shardjit_linear_logp_create_tp(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
+                                               shardjit_comm* comm, shardjit_linear_logp** out);
+
 void shardjit_linear_logp_destroy(shardjit_linear_logp* op);
 
 /* hidden [N, H], weight [V_local, H], bias [V_local] (data NULL without bias), targets [N];
