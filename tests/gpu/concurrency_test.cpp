@@ -1,0 +1,418 @@
+// One Runtime shared by 8 threads, as a server shares it between its workers: every thread builds
+// its own LinearLogp op at the same moment (three threads share one config, two share another,
+// so the first use of one kernel happens on several threads at once while other kernels compile
+// alongside), then runs a forward and a backward on a stream of its own, on fresh random data.
+// Every thread's results must equal, bit for bit, a later single-threaded run of the same op on
+// the same inputs, and match the fp64 CPU reference; every kernel must have been compiled once.
+#include <gtest/gtest.h>
+
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <latch>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
+#include "runtime/logging.hpp"
+#include "shardjit/shardjit.hpp"
+#include "support/device_array.hpp"
+#include "support/reference.hpp"
+#include "support/temp_dir.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::DeviceArray;
+
+struct ThreadCase {
+  const char* name;
+  std::int64_t n, hidden, vocab;
+  std::int64_t valid_vocab = 0;  // 0: all
+  DType dtype = DType::kBF16;
+  std::optional<DType> bias;
+  DType targets = DType::kInt64;
+  float temperature = 1.0f;
+  bool entropy = false;
+  bool grad_weight_fp32 = false;
+};
+
+// Threads a0..a2 and b0..b1 share a config each (the same kernels); the others differ in hidden
+// size, vocabulary and dtype. Row counts differ everywhere.
+const ThreadCase kThreads[] = {
+    {"a0", 200, 256, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true, true},
+    {"a1", 77, 256, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true, true},
+    {"a2", 513, 256, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true, true},
+    {"b0", 129, 512, 3001, 2990, DType::kFP16, DType::kFP16, DType::kInt32, 0.8f},
+    {"b1", 64, 512, 3001, 2990, DType::kFP16, DType::kFP16, DType::kInt32, 0.8f},
+    {"c0", 300, 128, 32000, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.0f, true, true},
+    {"c1", 1000, 1024, 2048, 0, DType::kBF16, std::nullopt, DType::kInt32, 1.2f},
+    {"d0", 33, 72, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 1.3f, true},
+};
+constexpr std::size_t kThreadCount = sizeof(kThreads) / sizeof(kThreads[0]);
+
+template <class Body>
+void parallel_for(std::int64_t count, const Body& body) {
+  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (std::int64_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      for (std::int64_t i = w; i < count; i += workers) body(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dtype == DType::kFP32) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+      continue;
+    }
+    std::uint16_t half = 0;
+    std::memcpy(&half, bytes.data() + 2 * i, 2);
+    out[i] = dtype == DType::kBF16 ? testing::bf16_to_float(half) : testing::fp16_to_float(half);
+  }
+  return out;
+}
+
+// fp64 gradients of a single-shard problem for upstream gradients g (of logp) and h (of lse):
+// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T over the valid columns of rows with a valid
+// target; dX = dZ W, dW = dZ^T X, db = sum_i dZ.
+struct ReferenceGrads {
+  std::vector<double> dx, dw, db;  // [n][H], [V][H], [V]
+};
+
+ReferenceGrads reference_gradients(const testing::LogpProblem& p, const std::vector<float>& g,
+                                   const std::vector<float>& h) {
+  const std::int64_t H = p.hidden, V = p.vocab_local, valid = std::min(p.vocab_local, p.valid_vocab);
+  ReferenceGrads r;
+  r.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
+  std::vector<double> dz(static_cast<std::size_t>(p.n * V), 0.0);
+  parallel_for(p.n, [&](std::int64_t i) {
+    const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
+    if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
+    const float* x = p.hidden_values.data() + i * H;
+    double* z = dz.data() + i * V;
+    double m = -INFINITY;
+    for (std::int64_t v = 0; v < valid; ++v) {
+      const float* w = p.weight_values.data() + v * H;
+      double acc = 0;
+      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
+      if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
+      z[v] = acc / p.temperature;
+      m = std::max(m, z[v]);
+    }
+    double sum = 0;
+    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(z[v] - m);
+    const double lse = m + std::log(sum);
+    const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
+    double* dx = r.dx.data() + i * H;
+    for (std::int64_t v = 0; v < valid; ++v) {
+      z[v] = ((v == t ? gi : 0.0) + (hi - gi) * std::exp(z[v] - lse)) / p.temperature;
+      const float* w = p.weight_values.data() + v * H;
+      for (std::int64_t k = 0; k < H; ++k) dx[k] += z[v] * w[k];
+    }
+  });
+  r.dw.assign(static_cast<std::size_t>(V * H), 0.0);
+  r.db.assign(static_cast<std::size_t>(V), 0.0);
+  parallel_for(V, [&](std::int64_t v) {
+    double* dw = r.dw.data() + v * H;
+    for (std::int64_t i = 0; i < p.n; ++i) {
+      const double d = dz[static_cast<std::size_t>(i * V + v)];
+      if (d == 0.0) continue;
+      r.db[static_cast<std::size_t>(v)] += d;
+      const float* x = p.hidden_values.data() + i * H;
+      for (std::int64_t k = 0; k < H; ++k) dw[k] += d * x[k];
+    }
+  });
+  return r;
+}
+
+// ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
+double rel_norm(const std::vector<float>& out, const std::vector<double>& ref) {
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    const double d = out[i] - ref[i];
+    err2 += d * d;
+    ref2 += ref[i] * ref[i];
+  }
+  return ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+}
+
+// The relative-norm bound of the backward tests: the coarser of dZ's type and the output's.
+double grad_tolerance(DType dz, DType out) {
+  auto of = [](DType d) { return d == DType::kFP32 ? 1e-4 : d == DType::kFP16 ? 4e-3 : 2e-2; };
+  return std::max(of(dz), of(out));
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// What one forward + backward gave: fp32 logp, lse, entropy and the gradients' device bytes.
+struct Results {
+  std::vector<float> logp, lse, entropy;
+  std::vector<std::uint8_t> grad_hidden, grad_weight, grad_bias;
+  std::int64_t bad_rows = -1;
+};
+
+// One thread's problem, its device buffers and its op.
+struct Worker {
+  Worker(const ThreadCase& tc, std::uint64_t seed) : c(tc) {
+    p.n = c.n;
+    p.hidden = c.hidden;
+    p.vocab_local = c.vocab;
+    p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
+    p.temperature = c.temperature;
+    p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c.n * c.hidden), 1.0f, c.dtype, x_bytes);
+    const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+    p.weight_values =
+        testing::random_values(seed + 1, static_cast<std::size_t>(c.vocab * c.hidden), w_scale, c.dtype, w_bytes);
+    if (c.bias) p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c.vocab), 1.0f, *c.bias, b_bytes);
+    std::mt19937_64 rng(seed + 3);
+    std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
+    std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      p.targets.push_back(i % 7 == 3 ? p.ignore_index : pick(rng));
+      g.push_back(grad(rng));
+      h.push_back(0.25f * grad(rng));
+    }
+    p.targets[0] = 0;
+    p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+  }
+
+  DType grad_weight_dtype() const { return c.grad_weight_fp32 ? DType::kFP32 : c.dtype; }
+  DType grad_bias_dtype() const { return c.grad_weight_fp32 || !c.bias ? DType::kFP32 : *c.bias; }
+
+  LinearLogpConfig config() const {
+    LinearLogpConfig config;
+    config.hidden = c.hidden;
+    config.vocab_local = c.vocab;
+    config.valid_vocab = c.valid_vocab;
+    config.dtype = c.dtype;
+    config.bias_dtype = c.bias;
+    config.target_dtype = c.targets;
+    config.temperature = c.temperature;
+    config.want_entropy = c.entropy;
+    config.want_backward = true;
+    config.grad_weight_fp32 = c.grad_weight_fp32;
+    return config;
+  }
+
+  // Device buffers with this worker's inputs (made on the worker's thread).
+  void upload() {
+    const std::size_t n4 = static_cast<std::size_t>(c.n) * 4;
+    x = std::make_unique<DeviceArray>(x_bytes.size());
+    w = std::make_unique<DeviceArray>(w_bytes.size());
+    b = std::make_unique<DeviceArray>(std::max<std::size_t>(b_bytes.size(), 16));
+    x->upload(x_bytes.data(), x_bytes.size());
+    w->upload(w_bytes.data(), w_bytes.size());
+    b->upload(b_bytes.data(), b_bytes.size());
+    const std::vector<std::int32_t> t32(p.targets.begin(), p.targets.end());
+    t = std::make_unique<DeviceArray>(c.targets == DType::kInt32 ? DeviceArray::from(t32) : DeviceArray::from(p.targets));
+    gl = std::make_unique<DeviceArray>(DeviceArray::from(g));
+    hl = std::make_unique<DeviceArray>(DeviceArray::from(h));
+    logp = std::make_unique<DeviceArray>(n4);
+    lse = std::make_unique<DeviceArray>(n4);
+    entropy = std::make_unique<DeviceArray>(n4);
+    const auto H = static_cast<std::size_t>(c.hidden), V = static_cast<std::size_t>(c.vocab);
+    gx = std::make_unique<DeviceArray>(static_cast<std::size_t>(c.n) * H * dtype_size(c.dtype));
+    gw = std::make_unique<DeviceArray>(V * H * dtype_size(grad_weight_dtype()));
+    gb = std::make_unique<DeviceArray>(V * dtype_size(grad_bias_dtype()));
+  }
+
+  // Forward then backward on `stream`, outputs poisoned first; waits and downloads.
+  Results run(CUstream stream) {
+    for (DeviceArray* o : {logp.get(), lse.get(), entropy.get(), gx.get(), gw.get(), gb.get()}) o->fill_bytes(0xff);
+    LinearLogpInputs in;
+    in.hidden = {x->data(), c.dtype, c.n, c.hidden, 0};
+    in.weight = {w->data(), c.dtype, c.vocab, c.hidden, 0};
+    if (c.bias) in.bias = {b->data(), *c.bias, c.vocab};
+    in.targets = {t->data(), c.targets, c.n};
+    LinearLogpOutputs out;
+    out.logp = {logp->data(), DType::kFP32, c.n};
+    out.lse = {lse->data(), DType::kFP32, c.n};
+    if (c.entropy) out.entropy = {entropy->data(), DType::kFP32, c.n};
+    op->forward(in, out, stream);
+    LinearLogpGrads grads;
+    grads.hidden = {gx->data(), c.dtype, c.n, c.hidden, 0};
+    grads.weight = {gw->data(), grad_weight_dtype(), c.vocab, c.hidden, 0};
+    if (c.bias) grads.bias = {gb->data(), grad_bias_dtype(), c.vocab};
+    op->backward(in, out.lse, {gl->data(), DType::kFP32, c.n}, {hl->data(), DType::kFP32, c.n}, grads, stream);
+    Results r;
+    r.bad_rows = op->check(stream).bad_rows;  // waits for the stream
+    const auto n = static_cast<std::size_t>(c.n);
+    r.logp = logp->to_vector<float>(n);
+    r.lse = lse->to_vector<float>(n);
+    if (c.entropy) r.entropy = entropy->to_vector<float>(n);
+    r.grad_hidden = gx->to_vector<std::uint8_t>(gx->bytes());
+    r.grad_weight = gw->to_vector<std::uint8_t>(gw->bytes());
+    if (c.bias) r.grad_bias = gb->to_vector<std::uint8_t>(gb->bytes());
+    return r;
+  }
+
+  ThreadCase c;
+  testing::LogpProblem p;
+  std::vector<float> g, h;
+  std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;
+  std::unique_ptr<DeviceArray> x, w, b, t, gl, hl, logp, lse, entropy, gx, gw, gb;
+  std::unique_ptr<LinearLogp> op;
+  Results concurrent;
+  std::string error;  // what a thread threw
+};
+
+// Records the messages of the "shardjit" logger while it lives (the kernel cache logs one
+// "compiled <spec> for <arch> (...)" line per NVRTC compile, at info level).
+class CompileLog {
+ public:
+  CompileLog() : saved_level_(log().level()), sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_)) {
+    sink_->set_pattern("%v");
+    log().sinks().push_back(sink_);
+  }
+  ~CompileLog() {
+    auto& sinks = log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    log().set_level(saved_level_);
+  }
+  CompileLog(const CompileLog&) = delete;
+  CompileLog& operator=(const CompileLog&) = delete;
+
+  // How many times each kernel (spec text and arch) was compiled.
+  std::map<std::string, int> compiles() const {
+    std::map<std::string, int> counts;
+    std::istringstream lines(stream_.str());
+    for (std::string line; std::getline(lines, line);) {
+      const std::string prefix = "compiled ";
+      if (line.rfind(prefix, 0) != 0) continue;
+      const std::size_t paren = line.rfind(" (");
+      ++counts[line.substr(prefix.size(), paren == std::string::npos ? std::string::npos : paren - prefix.size())];
+    }
+    return counts;
+  }
+
+ private:
+  spdlog::level::level_enum saved_level_;
+  std::ostringstream stream_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+void expect_forward_matches_reference(const Worker& wk, const Results& r) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(wk.c.n));
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+  const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(wk.p, rows);
+  double max_logp = 0, max_lse = 0, max_entropy = 0, err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(r.logp[i]) && std::isfinite(r.lse[i])) << wk.c.name << ": row " << i << " not written";
+    if (wk.p.targets[i] == wk.p.ignore_index) {
+      EXPECT_EQ(r.logp[i], 0.0f) << wk.c.name << ": ignored row " << i;
+    }
+    const double d = r.logp[i] - ref[i].logp;
+    max_logp = std::max(max_logp, std::abs(d));
+    max_lse = std::max(max_lse, std::abs(r.lse[i] - ref[i].lse));
+    if (wk.c.entropy) max_entropy = std::max(max_entropy, std::abs(r.entropy[i] - ref[i].entropy));
+    err2 += d * d;
+    ref2 += ref[i].logp * ref[i].logp;
+  }
+  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  std::printf("[ accuracy ] %s %s n %lld: max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n",
+              wk.c.name, dtype_name(wk.c.dtype), static_cast<long long>(wk.c.n), max_logp, max_lse, max_entropy, rel);
+  EXPECT_LT(max_logp, 2e-3) << wk.c.name;
+  EXPECT_LT(max_lse, 2e-3) << wk.c.name;
+  EXPECT_LT(max_entropy, 2e-3) << wk.c.name;
+  EXPECT_LT(rel, 1e-3) << wk.c.name;
+}
+
+void expect_gradients_match_reference(const Worker& wk, const Results& r) {
+  const ReferenceGrads ref = reference_gradients(wk.p, wk.g, wk.h);
+  const auto n = static_cast<std::size_t>(wk.c.n), H = static_cast<std::size_t>(wk.c.hidden),
+             V = static_cast<std::size_t>(wk.c.vocab);
+  const double dx = rel_norm(to_floats(r.grad_hidden, wk.c.dtype, n * H), ref.dx);
+  const double dw = rel_norm(to_floats(r.grad_weight, wk.grad_weight_dtype(), V * H), ref.dw);
+  const double db = wk.c.bias ? rel_norm(to_floats(r.grad_bias, wk.grad_bias_dtype(), V), ref.db) : 0.0;
+  std::printf("[ accuracy ] %s %s backward rel-norm dX %.2e dW %.2e db %.2e\n", wk.c.name, dtype_name(wk.c.dtype), dx,
+              dw, db);
+  EXPECT_LT(dx, grad_tolerance(wk.c.dtype, wk.c.dtype)) << wk.c.name << ": grad_hidden";
+  EXPECT_LT(dw, grad_tolerance(wk.c.dtype, wk.grad_weight_dtype())) << wk.c.name << ": grad_weight";
+  EXPECT_LT(db, grad_tolerance(wk.c.dtype, wk.grad_bias_dtype())) << wk.c.name << ": grad_bias";
+}
+
+TEST(Concurrency, EightThreadsShareOneRuntimeAndGetTheSingleThreadResults) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  testing::TempDir dir;
+  CompileLog compile_log;  // before the Runtime, whose log level it restores at the end
+  RuntimeOptions options;
+  options.cache_dir = (dir.path() / "cache").string();  // empty: every kernel is compiled here
+  options.jit = true;
+  options.log_level = "info";
+  Runtime runtime(options);
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (std::size_t i = 0; i < kThreadCount; ++i) {
+    workers.push_back(std::make_unique<Worker>(kThreads[i], 5000 + 97 * i));
+  }
+
+  std::latch start(static_cast<std::ptrdiff_t>(kThreadCount));
+  std::vector<std::thread> threads;
+  for (auto& worker : workers) {
+    threads.emplace_back([&start, &runtime, &wk = *worker] {
+      bool arrived = false;
+      try {
+        const DeviceContext& device = testing::test_device();
+        ScopedContext scope(device);
+        OwnedStream stream(device);
+        wk.upload();
+        start.arrive_and_wait();  // every thread builds its op at the same moment
+        arrived = true;
+        wk.op = std::make_unique<LinearLogp>(runtime, wk.config());
+        wk.concurrent = wk.run(stream.get());
+      } catch (const std::exception& e) {
+        wk.error = e.what();
+        if (!arrived) start.count_down();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& wk : workers) {
+    ASSERT_EQ(wk->error, "") << wk->c.name;
+  }
+
+  // Concurrent first use of a kernel compiled it once; several kernels were compiled.
+  const std::map<std::string, int> compiles = compile_log.compiles();
+  for (const auto& [kernel, count] : compiles) {
+    EXPECT_EQ(count, 1) << kernel << " was compiled " << count << " times";
+  }
+  EXPECT_GT(compiles.size(), 4u) << "expected the kernels of four configs to be compiled by this test";
+
+  // Single-threaded, on the default stream: the same bits.
+  for (const auto& wk : workers) {
+    SCOPED_TRACE(wk->c.name);
+    const Results serial = wk->run(nullptr);
+    const Results& r = wk->concurrent;
+    EXPECT_EQ(r.bad_rows, 0);
+    EXPECT_EQ(serial.bad_rows, 0);
+    EXPECT_TRUE(same_bits(r.logp, serial.logp)) << "logp differs from the single-threaded run";
+    EXPECT_TRUE(same_bits(r.lse, serial.lse)) << "lse differs from the single-threaded run";
+    EXPECT_TRUE(same_bits(r.entropy, serial.entropy)) << "entropy differs from the single-threaded run";
+    EXPECT_EQ(r.grad_hidden, serial.grad_hidden) << "grad_hidden differs from the single-threaded run";
+    EXPECT_EQ(r.grad_weight, serial.grad_weight) << "grad_weight differs from the single-threaded run";
+    EXPECT_EQ(r.grad_bias, serial.grad_bias) << "grad_bias differs from the single-threaded run";
+    expect_forward_matches_reference(*wk, r);
+    expect_gradients_match_reference(*wk, r);
+  }
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,409 @@
+// LinearLogp on one GPU captured into a CUDA graph (on a non-blocking stream of its own, after
+// the op was built with max_rows and run once eagerly, as docs/deploy.md asks), then replayed
+// after every input was overwritten in place with new random values. Each replay must give the
+// bits of an eager call on the same inputs (the op is deterministic) and match the fp64 CPU
+// reference within the bounds of the forward and backward tests. Outputs are poisoned (NaN)
+// before every run, so a result left over from an earlier run cannot pass for a new one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
+#include "shardjit/shardjit.hpp"
+#include "support/device_array.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::DeviceArray;
+
+constexpr int kReplays = 3;
+
+Runtime& shared_runtime() {
+  static Runtime runtime;  // cache folder from SHARDJIT_CACHE_DIR, shared across the suite
+  return runtime;
+}
+
+template <class Body>
+void parallel_for(std::int64_t count, const Body& body) {
+  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (std::int64_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      for (std::int64_t i = w; i < count; i += workers) body(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dtype == DType::kFP32) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+      continue;
+    }
+    std::uint16_t half = 0;
+    std::memcpy(&half, bytes.data() + 2 * i, 2);
+    out[i] = dtype == DType::kBF16 ? testing::bf16_to_float(half) : testing::fp16_to_float(half);
+  }
+  return out;
+}
+
+// fp64 gradients of a single-shard problem for upstream gradients g (of logp) and h (of lse):
+// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T over the valid columns of rows with a valid
+// target; dX = dZ W, dW = dZ^T X, db = sum_i dZ.
+struct ReferenceGrads {
+  std::vector<double> dx, dw, db;  // [n][H], [V][H], [V]
+};
+
+ReferenceGrads reference_gradients(const testing::LogpProblem& p, const std::vector<float>& g,
+                                   const std::vector<float>& h) {
+  const std::int64_t H = p.hidden, V = p.vocab_local, valid = std::min(p.vocab_local, p.valid_vocab);
+  ReferenceGrads r;
+  r.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
+  std::vector<double> dz(static_cast<std::size_t>(p.n * V), 0.0);
+  parallel_for(p.n, [&](std::int64_t i) {
+    const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
+    if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
+    const float* x = p.hidden_values.data() + i * H;
+    double* z = dz.data() + i * V;
+    double m = -INFINITY;
+    for (std::int64_t v = 0; v < valid; ++v) {
+      const float* w = p.weight_values.data() + v * H;
+      double acc = 0;
+      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
+      if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
+      z[v] = acc / p.temperature;
+      m = std::max(m, z[v]);
+    }
+    double sum = 0;
+    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(z[v] - m);
+    const double lse = m + std::log(sum);
+    const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
+    double* dx = r.dx.data() + i * H;
+    for (std::int64_t v = 0; v < valid; ++v) {
+      z[v] = ((v == t ? gi : 0.0) + (hi - gi) * std::exp(z[v] - lse)) / p.temperature;
+      const float* w = p.weight_values.data() + v * H;
+      for (std::int64_t k = 0; k < H; ++k) dx[k] += z[v] * w[k];
+    }
+  });
+  r.dw.assign(static_cast<std::size_t>(V * H), 0.0);
+  r.db.assign(static_cast<std::size_t>(V), 0.0);
+  parallel_for(V, [&](std::int64_t v) {
+    double* dw = r.dw.data() + v * H;
+    for (std::int64_t i = 0; i < p.n; ++i) {
+      const double d = dz[static_cast<std::size_t>(i * V + v)];
+      if (d == 0.0) continue;
+      r.db[static_cast<std::size_t>(v)] += d;
+      const float* x = p.hidden_values.data() + i * H;
+      for (std::int64_t k = 0; k < H; ++k) dw[k] += d * x[k];
+    }
+  });
+  return r;
+}
+
+// ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
+double rel_norm(const std::vector<float>& out, const std::vector<double>& ref) {
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    const double d = out[i] - ref[i];
+    err2 += d * d;
+    ref2 += ref[i] * ref[i];
+  }
+  return ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+}
+
+// The relative-norm bound of the backward tests: the coarser of dZ's type and the output's.
+double grad_tolerance(DType dz, DType out) {
+  auto of = [](DType d) { return d == DType::kFP32 ? 1e-4 : d == DType::kFP16 ? 4e-3 : 2e-2; };
+  return std::max(of(dz), of(out));
+}
+
+struct GraphCase {
+  const char* name;
+  std::int64_t n, hidden, vocab;
+  std::int64_t valid_vocab = 0;  // 0: all
+  DType dtype = DType::kBF16;
+  std::optional<DType> bias;
+  DType targets = DType::kInt64;
+  float temperature = 1.0f;
+  bool entropy = false;
+  bool backward = false;
+  bool grad_weight_fp32 = false;
+  std::int64_t dz_tiles = 0;  // backward workspace in 128-column tiles of dZ (several chunks); 0: default
+};
+
+std::ostream& operator<<(std::ostream& os, const GraphCase& c) { return os << c.name; }
+
+// What one run gave, as device bytes.
+struct Results {
+  std::vector<std::uint8_t> logp, lse, entropy, grad_hidden, grad_weight, grad_bias;
+};
+
+// A problem of fixed shape whose inputs are refilled in place (the graph keeps the pointers),
+// its device buffers and its op.
+class Fixture {
+ public:
+  explicit Fixture(const GraphCase& c)
+      : c_(c),
+        n4_(static_cast<std::size_t>(c.n) * 4),
+        x_(static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)),
+        w_(static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)),
+        b_(static_cast<std::size_t>(c.vocab) * 4),
+        t_(static_cast<std::size_t>(c.n) * 8),
+        g_(n4_),
+        h_(n4_),
+        logp_(n4_),
+        lse_(n4_),
+        entropy_(n4_),
+        gx_(static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)),
+        gw_(static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(grad_weight_dtype())),
+        gb_(static_cast<std::size_t>(c.vocab) * dtype_size(grad_bias_dtype())),
+        op_(shared_runtime(), config()) {}
+
+  DType grad_weight_dtype() const { return c_.grad_weight_fp32 ? DType::kFP32 : c_.dtype; }
+  DType grad_bias_dtype() const { return c_.grad_weight_fp32 || !c_.bias ? DType::kFP32 : *c_.bias; }
+
+  // New random hidden states, weights, bias, targets and upstream gradients, written over the
+  // old ones in the same device buffers.
+  void refill(std::uint64_t seed) {
+    testing::LogpProblem& p = p_;
+    p = testing::LogpProblem{};
+    p.n = c_.n;
+    p.hidden = c_.hidden;
+    p.vocab_local = c_.vocab;
+    p.valid_vocab = c_.valid_vocab ? c_.valid_vocab : c_.vocab;
+    p.temperature = c_.temperature;
+    std::vector<std::uint8_t> bytes;
+    p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c_.n * c_.hidden), 1.0f, c_.dtype, bytes);
+    x_.upload(bytes.data(), bytes.size());
+    const float w_scale = 4.0f / std::sqrt(static_cast<float>(c_.hidden));
+    p.weight_values =
+        testing::random_values(seed + 1, static_cast<std::size_t>(c_.vocab * c_.hidden), w_scale, c_.dtype, bytes);
+    w_.upload(bytes.data(), bytes.size());
+    if (c_.bias) {
+      p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c_.vocab), 1.0f, *c_.bias, bytes);
+      b_.upload(bytes.data(), bytes.size());
+    }
+    std::mt19937_64 rng(seed + 3);
+    std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
+    std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
+    g_values_.clear();
+    h_values_.clear();
+    for (std::int64_t i = 0; i < c_.n; ++i) {
+      p.targets.push_back(i % 9 == 4 ? p.ignore_index : pick(rng));
+      g_values_.push_back(grad(rng));
+      h_values_.push_back(0.25f * grad(rng));
+    }
+    p.targets[0] = 0;
+    p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+    if (c_.targets == DType::kInt32) {
+      const std::vector<std::int32_t> t32(p.targets.begin(), p.targets.end());
+      t_.upload(t32.data(), t32.size() * 4);
+    } else {
+      t_.upload(p.targets.data(), p.targets.size() * 8);
+    }
+    g_.upload(g_values_.data(), n4_);
+    h_.upload(h_values_.data(), n4_);
+  }
+
+  // Enqueues the op's calls on `stream` (what the graph captures).
+  void enqueue(CUstream stream) {
+    LinearLogpInputs in;
+    in.hidden = {x_.data(), c_.dtype, c_.n, c_.hidden, 0};
+    in.weight = {w_.data(), c_.dtype, c_.vocab, c_.hidden, 0};
+    if (c_.bias) in.bias = {b_.data(), *c_.bias, c_.vocab};
+    in.targets = {t_.data(), c_.targets, c_.n};
+    LinearLogpOutputs out;
+    out.logp = {logp_.data(), DType::kFP32, c_.n};
+    out.lse = {lse_.data(), DType::kFP32, c_.n};
+    if (c_.entropy) out.entropy = {entropy_.data(), DType::kFP32, c_.n};
+    op_.forward(in, out, stream);
+    if (!c_.backward) return;
+    LinearLogpGrads grads;
+    grads.hidden = {gx_.data(), c_.dtype, c_.n, c_.hidden, 0};
+    grads.weight = {gw_.data(), grad_weight_dtype(), c_.vocab, c_.hidden, 0};
+    if (c_.bias) grads.bias = {gb_.data(), grad_bias_dtype(), c_.vocab};
+    op_.backward(in, out.lse, {g_.data(), DType::kFP32, c_.n}, {h_.data(), DType::kFP32, c_.n}, grads, stream);
+  }
+
+  // Poisons the outputs, runs `launch` on `stream`, waits for it and reads the outputs back.
+  Results run(CUstream stream, const std::function<void()>& launch) {
+    for (DeviceArray* o : {&logp_, &lse_, &entropy_, &gx_, &gw_, &gb_}) o->fill_bytes(0xff);
+    launch();
+    EXPECT_EQ(op_.check(stream).bad_rows, 0);  // waits for the stream
+    Results r;
+    r.logp = logp_.to_vector<std::uint8_t>(n4_);
+    r.lse = lse_.to_vector<std::uint8_t>(n4_);
+    if (c_.entropy) r.entropy = entropy_.to_vector<std::uint8_t>(n4_);
+    if (c_.backward) {
+      r.grad_hidden = gx_.to_vector<std::uint8_t>(gx_.bytes());
+      r.grad_weight = gw_.to_vector<std::uint8_t>(gw_.bytes());
+      if (c_.bias) r.grad_bias = gb_.to_vector<std::uint8_t>(gb_.bytes());
+    }
+    return r;
+  }
+
+  void expect_matches_reference(const Results& r) const {
+    const auto n = static_cast<std::size_t>(c_.n);
+    const std::vector<float> logp = to_floats(r.logp, DType::kFP32, n), lse = to_floats(r.lse, DType::kFP32, n);
+    const std::vector<float> entropy = c_.entropy ? to_floats(r.entropy, DType::kFP32, n) : std::vector<float>(n, 0.0f);
+    std::vector<std::int64_t> rows(n);
+    for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::int64_t>(i);
+    const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(p_, rows);
+    double max_logp = 0, max_lse = 0, max_entropy = 0, err2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(logp[i]) && std::isfinite(lse[i])) << "row " << i << " not written";
+      if (p_.targets[i] == p_.ignore_index) {
+        EXPECT_EQ(logp[i], 0.0f) << "ignored row " << i;
+      }
+      const double d = logp[i] - ref[i].logp;
+      max_logp = std::max(max_logp, std::abs(d));
+      max_lse = std::max(max_lse, std::abs(lse[i] - ref[i].lse));
+      if (c_.entropy) max_entropy = std::max(max_entropy, std::abs(entropy[i] - ref[i].entropy));
+      err2 += d * d;
+      ref2 += ref[i].logp * ref[i].logp;
+    }
+    const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+    std::printf("[ accuracy ] %s replay: max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n", c_.name,
+                max_logp, max_lse, max_entropy, rel);
+    EXPECT_LT(max_logp, 2e-3);
+    EXPECT_LT(max_lse, 2e-3);
+    EXPECT_LT(max_entropy, 2e-3);
+    EXPECT_LT(rel, 1e-3);
+    if (!c_.backward) return;
+
+    const ReferenceGrads grads = reference_gradients(p_, g_values_, h_values_);
+    const auto H = static_cast<std::size_t>(c_.hidden), V = static_cast<std::size_t>(c_.vocab);
+    const double dx = rel_norm(to_floats(r.grad_hidden, c_.dtype, n * H), grads.dx);
+    const double dw = rel_norm(to_floats(r.grad_weight, grad_weight_dtype(), V * H), grads.dw);
+    const double db = c_.bias ? rel_norm(to_floats(r.grad_bias, grad_bias_dtype(), V), grads.db) : 0.0;
+    std::printf("[ accuracy ] %s replay backward rel-norm dX %.2e dW %.2e db %.2e\n", c_.name, dx, dw, db);
+    EXPECT_LT(dx, grad_tolerance(c_.dtype, c_.dtype)) << "grad_hidden";
+    EXPECT_LT(dw, grad_tolerance(c_.dtype, grad_weight_dtype())) << "grad_weight";
+    EXPECT_LT(db, grad_tolerance(c_.dtype, grad_bias_dtype())) << "grad_bias";
+  }
+
+ private:
+  LinearLogpConfig config() const {
+    LinearLogpConfig config;
+    config.hidden = c_.hidden;
+    config.vocab_local = c_.vocab;
+    config.valid_vocab = c_.valid_vocab;
+    config.dtype = c_.dtype;
+    config.bias_dtype = c_.bias;
+    config.target_dtype = c_.targets;
+    config.temperature = c_.temperature;
+    config.want_entropy = c_.entropy;
+    config.max_rows = c_.n;  // every workspace sized at build: nothing is allocated during capture
+    config.want_backward = c_.backward;
+    config.grad_weight_fp32 = c_.grad_weight_fp32;
+    // dZ tiles of 128 columns over the rows rounded up to 256, in the dZ dtype (16-bit here).
+    if (c_.dz_tiles > 0) config.backward_workspace_bytes = (c_.n + 255) / 256 * 256 * 128 * 2 * c_.dz_tiles;
+    return config;
+  }
+
+  GraphCase c_;
+  std::size_t n4_;
+  testing::LogpProblem p_;
+  std::vector<float> g_values_, h_values_;
+  DeviceArray x_, w_, b_, t_, g_, h_, logp_, lse_, entropy_, gx_, gw_, gb_;
+  LinearLogp op_;
+};
+
+class GraphCaptureTest : public ::testing::TestWithParam<GraphCase> {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+// Driver calls of the test itself, checked.
+#define TEST_CU(call) ::shardjit::check_cu(::shardjit::driver().call, #call)
+
+// A captured graph and its executable, destroyed with the scope.
+class CapturedGraph {
+ public:
+  CapturedGraph(CUstream stream, const std::function<void()>& enqueue) {
+    TEST_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    try {
+      enqueue();
+    } catch (...) {
+      CUgraph broken = nullptr;
+      driver().cuStreamEndCapture(stream, &broken);  // leave the stream usable
+      if (broken != nullptr) driver().cuGraphDestroy(broken);
+      throw;
+    }
+    TEST_CU(cuStreamEndCapture(stream, &graph_));
+    TEST_CU(cuGraphInstantiateWithFlags(&exec_, graph_, 0));
+  }
+  ~CapturedGraph() {
+    if (exec_ != nullptr) driver().cuGraphExecDestroy(exec_);
+    if (graph_ != nullptr) driver().cuGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  void launch(CUstream stream) const { TEST_CU(cuGraphLaunch(exec_, stream)); }
+
+ private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+TEST_P(GraphCaptureTest, ReplaysGiveTheEagerBitsAndTheReference) {
+  const GraphCase& c = GetParam();
+  const DeviceContext& device = testing::test_device();
+  ScopedContext scope(device);
+  OwnedStream stream(device);  // non-blocking: capture never involves the legacy stream
+  Fixture f(c);
+
+  // One eager call first, on the inputs the graph is captured with.
+  f.refill(7000);
+  f.run(stream.get(), [&] { f.enqueue(stream.get()); });
+  const CapturedGraph graph(stream.get(), [&] { f.enqueue(stream.get()); });
+
+  for (int replay = 0; replay < kReplays; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    f.refill(7100 + 10 * static_cast<std::uint64_t>(replay));  // the stream is idle: run() waited
+    const Results replayed = f.run(stream.get(), [&] { graph.launch(stream.get()); });
+    const Results eager = f.run(stream.get(), [&] { f.enqueue(stream.get()); });
+    EXPECT_EQ(replayed.logp, eager.logp) << "logp of the replay differs from the eager call";
+    EXPECT_EQ(replayed.lse, eager.lse) << "lse of the replay differs from the eager call";
+    EXPECT_EQ(replayed.entropy, eager.entropy) << "entropy of the replay differs from the eager call";
+    EXPECT_EQ(replayed.grad_hidden, eager.grad_hidden) << "grad_hidden of the replay differs from the eager call";
+    EXPECT_EQ(replayed.grad_weight, eager.grad_weight) << "grad_weight of the replay differs from the eager call";
+    EXPECT_EQ(replayed.grad_bias, eager.grad_bias) << "grad_bias of the replay differs from the eager call";
+    f.expect_matches_reference(replayed);
+  }
+}
+
+const GraphCase kCases[] = {
+    // Forward only: several vocabulary splits (few rows, a large vocabulary), bias, entropy.
+    {"fwd_n257_h512_v20000_pad", 257, 512, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, true},
+    // Forward + backward over several dZ chunks (fp32 grad_hidden accumulator), fp32 grad_weight.
+    {"fwd_bwd_n200_h256_v12000_chunks", 200, 256, 12000, 0, DType::kBF16, DType::kFP32, DType::kInt32, 1.0f, true,
+     true, true, 16},
+    // fp16: dZ scaled by a power of two chosen on the device, inside the graph.
+    {"fwd_bwd_n129_h128_v3001_fp16", 129, 128, 3001, 2990, DType::kFP16, std::nullopt, DType::kInt64, 1.1f, false,
+     true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GraphCaptureTest, ::testing::ValuesIn(kCases),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+}  // namespace
+}  // namespace shardjit
