@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with GPUs: build, run the gpu test tier, the demo and the LinearLogp benchmarks;
 # where there are two or more GPUs also the multigpu tier (one process per GPU, forked by the
-# tests) and the tensor-parallel benchmark. Every log goes into one folder.
+# tests), the tensor-parallel and reduce-scatter benchmarks and a compute-sanitizer run of the
+# peer kernels. Every log goes into one folder.
 # Usage: scripts/gpu-suite.sh [LOG_DIR] [SHAPES_JSON]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,14 @@ if [ "$gpus" -ge 2 ]; then
   build/tools/bench/shardjit-bench linear-logp-tp --shapes "$shapes" \
     > "$logs/bench-linear-logp-tp.jsonl" 2> "$logs/bench-tp.err"
   echo "tp bench: exit $?"; cat "$logs/bench-linear-logp-tp.jsonl"; tail -5 "$logs/bench-tp.err"
+  build/tools/bench/shardjit-bench --iters 50 reduce-scatter --shapes "$shapes" \
+    > "$logs/bench-reduce-scatter.jsonl" 2> "$logs/bench-rs.err"
+  echo "reduce-scatter bench: exit $?"; cat "$logs/bench-reduce-scatter.jsonl"; tail -5 "$logs/bench-rs.err"
+  # The peer kernels under compute-sanitizer (every forked rank process).
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      build/tests/shardjit_multigpu_tests --gtest_filter='ReduceScatter.UnevenAndEmpty*:MoeCombine.TpPartials*' \
+      > "$logs/sanitizer-$tool.log" 2>&1
+    echo "compute-sanitizer $tool: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/sanitizer-$tool.log" | sort | uniq -c
+  done
 fi

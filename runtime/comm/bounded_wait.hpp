@@ -9,22 +9,29 @@
 
 namespace shardjit {
 
+// How long wait_until polls without sleeping. Most waits are short: a non-blocking NCCL
+// communicator returns ncclInProgress from every collective while its own thread launches the
+// kernels (tens of microseconds), and the op cannot record its events before that. Any sleep
+// costs at least the kernel's timer slack (~50 us), more than such a wait itself.
+inline constexpr std::chrono::microseconds kSpinBeforeSleep{500};
+
 // Calls `done()` until it returns true (then returns true) or `timeout` has passed (then returns
-// false; `done` was called at least once). Between calls it yields, then sleeps with a backoff
-// from 2 microseconds up to a millisecond, so short waits stay short and long ones cost no CPU.
-// Exceptions of `done` propagate.
+// false; `done` was called at least once). For the first kSpinBeforeSleep it only yields
+// between calls; then it sleeps with a backoff from 50 microseconds up to a millisecond, so that
+// long waits cost no CPU. Exceptions of `done` propagate.
 template <class Done>
 bool wait_until(Done&& done, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + timeout;
-  std::chrono::microseconds pause{0};
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + timeout;
+  std::chrono::microseconds pause{50};
   constexpr std::chrono::microseconds kLongestPause{1000};
   while (true) {
     if (done()) return true;
-    if (Clock::now() >= deadline) return false;
-    if (pause.count() == 0) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    if (now - start < kSpinBeforeSleep) {
       std::this_thread::yield();
-      pause = std::chrono::microseconds{2};
     } else {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, kLongestPause);

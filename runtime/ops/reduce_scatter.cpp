@@ -2,6 +2,7 @@
 // ncclReduceScatter on the NCCL path).
 #include "shardjit/reduce_scatter.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -98,7 +99,8 @@ struct ReduceScatter::Impl final : PlanActions {
     args.output = output_;
     args.sync = peers.sync();
     LaunchShape shape;
-    shape.grid_x = static_cast<unsigned>(peers.grid());
+    // A block owns kReduceScatterStages barrier slots.
+    shape.grid_x = static_cast<unsigned>(std::min(peers.grid(), kernels::kMaxPeerSlots / kernels::kReduceScatterStages));
     shape.block_x = kernels::kPeerThreads;
     shardjit::launch(*kernel, shape, args, stream);
   }

@@ -27,16 +27,18 @@ __device__ __forceinline__ void publish_to_peers(const PeerSync& sync, bool star
   }
 }
 
-// Every thread of the block: waits until every peer's flag in slots [first, first + count) of
-// this rank's area has reached `epoch`, the threads sharing the flags. Ends with a block
-// barrier; returns false on every thread when some wait ran out (counted once in the status).
+// The `threads` threads from `thread` on, which synchronize on named barrier `barrier` (0 and
+// the whole block: __syncthreads'): wait until every peer's flag in slots [first, first + count)
+// of this rank's area has reached `epoch`, the threads sharing the flags. Ends with that
+// barrier; returns false on every one of them when some wait ran out (counted once).
 __device__ __forceinline__ bool wait_for_peers(const PeerSync& sync, bool start, int first, int count,
-                                               unsigned long long epoch) {
+                                               unsigned long long epoch, int thread, int threads,
+                                               unsigned int barrier) {
   PeerSignals* mine = sync.signals[sync.rank];
   bool ok = true;
   const int flags = count * sync.world;
   const unsigned long long began = globaltimer_ns();
-  for (int f = threadIdx.x; f < flags && ok; f += blockDim.x) {
+  for (int f = thread; f < flags && ok; f += threads) {
     const int slot = first + f / sync.world;
     const int q = f % sync.world;
     if (q == sync.rank) continue;
@@ -48,9 +50,15 @@ __device__ __forceinline__ bool wait_for_peers(const PeerSync& sync, bool start,
       }
     }
   }
-  const bool all_ok = __syncthreads_and(ok) != 0;
-  if (!all_ok && threadIdx.x == 0) atomicAdd(&sync.status->timeouts, 1u);
+  const bool all_ok = bar_red_and(barrier, threads, ok);
+  if (!all_ok && thread == 0) atomicAdd(&sync.status->timeouts, 1u);
   return all_ok;
+}
+
+// The whole block waits.
+__device__ __forceinline__ bool wait_for_peers(const PeerSync& sync, bool start, int first, int count,
+                                               unsigned long long epoch) {
+  return wait_for_peers(sync, start, first, count, epoch, threadIdx.x, blockDim.x, 0);
 }
 
 // Thread 0, after the block's end barrier: remembers the epoch for the next call.

@@ -8,8 +8,9 @@ namespace shardjit {
 namespace kernels {
 
 constexpr int kMaxPeers = 8;
-// Barrier slots per rank: a kernel's blocks each own one (the host keeps grids within this).
-constexpr int kMaxPeerSlots = 1024;
+// Barrier slots per rank: a kernel's blocks each own one or a few (the host keeps grids within
+// this).
+constexpr int kMaxPeerSlots = 2048;
 // Threads of a block of the peer kernels.
 constexpr int kPeerThreads = 512;
 

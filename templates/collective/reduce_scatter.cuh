@@ -2,15 +2,17 @@
 // order p = 0, 1, ..., of rank p's rows of block r, read over NVLink from p's symmetric buffer
 // and accumulated in fp32 (deterministic, the same on every run).
 //
-// Each block of the grid owns one barrier slot and the same slice of every rank's block, so its
-// barriers only involve the blocks of the same index on the peers:
-//   1. copy its slice of the other ranks' blocks from the input into the symmetric buffer
-//      (skipped in zero-copy mode), then tell the peers;
-//   2. wait for the peers' copies of its slice of this rank's block, sum and write the output;
-//   3. tell the peers it is done reading and wait until they are, so that no rank overwrites
-//      its symmetric buffer (next call) while a peer still reads it.
-// Launch: grid <= kMaxPeerSlots blocks, all resident at once (the host launches one per SM at
-// most), kPeerThreads threads.
+// Each block of the grid owns the same slice of every rank's block, cut into
+// kReduceScatterStages stages with a start flag each, so its barriers only involve the blocks of
+// the same index on the peers:
+//   - copier warps (when the input is not in the symmetric buffer already) copy each stage of
+//     the slice of the other ranks' blocks into the symmetric buffer and tell the peers;
+//   - puller warps wait for each stage of the peers' copies of this rank's block and sum it, so
+//     NVLink reads of one stage overlap the copy of the next;
+//   - at the end the block tells the peers it is done reading and waits until they are, so no
+//     rank overwrites its symmetric buffer (next call) while a peer still reads it.
+// Launch: at most kMaxPeerSlots / kReduceScatterStages blocks, all resident at once (the host
+// launches one per SM at most), kPeerThreads threads.
 #pragma once
 
 #include "collective/chunk.cuh"
@@ -21,49 +23,42 @@
 namespace shardjit {
 namespace kernels {
 
-// The part [begin, end) of `count` items that block `b` of `blocks` owns.
-__device__ __forceinline__ void block_slice(long long count, int b, int blocks, long long& begin, long long& end) {
-  begin = count * b / blocks;
-  end = count * (b + 1) / blocks;
+// The part [begin, end) of `count` items that part `b` of `parts` owns.
+__device__ __forceinline__ void block_slice(long long count, int b, int parts, long long& begin, long long& end) {
+  begin = count * b / parts;
+  end = count * (b + 1) / parts;
 }
 
+// Stage `stage` of this block's slice of block p: chunks [begin, end).
+__device__ __forceinline__ void stage_chunks(const ReduceScatterArgs& args, int p, int stage, long long& begin,
+                                             long long& end) {
+  const long long base = args.chunk_offset[p];
+  long long slice_begin, slice_end;
+  block_slice(args.chunk_offset[p + 1] - base, blockIdx.x, gridDim.x, slice_begin, slice_end);
+  block_slice(slice_end - slice_begin, stage, kReduceScatterStages, begin, end);
+  begin += base + slice_begin;
+  end += base + slice_begin;
+}
+
+constexpr int kCopierThreads = 128;  // four warps copy; the rest pull
+constexpr unsigned int kCopierBarrier = 1;
+constexpr unsigned int kPullerBarrier = 2;
+
+// Sums chunks [begin, end) of every source into the output (at chunk index - out_base), several
+// chunks per thread in flight; NaN instead when `ready` is false.
 template <class T, int WORLD, int VEC_BYTES>
-__global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatterArgs args) {
-  static_assert(WORLD >= 2 && WORLD <= kMaxPeers, "WORLD is in [2, kMaxPeers]");
+__device__ __forceinline__ void sum_chunks(const ReduceScatterArgs& args, long long begin, long long end,
+                                           long long out_base, bool ready, int thread, int threads) {
   using C = Chunk<T, VEC_BYTES>;
-  const int slot = blockIdx.x;
-  const int rank = args.sync.rank;
-  const unsigned long long epoch = next_epoch(args.sync, slot);
-
-  // 1. The peers' rows of this block's slice, into the symmetric buffer.
-  if (args.symmetric != nullptr) {
-    for (int p = 0; p < WORLD; ++p) {
-      if (p == rank) continue;
-      long long begin, end;
-      block_slice(args.chunk_offset[p + 1] - args.chunk_offset[p], slot, gridDim.x, begin, end);
-      const long long base = args.chunk_offset[p];
-      copy_chunks<VEC_BYTES>(args.symmetric, args.input, base + begin, base + end, threadIdx.x, blockDim.x);
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) publish_to_peers(args.sync, true, slot, epoch);
-  const bool ready = wait_for_peers(args.sync, true, slot, 1, epoch);
-
-  // 2. Sum this rank's block, sources in rank order. Several chunks per thread keep enough
-  // NVLink reads in flight; fewer with more sources, for registers.
-  constexpr int kUnroll = WORLD <= 2 ? 4 : (WORLD <= 4 ? 2 : 1);
-  const long long base = args.chunk_offset[rank];
-  long long begin, end;
-  block_slice(args.chunk_offset[rank + 1] - base, slot, gridDim.x, begin, end);
-  const int threads = blockDim.x;
-  for (long long i = begin + threadIdx.x; i < end; i += kUnroll * threads) {
+  constexpr int kUnroll = WORLD <= 2 ? 8 : (WORLD <= 4 ? 4 : 2);
+  for (long long i = begin + thread; i < end; i += kUnroll * threads) {
     typename C::Raw v[kUnroll][WORLD];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const long long c = i + u * threads;
-      if (c < end) {
 #pragma unroll
-        for (int p = 0; p < WORLD; ++p) v[u][p] = ready ? C::load(args.sources[p], base + c) : typename C::Raw{};
+      for (int p = 0; p < WORLD; ++p) {
+        if (ready && c < end) v[u][p] = C::load(args.sources[p], c);
       }
     }
 #pragma unroll
@@ -72,19 +67,65 @@ __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatt
       if (c >= end) continue;
       float acc[C::kElems];
 #pragma unroll
-      for (int e = 0; e < C::kElems; ++e) acc[e] = ready ? 0.0f : quiet_nan();
+      for (int e = 0; e < C::kElems; ++e) acc[e] = 0.0f;
+      if (ready) {
 #pragma unroll
-      for (int p = 0; p < WORLD; ++p) C::accumulate(acc, v[u][p]);  // NaN stays NaN: a failed call is poisoned
-      C::store(args.output, c, C::pack(acc));
+        for (int p = 0; p < WORLD; ++p) C::accumulate(acc, v[u][p]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < C::kElems; ++e) acc[e] = quiet_nan();  // a failed call is poisoned
+      }
+      C::store(args.output, c - out_base, C::pack(acc));
+    }
+  }
+}
+
+template <class T, int WORLD, int VEC_BYTES>
+__global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatterArgs args) {
+  static_assert(WORLD >= 2 && WORLD <= kMaxPeers, "WORLD is in [2, kMaxPeers]");
+  static_assert(kPeerThreads > kCopierThreads && kCopierThreads % 32 == 0, "whole warps of each role");
+  const int block = blockIdx.x;
+  const int first_slot = block * kReduceScatterStages;
+  const int rank = args.sync.rank;
+  const unsigned long long epoch = next_epoch(args.sync, block);
+  const bool copy = args.symmetric != nullptr;
+  const int copiers = copy ? kCopierThreads : 0;
+  bool ready = true;
+
+  if (static_cast<int>(threadIdx.x) < copiers) {
+    // Copier warps: the peers' rows of this block's slice, stage by stage.
+    for (int stage = 0; stage < kReduceScatterStages; ++stage) {
+      for (int p = 0; p < WORLD; ++p) {
+        if (p == rank) continue;
+        long long begin, end;
+        stage_chunks(args, p, stage, begin, end);
+        copy_chunks<VEC_BYTES>(args.symmetric, args.input, begin, end, threadIdx.x, copiers);
+      }
+      bar_sync(kCopierBarrier, copiers);
+      if (threadIdx.x == 0) publish_to_peers(args.sync, true, first_slot + stage, epoch);
+    }
+  } else {
+    // Puller warps: each stage of this rank's block once the peers have published it.
+    const int thread = threadIdx.x - copiers;
+    const int threads = blockDim.x - copiers;
+    if (!copy && thread == 0) {
+      for (int stage = 0; stage < kReduceScatterStages; ++stage) publish_to_peers(args.sync, true, first_slot + stage, epoch);
+    }
+    const long long out_base = args.chunk_offset[rank];
+    for (int stage = 0; stage < kReduceScatterStages; ++stage) {
+      if (ready) ready = wait_for_peers(args.sync, true, first_slot + stage, 1, epoch, thread, threads, kPullerBarrier);
+      long long begin, end;
+      stage_chunks(args, rank, stage, begin, end);
+      sum_chunks<T, WORLD, VEC_BYTES>(args, begin, end, out_base, ready, thread, threads);
     }
   }
 
-  // 3. Done reading: the peers may overwrite their buffers once every rank says so.
-  __syncthreads();
+  // Done reading: the peers may overwrite their buffers once every rank says so.
+  ready = __syncthreads_and(ready) != 0;
   if (!ready) return;  // the call is already failed; do not wait twice
-  if (threadIdx.x == 0) publish_to_peers(args.sync, false, slot, epoch);
-  wait_for_peers(args.sync, false, slot, 1, epoch);
-  if (threadIdx.x == 0) finish_epoch(args.sync, slot, epoch);
+  if (threadIdx.x == 0) publish_to_peers(args.sync, false, block, epoch);
+  wait_for_peers(args.sync, false, block, 1, epoch);
+  if (threadIdx.x == 0) finish_epoch(args.sync, block, epoch);
 }
 
 }  // namespace kernels

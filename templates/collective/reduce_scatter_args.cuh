@@ -7,6 +7,10 @@
 namespace shardjit {
 namespace kernels {
 
+// Each block's slice is moved in this many stages, each with its own start flag, so that the
+// peers start reading the first stage while the rest is still being copied.
+constexpr int kReduceScatterStages = 8;
+
 struct ReduceScatterArgs {
   // Where rank p's [T, H] input is read from: its symmetric buffer as mapped here, or, for this
   // rank, the input itself.

@@ -29,6 +29,17 @@ __device__ __forceinline__ void bar_sync(unsigned int id, unsigned int threads) 
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar_sync that also ANDs `pred` over the participating threads and returns the result to all.
+__device__ __forceinline__ bool bar_red_and(unsigned int id, unsigned int threads, bool pred) {
+  unsigned int all;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(all)
+      : "r"(static_cast<unsigned int>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return all != 0;
+}
+
 struct Bytes16 {
   unsigned int w[4];
 };
