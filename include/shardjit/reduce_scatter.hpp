@@ -2,10 +2,12 @@
 // rows [offset_r, offset_r + rows_per_rank[r]) of their inputs (blocks may be uneven), summed in
 // fp32 in rank order (0, 1, ...) and written in the input's dtype.
 //
-// Inside a host the sum is computed by a JIT kernel that reads the peers' rows over NVLink from
-// symmetric buffers registered once, when the op is built (CUDA IPC handles exchanged through
-// the communicator), synchronized with the peers by flags in device memory: no host involvement
-// per call, capturable in a CUDA graph, the same bits on every run. Where peers cannot be reached
+// Inside a host one JIT kernel does it: each rank writes its rows of the other ranks' blocks
+// straight into their receive buffers over NVLink (symmetric buffers registered once, when the
+// op is built, through CUDA IPC handles exchanged over the communicator), publishes flags in
+// device memory, and sums what it received with its own rows. The input is read where it is (no
+// staging copy), there is no host involvement per call, calls can be captured in a CUDA graph,
+// and the result has the same bits on every run. Where peers cannot be reached
 // (other hosts), or where config.nccl_above_bytes says NCCL is faster, the op runs
 // ncclReduceScatter (one ncclReduce per block in a group for uneven blocks). Which path was
 // taken is logged once (info) and readable with path().
@@ -52,15 +54,10 @@ class ReduceScatter {
   ReduceScatter& operator=(const ReduceScatter&) = delete;
 
   // Enqueues the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H] on
-  // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes.
+  // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes. A rank's
+  // calls run in the order they are enqueued (one stream, or streams the caller orders): the
+  // peer kernel alternates between two receive buffers and relies on it.
   void run(const MatrixView& input, const MatrixView& output, StreamHandle stream);
-
-  // Zero copy: the op's own input buffer [T, H] (on the peer path, this rank's symmetric
-  // buffer, so the peers read it directly and the input is not copied first). Write the input
-  // there with work ordered before run_from_input_buffer on its stream, and not while a call
-  // that reads it may still run.
-  MatrixView input_buffer();
-  void run_from_input_buffer(const MatrixView& output, StreamHandle stream);
 
   // kPeer or kNccl: what the op runs.
   CollectivePath path() const;

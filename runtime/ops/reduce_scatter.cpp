@@ -19,6 +19,9 @@
 namespace shardjit {
 namespace {
 
+// Inputs from this size on move in stages (the copy overlaps the pull).
+constexpr std::int64_t kStagedInputBytes = std::int64_t{64} << 20;
+
 void check_config(const ReduceScatterConfig& config, int world) {
   const auto bad = [](const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "ReduceScatter: " + what); };
   if (!dtype_is_float(config.dtype)) bad(std::string("dtype ") + dtype_name(config.dtype) + "; expected bf16, fp16 or fp32");
@@ -43,16 +46,24 @@ std::string config_text(const ReduceScatterConfig& c) {
          rows + "] path=" + collective_path_name(c.path) + " nccl_above_bytes=" + std::to_string(c.nccl_above_bytes);
 }
 
+// A receive area: two halves of one slot per other rank, each the largest block.
+std::int64_t receive_bytes(const ReduceScatterConfig& config, int world) {
+  const std::int64_t largest = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end());
+  return 2 * (world - 1) * largest * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
+}
+
 // Checks the config on every rank alike, then builds the shared part.
 PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& config) {
   run_on_every_rank(comm, "ReduceScatter config check", [&] { check_config(config, comm.size); });
   const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
+  const std::int64_t row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
   PeerCollectiveSetup setup;
   setup.op_name = "ReduceScatter";
   setup.config_text = config_text(config);
   setup.requested = config.path;
-  setup.data_bytes = static_cast<std::size_t>(total * config.hidden) * dtype_size(config.dtype);
-  setup.size_prefers_nccl = config.nccl_above_bytes > 0 && setup.data_bytes > config.nccl_above_bytes;
+  setup.data_bytes = static_cast<std::size_t>(receive_bytes(config, comm.size));
+  setup.size_prefers_nccl =
+      config.nccl_above_bytes > 0 && static_cast<std::size_t>(total * row_bytes) > config.nccl_above_bytes;
   return PeerCollective(runtime, comm, setup);
 }
 
@@ -74,28 +85,31 @@ struct ReduceScatter::Impl final : PlanActions {
     }
     args.chunk_offset[config.rows_per_rank.size()] = offset * chunks_per_row;
     total_rows = offset;
+    // Stages pay off once a block's slice is large; below, each stage would only add an NVLink
+    // round trip (docs/perf-notes.md).
+    args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
+    args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
     // Local work whose failure must reach every rank: the kernel's compile or load.
     run_on_every_rank(comm, "ReduceScatter build", [&] {
       if (peers.peer()) kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal, "");
     });
   }
 
-  void enqueue(const void* input, bool zero_copy, const MatrixView& output, CUstream stream) {
+  void enqueue(const MatrixView& input, const MatrixView& output, CUstream stream) {
     peers.check_usable("run");
+    peers.check_view(input, "input", config.dtype, total_rows, config.hidden, vec_bytes);
     peers.check_view(output, "output", config.dtype, config.rows_per_rank[static_cast<std::size_t>(peers.rank())],
                      config.hidden, vec_bytes);
     ScopedContext scope(peers.device);
-    input_ = input;
+    input_ = input.data;
     output_ = output.data;
-    zero_copy_ = zero_copy;
     scheduler.run(*this, stream);
   }
 
   void launch(int action, CUstream stream) override {
     if (action != kPeerKernel) throw Error(ErrorCode::kInternal, "ReduceScatter: unknown launch " + std::to_string(action));
-    for (int r = 0; r < peers.world(); ++r) args.sources[r] = r == peers.rank() ? input_ : peers.data_on(r);
+    for (int r = 0; r < peers.world(); ++r) args.receive[r] = peers.data_on(r);
     args.input = input_;
-    args.symmetric = zero_copy_ ? nullptr : peers.data_on(peers.rank());
     args.output = output_;
     args.sync = peers.sync();
     LaunchShape shape;
@@ -121,12 +135,10 @@ struct ReduceScatter::Impl final : PlanActions {
   std::int64_t total_rows = 0;
   std::vector<std::size_t> nccl_counts;
   kernels::ReduceScatterArgs args{};
-  DeviceBuffer own_input;  // NCCL path's zero-copy buffer, made on first request
 
  private:
   const void* input_ = nullptr;
   void* output_ = nullptr;
-  bool zero_copy_ = false;
 };
 
 ReduceScatter::ReduceScatter(Runtime& runtime, Communicator& comm, const ReduceScatterConfig& config)
@@ -135,29 +147,7 @@ ReduceScatter::ReduceScatter(Runtime& runtime, Communicator& comm, const ReduceS
 ReduceScatter::~ReduceScatter() = default;
 
 void ReduceScatter::run(const MatrixView& input, const MatrixView& output, StreamHandle stream) {
-  Impl& op = *impl_;
-  op.peers.check_view(input, "input", op.config.dtype, op.total_rows, op.config.hidden, op.vec_bytes);
-  op.enqueue(input.data, false, output, static_cast<CUstream>(stream));
-}
-
-MatrixView ReduceScatter::input_buffer() {
-  Impl& op = *impl_;
-  MatrixView view{nullptr, op.config.dtype, op.total_rows, op.config.hidden, op.config.hidden};
-  if (op.peers.peer()) {
-    view.data = op.peers.data_on(op.peers.rank());
-  } else {
-    if (op.own_input.bytes() == 0) {
-      ScopedContext scope(op.peers.device);
-      op.own_input = DeviceBuffer(op.peers.device, static_cast<std::size_t>(op.total_rows * op.row_bytes));
-    }
-    view.data = op.own_input.as<void>();
-  }
-  return view;
-}
-
-void ReduceScatter::run_from_input_buffer(const MatrixView& output, StreamHandle stream) {
-  const MatrixView input = input_buffer();
-  impl_->enqueue(input.data, true, output, static_cast<CUstream>(stream));
+  impl_->enqueue(input, output, static_cast<CUstream>(stream));
 }
 
 CollectivePath ReduceScatter::path() const { return impl_->peers.path(); }

@@ -48,7 +48,10 @@ __global__ void __launch_bounds__(kPeerThreads) moe_combine(const MoeCombineArgs
       copy_chunks<VEC_BYTES>(args.symmetric, args.rows, begin, end, threadIdx.x, blockDim.x);
     }
     __syncthreads();
-    if (threadIdx.x == 0) publish_to_peers(args.sync, true, slot, epoch);
+    if (threadIdx.x == 0) {
+      __threadfence_system();  // zero copy: the rows were written by earlier work on the stream
+      publish_to_peers(args.sync, true, slot, epoch);
+    }
     ready = wait_for_peers(args.sync, true, 0, gridDim.x, epoch);
   }
 

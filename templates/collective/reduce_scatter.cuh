@@ -1,18 +1,20 @@
 // Dense reduce-scatter over peer memory: rank r's output is the sum over every rank p, in the
-// order p = 0, 1, ..., of rank p's rows of block r, read over NVLink from p's symmetric buffer
-// and accumulated in fp32 (deterministic, the same on every run).
+// order p = 0, 1, ..., of rank p's rows of block r, accumulated in fp32 (deterministic, the same
+// on every run).
 //
-// Each block of the grid owns the same slice of every rank's block, cut into
-// kReduceScatterStages stages with a start flag each, so its barriers only involve the blocks of
-// the same index on the peers:
-//   - copier warps (when the input is not in the symmetric buffer already) copy each stage of
-//     the slice of the other ranks' blocks into the symmetric buffer and tell the peers;
-//   - puller warps wait for each stage of the peers' copies of this rank's block and sum it, so
-//     NVLink reads of one stage overlap the copy of the next;
-//   - at the end the block tells the peers it is done reading and waits until they are, so no
-//     rank overwrites its symmetric buffer (next call) while a peer still reads it.
-// Launch: at most kMaxPeerSlots / kReduceScatterStages blocks, all resident at once (the host
-// launches one per SM at most), kPeerThreads threads.
+// Push, then sum locally: each rank writes its rows of every other rank's block straight into
+// that rank's receive area over NVLink (stores are posted, so the link stays full without
+// waiting on round trips), then publishes a flag; the receiver sums its own input and what it
+// received. Each block owns the same slice of every rank's block, cut into args.stages stages
+// with a flag each, so its waits only involve the blocks of the same index on the peers, and a
+// receiver sums stage k while stage k + 1 is still on its way (sender and summer warps run side
+// by side; with one stage, for small inputs, every warp sends, then every warp sums).
+//
+// Receive areas alternate between two halves by epoch, so no end barrier is needed: a rank
+// writes half h of call e only after its call e - 1 saw the peer's flags of call e - 1, which the
+// peer published after its call e - 2 (the last reader of half h) had finished. Calls on one
+// rank must therefore run in order (one stream, or streams ordered by the caller).
+// Launch: at most kMaxPeerSlots / kReduceScatterStages blocks, kPeerThreads threads.
 #pragma once
 
 #include "collective/chunk.cuh"
@@ -29,28 +31,35 @@ __device__ __forceinline__ void block_slice(long long count, int b, int parts, l
   end = count * (b + 1) / parts;
 }
 
-// Stage `stage` of this block's slice of block p: chunks [begin, end).
+// Stage `stage` of this block's slice of block p, in chunks from the block's start.
 __device__ __forceinline__ void stage_chunks(const ReduceScatterArgs& args, int p, int stage, long long& begin,
                                              long long& end) {
-  const long long base = args.chunk_offset[p];
   long long slice_begin, slice_end;
-  block_slice(args.chunk_offset[p + 1] - base, blockIdx.x, gridDim.x, slice_begin, slice_end);
-  block_slice(slice_end - slice_begin, stage, kReduceScatterStages, begin, end);
-  begin += base + slice_begin;
-  end += base + slice_begin;
+  block_slice(args.chunk_offset[p + 1] - args.chunk_offset[p], blockIdx.x, gridDim.x, slice_begin, slice_end);
+  block_slice(slice_end - slice_begin, stage, args.stages, begin, end);
+  begin += slice_begin;
+  end += slice_begin;
 }
 
-constexpr int kCopierThreads = 128;  // four warps copy; the rest pull
-constexpr unsigned int kCopierBarrier = 1;
-constexpr unsigned int kPullerBarrier = 2;
+// Where `source` puts its rows of `dest`'s block in call `epoch`, in dest's receive area.
+template <int VEC_BYTES>
+__device__ __forceinline__ char* receive_slot(const ReduceScatterArgs& args, int dest, int source,
+                                              unsigned long long epoch, int world) {
+  const long long slot = (static_cast<long long>(epoch & 1ull) * (world - 1) + (source < dest ? source : source - 1));
+  return static_cast<char*>(args.receive[dest]) + slot * args.slot_chunks * VEC_BYTES;
+}
 
-// Sums chunks [begin, end) of every source into the output (at chunk index - out_base), several
+constexpr int kSenderThreads = 256;  // with stages, eight warps send and eight sum
+constexpr unsigned int kSenderBarrier = 1;
+constexpr unsigned int kSummerBarrier = 2;
+
+// Sums chunks [begin, end) of every source (sources[p] at the block's start) into out, several
 // chunks per thread in flight; NaN instead when `ready` is false.
 template <class T, int WORLD, int VEC_BYTES>
-__device__ __forceinline__ void sum_chunks(const ReduceScatterArgs& args, long long begin, long long end,
-                                           long long out_base, bool ready, int thread, int threads) {
+__device__ __forceinline__ void sum_chunks(const void* const (&sources)[WORLD], void* out, long long begin,
+                                           long long end, bool ready, int thread, int threads) {
   using C = Chunk<T, VEC_BYTES>;
-  constexpr int kUnroll = WORLD <= 2 ? 8 : (WORLD <= 4 ? 4 : 2);
+  constexpr int kUnroll = WORLD <= 2 ? 4 : (WORLD <= 4 ? 2 : 1);
   for (long long i = begin + thread; i < end; i += kUnroll * threads) {
     typename C::Raw v[kUnroll][WORLD];
 #pragma unroll
@@ -58,7 +67,7 @@ __device__ __forceinline__ void sum_chunks(const ReduceScatterArgs& args, long l
       const long long c = i + u * threads;
 #pragma unroll
       for (int p = 0; p < WORLD; ++p) {
-        if (ready && c < end) v[u][p] = C::load(args.sources[p], c);
+        if (ready && c < end) v[u][p] = C::load(sources[p], c);
       }
     }
 #pragma unroll
@@ -67,65 +76,73 @@ __device__ __forceinline__ void sum_chunks(const ReduceScatterArgs& args, long l
       if (c >= end) continue;
       float acc[C::kElems];
 #pragma unroll
-      for (int e = 0; e < C::kElems; ++e) acc[e] = 0.0f;
+      for (int e = 0; e < C::kElems; ++e) acc[e] = ready ? 0.0f : quiet_nan();  // a failed call is poisoned
       if (ready) {
 #pragma unroll
         for (int p = 0; p < WORLD; ++p) C::accumulate(acc, v[u][p]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < C::kElems; ++e) acc[e] = quiet_nan();  // a failed call is poisoned
       }
-      C::store(args.output, c - out_base, C::pack(acc));
+      C::store(out, c, C::pack(acc));
     }
+  }
+}
+
+// Sends stage `stage` of this block's slice of every other rank's block into its receive slot.
+template <int WORLD, int VEC_BYTES>
+__device__ __forceinline__ void send_stage(const ReduceScatterArgs& args, int stage, unsigned long long epoch,
+                                           int thread, int threads) {
+  const int rank = args.sync.rank;
+  for (int p = 0; p < WORLD; ++p) {
+    if (p == rank) continue;
+    long long begin, end;
+    stage_chunks(args, p, stage, begin, end);
+    const char* from = static_cast<const char*>(args.input) + args.chunk_offset[p] * VEC_BYTES;
+    copy_chunks<VEC_BYTES>(receive_slot<VEC_BYTES>(args, p, rank, epoch, WORLD), from, begin, end, thread, threads);
   }
 }
 
 template <class T, int WORLD, int VEC_BYTES>
 __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatterArgs args) {
   static_assert(WORLD >= 2 && WORLD <= kMaxPeers, "WORLD is in [2, kMaxPeers]");
-  static_assert(kPeerThreads > kCopierThreads && kCopierThreads % 32 == 0, "whole warps of each role");
+  static_assert(kPeerThreads > kSenderThreads && kSenderThreads % 32 == 0, "whole warps of each role");
   const int block = blockIdx.x;
   const int first_slot = block * kReduceScatterStages;
   const int rank = args.sync.rank;
   const unsigned long long epoch = next_epoch(args.sync, block);
-  const bool copy = args.symmetric != nullptr;
-  const int copiers = copy ? kCopierThreads : 0;
+  const bool split = args.stages > 1;
+  const int senders = split ? kSenderThreads : blockDim.x;
   bool ready = true;
 
-  if (static_cast<int>(threadIdx.x) < copiers) {
-    // Copier warps: the peers' rows of this block's slice, stage by stage.
-    for (int stage = 0; stage < kReduceScatterStages; ++stage) {
-      for (int p = 0; p < WORLD; ++p) {
-        if (p == rank) continue;
-        long long begin, end;
-        stage_chunks(args, p, stage, begin, end);
-        copy_chunks<VEC_BYTES>(args.symmetric, args.input, begin, end, threadIdx.x, copiers);
+  if (static_cast<int>(threadIdx.x) < senders) {
+    for (int stage = 0; stage < args.stages; ++stage) {
+      send_stage<WORLD, VEC_BYTES>(args, stage, epoch, threadIdx.x, senders);
+      if (split) {
+        bar_sync(kSenderBarrier, senders);
+      } else {
+        __syncthreads();
       }
-      bar_sync(kCopierBarrier, copiers);
       if (threadIdx.x == 0) publish_to_peers(args.sync, true, first_slot + stage, epoch);
     }
-  } else {
-    // Puller warps: each stage of this rank's block once the peers have published it.
-    const int thread = threadIdx.x - copiers;
-    const int threads = blockDim.x - copiers;
-    if (!copy && thread == 0) {
-      for (int stage = 0; stage < kReduceScatterStages; ++stage) publish_to_peers(args.sync, true, first_slot + stage, epoch);
+  }
+  if (!split || static_cast<int>(threadIdx.x) >= senders) {
+    // Summers: this rank's input plus what each peer sent, in rank order, stage by stage.
+    const int thread = split ? threadIdx.x - senders : threadIdx.x;
+    const int threads = split ? blockDim.x - senders : blockDim.x;
+    const unsigned int barrier = split ? kSummerBarrier : 0;
+    const void* sources[WORLD];
+#pragma unroll
+    for (int p = 0; p < WORLD; ++p) {
+      sources[p] = p == rank ? static_cast<const char*>(args.input) + args.chunk_offset[rank] * VEC_BYTES
+                             : receive_slot<VEC_BYTES>(args, rank, p, epoch, WORLD);
     }
-    const long long out_base = args.chunk_offset[rank];
-    for (int stage = 0; stage < kReduceScatterStages; ++stage) {
-      if (ready) ready = wait_for_peers(args.sync, true, first_slot + stage, 1, epoch, thread, threads, kPullerBarrier);
+    for (int stage = 0; stage < args.stages; ++stage) {
+      if (ready) ready = wait_for_peers(args.sync, true, first_slot + stage, 1, epoch, thread, threads, barrier);
       long long begin, end;
       stage_chunks(args, rank, stage, begin, end);
-      sum_chunks<T, WORLD, VEC_BYTES>(args, begin, end, out_base, ready, thread, threads);
+      sum_chunks<T, WORLD, VEC_BYTES>(sources, args.output, begin, end, ready, thread, threads);
     }
   }
-
-  // Done reading: the peers may overwrite their buffers once every rank says so.
-  ready = __syncthreads_and(ready) != 0;
-  if (!ready) return;  // the call is already failed; do not wait twice
-  if (threadIdx.x == 0) publish_to_peers(args.sync, false, block, epoch);
-  wait_for_peers(args.sync, false, block, 1, epoch);
-  if (threadIdx.x == 0) finish_epoch(args.sync, block, epoch);
+  const bool all_ready = __syncthreads_and(ready) != 0;
+  if (threadIdx.x == 0 && all_ready) finish_epoch(args.sync, block, epoch);
 }
 
 }  // namespace kernels

@@ -7,19 +7,20 @@
 namespace shardjit {
 namespace kernels {
 
-// Each block's slice is moved in this many stages, each with its own start flag, so that the
-// peers start reading the first stage while the rest is still being copied.
+// A block's slice is moved in up to this many stages, each with its own start flag, so that
+// the receiver sums the first stage while the rest is still on its way.
 constexpr int kReduceScatterStages = 8;
 
 struct ReduceScatterArgs {
-  // Where rank p's [T, H] input is read from: its symmetric buffer as mapped here, or, for this
-  // rank, the input itself.
-  const void* sources[kMaxPeers];
   const void* input;   // this rank's [T, H] input
-  void* symmetric;     // this rank's symmetric buffer; the rows of the other ranks' blocks are
-                       // copied into it first, unless null (zero-copy: the input is already there)
   void* output;        // [rows of this rank's block, H]
+  // Rank q's receive area as mapped here (this rank's own too): two halves (calls alternate by
+  // epoch), each with one slot per other rank (in rank order, q itself left out) of
+  // slot_chunks chunks, where that rank puts its rows of block q.
+  void* receive[kMaxPeers];
+  long long slot_chunks;
   long long chunk_offset[kMaxPeers + 1];  // block p is chunks [chunk_offset[p], chunk_offset[p+1])
+  int stages;          // 1 to kReduceScatterStages; 1: every warp sends, then every warp sums
   PeerSync sync;
 };
 

@@ -1,6 +1,6 @@
 // ReduceScatter on 2 GPUs, one process per GPU, against an fp64 reference computed in the test
 // process from the same deterministic inputs: both paths, every dtype, even, uneven and empty
-// blocks, 1000 calls in a row with changing data, zero copy, graph capture and replay, configs
+// blocks, 1000 calls in a row with changing data, inputs large enough to move in stages, graph capture and replay, configs
 // that differ between ranks, and a peer that never joins.
 #include <gtest/gtest.h>
 
@@ -105,8 +105,8 @@ TEST(ReduceScatter, UnevenAndEmptyBlocksAndNarrowRows) {
 }
 
 // 1000 calls back to back, no host synchronization between them, each on new inputs into its own
-// output; every other call in zero-copy mode (the input copied into the op's buffer on the
-// stream). A stale value from an earlier epoch would show as a mismatch in that call.
+// output. A stale value from an earlier call (the receive buffers alternate by epoch) would show
+// as a mismatch in that call.
 TEST(ReduceScatter, ThousandCallsWithChangingData) {
   SHARDJIT_REQUIRE_GPUS(2);
   constexpr int kCalls = 1000;
@@ -127,19 +127,11 @@ TEST(ReduceScatter, ThousandCallsWithChangingData) {
     DeviceArray inputs = DeviceArray::from(all_inputs, device);
     DeviceArray outputs(out_bytes * kCalls, device);
     outputs.fill_bytes(0xff);
-    const MatrixView own = op.input_buffer();
-    ScopedContext scope(device);
     for (int call = 0; call < kCalls; ++call) {
       auto* in = static_cast<char*>(inputs.data()) + in_bytes * static_cast<std::size_t>(call);
       const MatrixView out{static_cast<char*>(outputs.data()) + out_bytes * static_cast<std::size_t>(call), c.dtype,
                            mine, c.hidden, 0};
-      if (call % 2 == 0) {
-        op.run({in, c.dtype, c.total(), c.hidden, 0}, out, nullptr);
-      } else {
-        SHARDJIT_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(own.data), reinterpret_cast<CUdeviceptr>(in),
-                                      in_bytes, nullptr));
-        op.run_from_input_buffer(out, nullptr);
-      }
+      op.run({in, c.dtype, c.total(), c.hidden, 0}, out, nullptr);
     }
     op.check(nullptr);
     ctx.report.put("outputs", outputs.to_vector<std::uint8_t>(out_bytes * kCalls));
@@ -158,6 +150,39 @@ TEST(ReduceScatter, ThousandCallsWithChangingData) {
       if (r.bad + r.nan_mismatches > 0 && bad_calls++ == 0) first_bad = call;
     }
     EXPECT_EQ(bad_calls, 0) << "rank " << o.rank << ": first wrong call " << first_bad;
+  }
+}
+
+// Inputs of 64 MiB and more move in stages (sending and summing overlap); four calls with new
+// data, so both receive halves are used twice.
+TEST(ReduceScatter, StagedLargeInputsOverSeveralCalls) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  constexpr int kCalls = 4;
+  const DenseCase c{DType::kBF16, 4096, {4200, 4100}, CollectivePath::kPeer, 35};
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
+    Runtime runtime;
+    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    const DeviceContext& device = runtime.impl().device(ctx.rank);
+    ReduceScatter op(runtime, comm, config_of(c));
+    const std::int64_t mine = c.rows[static_cast<std::size_t>(ctx.rank)];
+    DeviceArray input(static_cast<std::size_t>(c.total() * c.hidden) * 2, device);
+    DeviceArray output(static_cast<std::size_t>(mine * c.hidden) * 2, device);
+    for (int call = 0; call < kCalls; ++call) {
+      input.upload(rank_input(c.seed, ctx.rank, call, c.total() * c.hidden, c.dtype).data(), input.bytes());
+      output.fill_bytes(0xff);
+      op.run({input.data(), c.dtype, c.total(), c.hidden, 0}, {output.data(), c.dtype, mine, c.hidden, 0}, nullptr);
+      op.check(nullptr);
+      ctx.report.put("call" + std::to_string(call), output.to_vector<std::uint8_t>(output.bytes()));
+    }
+  });
+  expect_all_ok(outcomes);
+  if (HasFailure()) return;
+  for (const RankOutcome& o : outcomes) {
+    for (int call = 0; call < kCalls; ++call) {
+      expect_close(o.report.get<std::uint8_t>("call" + std::to_string(call)),
+                   reduce_scatter_reference(c.seed, call, 2, c.dtype, c.hidden, c.rows, o.rank), c.dtype, 2,
+                   "staged call " + std::to_string(call) + " rank " + std::to_string(o.rank));
+    }
   }
 }
 

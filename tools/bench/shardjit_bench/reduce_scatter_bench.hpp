@@ -1,7 +1,8 @@
 // `shardjit-bench reduce-scatter`: ReduceScatter on every GPU of the node (one process per GPU)
-// against ncclReduceScatter on the same communicator, in the same processes. Each rank prints one
-// JSON object per case: the peer path (input copied into the op's buffer, and zero copy), the
-// op's NCCL path, raw NCCL, and the throughput ratio NCCL time / peer time.
+// against ncclReduceScatter over the same ranks, in the same processes. Each rank prints one JSON
+// object per case: the op with the automatic path (peer memory within a node), the op's NCCL
+// path, raw NCCL on a blocking communicator (the baseline) and on the op's non-blocking one,
+// and the throughput ratio NCCL time / peer time.
 #pragma once
 
 #include <cstdint>
