@@ -118,6 +118,16 @@ void check_moe_combine(const KernelSpec& spec) {
   }
 }
 
+// PEERS ranks each hold S / PEERS of the sources; one rank is no peer group.
+void check_logp_combine(const KernelSpec& spec) {
+  const std::int64_t peers = spec.int_param("PEERS");
+  if (peers == 1 || (peers > 1 && spec.int_param("S") % peers != 0)) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template logp_combine: PEERS = " + std::to_string(peers) +
+                                                 " with S = " + std::to_string(spec.int_param("S")) +
+                                                 "; expected 0, or 2 to 8 ranks dividing S");
+  }
+}
+
 // The parameters the LinearLogp kernels that recompute logits share, in registry order: the
 // input types, then the shard and the block tile.
 std::vector<ParamDef> linear_logp_types() {
@@ -150,8 +160,9 @@ std::vector<TemplateDef> make_registry() {
       "shardjit::kernels::logp_combine",
       {int_param("S", 1, 1024, 1, "partial sources merged per row: vocabulary splits x TP ranks"),
        type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
-       bool_param("ENTROPY", "whether partials carry entropy terms and entropy is written")},
-      nullptr});
+       bool_param("ENTROPY", "whether partials carry entropy terms and entropy is written"),
+       int_param("PEERS", 0, 8, 1, "0: partials in one local buffer; else the TP ranks whose symmetric buffers hold them")},
+      check_logp_combine});
   registry.push_back(TemplateDef{
       "linear_logp_fwd",
       "linear_logp/fwd.cuh",

@@ -56,6 +56,9 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
   for (std::size_t i = 0; i < kernels.combine.size(); ++i) combine[i] = runtime.load(kernels.combine[i], c.device, hint);
+  for (std::size_t i = 0; i < kernels.peer_combine.size(); ++i) {
+    peer_combine[i] = runtime.load(kernels.peer_combine[i], c.device, hint);
+  }
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
@@ -108,6 +111,14 @@ const LoadedKernel& LinearLogp::Impl::combine_for(int splits) const {
     throw Error(ErrorCode::kInternal, "no combine kernel loaded for " + std::to_string(splits) + " splits");
   }
   return *combine[index];
+}
+
+const LoadedKernel& LinearLogp::Impl::peer_combine_for(int splits) const {
+  const std::size_t index = split_index(splits);
+  if (index >= kernels.peer_combine.size() || !peer_combine[index]) {
+    throw Error(ErrorCode::kInternal, "no peer combine kernel loaded for " + std::to_string(splits) + " splits");
+  }
+  return *peer_combine[index];
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {

@@ -42,8 +42,10 @@ struct LinearLogp::Impl {
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
                                       int tiles_per_split) const;
   kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials) const;
-  // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources).
+  // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources); its peer
+  // variant (TP ops of up to kMaxPeers ranks).
   const LoadedKernel& combine_for(int splits) const;
+  const LoadedKernel& peer_combine_for(int splits) const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
@@ -57,6 +59,7 @@ struct LinearLogp::Impl {
   unsigned smem_bytes = 0;
   std::shared_ptr<const LoadedKernel> fwd;
   std::array<std::shared_ptr<const LoadedKernel>, kVocabSplitChoices.size()> combine{};
+  std::array<std::shared_ptr<const LoadedKernel>, kVocabSplitChoices.size()> peer_combine{};
   DeviceBuffer workspace;  // RowPartial [splits][n_rows]
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the

@@ -1,5 +1,6 @@
 #include "runtime/ops/linear_logp_kernels.hpp"
 
+#include "collective/peer_sync_args.cuh"
 #include "runtime/ops/logp_combine.hpp"
 
 namespace shardjit {
@@ -7,10 +8,13 @@ namespace shardjit {
 LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp) {
   const LinearLogpConfig& c = layout.config;
   FwdTile tile = default_fwd_tile(c.dtype, arch);
-  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, std::nullopt};
+  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, {}, std::nullopt};
   for (int splits : kVocabSplitChoices) {
     if (tp * splits > kMaxCombineSources) break;
     kernels.combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy));
+    if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
+      kernels.peer_combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy, tp));
+    }
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch);
   return kernels;

@@ -18,6 +18,9 @@ struct LinearLogpKernels {
   // One per entry s of kVocabSplitChoices, in that order, merging S = tp x s sources; with
   // tp > 1 only the entries with S <= kMaxCombineSources (a prefix).
   std::vector<KernelSpec> combine;
+  // With 2 <= tp <= kMaxPeers: the same merges reading the partials from the ranks' symmetric
+  // buffers (the TP forward's peer path), one per entry of `combine`.
+  std::vector<KernelSpec> peer_combine;
   std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
 };
 

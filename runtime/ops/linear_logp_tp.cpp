@@ -50,25 +50,34 @@ std::vector<TpLayoutRecord> exchange_records(Communicator::Impl& comm, const TpL
   return records;
 }
 
-// The forward's work steps for one call.
+// The forward's work steps for one call: NCCL path (partials gathered into `all`) or peer path
+// (`peers`: partials stay in each rank's symmetric buffer).
 class ForwardActions final : public PlanActions {
  public:
   ForwardActions(LinearLogp::Impl& op, Communicator::Impl& comm, const ForwardCall& call, int splits,
-                 int tiles_per_split, kernels::RowPartial* all, int rank)
+                 int tiles_per_split, kernels::RowPartial* all, int rank, const PeerCollective* peers)
       : op_(op),
         comm_(comm),
         splits_(splits),
-        mine_(all + static_cast<std::int64_t>(rank) * splits * call.n),
+        mine_(peers != nullptr ? static_cast<kernels::RowPartial*>(peers->data_on(rank))
+                               : all + static_cast<std::int64_t>(rank) * splits * call.n),
         all_(all),
         bytes_per_rank_(static_cast<std::size_t>(splits * call.n) * sizeof(kernels::RowPartial)),
         fwd_(op.fwd_args(call, mine_, tiles_per_split)),
-        combine_(op.combine_args(call, all)) {}
+        combine_(op.combine_args(call, all)) {
+    if (peers == nullptr) return;
+    for (int q = 0; q < peers->world(); ++q) combine_.rank_partials[q] = static_cast<kernels::RowPartial*>(peers->data_on(q));
+    combine_.sync = peers->sync();
+    peer_blocks_ = logp_combine_peer_blocks(call.n, std::min(kernels::kMaxPeerSlots, 4 * peers->grid()));
+  }
 
   void launch(int action, CUstream stream) override {
     if (action == kTpForwardKernel) {
       launch_linear_logp_fwd(*op_.fwd, fwd_, op_.tile, splits_, op_.smem_bytes, stream);
     } else if (action == kTpCombine) {
       launch_logp_combine(op_.combine_for(splits_), combine_, stream);
+    } else if (action == kTpPeerCombine) {
+      launch_logp_combine_peers(op_.peer_combine_for(splits_), combine_, peer_blocks_, stream);
     } else {
       throw Error(ErrorCode::kInternal, "TP forward: unknown launch action " + std::to_string(action));
     }
@@ -90,6 +99,7 @@ class ForwardActions final : public PlanActions {
   std::size_t bytes_per_rank_;
   kernels::LinearLogpFwdArgs fwd_;
   kernels::LogpCombineArgs combine_;
+  int peer_blocks_ = 0;
 };
 
 // The backward's launches come from the caller; the all-reduce is ours.
@@ -129,6 +139,8 @@ std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, c
     op = std::make_unique<LinearLogp::Impl>(runtime, config, layout.tp);
     op->tp = std::make_unique<LinearLogpTp>(*op, comm, std::move(layout));
   });
+  // 4. The forward's peer path, collectively (every rank has its op now).
+  op->tp->attach_peer_path(*op);
   return op;
 }
 
@@ -166,14 +178,37 @@ void LinearLogpTp::ensure_gathered(std::int64_t partial_rows, CUstream stream) {
   gathered = DeviceBuffer(device_, bytes);
 }
 
+void LinearLogpTp::attach_peer_path(LinearLogp::Impl& op) {
+  const std::int64_t max_rows = op.layout.config.max_rows;
+  if (max_rows <= 0 || layout.tp < 2 || layout.tp > kernels::kMaxPeers) return;
+  PeerCollectiveSetup setup;
+  setup.op_name = "LinearLogp (tensor parallel)";
+  setup.config_text = "max_rows=" + std::to_string(max_rows);
+  setup.data_bytes = static_cast<std::size_t>(tp_partial_rows(layout, max_rows, row_bytes) / layout.tp) *
+                     sizeof(kernels::RowPartial);
+  peers.emplace(op.runtime, comm, setup);
+  if (!peers->peer()) {
+    peers.reset();
+    return;
+  }
+  peer_forward_plan.emplace(op.device, tp_forward_peer_plan(), comm.stream.get());
+  peer_rows = max_rows;
+}
+
 void LinearLogpTp::forward(LinearLogp::Impl& op, const ForwardCall& call, CUstream stream) {
   comm.check_usable("LinearLogp::forward");
   const int splits = tp_vocab_splits(layout, call.n, row_bytes);
   const int tiles = tp_tiles_per_split(op.layout.valid_local, op.tile.bn, splits);
+  if (peers && call.n <= peer_rows) {
+    peers->check_usable("forward");
+    ForwardActions actions(op, comm, call, splits, tiles, nullptr, layout.rank, &*peers);
+    peer_forward_plan->run(actions, stream);
+    return;
+  }
   if (static_cast<std::size_t>(layout.tp) * splits * call.n * sizeof(kernels::RowPartial) > gathered.bytes()) {
     ensure_gathered(tp_partial_rows(layout, call.n, row_bytes), stream);  // to the peak of any call up to N rows
   }
-  ForwardActions actions(op, comm, call, splits, tiles, gathered.as<kernels::RowPartial>(), layout.rank);
+  ForwardActions actions(op, comm, call, splits, tiles, gathered.as<kernels::RowPartial>(), layout.rank, nullptr);
   forward_plan.run(actions, stream);
 }
 
@@ -184,7 +219,14 @@ void LinearLogpTp::backward(PlanActions& launches, float* accumulator, std::int6
   backward_plan->run(actions, stream);
 }
 
-void LinearLogpTp::wait(CUstream stream, const char* what) { comm.wait_stream(stream, what); }
+void LinearLogpTp::wait(CUstream stream, const char* what) {
+  // With the peer path, also raises if a combine gave up waiting for a peer.
+  if (peers) {
+    peers->check(stream, what);
+  } else {
+    comm.wait_stream(stream, what);
+  }
+}
 
 void LinearLogpTp::before_growth(CUstream stream, const char* what) {
   if (stream_is_capturing(stream)) {

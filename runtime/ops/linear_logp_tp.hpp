@@ -13,6 +13,7 @@
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp_impl.hpp"
 #include "runtime/ops/linear_logp_tp_layout.hpp"
+#include "runtime/ops/peer_collective.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/sched/scheduler.hpp"
 
@@ -26,6 +27,11 @@ std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, c
 
 struct LinearLogpTp {
   LinearLogpTp(LinearLogp::Impl& op, Communicator::Impl& comm, TpLayout layout);
+
+  // Collective, after every rank built its op: maps the ranks' symmetric buffers for the
+  // forward's partials (config.max_rows rows) when 2 <= tp <= kMaxPeers and every rank can
+  // reach every peer; forwards of up to that many rows then take the peer path.
+  void attach_peer_path(LinearLogp::Impl& op);
 
   // Enqueues the TP forward of a checked call (n > 0) on `stream`.
   void forward(LinearLogp::Impl& op, const ForwardCall& call, CUstream stream);
@@ -51,6 +57,9 @@ struct LinearLogpTp {
   Scheduler forward_plan;
   std::optional<Scheduler> backward_plan;  // with config.want_backward
   DeviceBuffer gathered;                   // RowPartial [tp][splits][N]
+  std::optional<PeerCollective> peers;     // the forward's peer path, when attached
+  std::optional<Scheduler> peer_forward_plan;
+  std::int64_t peer_rows = 0;              // the most rows a peer-path forward takes
 
  private:
   void ensure_gathered(std::int64_t partial_rows, CUstream stream);

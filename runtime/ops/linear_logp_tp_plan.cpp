@@ -18,6 +18,14 @@ Plan tp_forward_plan() {
   return plan;
 }
 
+Plan tp_forward_peer_plan() {
+  Plan plan;
+  plan.name = "linear_logp tp forward (peer memory)";
+  plan.launch(kTpForwardKernel, "linear_logp_fwd: this rank's partials into its symmetric buffer");
+  plan.launch(kTpPeerCombine, "logp_combine S = tp x splits over every rank's symmetric buffer");
+  return plan;
+}
+
 Plan tp_backward_plan() {
   Plan plan;
   plan.name = "linear_logp tp backward";

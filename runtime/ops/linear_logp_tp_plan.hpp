@@ -4,7 +4,9 @@
 // Forward: each rank's fused kernel writes its partials [splits][N] into its slot of a buffer
 // [tp][splits][N]; ONE all-gather (in place) fills the other slots; the combine kernel merges
 // the S = tp x splits sources of each row in the fixed order rank 0 split 0, rank 0 split 1, ...,
-// so every rank computes bitwise the same logp, lse and entropy.
+// so every rank computes bitwise the same logp, lse and entropy. Peer path (the GPUs of one
+// host, buffers sized at build): the fused kernel writes into this rank's symmetric buffer and
+// the combine kernel reads every rank's partials there itself: two launches, no collective.
 //
 // Backward: grad_hidden is accumulated in fp32 and all-reduced (sum) on the comm stream while
 // the compute stream does the last vocabulary chunk's grad_weight (and grad_bias); then it is
@@ -29,9 +31,11 @@ enum TpAction : int {
   kTpAllReduceGradHidden,    // collective: ncclAllReduce (sum, fp32) of the accumulator, in place
   kTpBackwardLastWeight,     // launch: the last chunk's grad_bias and grad_weight
   kTpRoundGradHidden,        // launch: grad_hidden = the reduced accumulator, in the op's dtype
+  kTpPeerCombine,            // launch: logp_combine reading every rank's symmetric buffer
 };
 
 Plan tp_forward_plan();
+Plan tp_forward_peer_plan();
 // With grad_hidden requested; a backward without it has no collective and runs the
 // single-GPU sequence.
 Plan tp_backward_plan();

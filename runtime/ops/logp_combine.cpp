@@ -1,5 +1,7 @@
 #include "runtime/ops/logp_combine.hpp"
 
+#include <algorithm>
+
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
@@ -7,10 +9,11 @@ namespace {
 constexpr unsigned kThreads = 256;  // matches kLogpCombineThreads in the template
 }
 
-KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy) {
+KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy, int peers) {
   return KernelSpec("logp_combine", {{"S", std::int64_t{sources}},
                                      {"TargetT", TypeArg{dtype_name(target_dtype)}},
-                                     {"ENTROPY", entropy}});
+                                     {"ENTROPY", entropy},
+                                     {"PEERS", std::int64_t{peers}}});
 }
 
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream) {
@@ -19,6 +22,23 @@ void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineA
   shape.grid_x = static_cast<unsigned>((args.n_rows + kThreads - 1) / kThreads);
   shape.block_x = kThreads;
   launch(kernel, shape, args, stream);
+}
+
+}  // namespace shardjit
+
+namespace shardjit {
+
+void launch_logp_combine_peers(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, int blocks,
+                               CUstream stream) {
+  LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(blocks);
+  shape.block_x = kThreads;
+  launch(kernel, shape, args, stream);
+}
+
+int logp_combine_peer_blocks(std::int64_t n_rows, int max_blocks) {
+  const std::int64_t wanted = (n_rows + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
 }
 
 }  // namespace shardjit

@@ -14,9 +14,20 @@ namespace shardjit {
 // The most partial sources (vocabulary splits x TP ranks) one combine kernel merges.
 inline constexpr int kMaxCombineSources = 1024;
 
-KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy);
+// `peers`: 0 for partials in one local buffer; the TP degree for partials read from the ranks'
+// symmetric buffers (args.rank_partials, args.sync).
+KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy, int peers = 0);
 
 // One thread per row; nothing is launched for zero rows.
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream);
+
+// The peer variant: `blocks` blocks (the same on every rank; each meets its peers' in barriers),
+// launched even for zero rows.
+void launch_logp_combine_peers(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, int blocks,
+                               CUstream stream);
+
+// The blocks of the peer variant for n_rows rows: one per kLogpCombineThreads rows, at most
+// max_blocks (all resident at once) and at least one.
+int logp_combine_peer_blocks(std::int64_t n_rows, int max_blocks);
 
 }  // namespace shardjit

@@ -79,6 +79,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp);
             add(kernels.fwd, arch, origin);
             for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
+            for (const KernelSpec& spec : kernels.peer_combine) add(spec, arch, origin);
             if (kernels.backward) {
               for (const KernelSpec& spec : kernels.backward->all()) add(spec, arch, origin);
             }

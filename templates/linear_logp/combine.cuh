@@ -2,9 +2,18 @@
 // logp, lse and entropy, and records target ids that are out of range. One thread per row;
 // sources are visited in the fixed order 0..S-1, so every rank gets bit-identical results.
 //
-// Launch: kLogpCombineThreads threads per block, ceil(n_rows / kLogpCombineThreads) blocks.
+// PEERS = 0: the partials of every source are in one local buffer (a single GPU, or gathered
+// by NCCL). PEERS = tp: each rank's partials stay in its symmetric buffer and are read over
+// NVLink: a block publishes a start flag (this rank's forward kernel, earlier on the stream,
+// has written all its partials), waits for the same block of every peer, merges its rows, then
+// publishes an end flag and waits for the peers' (no rank's next forward overwrites partials a
+// peer still reads). This replaces the all-gather: no collective, no comm stream.
+//
+// Launch: kLogpCombineThreads threads per block; rows are strided over the grid. With PEERS
+// every rank launches the same grid (at most kMaxPeerSlots blocks, all resident).
 #pragma once
 
+#include "collective/peer_sync.cuh"
 #include "common/math.cuh"
 #include "linear_logp/combine_args.cuh"
 #include "linear_logp/partials.cuh"
@@ -14,30 +23,72 @@ namespace kernels {
 
 constexpr int kLogpCombineThreads = 256;
 
-template <int S, class TargetT, bool ENTROPY>
+template <int S, int PEERS>
+__device__ __forceinline__ RowPartial source_partial(const LogpCombineArgs& args, int s, long long row) {
+  if (PEERS == 0) return args.partials[s * args.source_stride + row];
+  constexpr int kPerRank = PEERS == 0 ? S : S / PEERS;
+  return args.rank_partials[s / kPerRank][(s % kPerRank) * args.source_stride + row];
+}
+
+template <int S, class TargetT, bool ENTROPY, int PEERS>
+__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready);
+
+template <int S, class TargetT, bool ENTROPY, int PEERS>
 __global__ void __launch_bounds__(kLogpCombineThreads)
     logp_combine(const LogpCombineArgs args) {
   static_assert(S >= 1 && S <= 1024, "S is in [1, 1024]");
-  const long long row = static_cast<long long>(blockIdx.x) * kLogpCombineThreads + threadIdx.x;
-  if (row >= args.n_rows) return;
-  const RowPartial* const parts = args.partials + row;
-  const long long stride = args.source_stride;
+  static_assert(PEERS == 0 || (PEERS >= 2 && PEERS <= kMaxPeers && S % PEERS == 0),
+                "PEERS is 0 or a rank count in [2, kMaxPeers] dividing S");
+  const int slot = blockIdx.x;
+  unsigned long long epoch = 0;
+  bool ready = true;
+  if (PEERS > 0) {
+    epoch = next_epoch(args.sync, slot);
+    if (threadIdx.x == 0) {
+      __threadfence_system();  // the forward kernel's partials, written earlier on this stream
+      publish_to_peers(args.sync, true, slot, epoch);
+    }
+    ready = wait_for_peers(args.sync, true, slot, 1, epoch);
+  }
+  const long long step = static_cast<long long>(gridDim.x) * kLogpCombineThreads;
+  for (long long row = static_cast<long long>(blockIdx.x) * kLogpCombineThreads + threadIdx.x; row < args.n_rows;
+       row += step) {
+    combine_row<S, TargetT, ENTROPY, PEERS>(args, row, ready);
+  }
+  if (PEERS > 0) {
+    __syncthreads();
+    if (!ready) return;  // the call is already failed; do not wait twice
+    if (threadIdx.x == 0) publish_to_peers(args.sync, false, slot, epoch);
+    wait_for_peers(args.sync, false, slot, 1, epoch);
+    if (threadIdx.x == 0) finish_epoch(args.sync, slot, epoch);
+  }
+}
 
+// One row; `ready` false (a peer never came) poisons it with NaN.
+template <int S, class TargetT, bool ENTROPY, int PEERS>
+__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready) {
+  if (!ready) {
+    if (args.logp != nullptr) args.logp[row] = quiet_nan();
+    if (args.lse != nullptr) args.lse[row] = quiet_nan();
+    if (ENTROPY && args.entropy != nullptr) args.entropy[row] = quiet_nan();
+    return;
+  }
   // Two passes, so each source is rescaled once against the global max rather than repeatedly
   // against a running one.
   float m = neg_inf();
   float target = neg_inf();
 #pragma unroll 8
   for (int s = 0; s < S; ++s) {
-    m = fmaxf(m, parts[s * stride].max);
-    target = fmaxf(target, parts[s * stride].target);
+    const RowPartial p = source_partial<S, PEERS>(args, s, row);
+    m = fmaxf(m, p.max);
+    target = fmaxf(target, p.target);
   }
   float sum = 0.0f;
   float ent = 0.0f;
   if (m != neg_inf()) {
 #pragma unroll 8
     for (int s = 0; s < S; ++s) {
-      const RowPartial p = parts[s * stride];
+      const RowPartial p = source_partial<S, PEERS>(args, s, row);
       if (p.max == neg_inf()) continue;
       const float shift = p.max - m;
       const float scale = expf(shift);

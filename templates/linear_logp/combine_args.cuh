@@ -2,6 +2,7 @@
 // Shared verbatim by the host and the kernel, so only built-in types appear here.
 #pragma once
 
+#include "collective/peer_sync_args.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -9,6 +10,10 @@ namespace kernels {
 
 struct LogpCombineArgs {
   const RowPartial* partials;  // [S][source_stride]: source s's partial of row i at s*source_stride+i
+  // PEERS > 0 instead: rank q's sources [S / PEERS][source_stride] as mapped here (its
+  // symmetric buffer; this rank's own too), source s = q * (S / PEERS) + j, and the barrier state.
+  const RowPartial* rank_partials[kMaxPeers];
+  PeerSync sync;
   long long source_stride;     // >= n_rows
   const void* targets;         // t [n_rows] of the kernel's target type
   float* logp;                 // [n_rows]; may be null

@@ -7,7 +7,8 @@ namespace shardjit {
 namespace {
 
 KernelSpec combine(std::int64_t sources, const char* targets = "int64", bool entropy = true) {
-  return KernelSpec("logp_combine", {{"S", sources}, {"TargetT", TypeArg{targets}}, {"ENTROPY", entropy}});
+  return KernelSpec("logp_combine",
+                    {{"S", sources}, {"TargetT", TypeArg{targets}}, {"ENTROPY", entropy}, {"PEERS", std::int64_t{0}}});
 }
 
 void expect_invalid(const std::function<void()>& make, const std::string& needle) {
@@ -21,15 +22,16 @@ void expect_invalid(const std::function<void()>& make, const std::string& needle
 }
 
 TEST(KernelSpec, CanonicalTextListsParametersInRegistryOrder) {
-  EXPECT_EQ(combine(8).canonical_text(), "logp_combine<S=8,TargetT=int64,ENTROPY=true>");
+  EXPECT_EQ(combine(8).canonical_text(), "logp_combine<S=8,TargetT=int64,ENTROPY=true,PEERS=0>");
 }
 
 TEST(KernelSpec, NameExpressionSpellsTypesForTheTemplates) {
-  EXPECT_EQ(combine(4, "int32", false).name_expression(), "shardjit::kernels::logp_combine<4, int, false>");
+  EXPECT_EQ(combine(4, "int32", false).name_expression(), "shardjit::kernels::logp_combine<4, int, false, 0>");
 }
 
 TEST(KernelSpec, GivenOrderDoesNotMatter) {
-  KernelSpec a("logp_combine", {{"ENTROPY", false}, {"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}});
+  KernelSpec a("logp_combine",
+               {{"ENTROPY", false}, {"PEERS", std::int64_t{0}}, {"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}});
   EXPECT_EQ(a, combine(2, "int32", false));
 }
 

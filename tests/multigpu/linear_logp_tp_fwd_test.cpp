@@ -102,5 +102,92 @@ TEST(TpForward, RepeatedCallsGiveTheSameBits) {
   }
 }
 
+// With max_rows set the forward takes the peer path (partials read from the ranks' symmetric
+// buffers, no all-gather) for calls of up to max_rows rows, and the NCCL path above: both give
+// the same bits, on every rank, and bad targets are reported alike.
+TEST(TpForward, PeerPathEqualsTheNcclPathBitwise) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  const TpProblem p = base_problem();
+  auto targets = make_targets(p);
+  targets[7] = -5;  // out of range, reported by check()
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
+    Runtime runtime;
+    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    const DeviceContext& device = runtime.impl().device(ctx.rank);
+    const Shard shard = shard_of(p, ctx.rank, ctx.size);
+    RankTensors tensors(p, shard, targets, device);
+    const std::pair<const char*, std::int64_t> variants[] = {{"peer_", p.n}, {"nccl_", 0}, {"fallback_", p.n - 1}};
+    for (const auto& [prefix, max_rows] : variants) {
+      LinearLogpConfig config = config_for(p, shard, ctx.rank);
+      config.max_rows = max_rows;
+      LinearLogp op(runtime, config, comm);
+      for (int call = 0; call < 2; ++call) {  // the second call reuses the buffers and epochs
+        tensors.poison();
+        op.forward(tensors.inputs(), tensors.outputs(), nullptr);
+        const BadTargetReport bad = op.check(nullptr);
+        ctx.report.put_text(std::string(prefix) + "bad", std::to_string(bad.bad_rows) + " " + std::to_string(bad.first_bad_id));
+      }
+      tensors.report(ctx.report, prefix);
+    }
+    if (ctx.rank == 0) report_single_gpu_reference(runtime, p, targets, device, ctx.report);
+  });
+  expect_all_ok(outcomes);
+  if (HasFailure()) return;
+  for (const RankOutcome& o : outcomes) {
+    for (const char* prefix : {"nccl_", "fallback_"}) {
+      for (const char* key : {"logp", "lse", "entropy"}) {
+        EXPECT_EQ(o.report.bytes(std::string(prefix) + key), o.report.bytes(std::string("peer_") + key))
+            << prefix << key << " differs from the peer path on rank " << o.rank;
+      }
+      EXPECT_EQ(o.report.text(std::string(prefix) + "bad"), "1 -5") << prefix;
+    }
+    EXPECT_EQ(o.report.text("peer_bad"), "1 -5");
+    EXPECT_EQ(o.report.bytes("peer_lse"), outcomes[0].report.bytes("peer_lse")) << "rank " << o.rank;
+  }
+  const RankReport& r0 = outcomes[0].report;
+  for (const char* key : {"logp", "lse", "entropy"}) {
+    const Diff d = compare(r0.get<float>(std::string("peer_") + key), r0.get<float>(std::string("ref_") + key));
+    std::printf("[ accuracy ] tp peer path vs single-GPU %-8s max|d| %.3e rel-norm %.3e\n", key, d.max_abs, d.rel_norm);
+    EXPECT_EQ(d.nan_mismatches, 0) << key;
+    EXPECT_LE(d.max_abs, kTolerance) << key;
+  }
+}
+
+// Rank 1 builds the op and exits; rank 0's peer-path combine gives up after the timeout: NaN
+// rows and Error(kCommError) from check(), not a hang.
+TEST(TpForward, PeerPathWithADeadPeerTimesOut) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  const TpProblem p = base_problem();
+  const auto targets = make_targets(p);
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
+    Runtime runtime;
+    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    const DeviceContext& device = runtime.impl().device(ctx.rank);
+    const Shard shard = shard_of(p, ctx.rank, ctx.size);
+    RankTensors tensors(p, shard, targets, device);
+    LinearLogpConfig config = config_for(p, shard, ctx.rank);
+    config.max_rows = p.n;
+    LinearLogp op(runtime, config, comm);
+    if (ctx.rank == 1) std::_Exit(0);
+    comm.set_timeout(std::chrono::seconds(3));
+    tensors.poison();
+    op.forward(tensors.inputs(), tensors.outputs(), nullptr);
+    try {
+      op.check(nullptr);
+      ctx.report.put_text("check", "no error");
+    } catch (const Error& e) {
+      ctx.report.put_text("check", std::to_string(static_cast<int>(e.code())) + " " + e.what());
+    }
+    const auto logp = tensors.logp.to_vector<float>(static_cast<std::size_t>(p.n));
+    ctx.report.put_text("nan", std::isnan(logp[0]) && std::isnan(logp.back()) ? "yes" : "no");
+  }, std::chrono::seconds(60));
+  ASSERT_EQ(outcomes.size(), 2u);
+  ASSERT_TRUE(outcomes[0].finished && outcomes[0].error.empty()) << describe(outcomes);
+  const std::string check = outcomes[0].report.text("check");
+  EXPECT_EQ(check.rfind(std::to_string(static_cast<int>(ErrorCode::kCommError)) + " ", 0), 0u) << check;
+  EXPECT_NE(check.find("gave up waiting for a peer"), std::string::npos) << check;
+  EXPECT_EQ(outcomes[0].report.text("nan"), "yes");
+}
+
 }  // namespace
 }  // namespace shardjit

@@ -89,8 +89,9 @@ TEST(PrewarmPlan, DeduplicatesSharedKernels) {
   request.archs = {"sm_80"};
   auto items = prewarm_items(request);
   // tp=1: one fwd (V=300); tp=2: one fwd (two even shards of 150 share it). Combine kernels
-  // merge tp x splits sources: tp=2's S = 2..256 are tp=1's S = 1..128 but for S = 256.
-  EXPECT_EQ(items.size(), 2 + kVocabSplitChoices.size() + 1);
+  // merge tp x splits sources: tp=2's S = 2..256 are tp=1's S = 1..128 but for S = 256; tp=2
+  // also has the peer-path variant of each of its combines.
+  EXPECT_EQ(items.size(), 2 + kVocabSplitChoices.size() + 1 + kVocabSplitChoices.size());
 }
 
 TEST(PrewarmPlan, RejectsEmptyRequests) {

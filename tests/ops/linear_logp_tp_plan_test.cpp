@@ -55,6 +55,16 @@ TEST(TpForwardPlan, OneAllGatherBetweenTheKernelsOrderedByEvents) {
   EXPECT_EQ(plan.events, 2);
 }
 
+TEST(TpForwardPlan, PeerPathIsTwoLaunchesAndNoCollective) {
+  const Plan plan = tp_forward_peer_plan();
+  EXPECT_NO_THROW(check_plan(plan)) << describe(plan);
+  EXPECT_EQ(count_steps(plan, PlanStep::Kind::kCollective), 0u);
+  EXPECT_EQ(plan.events, 0);
+  ASSERT_EQ(plan.steps.size(), 2u) << describe(plan);
+  EXPECT_EQ(plan.steps[0].action, kTpForwardKernel);
+  EXPECT_EQ(plan.steps[1].action, kTpPeerCombine);
+}
+
 TEST(TpBackwardPlan, AllReducesGradHiddenOnTheCommStreamWhileGradWeightRuns) {
   const Plan plan = tp_backward_plan();
   ASSERT_NO_THROW(check_plan(plan)) << describe(plan);

@@ -7,6 +7,7 @@
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_tp_plan.hpp"
 #include "runtime/ops/logp_combine.hpp"
+#include "runtime/ops/peer_collective.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/sched/scheduler.hpp"
 
@@ -22,7 +23,9 @@ class CombineOnly final : public PlanActions {
 
   void launch(int action, CUstream stream) override {
     if (action == kTpCombine) launch_logp_combine(combine_, args_, stream);
+    if (action == kTpPeerCombine) launch_logp_combine_peers(combine_, args_, peer_blocks, stream);
   }
+  int peer_blocks = 0;
   void collective(int, CUstream stream) override { comm_.all_gather(mine_, all_, bytes_per_rank_, stream); }
 
  private:
@@ -60,7 +63,7 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   layout.max_valid_local = (vocab + tp - 1) / tp;
   layout.gpu = GpuShape{device.info().sm_count, device.info().l2_bytes};
   layout.split_tile = default_fwd_tile(dtype, device.arch());
-  CombineStepTiming result;
+  CombineStepTiming result;  // median_us stays the NCCL time where the peers are not reachable
   result.splits = tp_vocab_splits(layout, n, hidden * static_cast<std::int64_t>(dtype_size(dtype)));
   const auto sources = static_cast<std::size_t>(tp * result.splits);
   const auto rows = static_cast<std::size_t>(n);
@@ -96,9 +99,30 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   args.valid_vocab = vocab;
   args.ignore_index = -100;
   kernels::RowPartial* mine = all + static_cast<std::size_t>(rank) * static_cast<std::size_t>(result.splits) * rows;
-  CombineOnly actions(ci, *kernel, args, mine, all, static_cast<std::size_t>(result.splits) * rows * sizeof(kernels::RowPartial));
+  const std::size_t bytes_per_rank = static_cast<std::size_t>(result.splits) * rows * sizeof(kernels::RowPartial);
+  CombineOnly actions(ci, *kernel, args, mine, all, bytes_per_rank);
   const Scheduler scheduler(device, tp_forward_plan(), ci.stream.get());
-  result.median_us = 1000.0 * median_ms([&] { scheduler.run(actions, stream); }, stream, timing);
+  result.nccl_median_us = 1000.0 * median_ms([&] { scheduler.run(actions, stream); }, stream, timing);
+  result.median_us = result.nccl_median_us;
+
+  // The peer path: this rank's partials in its symmetric buffer, read there by every rank.
+  PeerCollectiveSetup setup;
+  setup.op_name = "combine step bench";
+  setup.config_text = "rows=" + std::to_string(n);
+  setup.data_bytes = bytes_per_rank;
+  PeerCollective peers(rt, ci, setup);
+  if (peers.peer()) {
+    check_cuda(cudaMemcpy(peers.data_on(rank), mine, bytes_per_rank, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    const auto peer_kernel = rt.load(logp_combine_spec(tp * result.splits, DType::kInt64, false, tp), comm.device(), "");
+    kernels::LogpCombineArgs peer_args = args;
+    for (int q = 0; q < tp; ++q) peer_args.rank_partials[q] = static_cast<kernels::RowPartial*>(peers.data_on(q));
+    peer_args.sync = peers.sync();
+    CombineOnly peer_actions(ci, *peer_kernel, peer_args, mine, all, bytes_per_rank);
+    peer_actions.peer_blocks = logp_combine_peer_blocks(n, std::min(kernels::kMaxPeerSlots, 4 * peers.grid()));
+    const Scheduler peer_scheduler(device, tp_forward_peer_plan(), ci.stream.get());
+    result.median_us = 1000.0 * median_ms([&] { peer_scheduler.run(peer_actions, stream); }, stream, timing);
+    peers.check(stream, "combine step bench");
+  }
 
   for (void* p : std::initializer_list<void*>{all, target_ids, out, status}) cudaFree(p);
   return result;

@@ -1,7 +1,8 @@
-// The combine step of a TP LinearLogp forward alone: the op's own plan (events, the all-gather
-// of the partials on the communicator's stream, the combine kernel) with the fused forward
-// kernel left out, so that what is timed is exactly what TP adds to a forward. It reaches into
-// the library's internals (runtime/), which the public API does not expose.
+// The combine step of a TP LinearLogp forward alone: the op's own plans with the fused forward
+// kernel left out, so that what is timed is exactly what TP adds to a forward. Peer path (the op's
+// choice within a host): the combine kernel reading every rank's symmetric buffer. NCCL path:
+// events, the all-gather of the partials on the communicator's stream, the combine kernel. It
+// reaches into the library's internals (runtime/), which the public API does not expose.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +16,8 @@ namespace shardjit::bench {
 
 struct CombineStepTiming {
   int splits = 0;     // vocabulary splits per rank the op would use at this N
-  double median_us = 0;
+  double median_us = 0;       // peer path (0 where the peers are not reachable)
+  double nccl_median_us = 0;  // NCCL path
 };
 
 // Times the step for n_rows rows of the given model shape, even shards over comm's ranks.
