@@ -3,11 +3,13 @@
 # where there are two or more GPUs also the multigpu tier (one process per GPU, forked by the
 # tests), the tensor-parallel and reduce-scatter benchmarks and a compute-sanitizer run of the
 # peer kernels. Every log goes into one folder.
-# Usage: scripts/gpu-suite.sh [LOG_DIR] [SHAPES_JSON]
+# Usage: scripts/gpu-suite.sh [LOG_DIR] [SHAPES_JSON] [PART]
+#   PART: all (default), single (the one-GPU part only) or multi (the multi-GPU part only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:-build/gpu-logs}
 shapes=${2:-../shared/bench/shapes.json}
+part=${3:-all}
 mkdir -p "$logs"
 export SHARDJIT_CACHE_DIR=${SHARDJIT_CACHE_DIR:-$PWD/build/kernel-cache}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -20,16 +22,26 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > "$logs/configure.log" 
 # Lines worth reading in a test log: accuracy reports, messages, the verdicts.
 summary() { grep -E "^\s*[0-9]+: \[ (accuracy|message) +\]|tests passed|\(Failed\)|\*\*\*" "$1" | sed 's/^ *[0-9]*: //' | head -80; }
 
+if [ "$part" != multi ]; then
+
 ctest --test-dir build -L gpu --output-on-failure -V --timeout 300 > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests: exit $?"; summary "$logs/gpu-tests.log"
+ctest --test-dir build -R python_tests --output-on-failure -V > "$logs/python-tests.log" 2>&1
+echo "python tests (torch on the GPU): exit $?"; grep -E "passed|failed|skipped" "$logs/python-tests.log" | tail -2
 build/examples/shardjit-demo > "$logs/demo.log" 2>&1; echo "demo: exit $?"; tail -1 "$logs/demo.log"
 build/tools/bench/shardjit-bench linear-logp --shapes "$shapes" > "$logs/bench-linear-logp.jsonl" 2> "$logs/bench.err"
 echo "bench: exit $?"; cat "$logs/bench-linear-logp.jsonl"
 build/tools/bench/shardjit-bench linear-logp --backward --shapes "$shapes" --case llama3-8b-16k \
   > "$logs/bench-linear-logp-bwd.jsonl" 2>> "$logs/bench.err"
 echo "bench backward: exit $?"; cat "$logs/bench-linear-logp-bwd.jsonl"; tail -3 "$logs/bench.err"
+build/tools/bench/shardjit-host-bench --benchmark_filter='ColdStart|HostTime|BareLaunch' \
+  --benchmark_format=json > "$logs/host-bench.json" 2> "$logs/host-bench.err"
+echo "host bench: exit $?"; python3 -c "import json,sys; [print(b['name'], round(b['real_time'], 2), b['time_unit'])
+  for b in json.load(open(sys.argv[1]))['benchmarks']]" "$logs/host-bench.json"
 
-if [ "$gpus" -ge 2 ]; then
+fi
+
+if [ "$part" != single ] && [ "$gpus" -ge 2 ]; then
   ctest --test-dir build -L multigpu --output-on-failure -V --timeout 300 > "$logs/multigpu-tests.log" 2>&1
   echo "multigpu tests: exit $?"; summary "$logs/multigpu-tests.log"
   build/tools/bench/shardjit-bench linear-logp-tp --shapes "$shapes" \

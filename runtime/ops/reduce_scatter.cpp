@@ -19,8 +19,15 @@
 namespace shardjit {
 namespace {
 
-// Inputs from this size on move in stages (the copy overlaps the pull).
+// Inputs from this size on move in stages (sending overlaps summing); up to the second, in the
+// low-latency protocol (twice the bytes, no barrier round trips). See docs/perf-notes.md.
 constexpr std::int64_t kStagedInputBytes = std::int64_t{64} << 20;
+constexpr std::int64_t kLowLatencyInputBytes = std::int64_t{4} << 20;
+
+bool low_latency(const ReduceScatterConfig& config) {
+  const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
+  return total * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) <= kLowLatencyInputBytes;
+}
 
 void check_config(const ReduceScatterConfig& config, int world) {
   const auto bad = [](const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "ReduceScatter: " + what); };
@@ -46,10 +53,12 @@ std::string config_text(const ReduceScatterConfig& c) {
          rows + "] path=" + collective_path_name(c.path) + " nccl_above_bytes=" + std::to_string(c.nccl_above_bytes);
 }
 
-// A receive area: two halves of one slot per other rank, each the largest block.
+// A receive area: two halves of one slot per other rank, each the largest block (twice that in
+// the low-latency protocol, whose lines carry a flag beside each word).
 std::int64_t receive_bytes(const ReduceScatterConfig& config, int world) {
   const std::int64_t largest = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end());
-  return 2 * (world - 1) * largest * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
+  const std::int64_t line_factor = low_latency(config) ? 2 : 1;
+  return 2 * (world - 1) * largest * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) * line_factor;
 }
 
 // Checks the config on every rank alike, then builds the shared part.
@@ -88,6 +97,7 @@ struct ReduceScatter::Impl final : PlanActions {
     // Stages pay off once a block's slice is large; below, each stage would only add an NVLink
     // round trip (docs/perf-notes.md).
     args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
+    args.low_latency = low_latency(config) ? 1 : 0;
     args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
     // Local work whose failure must reach every rank: the kernel's compile or load.
     run_on_every_rank(comm, "ReduceScatter build", [&] {

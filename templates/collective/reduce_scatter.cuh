@@ -10,6 +10,11 @@
 // receiver sums stage k while stage k + 1 is still on its way (sender and summer warps run side
 // by side; with one stage, for small inputs, every warp sends, then every warp sums).
 //
+// Small inputs take the low-latency protocol instead (as NCCL's LL): every 4-byte word travels
+// in an 8-byte store together with the call's flag, so the receiver polls the words themselves
+// and no release, fence or barrier round trip is needed; it costs twice the bytes, which only
+// small inputs can afford.
+//
 // Receive areas alternate between two halves by epoch, so no end barrier is needed: a rank
 // writes half h of call e only after its call e - 1 saw the peer's flags of call e - 1, which the
 // peer published after its call e - 2 (the last reader of half h) had finished. Calls on one
@@ -100,6 +105,71 @@ __device__ __forceinline__ void send_stage(const ReduceScatterArgs& args, int st
   }
 }
 
+// The low-latency protocol: grid-strided over 4-byte words; a word that never comes (a dead
+// peer) poisons its output word with NaN and is counted once per block.
+template <class T, int WORLD, int VEC_BYTES>
+__device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterArgs& args, unsigned long long epoch) {
+  using C = Chunk<T, 4>;
+  constexpr long long kWordsPerChunk = VEC_BYTES / 4;
+  const int rank = args.sync.rank;
+  const unsigned long long flag = (epoch & 0xffffffffull) << 32;
+  const long long thread = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long slot_words = args.slot_chunks * kWordsPerChunk;
+  const auto slot_of = [&](int dest, int source) {
+    const long long slot = static_cast<long long>(epoch & 1ull) * (WORLD - 1) + (source < dest ? source : source - 1);
+    return static_cast<unsigned long long*>(args.receive[dest]) + slot * slot_words;
+  };
+  const unsigned int* input = static_cast<const unsigned int*>(args.input);
+
+  for (int p = 0; p < WORLD; ++p) {
+    if (p == rank) continue;
+    const unsigned int* from = input + args.chunk_offset[p] * kWordsPerChunk;
+    unsigned long long* to = slot_of(p, rank);
+    const long long words = (args.chunk_offset[p + 1] - args.chunk_offset[p]) * kWordsPerChunk;
+    for (long long i = thread; i < words; i += threads) st_relaxed_sys_u64(to + i, flag | from[i]);
+  }
+
+  const unsigned int* mine = input + args.chunk_offset[rank] * kWordsPerChunk;
+  const long long words = (args.chunk_offset[rank + 1] - args.chunk_offset[rank]) * kWordsPerChunk;
+  const unsigned long long began = globaltimer_ns();
+  bool ok = true;
+  for (long long i = thread; i < words; i += threads) {
+    float acc[C::kElems];
+#pragma unroll
+    for (int e = 0; e < C::kElems; ++e) acc[e] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < WORLD; ++p) {
+      Bytes4 v;
+      if (p == rank) {
+        v.w[0] = mine[i];
+      } else {
+        const unsigned long long* line = slot_of(rank, p) + i;
+        unsigned long long got = ld_relaxed_sys_u64(line);
+        while (ok && (got & 0xffffffff00000000ull) != flag) {
+          if (globaltimer_ns() - began > args.sync.timeout_ns) ok = false;
+          got = ld_relaxed_sys_u64(line);
+        }
+        v.w[0] = static_cast<unsigned int>(got);
+      }
+      C::accumulate(acc, v);
+    }
+    if (!ok) {
+#pragma unroll
+      for (int e = 0; e < C::kElems; ++e) acc[e] = quiet_nan();
+    }
+    C::store(args.output, i, C::pack(acc));
+  }
+  const bool all_ok = __syncthreads_and(ok) != 0;
+  if (threadIdx.x == 0) {
+    if (all_ok) {
+      finish_epoch(args.sync, blockIdx.x, epoch);
+    } else {
+      atomicAdd(&args.sync.status->timeouts, 1u);
+    }
+  }
+}
+
 template <class T, int WORLD, int VEC_BYTES>
 __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatterArgs args) {
   static_assert(WORLD >= 2 && WORLD <= kMaxPeers, "WORLD is in [2, kMaxPeers]");
@@ -108,6 +178,10 @@ __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatt
   const int first_slot = block * kReduceScatterStages;
   const int rank = args.sync.rank;
   const unsigned long long epoch = next_epoch(args.sync, block);
+  if (args.low_latency) {
+    reduce_scatter_low_latency<T, WORLD, VEC_BYTES>(args, epoch);
+    return;
+  }
   const bool split = args.stages > 1;
   const int senders = split ? kSenderThreads : blockDim.x;
   bool ready = true;

@@ -21,6 +21,8 @@ struct ReduceScatterArgs {
   long long slot_chunks;
   long long chunk_offset[kMaxPeers + 1];  // block p is chunks [chunk_offset[p], chunk_offset[p+1])
   int stages;          // 1 to kReduceScatterStages; 1: every warp sends, then every warp sums
+  int low_latency;     // small inputs: 8-byte lines of a 4-byte word and the call's flag, no
+                       // barriers (slots then hold twice the bytes)
   PeerSync sync;
 };
 

@@ -91,6 +91,7 @@ TEST(ReduceScatter, EvenBlocksEveryDtypeBothPaths) {
   expect_cases_match_reference(cases);
 }
 
+// Inputs up to 4 MiB take the low-latency protocol, larger ones the barrier one.
 TEST(ReduceScatter, UnevenAndEmptyBlocksAndNarrowRows) {
   SHARDJIT_REQUIRE_GPUS(2);
   std::vector<DenseCase> cases = {
@@ -100,6 +101,7 @@ TEST(ReduceScatter, UnevenAndEmptyBlocksAndNarrowRows) {
       {DType::kFP32, 256, {50, 0}, CollectivePath::kNccl, 24},
       {DType::kBF16, 1002, {7, 9}, CollectivePath::kPeer, 25},   // 2004-byte rows: 4-byte chunks
       {DType::kFP32, 130, {1, 1}, CollectivePath::kPeer, 26},    // 520-byte rows: 8-byte chunks
+      {DType::kBF16, 4096, {700, 640}, CollectivePath::kPeer, 27},  // 11 MB: past the low-latency protocol
   };
   expect_cases_match_reference(cases);
 }
