@@ -1,6 +1,7 @@
 #include "runtime/comm/communicator_impl.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "runtime/comm/bounded_wait.hpp"
@@ -169,14 +170,21 @@ std::vector<std::byte> Communicator::Impl::exchange(const void* mine, std::size_
   const CUstream on = stream.get();
   // The copies below would wait for earlier work on the stream without a bound; drain it first.
   wait_stream(on, what);
-  DeviceBuffer buffer(device, bytes * static_cast<std::size_t>(size));
-  const CUdeviceptr slot = buffer.ptr() + bytes * static_cast<std::size_t>(rank);
+  // Each rank's slot padded to 16 bytes: NCCL's kernels may read whole words past a tiny record.
+  const std::size_t slot_bytes = std::max<std::size_t>(16, (bytes + 15) / 16 * 16);
+  DeviceBuffer buffer(device, slot_bytes * static_cast<std::size_t>(size));
+  SHARDJIT_CU(cuMemsetD8Async(buffer.ptr(), 0, buffer.bytes(), on));
+  const CUdeviceptr slot = buffer.ptr() + slot_bytes * static_cast<std::size_t>(rank);
   SHARDJIT_CU(cuMemcpyHtoDAsync(slot, mine, bytes, on));
-  all_gather(reinterpret_cast<const void*>(slot), buffer.as<void>(), bytes, on);
+  all_gather(reinterpret_cast<const void*>(slot), buffer.as<void>(), slot_bytes, on);
   wait_stream(on, what);
-  std::vector<std::byte> all(buffer.bytes());
-  SHARDJIT_CU(cuMemcpyDtoHAsync(all.data(), buffer.ptr(), all.size(), on));
+  std::vector<std::byte> padded(buffer.bytes());
+  SHARDJIT_CU(cuMemcpyDtoHAsync(padded.data(), buffer.ptr(), padded.size(), on));
   wait_stream(on, what);
+  std::vector<std::byte> all(bytes * static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    std::memcpy(all.data() + bytes * static_cast<std::size_t>(r), padded.data() + slot_bytes * static_cast<std::size_t>(r), bytes);
+  }
   return all;
 }
 
