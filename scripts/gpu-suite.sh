@@ -24,7 +24,7 @@ summary() { grep -E "^\s*[0-9]+: \[ (accuracy|message) +\]|tests passed|\(Failed
 
 if [ "$part" != multi ]; then
 
-ctest --test-dir build -L gpu --output-on-failure -V --timeout 300 > "$logs/gpu-tests.log" 2>&1
+ctest --test-dir build -L '^gpu$' --output-on-failure -V --timeout 300 > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests: exit $?"; summary "$logs/gpu-tests.log"
 ctest --test-dir build -R python_tests --output-on-failure -V > "$logs/python-tests.log" 2>&1
 echo "python tests (torch on the GPU): exit $?"; grep -E "passed|failed|skipped" "$logs/python-tests.log" | tail -2
@@ -42,7 +42,7 @@ echo "host bench: exit $?"; python3 -c "import json,sys; [print(b['name'], round
 fi
 
 if [ "$part" != single ] && [ "$gpus" -ge 2 ]; then
-  ctest --test-dir build -L multigpu --output-on-failure -V --timeout 300 > "$logs/multigpu-tests.log" 2>&1
+  ctest --test-dir build -L '^multigpu$' --output-on-failure -V --timeout 300 > "$logs/multigpu-tests.log" 2>&1
   echo "multigpu tests: exit $?"; summary "$logs/multigpu-tests.log"
   build/tools/bench/shardjit-bench linear-logp-tp --shapes "$shapes" \
     > "$logs/bench-linear-logp-tp.jsonl" 2> "$logs/bench-tp.err"
@@ -50,10 +50,12 @@ if [ "$part" != single ] && [ "$gpus" -ge 2 ]; then
   build/tools/bench/shardjit-bench --iters 50 reduce-scatter --shapes "$shapes" \
     > "$logs/bench-reduce-scatter.jsonl" 2> "$logs/bench-rs.err"
   echo "reduce-scatter bench: exit $?"; cat "$logs/bench-reduce-scatter.jsonl"; tail -5 "$logs/bench-rs.err"
-  # The peer kernels under compute-sanitizer (every forked rank process).
+  # The peer kernels under compute-sanitizer (every forked rank process). API errors are not
+  # reported: NCCL probes for kernel images it does not have, which the tool counts as errors.
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-      build/tests/shardjit_multigpu_tests --gtest_filter='ReduceScatter.UnevenAndEmpty*:MoeCombine.TpPartials*' \
+    compute-sanitizer --tool "$tool" --target-processes all --report-api-errors no --error-exitcode 9 \
+      build/tests/shardjit_multigpu_tests \
+      --gtest_filter='ReduceScatter.UnevenAndEmpty*:ReduceScatter.Staged*:MoeCombine.TpPartials*' \
       > "$logs/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/sanitizer-$tool.log" | sort | uniq -c
   done

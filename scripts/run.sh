@@ -13,7 +13,7 @@ if "$cli" info --json | grep -Eq '"devices": *\[ *\]'; then
 else
   archs=""               # the GPU's own arch
 fi
-"$cli" prewarm examples/configs/*.json --tp 1,2,4,8 ${archs:+--arch "$archs"} --jobs "$(nproc)"
+"$cli" prewarm examples/configs/*.json --tp 1,2,4,8 --collectives ${archs:+--arch "$archs"} --jobs "$(nproc)"
 "$cli" ls | tail -n 3
 
 if [ -z "$archs" ]; then

@@ -61,7 +61,9 @@ struct MoeCombine::Impl final : PlanActions {
     vec_bytes = PeerCollective::vector_bytes(row_bytes, "MoeCombine");
     slot_bytes = static_cast<std::size_t>(config.capacity * row_bytes);
     run_on_every_rank(comm, "MoeCombine build", [&] {
-      kernel = runtime.load(moe_combine_spec(config.dtype, comm.size, config.hidden, vec_bytes, config.gates), comm.device.info().ordinal, "");
+      kernel = runtime.load(moe_combine_spec(config.dtype, comm.size, config.hidden, vec_bytes, config.gates),
+                            comm.device.info().ordinal,
+                            collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
       if (!peers.peer()) {
         ScopedContext scope(peers.device);
         gathered = DeviceBuffer(peers.device, std::max<std::size_t>(slot_bytes * static_cast<std::size_t>(comm.size), 1));

@@ -5,6 +5,7 @@
 
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
+#include "runtime/ops/collective_kernels.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -107,12 +108,7 @@ kernels::PeerSync PeerCollective::sync() const {
 }
 
 int PeerCollective::vector_bytes(std::int64_t row_bytes, const std::string& what) {
-  for (int bytes : {16, 8, 4}) {
-    if (row_bytes % bytes == 0) return bytes;
-  }
-  throw Error(ErrorCode::kInvalidArgument, what + ": a row of " + std::to_string(row_bytes) +
-                                               " bytes; expected a multiple of 4 bytes (an even hidden size for "
-                                               "16-bit dtypes)");
+  return collective_vector_bytes(row_bytes, what);
 }
 
 void PeerCollective::check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows,

@@ -1,5 +1,7 @@
 #include "runtime/ops/prewarm_plan.hpp"
 
+#include "runtime/ops/collective_kernels.hpp"
+
 #include <set>
 
 #include "runtime/ops/linear_logp_kernels.hpp"
@@ -70,6 +72,15 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
 
   for (const ModelShape& model : request.models) {
     for (int tp : request.tp) {
+      if (request.collectives && tp >= 2) {
+        for (DType dtype : request.dtypes) {
+          const std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(dtype) + " collectives";
+          for (const std::string& arch : request.archs) {
+            for (const KernelSpec& spec : collective_kernels(dtype, tp, model.hidden)) add(spec, arch, origin);
+          }
+        }
+      }
+      if (!request.linear_logp) continue;
       for (LinearLogpConfig config : layouts_of(request, model, tp)) {
         const std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(config.dtype);
         for (bool fp32_grads : grad_weight_fp32) {

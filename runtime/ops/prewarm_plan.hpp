@@ -33,6 +33,10 @@ struct PrewarmRequest {
   std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
   std::vector<bool> entropy = {false};
   bool backward = false;  // also the kernels of LinearLogp::backward
+  // Also (or, with linear_logp false, only) ReduceScatter's and MoeCombine's kernels for each
+  // model's hidden size, dtype and TP degree of 2 or more.
+  bool collectives = false;
+  bool linear_logp = true;
   std::optional<ShardRange> shard;  // one explicit shard instead of the TP split
 };
 

@@ -101,7 +101,8 @@ struct ReduceScatter::Impl final : PlanActions {
     args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
     // Local work whose failure must reach every rank: the kernel's compile or load.
     run_on_every_rank(comm, "ReduceScatter build", [&] {
-      if (peers.peer()) kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal, "");
+      if (peers.peer()) kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal,
+                                                  collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
     });
   }
 

@@ -80,5 +80,27 @@ TEST_F(CliPrewarm, HiddenAndVocabOptionsNeedNoConfigFile) {
   EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
 }
 
+// What a server running ReduceScatter / MoeCombine in cache-only mode needs, from the command
+// the ops name in their cache-only error: one reduce-scatter kernel, and the MoE combine with
+// and without gates.
+TEST_F(CliPrewarm, CollectivesOnlyNeedTheHiddenSizeAndATpDegree) {
+  CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--collectives-only", "--hidden", "64",
+                              "--tp", "2", "--dtype", "bf16", "--arch", kTinyArch, "--jobs", "2"},
+                             scratch_);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find(prewarm_summary(3, 3, 0, 0)), std::string::npos) << result.out;
+  EXPECT_EQ(cache_entries(cache_).size(), 3u);
+}
+
+TEST_F(CliPrewarm, CollectivesNeedATpDegreeOfTwoOrMore) {
+  CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--collectives-only", "--hidden", "64",
+                              "--arch", kTinyArch},
+                             scratch_);
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_NE(result.err.find("--collectives-only"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("degree of 2 or more"), std::string::npos) << result.err;
+  EXPECT_TRUE(cache_entries(cache_).empty());
+}
+
 }  // namespace
 }  // namespace shardjit::testing

@@ -18,7 +18,7 @@ void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   CLI::Option* vocab = sub.add_option("--vocab", o.vocab, "Vocabulary size (LM head rows) of that model");
   CLI::Option* valid = sub.add_option("--valid-vocab", o.valid_vocab,
                                       "Ids at or past it are padding (default: all of --vocab)");
-  hidden->needs(vocab);
+  // --hidden alone is enough for --collectives-only; plan_prewarm checks the pair otherwise.
   vocab->needs(hidden);
   valid->needs(vocab);
   CLI::Option* shard = sub.add_option("--shard", o.shard,
@@ -36,6 +36,10 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_option("--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)")->delimiter(',');
   sub.add_option("--entropy", o.entropy, "off, on or both (default off)");
   sub.add_flag("--backward", o.backward, "Also the kernels of the backward (training)");
+  sub.add_flag("--collectives", o.collectives,
+               "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp of 2 or more");
+  sub.add_flag("--collectives-only", o.collectives_only,
+               "Only those (then --hidden H is enough; no --vocab)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
 }
 

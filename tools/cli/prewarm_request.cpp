@@ -130,10 +130,17 @@ std::vector<ModelRequest> model_requests(const PrewarmOptions& options) {
     std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{model_dtype(config)} : forced;
     models.push_back({ModelShape{path, config.hidden, config.vocab, 0}, dtypes});
   }
-  if (options.hidden && options.vocab) {
-    std::string name = "--hidden " + std::to_string(*options.hidden) + " --vocab " + std::to_string(*options.vocab);
+  if (options.hidden && !options.vocab && !options.collectives_only) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--hidden requires --vocab (only --collectives-only needs no vocabulary)");
+  }
+  if (options.hidden && (options.vocab || options.collectives_only)) {
+    // The collectives depend on the hidden size only.
+    const std::int64_t vocab = options.vocab.value_or(1);
+    std::string name = "--hidden " + std::to_string(*options.hidden) +
+                       (options.vocab ? " --vocab " + std::to_string(vocab) : std::string());
     std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{DType::kBF16} : forced;
-    models.push_back({ModelShape{name, *options.hidden, *options.vocab, options.valid_vocab.value_or(0)}, dtypes});
+    models.push_back({ModelShape{name, *options.hidden, vocab, options.valid_vocab.value_or(0)}, dtypes});
   }
   if (models.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -163,6 +170,12 @@ std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const Runti
   base.bias_dtypes = parse_bias(options.bias);
   base.entropy = parse_entropy(options.entropy);
   base.backward = options.backward;
+  base.collectives = options.collectives || options.collectives_only;
+  base.linear_logp = !options.collectives_only;
+  if (base.collectives && std::none_of(base.tp.begin(), base.tp.end(), [](int tp) { return tp >= 2; })) {
+    bad_option(options.collectives_only ? "--collectives-only" : "--collectives", "on",
+               "a --tp list with a degree of 2 or more (the cross-GPU ops need peers)");
+  }
   base.shard = parse_shard(options.shard);
   const std::vector<ModelRequest> models = model_requests(options);
   base.archs = target_archs(options, config);
