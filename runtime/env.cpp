@@ -11,7 +11,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 7> kKnobs{{
+constexpr std::array<EnvKnob, 8> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -26,6 +26,9 @@ constexpr std::array<EnvKnob, 7> kKnobs{{
      "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
     {"SHARDJIT_ARCH", "string", "(the device's)",
      "Compile target such as sm_80 or sm_90a; default: the arch of the current device."},
+    {"SHARDJIT_PEER_BLOCKS", "int", "0",
+     "Most blocks (SMs) a peer-memory kernel takes (ReduceScatter, MoeCombine); 0: one per SM. "
+     "The smallest value of the ranks is used."},
 }};
 
 std::optional<std::string> env(const char* name) {
@@ -105,6 +108,18 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
   config.log_level = options.log_level.value_or(env("SHARDJIT_LOG_LEVEL").value_or("warn"));
   config.arch = options.arch ? options.arch : env("SHARDJIT_ARCH");
+
+  if (options.peer_blocks) {
+    config.peer_blocks = *options.peer_blocks;
+  } else if (auto text = env("SHARDJIT_PEER_BLOCKS")) {
+    char* end = nullptr;
+    const long value = std::strtol(text->c_str(), &end, 10);
+    if (end == text->c_str() || *end != '\0' || value < 0 || value > 4096) {
+      bad_value("SHARDJIT_PEER_BLOCKS", *text, "a block count from 0 (one per SM) to 4096");
+    }
+    config.peer_blocks = static_cast<int>(value);
+  }
+  if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;
 }
 

@@ -28,6 +28,7 @@ struct RuntimeConfig {
   std::optional<std::string> dump_dir;
   std::string log_level;
   std::optional<std::string> arch;  // empty: the device's own
+  int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
 };
 
 // Options set in code win over the environment, which wins over the defaults. Throws

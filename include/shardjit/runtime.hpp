@@ -21,6 +21,7 @@ struct RuntimeOptions {
   std::optional<std::string> dump_dir;           // SHARDJIT_DUMP_DIR
   std::optional<std::string> log_level;          // SHARDJIT_LOG_LEVEL
   std::optional<std::string> arch;               // SHARDJIT_ARCH: compile target, e.g. "sm_90a"
+  std::optional<int> peer_blocks;                // SHARDJIT_PEER_BLOCKS: cap on a peer kernel's blocks
 };
 
 class Runtime {

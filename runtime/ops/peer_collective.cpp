@@ -24,8 +24,10 @@ void check_same_config(const std::vector<std::string>& texts, const char* op_nam
   }
 }
 
-int agreed_grid(Communicator::Impl& comm) {
-  const std::int32_t mine = comm.device.info().sm_count;
+// One block per SM (at most the configured cap), the smallest of every rank's.
+int agreed_grid(Communicator::Impl& comm, int cap) {
+  const int sms = comm.device.info().sm_count;
+  const std::int32_t mine = cap > 0 ? std::min(cap, sms) : sms;
   const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "peer kernel grid exchange");
   std::int32_t smallest = mine;
   for (int r = 0; r < comm.size; ++r) {
@@ -50,13 +52,14 @@ const char* collective_path_name(CollectivePath path) noexcept {
   return "unknown";
 }
 
-PeerCollective::PeerCollective(Runtime::Impl&, Communicator::Impl& communicator, const PeerCollectiveSetup& setup)
+PeerCollective::PeerCollective(Runtime::Impl& runtime, Communicator::Impl& communicator,
+                               const PeerCollectiveSetup& setup)
     : comm(communicator), device(communicator.device), op_name_(setup.op_name) {
   comm.check_usable(op_name_);
   const std::string text = setup.config_text + " world=" + std::to_string(comm.size);
   if (text.size() >= kConfigTextBytes) throw Error(ErrorCode::kInternal, std::string(op_name_) + ": config text too long");
   check_same_config(exchange_text(comm, text, kConfigTextBytes, "peer collective config exchange"), op_name_);
-  grid_ = agreed_grid(comm);
+  grid_ = agreed_grid(comm, runtime.config.peer_blocks);
 
   std::string why_nccl;
   if (setup.requested == CollectivePath::kNccl) {
