@@ -196,6 +196,106 @@ shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit
 shardjit_status shardjit_linear_logp_check(shardjit_linear_logp* op, void* stream, int64_t* bad_rows,
                                            int64_t* first_bad_id);
 
+/* ---- cross-GPU ops: ReduceScatter and MoeCombine (see reduce_scatter.hpp, moe_combine.hpp) -- */
+
+/* How a cross-GPU op moves data between the ranks (collective_path.hpp). */
+typedef enum shardjit_collective_path {
+  /* PEER where every rank can map every peer's memory and the data is not larger than the
+   * config's nccl_above_bytes; else NCCL. */
+  SHARDJIT_COLLECTIVE_AUTO = 0,
+  /* JIT kernels reading the peers' buffers directly; creating an op with it where a peer is not
+   * reachable returns SHARDJIT_ERROR_COMM on every rank. */
+  SHARDJIT_COLLECTIVE_PEER = 1,
+  /* NCCL collectives (plus a local kernel for the MoE combine): works across hosts. */
+  SHARDJIT_COLLECTIVE_NCCL = 2
+} shardjit_collective_path;
+
+/* "auto", "peer", "nccl"; "unknown" for a value that is not a shardjit_collective_path. */
+const char* shardjit_collective_path_name(shardjit_collective_path path);
+
+/* Both ops are built collectively, like shardjit_linear_logp_create_tp: every rank of `comm`
+ * creates the same ops in the same order with the same config (checked once, at create: a
+ * difference, or a failure on any rank, returns the same status and message on every rank) and
+ * makes the same calls; every rank destroys them. Create every op before capturing a CUDA graph
+ * that uses one. The communicator outlives its ops, the runtime the communicator. A peer that
+ * does not join a call within the communicator's timeout makes that call's output NaN and the
+ * next *_check return SHARDJIT_ERROR_COMM. */
+
+typedef struct shardjit_reduce_scatter shardjit_reduce_scatter;
+
+typedef struct shardjit_reduce_scatter_config {
+  shardjit_dtype dtype;            /* bf16, fp16 or fp32 */
+  int64_t hidden;                  /* H; H x element size a multiple of 4 bytes */
+  /* One block size per rank (0 allowed; T = their sum): rows_per_rank_count entries, copied at
+   * create (the array may be freed after it). */
+  const int64_t* rows_per_rank;
+  size_t rows_per_rank_count;
+  shardjit_collective_path path;
+  size_t nccl_above_bytes;         /* AUTO takes NCCL for inputs of more bytes than this; 0: never by size */
+} shardjit_reduce_scatter_config;
+
+void shardjit_reduce_scatter_config_init(shardjit_reduce_scatter_config* config);
+shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardjit_comm* comm,
+                                               const shardjit_reduce_scatter_config* config,
+                                               shardjit_reduce_scatter** out);
+void shardjit_reduce_scatter_destroy(shardjit_reduce_scatter* op);
+
+/* Enqueues on `stream` the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H]
+ * (rank = this rank of the communicator): output = the sum over the ranks, in rank order, of their
+ * inputs' rows of this rank's block. Both packed, of the config's dtype, 16-byte aligned. A
+ * rank's calls must run in the order they are enqueued. */
+shardjit_status shardjit_reduce_scatter_run(shardjit_reduce_scatter* op, shardjit_matrix input, shardjit_matrix output,
+                                            void* stream);
+
+/* *path = SHARDJIT_COLLECTIVE_PEER or SHARDJIT_COLLECTIVE_NCCL: what the op runs. */
+shardjit_status shardjit_reduce_scatter_path(const shardjit_reduce_scatter* op, shardjit_collective_path* path);
+
+/* Waits for `stream` (bounded by the communicator's timeout); SHARDJIT_ERROR_COMM if a call gave
+ * up waiting for a peer. */
+shardjit_status shardjit_reduce_scatter_check(shardjit_reduce_scatter* op, void* stream);
+
+typedef struct shardjit_moe_combine shardjit_moe_combine;
+
+typedef struct shardjit_moe_combine_config {
+  shardjit_dtype dtype;            /* bf16, fp16 or fp32 */
+  int64_t hidden;                  /* H; H x element size a multiple of 4 bytes */
+  int64_t capacity;                /* rows of every rank's expert-output buffer */
+  int gates;                       /* whether calls pass gate weights */
+  shardjit_collective_path path;
+  size_t nccl_above_bytes;         /* AUTO takes NCCL for buffers of more bytes than this; 0: never by size */
+} shardjit_moe_combine_config;
+
+/* One combine: output row of each token this rank owns = the sum over source ranks s, in rank
+ * order, of gates[token][s] x row positions[token][s] of s's rows (-1: not routed to s). */
+typedef struct shardjit_moe_combine_call {
+  shardjit_matrix rows;       /* this rank's expert outputs [R <= capacity, H], packed; data NULL:
+                               * the first `rows.rows` rows of shardjit_moe_combine_rows_buffer */
+  shardjit_matrix positions;  /* int32 [tokens, world], packed */
+  shardjit_matrix gates;      /* fp32 [tokens, world], packed; only with config.gates */
+  shardjit_matrix output;     /* [tokens, H], packed */
+} shardjit_moe_combine_call;
+
+void shardjit_moe_combine_config_init(shardjit_moe_combine_config* config);
+shardjit_status shardjit_moe_combine_create(shardjit_runtime* runtime, shardjit_comm* comm,
+                                            const shardjit_moe_combine_config* config, shardjit_moe_combine** out);
+void shardjit_moe_combine_destroy(shardjit_moe_combine* op);
+
+/* Enqueues one combine on `stream`. Every rank calls it; token counts may differ per rank. */
+shardjit_status shardjit_moe_combine_run(shardjit_moe_combine* op, const shardjit_moe_combine_call* call, void* stream);
+
+/* Zero copy: the op's own rows buffer [capacity, H] (device memory the op owns, valid while the
+ * op lives). Write the rows there, then run with call->rows.data NULL and call->rows.rows set. */
+shardjit_status shardjit_moe_combine_rows_buffer(shardjit_moe_combine* op, shardjit_matrix* buffer);
+
+/* *path = SHARDJIT_COLLECTIVE_PEER or SHARDJIT_COLLECTIVE_NCCL: what the op runs. */
+shardjit_status shardjit_moe_combine_path(const shardjit_moe_combine* op, shardjit_collective_path* path);
+
+/* Waits for `stream` (bounded); SHARDJIT_ERROR_COMM if a call gave up waiting for a peer.
+ * Returns and clears the count of (token, source) positions outside [-1, capacity) (their rows
+ * are NaN) and one of them (meaningful when the count is > 0); either pointer may be NULL. */
+shardjit_status shardjit_moe_combine_check(shardjit_moe_combine* op, void* stream, int64_t* bad_positions,
+                                           int64_t* first_bad_position);
+
 #ifdef __cplusplus
 }
 #endif

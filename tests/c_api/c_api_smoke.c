@@ -16,6 +16,144 @@ static int failures = 0;
     }                                                                    \
   } while (0)
 
+/* `status` is the invalid-argument status and the message names `function` and `argument`. */
+static int names_null(shardjit_status status, const char* function, const char* argument) {
+  char expected[128];
+  snprintf(expected, sizeof(expected), "%s: %s is NULL", function, argument);
+  return status == SHARDJIT_ERROR_INVALID_ARGUMENT && strstr(shardjit_last_error(), expected) != NULL;
+}
+
+/* ReduceScatter and MoeCombine without a communicator: defaults mirror the C++ configs, every
+ * NULL argument is named, and the create calls fail cleanly (no GPU or NCCL needed). */
+static void check_collective_ops(shardjit_runtime* runtime) {
+  const int64_t rows_per_rank[2] = {3, 5};
+  shardjit_reduce_scatter_config rs_config;
+  shardjit_reduce_scatter_config_init(&rs_config);
+  CHECK(rs_config.dtype == SHARDJIT_BF16 && rs_config.hidden == 0 && rs_config.rows_per_rank == NULL &&
+        rs_config.rows_per_rank_count == 0 && rs_config.path == SHARDJIT_COLLECTIVE_AUTO &&
+        rs_config.nccl_above_bytes == 0);
+  rs_config.hidden = 64;
+  rs_config.rows_per_rank = rows_per_rank;
+  rs_config.rows_per_rank_count = 2;
+  shardjit_moe_combine_config moe_config;
+  shardjit_moe_combine_config_init(&moe_config);
+  CHECK(moe_config.dtype == SHARDJIT_BF16 && moe_config.hidden == 0 && moe_config.capacity == 0 &&
+        moe_config.gates == 0 && moe_config.path == SHARDJIT_COLLECTIVE_AUTO && moe_config.nccl_above_bytes == 0);
+  moe_config.hidden = 64;
+  moe_config.capacity = 16;
+  shardjit_reduce_scatter_config_init(NULL); /* no-ops, like the other *_init */
+  shardjit_moe_combine_config_init(NULL);
+
+  CHECK(strcmp(shardjit_collective_path_name(SHARDJIT_COLLECTIVE_AUTO), "auto") == 0);
+  CHECK(strcmp(shardjit_collective_path_name(SHARDJIT_COLLECTIVE_PEER), "peer") == 0);
+  CHECK(strcmp(shardjit_collective_path_name(SHARDJIT_COLLECTIVE_NCCL), "nccl") == 0);
+  CHECK(strcmp(shardjit_collective_path_name((shardjit_collective_path)7), "unknown") == 0);
+
+  /* Start from a non-NULL marker: a failed create must set *out to NULL. */
+  static char marker;
+  shardjit_reduce_scatter* rs = (shardjit_reduce_scatter*)&marker;
+  CHECK(names_null(shardjit_reduce_scatter_create(runtime, NULL, &rs_config, NULL), "shardjit_reduce_scatter_create",
+                   "out"));
+  CHECK(names_null(shardjit_reduce_scatter_create(NULL, NULL, &rs_config, &rs), "shardjit_reduce_scatter_create",
+                   "runtime"));
+  CHECK(rs == NULL);
+  rs = (shardjit_reduce_scatter*)&marker;
+  CHECK(names_null(shardjit_reduce_scatter_create(runtime, NULL, &rs_config, &rs), "shardjit_reduce_scatter_create",
+                   "comm"));
+  CHECK(rs == NULL);
+  CHECK(names_null(shardjit_reduce_scatter_create(runtime, NULL, NULL, &rs), "shardjit_reduce_scatter_create", "comm"));
+  CHECK(names_null(shardjit_reduce_scatter_run(NULL, (shardjit_matrix){0}, (shardjit_matrix){0}, NULL),
+                   "shardjit_reduce_scatter_run", "op"));
+  shardjit_collective_path path = (shardjit_collective_path)-1;
+  CHECK(names_null(shardjit_reduce_scatter_path(NULL, &path), "shardjit_reduce_scatter_path", "op"));
+  CHECK(names_null(shardjit_reduce_scatter_check(NULL, NULL), "shardjit_reduce_scatter_check", "op"));
+  CHECK(path == (shardjit_collective_path)-1);
+  shardjit_reduce_scatter_destroy(NULL);
+
+  shardjit_moe_combine* moe = (shardjit_moe_combine*)&marker;
+  CHECK(names_null(shardjit_moe_combine_create(runtime, NULL, &moe_config, NULL), "shardjit_moe_combine_create",
+                   "out"));
+  CHECK(names_null(shardjit_moe_combine_create(NULL, NULL, &moe_config, &moe), "shardjit_moe_combine_create",
+                   "runtime"));
+  CHECK(moe == NULL);
+  moe = (shardjit_moe_combine*)&marker;
+  CHECK(names_null(shardjit_moe_combine_create(runtime, NULL, &moe_config, &moe), "shardjit_moe_combine_create",
+                   "comm"));
+  CHECK(moe == NULL);
+  shardjit_moe_combine_call call;
+  memset(&call, 0, sizeof(call));
+  CHECK(names_null(shardjit_moe_combine_run(NULL, &call, NULL), "shardjit_moe_combine_run", "op"));
+  shardjit_matrix buffer = {0};
+  CHECK(names_null(shardjit_moe_combine_rows_buffer(NULL, &buffer), "shardjit_moe_combine_rows_buffer", "op"));
+  CHECK(buffer.data == NULL);
+  CHECK(names_null(shardjit_moe_combine_path(NULL, &path), "shardjit_moe_combine_path", "op"));
+  int64_t bad = -1, first = -1;
+  CHECK(names_null(shardjit_moe_combine_check(NULL, NULL, &bad, &first), "shardjit_moe_combine_check", "op"));
+  CHECK(bad == -1 && first == -1 && path == (shardjit_collective_path)-1);
+  shardjit_moe_combine_destroy(NULL);
+}
+
+/* ReduceScatter and MoeCombine on a live communicator (a group of one): the arguments checked
+ * after the op handle, and bad configs refused by the collective build with a message. */
+static void check_collective_ops_on(shardjit_runtime* runtime, shardjit_comm* comm) {
+  const int64_t two_ranks[2] = {3, 5};
+  shardjit_reduce_scatter_config rs_config;
+  shardjit_reduce_scatter_config_init(&rs_config);
+  rs_config.hidden = 64;
+  shardjit_reduce_scatter* rs = NULL;
+  CHECK(names_null(shardjit_reduce_scatter_create(runtime, comm, NULL, &rs), "shardjit_reduce_scatter_create",
+                   "config"));
+  rs_config.rows_per_rank_count = 1; /* rows_per_rank left NULL */
+  CHECK(shardjit_reduce_scatter_create(runtime, comm, &rs_config, &rs) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "config->rows_per_rank is NULL") != NULL);
+  rs_config.rows_per_rank = two_ranks;
+  rs_config.rows_per_rank_count = 2;
+  CHECK(shardjit_reduce_scatter_create(runtime, comm, &rs_config, &rs) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "expected one per rank") != NULL);
+  rs_config.rows_per_rank_count = 1;
+  rs_config.path = (shardjit_collective_path)9;
+  CHECK(shardjit_reduce_scatter_create(runtime, comm, &rs_config, &rs) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "not a shardjit_collective_path") != NULL);
+  CHECK(rs == NULL);
+
+  shardjit_moe_combine_config moe_config;
+  shardjit_moe_combine_config_init(&moe_config);
+  shardjit_moe_combine* moe = NULL;
+  CHECK(names_null(shardjit_moe_combine_create(runtime, comm, NULL, &moe), "shardjit_moe_combine_create", "config"));
+  CHECK(shardjit_moe_combine_create(runtime, comm, &moe_config, &moe) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "hidden = 0") != NULL);
+  CHECK(moe == NULL);
+
+  /* Good configs: one rank runs the NCCL path; the out-pointers of live ops are checked too. */
+  shardjit_collective_path path = SHARDJIT_COLLECTIVE_AUTO;
+  rs_config.path = SHARDJIT_COLLECTIVE_AUTO;
+  rs_config.rows_per_rank = two_ranks;
+  rs_config.rows_per_rank_count = 1;
+  CHECK(shardjit_reduce_scatter_create(runtime, comm, &rs_config, &rs) == SHARDJIT_OK);
+  if (rs != NULL) {
+    CHECK(shardjit_reduce_scatter_path(rs, &path) == SHARDJIT_OK && path == SHARDJIT_COLLECTIVE_NCCL);
+    CHECK(names_null(shardjit_reduce_scatter_path(rs, NULL), "shardjit_reduce_scatter_path", "path"));
+    CHECK(shardjit_reduce_scatter_check(rs, NULL) == SHARDJIT_OK);
+    shardjit_reduce_scatter_destroy(rs);
+  }
+  moe_config.hidden = 64;
+  moe_config.capacity = 16;
+  CHECK(shardjit_moe_combine_create(runtime, comm, &moe_config, &moe) == SHARDJIT_OK);
+  if (moe != NULL) {
+    shardjit_matrix buffer = {0};
+    CHECK(shardjit_moe_combine_rows_buffer(moe, &buffer) == SHARDJIT_OK);
+    CHECK(buffer.data != NULL && buffer.dtype == SHARDJIT_BF16 && buffer.rows == 16 && buffer.cols == 64);
+    CHECK(names_null(shardjit_moe_combine_rows_buffer(moe, NULL), "shardjit_moe_combine_rows_buffer", "buffer"));
+    CHECK(shardjit_moe_combine_path(moe, &path) == SHARDJIT_OK && path == SHARDJIT_COLLECTIVE_NCCL);
+    CHECK(names_null(shardjit_moe_combine_path(moe, NULL), "shardjit_moe_combine_path", "path"));
+    CHECK(names_null(shardjit_moe_combine_run(moe, NULL, NULL), "shardjit_moe_combine_run", "call"));
+    int64_t bad = -1, first = -1;
+    CHECK(shardjit_moe_combine_check(moe, NULL, &bad, &first) == SHARDJIT_OK && bad == 0);
+    CHECK(shardjit_moe_combine_check(moe, NULL, NULL, NULL) == SHARDJIT_OK);
+    shardjit_moe_combine_destroy(moe);
+  }
+}
+
 /* The communicator: bad arguments are named; without NCCL or a GPU, creating one is an error
  * status with a message (never an abort); with both, a group of one works. */
 static void check_communicator(shardjit_runtime* runtime) {
@@ -86,6 +224,7 @@ static void check_communicator(shardjit_runtime* runtime) {
   CHECK(strstr(shardjit_last_error(), "rank is NULL") != NULL);
   CHECK(shardjit_comm_set_timeout(comm, 0) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(shardjit_comm_set_timeout(comm, 30000) == SHARDJIT_OK);
+  check_collective_ops_on(runtime, comm);
   /* A bad layout is refused by the collective build, with a message. */
   config.hidden = 100;
   CHECK(shardjit_linear_logp_create_tp(runtime, &config, comm, &op) == SHARDJIT_ERROR_INVALID_ARGUMENT);
@@ -157,6 +296,7 @@ int main(int argc, char** argv) {
   }
   shardjit_linear_logp_destroy(op);
 
+  check_collective_ops(runtime);
   check_communicator(runtime);
   shardjit_runtime_destroy(runtime);
 
