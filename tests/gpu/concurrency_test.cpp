@@ -27,6 +27,7 @@
 #include "runtime/logging.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
+#include "support/grad_reference.hpp"
 #include "support/reference.hpp"
 #include "support/temp_dir.hpp"
 
@@ -34,6 +35,11 @@ namespace shardjit {
 namespace {
 
 using testing::DeviceArray;
+using testing::grad_tolerance;
+using testing::ReferenceGrads;
+using testing::reference_gradients;
+using testing::rel_norm;
+using testing::to_floats;
 
 struct ThreadCase {
   const char* name;
@@ -60,103 +66,6 @@ const ThreadCase kThreads[] = {
     {"d0", 33, 72, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 1.3f, true},
 };
 constexpr std::size_t kThreadCount = sizeof(kThreads) / sizeof(kThreads[0]);
-
-template <class Body>
-void parallel_for(std::int64_t count, const Body& body) {
-  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (std::int64_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      for (std::int64_t i = w; i < count; i += workers) body(i);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
-  std::vector<float> out(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (dtype == DType::kFP32) {
-      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-      continue;
-    }
-    std::uint16_t half = 0;
-    std::memcpy(&half, bytes.data() + 2 * i, 2);
-    out[i] = dtype == DType::kBF16 ? testing::bf16_to_float(half) : testing::fp16_to_float(half);
-  }
-  return out;
-}
-
-// fp64 gradients of a single-shard problem for upstream gradients g (of logp) and h (of lse):
-// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T over the valid columns of rows with a valid
-// target; dX = dZ W, dW = dZ^T X, db = sum_i dZ.
-struct ReferenceGrads {
-  std::vector<double> dx, dw, db;  // [n][H], [V][H], [V]
-};
-
-ReferenceGrads reference_gradients(const testing::LogpProblem& p, const std::vector<float>& g,
-                                   const std::vector<float>& h) {
-  const std::int64_t H = p.hidden, V = p.vocab_local, valid = std::min(p.vocab_local, p.valid_vocab);
-  ReferenceGrads r;
-  r.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
-  std::vector<double> dz(static_cast<std::size_t>(p.n * V), 0.0);
-  parallel_for(p.n, [&](std::int64_t i) {
-    const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
-    if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
-    const float* x = p.hidden_values.data() + i * H;
-    double* z = dz.data() + i * V;
-    double m = -INFINITY;
-    for (std::int64_t v = 0; v < valid; ++v) {
-      const float* w = p.weight_values.data() + v * H;
-      double acc = 0;
-      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
-      if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
-      z[v] = acc / p.temperature;
-      m = std::max(m, z[v]);
-    }
-    double sum = 0;
-    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(z[v] - m);
-    const double lse = m + std::log(sum);
-    const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
-    double* dx = r.dx.data() + i * H;
-    for (std::int64_t v = 0; v < valid; ++v) {
-      z[v] = ((v == t ? gi : 0.0) + (hi - gi) * std::exp(z[v] - lse)) / p.temperature;
-      const float* w = p.weight_values.data() + v * H;
-      for (std::int64_t k = 0; k < H; ++k) dx[k] += z[v] * w[k];
-    }
-  });
-  r.dw.assign(static_cast<std::size_t>(V * H), 0.0);
-  r.db.assign(static_cast<std::size_t>(V), 0.0);
-  parallel_for(V, [&](std::int64_t v) {
-    double* dw = r.dw.data() + v * H;
-    for (std::int64_t i = 0; i < p.n; ++i) {
-      const double d = dz[static_cast<std::size_t>(i * V + v)];
-      if (d == 0.0) continue;
-      r.db[static_cast<std::size_t>(v)] += d;
-      const float* x = p.hidden_values.data() + i * H;
-      for (std::int64_t k = 0; k < H; ++k) dw[k] += d * x[k];
-    }
-  });
-  return r;
-}
-
-// ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
-double rel_norm(const std::vector<float>& out, const std::vector<double>& ref) {
-  double err2 = 0, ref2 = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(out[i])) return INFINITY;
-    const double d = out[i] - ref[i];
-    err2 += d * d;
-    ref2 += ref[i] * ref[i];
-  }
-  return ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-}
-
-// The relative-norm bound of the backward tests: the coarser of dZ's type and the output's.
-double grad_tolerance(DType dz, DType out) {
-  auto of = [](DType d) { return d == DType::kFP32 ? 1e-4 : d == DType::kFP16 ? 4e-3 : 2e-2; };
-  return std::max(of(dz), of(out));
-}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -1,0 +1,32 @@
+// fp64 reference gradients of LinearLogp's backward and the measures the GPU tests compare them
+// with, shared by the tests that check a backward against the CPU (concurrency, graph capture).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shardjit/dtype.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit::testing {
+
+// Device bytes of `count` elements of `dtype` (bf16, fp16 or fp32) as floats.
+std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count);
+
+// fp64 gradients of a single-shard problem for upstream gradients g (of logp) and h (of lse):
+// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T over the valid columns of rows with a valid
+// target; dX = dZ W, dW = dZ^T X, db = sum_i dZ.
+struct ReferenceGrads {
+  std::vector<double> dx, dw, db;  // [n][H], [V][H], [V]
+};
+
+// Computed on all cores.
+ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h);
+
+// ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
+double rel_norm(const std::vector<float>& out, const std::vector<double>& ref);
+
+// The relative-norm bound of the backward tests: the coarser of dZ's type and the output's.
+double grad_tolerance(DType dz, DType out);
+
+}  // namespace shardjit::testing
