@@ -1,88 +1,18 @@
 // The C API over the C++ one: every entry point catches everything, maps shardjit::Error codes to
-// statuses and keeps the message per thread.
+// statuses and keeps the message per thread. This file: errors, the runtime, the communicator
+// and LinearLogp; runtime/c_api_collectives.cpp: ReduceScatter and MoeCombine.
 #include "shardjit/c_api.h"
 
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <exception>
-#include <memory>
-#include <new>
 #include <string>
 
-#include "shardjit/shardjit.hpp"
+#include "runtime/c_api_support.hpp"
 
-struct shardjit_runtime {
-  std::unique_ptr<shardjit::Runtime> runtime;
-};
-
-struct shardjit_comm {
-  std::unique_ptr<shardjit::Communicator> comm;
-};
-
-struct shardjit_linear_logp {
-  std::unique_ptr<shardjit::LinearLogp> op;
-};
-
-struct shardjit_reduce_scatter {
-  std::unique_ptr<shardjit::ReduceScatter> op;
-};
-
-struct shardjit_moe_combine {
-  std::unique_ptr<shardjit::MoeCombine> op;
-};
+using namespace shardjit::c_api;
 
 namespace {
-
-thread_local std::string last_error;
-
-shardjit_status fail(shardjit_status status, const std::string& message) {
-  last_error = message;
-  return status;
-}
-
-// Runs `body`; turns any exception into a status and the thread's last error.
-template <class Body>
-shardjit_status guarded(Body&& body) {
-  try {
-    body();
-    last_error.clear();
-    return SHARDJIT_OK;
-  } catch (const shardjit::Error& e) {
-    return fail(static_cast<shardjit_status>(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(SHARDJIT_ERROR_INTERNAL, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(SHARDJIT_ERROR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(SHARDJIT_ERROR_INTERNAL, "unknown error");
-  }
-}
-
-shardjit_status null_argument(const char* function, const char* name) {
-  return fail(SHARDJIT_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + name + " is NULL");
-}
-
-shardjit::DType dtype_of(shardjit_dtype dtype) {
-  if (dtype < SHARDJIT_BF16 || dtype > SHARDJIT_INT64) {
-    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
-                          "dtype " + std::to_string(static_cast<int>(dtype)) + " is not a shardjit_dtype");
-  }
-  return static_cast<shardjit::DType>(dtype);
-}
-
-shardjit::MatrixView matrix_of(const shardjit_matrix& m) {
-  return {m.data, dtype_of(m.dtype), m.rows, m.cols, m.row_stride};
-}
-
-// A view that may be absent (data NULL): its dtype is then not read.
-shardjit::MatrixView optional_matrix_of(const shardjit_matrix& m) {
-  return {m.data, m.data ? dtype_of(m.dtype) : shardjit::MatrixView{}.dtype, m.rows, m.cols, m.row_stride};
-}
-
-shardjit::VectorView vector_of(const shardjit_vector& v) {
-  return {v.data, v.data ? dtype_of(v.dtype) : shardjit::DType::kFP32, v.size};
-}
 
 shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& config) {
   shardjit::LinearLogpConfig cpp;
@@ -121,51 +51,8 @@ shardjit::CommOptions comm_options_of(const char* function, int64_t timeout_ms) 
   return options;
 }
 
-shardjit::CollectivePath path_of(shardjit_collective_path path) {
-  if (path < SHARDJIT_COLLECTIVE_AUTO || path > SHARDJIT_COLLECTIVE_NCCL) {
-    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
-                          "path " + std::to_string(static_cast<int>(path)) + " is not a shardjit_collective_path");
-  }
-  return static_cast<shardjit::CollectivePath>(path);
-}
-
-// Copies the caller's rows_per_rank array: the op keeps its own config, the caller may free it.
-shardjit::ReduceScatterConfig config_of(const shardjit_reduce_scatter_config& config) {
-  if (config.rows_per_rank == nullptr && config.rows_per_rank_count > 0) {
-    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
-                          "shardjit_reduce_scatter_create: config->rows_per_rank is NULL with rows_per_rank_count = " +
-                              std::to_string(config.rows_per_rank_count) + "; expected one block size per rank");
-  }
-  shardjit::ReduceScatterConfig cpp;
-  cpp.dtype = dtype_of(config.dtype);
-  cpp.hidden = config.hidden;
-  if (config.rows_per_rank_count > 0) {
-    cpp.rows_per_rank.assign(config.rows_per_rank, config.rows_per_rank + config.rows_per_rank_count);
-  }
-  cpp.path = path_of(config.path);
-  cpp.nccl_above_bytes = config.nccl_above_bytes;
-  return cpp;
-}
-
-shardjit::MoeCombineConfig config_of(const shardjit_moe_combine_config& config) {
-  shardjit::MoeCombineConfig cpp;
-  cpp.dtype = dtype_of(config.dtype);
-  cpp.hidden = config.hidden;
-  cpp.capacity = config.capacity;
-  cpp.gates = config.gates != 0;
-  cpp.path = path_of(config.path);
-  cpp.nccl_above_bytes = config.nccl_above_bytes;
-  return cpp;
-}
-
-shardjit_matrix c_matrix_of(const shardjit::MatrixView& m) {
-  return {m.data, static_cast<shardjit_dtype>(m.dtype), m.rows, m.cols, m.row_stride};
-}
-
 }  // namespace
 
-static_assert(static_cast<int>(shardjit::CollectivePath::kNccl) == SHARDJIT_COLLECTIVE_NCCL,
-              "C collective paths mirror shardjit::CollectivePath");
 static_assert(static_cast<int>(shardjit::ErrorCode::kInternal) == SHARDJIT_ERROR_INTERNAL,
               "C status codes mirror shardjit::ErrorCode");
 static_assert(static_cast<int>(shardjit::DType::kInt64) == SHARDJIT_INT64, "C dtypes mirror shardjit::DType");
@@ -174,7 +61,8 @@ static_assert(sizeof(shardjit::CommUniqueId) == SHARDJIT_COMM_UNIQUE_ID_BYTES,
 
 extern "C" {
 
-const char* shardjit_last_error(void) { return last_error.c_str(); }
+
+const char* shardjit_last_error(void) { return last_error().c_str(); }
 
 const char* shardjit_status_name(shardjit_status status) {
   return shardjit::error_code_name(static_cast<shardjit::ErrorCode>(status));
@@ -363,117 +251,6 @@ shardjit_status shardjit_linear_logp_check(shardjit_linear_logp* op, void* strea
     shardjit::BadTargetReport report = op->op->check(stream);
     if (bad_rows != nullptr) *bad_rows = report.bad_rows;
     if (first_bad_id != nullptr) *first_bad_id = report.first_bad_id;
-  });
-}
-
-const char* shardjit_collective_path_name(shardjit_collective_path path) {
-  return shardjit::collective_path_name(static_cast<shardjit::CollectivePath>(path));
-}
-
-void shardjit_reduce_scatter_config_init(shardjit_reduce_scatter_config* config) {
-  if (config == nullptr) return;
-  const shardjit::ReduceScatterConfig defaults;
-  *config = shardjit_reduce_scatter_config{};
-  config->dtype = static_cast<shardjit_dtype>(defaults.dtype);
-  config->hidden = defaults.hidden;
-  config->path = static_cast<shardjit_collective_path>(defaults.path);
-  config->nccl_above_bytes = defaults.nccl_above_bytes;
-}
-
-shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardjit_comm* comm,
-                                               const shardjit_reduce_scatter_config* config,
-                                               shardjit_reduce_scatter** out) {
-  if (out == nullptr) return null_argument("shardjit_reduce_scatter_create", "out");
-  *out = nullptr;
-  if (runtime == nullptr) return null_argument("shardjit_reduce_scatter_create", "runtime");
-  if (comm == nullptr) return null_argument("shardjit_reduce_scatter_create", "comm");
-  if (config == nullptr) return null_argument("shardjit_reduce_scatter_create", "config");
-  return guarded([&] {
-    auto handle = std::make_unique<shardjit_reduce_scatter>();
-    handle->op = std::make_unique<shardjit::ReduceScatter>(*runtime->runtime, *comm->comm, config_of(*config));
-    *out = handle.release();
-  });
-}
-
-void shardjit_reduce_scatter_destroy(shardjit_reduce_scatter* op) { delete op; }
-
-shardjit_status shardjit_reduce_scatter_run(shardjit_reduce_scatter* op, shardjit_matrix input, shardjit_matrix output,
-                                            void* stream) {
-  if (op == nullptr) return null_argument("shardjit_reduce_scatter_run", "op");
-  return guarded([&] { op->op->run(matrix_of(input), matrix_of(output), stream); });
-}
-
-shardjit_status shardjit_reduce_scatter_path(const shardjit_reduce_scatter* op, shardjit_collective_path* path) {
-  if (op == nullptr) return null_argument("shardjit_reduce_scatter_path", "op");
-  if (path == nullptr) return null_argument("shardjit_reduce_scatter_path", "path");
-  return guarded([&] { *path = static_cast<shardjit_collective_path>(op->op->path()); });
-}
-
-shardjit_status shardjit_reduce_scatter_check(shardjit_reduce_scatter* op, void* stream) {
-  if (op == nullptr) return null_argument("shardjit_reduce_scatter_check", "op");
-  return guarded([&] { op->op->check(stream); });
-}
-
-void shardjit_moe_combine_config_init(shardjit_moe_combine_config* config) {
-  if (config == nullptr) return;
-  const shardjit::MoeCombineConfig defaults;
-  *config = shardjit_moe_combine_config{};
-  config->dtype = static_cast<shardjit_dtype>(defaults.dtype);
-  config->hidden = defaults.hidden;
-  config->capacity = defaults.capacity;
-  config->gates = defaults.gates ? 1 : 0;
-  config->path = static_cast<shardjit_collective_path>(defaults.path);
-  config->nccl_above_bytes = defaults.nccl_above_bytes;
-}
-
-shardjit_status shardjit_moe_combine_create(shardjit_runtime* runtime, shardjit_comm* comm,
-                                            const shardjit_moe_combine_config* config, shardjit_moe_combine** out) {
-  if (out == nullptr) return null_argument("shardjit_moe_combine_create", "out");
-  *out = nullptr;
-  if (runtime == nullptr) return null_argument("shardjit_moe_combine_create", "runtime");
-  if (comm == nullptr) return null_argument("shardjit_moe_combine_create", "comm");
-  if (config == nullptr) return null_argument("shardjit_moe_combine_create", "config");
-  return guarded([&] {
-    auto handle = std::make_unique<shardjit_moe_combine>();
-    handle->op = std::make_unique<shardjit::MoeCombine>(*runtime->runtime, *comm->comm, config_of(*config));
-    *out = handle.release();
-  });
-}
-
-void shardjit_moe_combine_destroy(shardjit_moe_combine* op) { delete op; }
-
-shardjit_status shardjit_moe_combine_run(shardjit_moe_combine* op, const shardjit_moe_combine_call* call, void* stream) {
-  if (op == nullptr) return null_argument("shardjit_moe_combine_run", "op");
-  if (call == nullptr) return null_argument("shardjit_moe_combine_run", "call");
-  return guarded([&] {
-    shardjit::MoeCombineCall cpp;
-    cpp.rows = optional_matrix_of(call->rows);  // data NULL: the op's own rows buffer
-    cpp.positions = matrix_of(call->positions);
-    cpp.gates = optional_matrix_of(call->gates);
-    cpp.output = matrix_of(call->output);
-    op->op->run(cpp, stream);
-  });
-}
-
-shardjit_status shardjit_moe_combine_rows_buffer(shardjit_moe_combine* op, shardjit_matrix* buffer) {
-  if (op == nullptr) return null_argument("shardjit_moe_combine_rows_buffer", "op");
-  if (buffer == nullptr) return null_argument("shardjit_moe_combine_rows_buffer", "buffer");
-  return guarded([&] { *buffer = c_matrix_of(op->op->rows_buffer()); });
-}
-
-shardjit_status shardjit_moe_combine_path(const shardjit_moe_combine* op, shardjit_collective_path* path) {
-  if (op == nullptr) return null_argument("shardjit_moe_combine_path", "op");
-  if (path == nullptr) return null_argument("shardjit_moe_combine_path", "path");
-  return guarded([&] { *path = static_cast<shardjit_collective_path>(op->op->path()); });
-}
-
-shardjit_status shardjit_moe_combine_check(shardjit_moe_combine* op, void* stream, int64_t* bad_positions,
-                                           int64_t* first_bad_position) {
-  if (op == nullptr) return null_argument("shardjit_moe_combine_check", "op");
-  return guarded([&] {
-    const shardjit::BadPositionReport report = op->op->check(stream);
-    if (bad_positions != nullptr) *bad_positions = report.bad_positions;
-    if (first_bad_position != nullptr) *first_bad_position = report.first_bad_position;
   });
 }
 
