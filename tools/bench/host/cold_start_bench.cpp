@@ -6,6 +6,10 @@
 //                    framework made it first): the time beyond context creation.
 //   context_created: every iteration creates and (untimed) destroys the primary context too,
 //                    like a fresh process.
+//   first_result:    context kept; up to the first result: the op built, one forward of one row
+//                    enqueued and waited for (check()).
+//   empty_cache:     as first_result, but every iteration starts from an empty cache folder
+//                    with JIT on, so every kernel is compiled first.
 //
 // One-time costs of a process (opening libcuda and NVRTC, the embedded templates) are paid once
 // before timing starts and are not in these numbers. Needs a GPU; skips without one.
@@ -59,7 +63,33 @@ RuntimeOptions warm_cache_for(const LinearLogpConfig& config) {
   return options;
 }
 
-void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_context) {
+// Device inputs of a one-row forward of `config` (a non-zero bit pattern; target id 0), made
+// once on the kept context.
+struct OneRowInputs {
+  explicit OneRowInputs(const LinearLogpConfig& config, const DeviceContext& device)
+      : hidden(device, static_cast<std::size_t>(config.hidden) * 2),
+        weight(device, static_cast<std::size_t>(config.vocab_local * config.hidden) * 2),
+        targets(device, 8),
+        outputs(device, 8) {
+    ScopedContext scope(device);
+    SHARDJIT_CU(cuMemsetD8(hidden.ptr(), 0x3c, hidden.bytes()));
+    SHARDJIT_CU(cuMemsetD8(weight.ptr(), 0x3b, weight.bytes()));
+    SHARDJIT_CU(cuMemsetD8(targets.ptr(), 0, targets.bytes()));
+    in.hidden = {hidden.as<void>(), DType::kBF16, 1, config.hidden, 0};
+    in.weight = {weight.as<void>(), DType::kBF16, config.vocab_local, config.hidden, 0};
+    in.targets = {targets.as<void>(), DType::kInt64, 1};
+    out.logp = {outputs.as<void>(), DType::kFP32, 1};
+    out.lse = {outputs.as<char>() + 4, DType::kFP32, 1};
+  }
+  DeviceBuffer hidden, weight, targets, outputs;
+  LinearLogpInputs in;
+  LinearLogpOutputs out;
+};
+
+enum class ColdStartEnd { kOpBuilt, kFirstResult };
+
+void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_context,
+                  ColdStartEnd end = ColdStartEnd::kOpBuilt, bool empty_cache = false) {
   if (device_count() == 0) {
     state.SkipWithError(driver_available() ? "needs a GPU: the CUDA driver reports none"
                                            : "needs a GPU: no CUDA driver on this machine");
@@ -67,16 +97,31 @@ void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_co
   }
   try {
     const LinearLogpConfig config = op_config_for(model_config_path(config_file));
-    const RuntimeOptions options = warm_cache_for(config);
+    RuntimeOptions options = warm_cache_for(config);
     std::optional<DeviceContext> kept;
     if (keep_context) kept.emplace(config.device);
+    std::optional<OneRowInputs> inputs;
+    if (end == ColdStartEnd::kFirstResult) inputs.emplace(config, *kept);
     for (auto _ : state) {
+      std::optional<TempFolder> fresh;
+      if (empty_cache) {
+        state.PauseTiming();
+        fresh.emplace();
+        options.cache_dir = (fresh->path() / "cache").string();
+        options.jit = true;
+        state.ResumeTiming();
+      }
       std::optional<Runtime> runtime(std::in_place, options);
       std::optional<LinearLogp> op(std::in_place, *runtime, config);
+      if (inputs) {
+        op->forward(inputs->in, inputs->out, nullptr);
+        op->check(nullptr);  // waits for the result
+      }
       benchmark::DoNotOptimize(&*op);
       state.PauseTiming();  // teardown (and the context's destruction) is not start-up
       op.reset();
       runtime.reset();
+      fresh.reset();
       state.ResumeTiming();
     }
     state.SetLabel(std::string(config_file) + ", H " + std::to_string(config.hidden) + ", V " +
@@ -91,6 +136,12 @@ void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_co
 BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/context_kept, "llama3-8b.json", true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/context_created, "llama3-8b.json", false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ColdStart, qwen3_8b/context_kept, "qwen3-8b.json", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/first_result, "llama3-8b.json", true, ColdStartEnd::kFirstResult)
+    ->Unit(benchmark::kMillisecond);
+// Compiling every kernel takes seconds: a few iterations are enough.
+BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/empty_cache, "llama3-8b.json", true, ColdStartEnd::kFirstResult, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 
 }  // namespace
 }  // namespace shardjit::bench
