@@ -1,0 +1,88 @@
+// The environment knobs: read once into a RuntimeConfig, options set in code win, and a value
+// that cannot be parsed is an error naming the variable and what was expected.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/env.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+// Sets a variable for the scope of a test, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty()) {
+      ::unsetenv(name_);
+    } else {
+      ::setenv(name_, old_.c_str(), 1);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+std::string error_of(const RuntimeOptions& options) {
+  try {
+    resolve_config(options);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Env, ParsesBoolsAndByteCounts) {
+  EXPECT_EQ(parse_bool("off"), false);
+  EXPECT_EQ(parse_bool("1"), true);
+  EXPECT_FALSE(parse_bool("maybe").has_value());
+  EXPECT_EQ(parse_bytes("500M"), 500ull << 20);
+  EXPECT_EQ(parse_bytes("4G"), 4ull << 30);
+  EXPECT_FALSE(parse_bytes("lots").has_value());
+}
+
+TEST(Env, PeerBlocksComeFromTheEnvironmentUnlessSetInCode) {
+  {
+    ScopedEnv env("SHARDJIT_PEER_BLOCKS", "24");
+    EXPECT_EQ(resolve_config({}).peer_blocks, 24);
+    RuntimeOptions options;
+    options.peer_blocks = 8;
+    EXPECT_EQ(resolve_config(options).peer_blocks, 8);
+  }
+  ScopedEnv unset("SHARDJIT_PEER_BLOCKS", "");
+  EXPECT_EQ(resolve_config({}).peer_blocks, 0);
+}
+
+TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
+  {
+    ScopedEnv env("SHARDJIT_PEER_BLOCKS", "many");
+    const std::string message = error_of({});
+    EXPECT_NE(message.find("SHARDJIT_PEER_BLOCKS"), std::string::npos) << message;
+    EXPECT_NE(message.find("0 (one per SM) to 4096"), std::string::npos) << message;
+  }
+  {
+    ScopedEnv env("SHARDJIT_PEER_BLOCKS", "-3");
+    EXPECT_NE(error_of({}).find("SHARDJIT_PEER_BLOCKS"), std::string::npos);
+  }
+  {
+    ScopedEnv env("SHARDJIT_JIT", "perhaps");
+    EXPECT_NE(error_of({}).find("SHARDJIT_JIT"), std::string::npos);
+  }
+  RuntimeOptions negative;
+  negative.peer_blocks = -1;
+  EXPECT_NE(error_of(negative).find("peer_blocks"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardjit
