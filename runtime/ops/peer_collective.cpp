@@ -14,16 +14,6 @@ namespace {
 
 constexpr std::size_t kConfigTextBytes = 512;
 
-// The same error on every rank: every rank compares the same texts.
-void check_same_config(const std::vector<std::string>& texts, const char* op_name) {
-  for (std::size_t r = 1; r < texts.size(); ++r) {
-    if (texts[r] == texts[0]) continue;
-    throw Error(ErrorCode::kInvalidArgument, std::string(op_name) + ": every rank must build the op with the same "
-                                                 "config, but rank 0 has {" + texts[0] + "} and rank " +
-                                                 std::to_string(r) + " has {" + texts[r] + "}");
-  }
-}
-
 // One block per SM (at most the configured cap), the smallest of every rank's.
 int agreed_grid(Communicator::Impl& comm, int cap) {
   const int sms = comm.device.info().sm_count;
@@ -42,6 +32,15 @@ int agreed_grid(Communicator::Impl& comm, int cap) {
 std::size_t signals_offset(std::size_t data_bytes) { return (data_bytes + 255) / 256 * 256; }
 
 }  // namespace
+
+void check_same_config(const std::vector<std::string>& texts, const char* op_name) {
+  for (std::size_t r = 1; r < texts.size(); ++r) {
+    if (texts[r] == texts[0]) continue;
+    throw Error(ErrorCode::kInvalidArgument, std::string(op_name) + ": every rank must build the op with the same "
+                                                 "config, but rank 0 has {" + texts[0] + "} and rank " +
+                                                 std::to_string(r) + " has {" + texts[r] + "}");
+  }
+}
 
 const char* collective_path_name(CollectivePath path) noexcept {
   switch (path) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "collective/peer_sync_args.cuh"
 #include "runtime/comm/communicator_impl.hpp"
@@ -28,6 +29,10 @@ struct PeerCollectiveSetup {
   bool size_prefers_nccl = false;   // kAuto: the input is past the config's nccl_above_bytes
   std::size_t data_bytes = 0;       // of the symmetric buffer, before its signals
 };
+
+// Throws the same Error(kInvalidArgument) on every rank (each compares the same texts) unless
+// every rank's config text equals rank 0's; the message shows both.
+void check_same_config(const std::vector<std::string>& texts, const char* op_name);
 
 class PeerCollective {
  public:
