@@ -4,7 +4,9 @@
 // token was not routed to s. Output row = sum over s in rank order of gate[token][s] x that row
 // (gates optional, 1 without), accumulated in fp32, written in the dtype; a token with no
 // contribution gets zeros. TP partial sums of the same expert output are just more sources.
-// A position outside [-1, capacity) poisons its row with NaN and is reported by check().
+// A position outside [-1, capacity) poisons its row with NaN and is reported by check(); so does
+// one that names a row of this rank's own buffer past the R rows of this call (a peer's row
+// count is not known here: rows of a peer's buffer past its R hold whatever was there).
 //
 // Paths, collective build and destruction, graph capture and dead peers: as ReduceScatter
 // (include/shardjit/reduce_scatter.hpp). On the NCCL path each rank's buffer (capacity rows) is
@@ -53,7 +55,9 @@ class MoeCombine {
   MoeCombine(const MoeCombine&) = delete;
   MoeCombine& operator=(const MoeCombine&) = delete;
 
-  // Enqueues one combine on `stream`. Every rank calls it; token counts may differ per rank.
+  // Enqueues one combine on `stream`. Every rank calls it; token counts may differ per rank. A
+  // call refused here on one rank (bad views) leaves the peers' kernels waiting until the
+  // communicator's timeout: check the views before the ranks diverge.
   void run(const MoeCombineCall& call, StreamHandle stream);
 
   // Zero copy: the op's own rows buffer [capacity, H] (the peer path's symmetric buffer, or the

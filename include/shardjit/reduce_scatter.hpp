@@ -56,7 +56,8 @@ class ReduceScatter {
   // Enqueues the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H] on
   // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes. A rank's
   // calls run in the order they are enqueued (one stream, or streams the caller orders): the
-  // peer kernel alternates between two receive buffers and relies on it.
+  // peer kernel alternates between two receive buffers and relies on it. A call refused here on
+  // one rank (bad views) leaves the peers' kernels waiting until the communicator's timeout.
   void run(const MatrixView& input, const MatrixView& output, StreamHandle stream);
 
   // kPeer or kNccl: what the op runs.

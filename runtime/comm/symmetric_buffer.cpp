@@ -110,8 +110,15 @@ SymmetricBuffer::SymmetricBuffer(Communicator::Impl& comm, std::size_t bytes)
     copy_text(opened.reason, kReasonBytes, reason);
   }
 
-  // 3. Agree: peer access only if every rank mapped every peer.
-  const std::vector<Opened> outcomes = exchange_records(comm, opened, "symmetric buffer mapping agreement");
+  // 3. Agree: peer access only if every rank mapped every peer. (A failed exchange leaves no
+  // mapping open: the destructor does not run for a half-built object.)
+  std::vector<Opened> outcomes;
+  try {
+    outcomes = exchange_records(comm, opened, "symmetric buffer mapping agreement");
+  } catch (...) {
+    close_peers();
+    throw;
+  }
   peer_access_ = true;
   for (const Opened& o : outcomes) {
     if (o.ok) continue;

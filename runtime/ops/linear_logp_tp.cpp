@@ -179,8 +179,14 @@ void LinearLogpTp::ensure_gathered(std::int64_t partial_rows, CUstream stream) {
 }
 
 void LinearLogpTp::attach_peer_path(LinearLogp::Impl& op) {
-  const std::int64_t max_rows = op.layout.config.max_rows;
-  if (max_rows <= 0 || layout.tp < 2 || layout.tp > kernels::kMaxPeers) return;
+  if (layout.tp < 2 || layout.tp > kernels::kMaxPeers) return;  // agreed: the same on every rank
+  // max_rows is not part of the layout check: take the smallest of every rank's, so that every
+  // rank makes the same decision (and the same collective calls) below.
+  std::int64_t max_rows = op.layout.config.max_rows;
+  for (const std::string& text : exchange_text(comm, std::to_string(max_rows), 32, "LinearLogp max_rows exchange")) {
+    max_rows = std::min<std::int64_t>(max_rows, std::stoll(text));
+  }
+  if (max_rows <= 0) return;
   PeerCollectiveSetup setup;
   setup.op_name = "LinearLogp (tensor parallel)";
   setup.config_text = "max_rows=" + std::to_string(max_rows);

@@ -55,6 +55,13 @@ PeerCollective::PeerCollective(Runtime::Impl& runtime, Communicator::Impl& commu
                                const PeerCollectiveSetup& setup)
     : comm(communicator), device(communicator.device), op_name_(setup.op_name) {
   comm.check_usable(op_name_);
+  // The status word first, agreed on: once a rank holds a symmetric buffer, a failure of its own
+  // would pair its release exchange with its peers' next build exchange.
+  run_on_every_rank(comm, std::string(op_name_) + " status word", [&] {
+    ScopedContext scope(device);
+    status_ = DeviceBuffer(device, sizeof(kernels::PeerStatus));
+    SHARDJIT_CU(cuMemsetD8(status_.ptr(), 0, status_.bytes()));
+  });
   const std::string text = setup.config_text + " world=" + std::to_string(comm.size);
   if (text.size() >= kConfigTextBytes) throw Error(ErrorCode::kInternal, std::string(op_name_) + ": config text too long");
   check_same_config(exchange_text(comm, text, kConfigTextBytes, "peer collective config exchange"), op_name_);
@@ -85,9 +92,6 @@ PeerCollective::PeerCollective(Runtime::Impl& runtime, Communicator::Impl& commu
                why_nccl.empty() ? std::string() : " (" + why_nccl + ")");
   }
 
-  ScopedContext scope(device);
-  status_ = DeviceBuffer(device, sizeof(kernels::PeerStatus));
-  SHARDJIT_CU(cuMemsetD8(status_.ptr(), 0, status_.bytes()));
 }
 
 void* PeerCollective::data_on(int r) const {

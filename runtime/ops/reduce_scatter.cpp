@@ -24,9 +24,15 @@ namespace {
 constexpr std::int64_t kStagedInputBytes = std::int64_t{64} << 20;
 constexpr std::int64_t kLowLatencyInputBytes = std::int64_t{4} << 20;
 
+// Only when every block has rows: a rank waits for its peers only through the words of its own
+// block, and a rank that waits for nobody could run calls ahead into a receive half that a peer
+// has not read yet. (The barrier protocol publishes a flag per stage whatever the block holds.)
 bool low_latency(const ReduceScatterConfig& config) {
   const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
-  return total * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) <= kLowLatencyInputBytes;
+  const bool every_block_has_rows =
+      std::all_of(config.rows_per_rank.begin(), config.rows_per_rank.end(), [](std::int64_t rows) { return rows > 0; });
+  return every_block_has_rows &&
+         total * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) <= kLowLatencyInputBytes;
 }
 
 void check_config(const ReduceScatterConfig& config, int world) {

@@ -1,7 +1,8 @@
 // MoE combine: output row i = sum over source ranks s, in the order s = 0, 1, ..., of
 // gate[i][s] * (row positions[i][s] of source s's expert outputs), skipping positions of -1,
 // accumulated in fp32 and written once (a token with no contribution gets zeros). TP partial
-// sums are just more sources. A position outside [-1, capacity) poisons its row with NaN and is
+// sums are just more sources. A position outside [-1, capacity), or for this rank's own rows
+// outside [-1, n_source_rows), poisons its row with NaN and is
 // recorded in the status word.
 //
 // Peer path (sync.world > 0): the sources are the peers' symmetric buffers, read over NVLink.
@@ -40,7 +41,8 @@ __global__ void __launch_bounds__(kPeerThreads) moe_combine(const MoeCombineArgs
   unsigned long long epoch = 0;
   bool ready = true;
 
-  if (peers) {
+  if (peers) ready = !already_failed(args.sync);
+  if (peers && ready) {
     epoch = next_epoch(args.sync, slot);
     if (args.symmetric != nullptr) {
       long long begin, end;
@@ -75,7 +77,9 @@ __global__ void __launch_bounds__(kPeerThreads) moe_combine(const MoeCombineArgs
 #pragma unroll
       for (int s = 0; s < WORLD; ++s) {
         position[u][s] = f < end ? args.positions[token * WORLD + s] : -1;
-        if (position[u][s] < -1 || position[u][s] >= args.capacity) {
+        // This rank's own rows are read from the caller's buffer, which holds n_source_rows.
+        const long long rows = s == args.sync.rank ? args.n_source_rows : args.capacity;
+        if (position[u][s] < -1 || position[u][s] >= rows) {
           bad[u] = true;
           if (f % kRowChunks == 0) record_bad_position(args.sync.status, position[u][s]);
         }

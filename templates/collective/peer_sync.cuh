@@ -61,6 +61,17 @@ __device__ __forceinline__ bool wait_for_peers(const PeerSync& sync, bool start,
   return wait_for_peers(sync, start, first, count, epoch, threadIdx.x, blockDim.x, 0);
 }
 
+// True once any wait of this op ran out (the status word's count is sticky until the host's
+// check() reads and clears it, and marks the op unusable). A call that starts failed poisons its
+// outputs and neither publishes nor waits: the ranks' epochs no longer match, so a later call
+// must not pass a barrier on stale flags and sum stale data.
+// Every thread of the block calls it and gets the same answer (thread 0 reads the word: another
+// block of this very call may be counting a timeout at the same moment).
+__device__ __forceinline__ bool already_failed(const PeerSync& sync) {
+  const bool failed = threadIdx.x == 0 && *static_cast<volatile unsigned int*>(&sync.status->timeouts) != 0u;
+  return __syncthreads_or(failed) != 0;
+}
+
 // Thread 0, after the block's end barrier: remembers the epoch for the next call.
 __device__ __forceinline__ void finish_epoch(const PeerSync& sync, int slot, unsigned long long epoch) {
   sync.signals[sync.rank]->epoch[slot] = epoch;

@@ -121,8 +121,9 @@ __device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterAr
     return static_cast<unsigned long long*>(args.receive[dest]) + slot * slot_words;
   };
   const unsigned int* input = static_cast<const unsigned int*>(args.input);
+  bool ok = !already_failed(args.sync);
 
-  for (int p = 0; p < WORLD; ++p) {
+  for (int p = 0; p < WORLD && ok; ++p) {
     if (p == rank) continue;
     const unsigned int* from = input + args.chunk_offset[p] * kWordsPerChunk;
     unsigned long long* to = slot_of(p, rank);
@@ -133,7 +134,6 @@ __device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterAr
   const unsigned int* mine = input + args.chunk_offset[rank] * kWordsPerChunk;
   const long long words = (args.chunk_offset[rank + 1] - args.chunk_offset[rank]) * kWordsPerChunk;
   const unsigned long long began = globaltimer_ns();
-  bool ok = true;
   for (long long i = thread; i < words; i += threads) {
     float acc[C::kElems];
 #pragma unroll
@@ -184,9 +184,9 @@ __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatt
   }
   const bool split = args.stages > 1;
   const int senders = split ? kSenderThreads : blockDim.x;
-  bool ready = true;
+  bool ready = !already_failed(args.sync);
 
-  if (static_cast<int>(threadIdx.x) < senders) {
+  if (ready && static_cast<int>(threadIdx.x) < senders) {
     for (int stage = 0; stage < args.stages; ++stage) {
       send_stage<WORLD, VEC_BYTES>(args, stage, epoch, threadIdx.x, senders);
       if (split) {

@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kLogpCombineThreads)
   const int slot = blockIdx.x;
   unsigned long long epoch = 0;
   bool ready = true;
-  if (PEERS > 0) {
+  if (PEERS > 0) ready = !already_failed(args.sync);
+  if (PEERS > 0 && ready) {
     epoch = next_epoch(args.sync, slot);
     if (threadIdx.x == 0) {
       __threadfence_system();  // the forward kernel's partials, written earlier on this stream
