@@ -16,6 +16,7 @@
 
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
+#include "support/grad_reference.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -64,19 +65,7 @@ void parallel_rows(std::int64_t count, const Body& body) {
   for (auto& t : threads) t.join();
 }
 
-std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
-  std::vector<float> out(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint16_t half = 0;
-    if (dtype == DType::kFP32) {
-      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-      continue;
-    }
-    std::memcpy(&half, bytes.data() + 2 * i, 2);
-    out[i] = dtype == DType::kBF16 ? testing::bf16_to_float(half) : testing::fp16_to_float(half);
-  }
-  return out;
-}
+using testing::to_floats;
 
 // A problem and its fp64 gradients: grad_hidden and grad_bias in full, grad_weight on the
 // sampled vocabulary rows (every row of a small vocabulary).
