@@ -3,6 +3,7 @@
 #include "shardjit/moe_combine.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "collective/moe_combine_args.cuh"
@@ -55,12 +56,14 @@ PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, cons
 struct MoeCombine::Impl final : PlanActions {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const MoeCombineConfig& c)
       : config(c),
-        peers(make_peers(runtime, comm, c)),
-        scheduler(peers.device, moe_combine_plan(peers.peer()), comm.stream.get()) {
+        peers(make_peers(runtime, comm, c)) {
     row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
     vec_bytes = PeerCollective::vector_bytes(row_bytes, "MoeCombine");
     slot_bytes = static_cast<std::size_t>(config.capacity * row_bytes);
+    // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
+    // is itself collective, so a rank must not drop out of the build alone.
     run_on_every_rank(comm, "MoeCombine build", [&] {
+      scheduler.emplace(peers.device, moe_combine_plan(peers.peer()), comm.stream.get());
       kernel = runtime.load(moe_combine_spec(config.dtype, comm.size, config.hidden, vec_bytes, config.gates),
                             comm.device.info().ordinal,
                             collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
@@ -104,7 +107,7 @@ struct MoeCombine::Impl final : PlanActions {
     args.output = call.output.data;
     args.n_tokens = tokens;
     args.sync = peers.sync();
-    scheduler.run(*this, stream);
+    scheduler->run(*this, stream);
   }
 
   void launch(int action, CUstream stream) override {
@@ -147,7 +150,7 @@ struct MoeCombine::Impl final : PlanActions {
 
   MoeCombineConfig config;
   PeerCollective peers;
-  Scheduler scheduler;
+  std::optional<Scheduler> scheduler;  // made in the agreed build step
   std::shared_ptr<const LoadedKernel> kernel;
   std::int64_t row_bytes = 0;
   int vec_bytes = 16;

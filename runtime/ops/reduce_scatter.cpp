@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "collective/reduce_scatter_args.cuh"
@@ -87,8 +88,7 @@ PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, cons
 struct ReduceScatter::Impl final : PlanActions {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& c)
       : config(c),
-        peers(make_peers(runtime, comm, c)),
-        scheduler(peers.device, reduce_scatter_plan(peers.peer()), comm.stream.get()) {
+        peers(make_peers(runtime, comm, c)) {
     row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
     vec_bytes = PeerCollective::vector_bytes(row_bytes, "ReduceScatter");
     const std::int64_t chunks_per_row = row_bytes / vec_bytes;
@@ -105,10 +105,13 @@ struct ReduceScatter::Impl final : PlanActions {
     args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
     args.low_latency = low_latency(config) ? 1 : 0;
     args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
-    // Local work whose failure must reach every rank: the kernel's compile or load.
+    // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
+    // is itself collective, so a rank must not drop out of the build alone.
     run_on_every_rank(comm, "ReduceScatter build", [&] {
-      if (peers.peer()) kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal,
-                                                  collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
+      scheduler.emplace(peers.device, reduce_scatter_plan(peers.peer()), comm.stream.get());
+      if (!peers.peer()) return;
+      kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal,
+                            collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
     });
   }
 
@@ -120,7 +123,7 @@ struct ReduceScatter::Impl final : PlanActions {
     ScopedContext scope(peers.device);
     input_ = input.data;
     output_ = output.data;
-    scheduler.run(*this, stream);
+    scheduler->run(*this, stream);
   }
 
   void launch(int action, CUstream stream) override {
@@ -145,7 +148,7 @@ struct ReduceScatter::Impl final : PlanActions {
 
   ReduceScatterConfig config;
   PeerCollective peers;
-  Scheduler scheduler;
+  std::optional<Scheduler> scheduler;  // made in the agreed build step
   std::shared_ptr<const LoadedKernel> kernel;
   std::int64_t row_bytes = 0;
   int vec_bytes = 16;
