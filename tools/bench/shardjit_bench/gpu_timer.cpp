@@ -27,6 +27,20 @@ double median_ms(const std::function<void()>& work, cudaStream_t stream, const T
   return times[times.size() / 2];
 }
 
+double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_t stream, const TimingOptions& options) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  for (int i = 0; i < calls; ++i) work();
+  check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  const double per_graph =
+      median_ms([&] { check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); }, stream, options);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return per_graph / calls;
+}
+
 std::size_t device_free_bytes() {
   std::size_t free = 0, total = 0;
   check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");

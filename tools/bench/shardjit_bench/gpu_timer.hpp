@@ -21,6 +21,11 @@ struct TimingOptions {
 // Median milliseconds of `work` enqueued on `stream`.
 double median_ms(const std::function<void()>& work, cudaStream_t stream, const TimingOptions& options);
 
+// Median milliseconds per call of `work` replayed from a CUDA graph that holds `calls` of them
+// (captured on `stream`, which must not be the legacy default stream): the GPU's time per call
+// without the host's launch work in the loop, as a server that replays graphs sees it.
+double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_t stream, const TimingOptions& options);
+
 // Bytes of device memory in use by this process's allocations beyond a baseline (cudaMemGetInfo).
 std::size_t device_free_bytes();
 

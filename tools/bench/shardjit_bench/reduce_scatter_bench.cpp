@@ -21,6 +21,9 @@
 namespace shardjit::bench {
 namespace {
 
+// Calls captured in one CUDA graph for the graph timings (host launch work out of the loop).
+constexpr int kCallsPerGraph = 8;
+
 // Inputs rotated call by call, together larger than L2 (repeated reads of one small buffer
 // would time the cache).
 struct RotatingInputs {
@@ -96,8 +99,9 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
   const MatrixView out{output, c.dtype, rows, c.hidden, 0};
   const auto in = [&] { return MatrixView{inputs.next(), c.dtype, total, c.hidden, 0}; };
 
-  const double nccl_ms =
-      median_ms([&] { baseline.reduce_scatter(inputs.next(), output, out_count, c.dtype, stream); }, stream, timing);
+  const auto nccl_call = [&] { baseline.reduce_scatter(inputs.next(), output, out_count, c.dtype, stream); };
+  const double nccl_ms = median_ms(nccl_call, stream, timing);
+  const double nccl_graph_ms = graph_median_ms(nccl_call, kCallsPerGraph, stream, timing);
   // ncclReduceScatter on the op's non-blocking communicator, through its checked call (which
   // waits out the ncclInProgress before the next call).
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), out_count);
@@ -105,12 +109,13 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
       [&] { comm.impl().reduce_scatter_sum(inputs.next(), output, counts, nccl_type_of(c.dtype), stream); }, stream,
       timing);
 
-  double peer_ms = 0, nccl_op_ms = 0;
+  double peer_ms = 0, peer_graph_ms = 0, nccl_op_ms = 0;
   std::string path;
   {
     ReduceScatter op(runtime, comm, config_of(c, ranks, CollectivePath::kAuto));
     path = collective_path_name(op.path());
     peer_ms = median_ms([&] { op.run(in(), out, stream); }, stream, timing);
+    peer_graph_ms = graph_median_ms([&] { op.run(in(), out, stream); }, kCallsPerGraph, stream, timing);
     op.check(stream);
   }
   {
@@ -137,6 +142,10 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
                         {"nccl_path_us", nccl_op_ms * 1000},
                         {"throughput_vs_nccl", nccl_ms / peer_ms},
                         {"latency_vs_nccl", peer_ms / nccl_ms},
+                        {"calls_per_graph", kCallsPerGraph},
+                        {"nccl_graph_us", nccl_graph_ms * 1000},
+                        {"peer_graph_us", peer_graph_ms * 1000},
+                        {"latency_vs_nccl_graph", peer_graph_ms / nccl_graph_ms},
                         {"input_GBps_peer", in_bytes / (peer_ms * 1e6)},
                         {"input_GBps_nccl", in_bytes / (nccl_ms * 1e6)},
                         {"device", prop.name},

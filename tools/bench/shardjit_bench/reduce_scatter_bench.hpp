@@ -2,7 +2,8 @@
 // against ncclReduceScatter over the same ranks, in the same processes. Each rank prints one JSON
 // object per case: the op with the automatic path (peer memory within a node), the op's NCCL
 // path, raw NCCL on a blocking communicator (the baseline) and on the op's non-blocking one,
-// and the throughput ratio NCCL time / peer time.
+// and the throughput ratio NCCL time / peer time; then the op and the baseline again, replayed
+// from CUDA graphs of 8 calls (the GPU's time per call without host launch work).
 #pragma once
 
 #include <cstdint>
