@@ -38,9 +38,7 @@ void agree_on_outcome(Communicator::Impl& comm, const std::optional<Error>& mine
     outcome.code = static_cast<std::int32_t>(mine->code());
     std::memcpy(outcome.message, message.data(), std::min(message.size(), sizeof(outcome.message) - 1));
   }
-  const std::vector<std::byte> bytes = comm.exchange(&outcome, sizeof(outcome), what.c_str());
-  std::vector<Outcome> all(static_cast<std::size_t>(comm.size));
-  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(Outcome));
+  const std::vector<Outcome> all = exchange_records(comm, outcome, what.c_str());
   std::string failures;
   ErrorCode code = ErrorCode::kOk;
   for (std::size_t r = 0; r < all.size(); ++r) {

@@ -5,14 +5,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/comm/communicator_impl.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
+
+// Every rank's fixed-size record, in rank order. Waits on the host, bounded.
+template <class Record>
+std::vector<Record> exchange_records(Communicator::Impl& comm, const Record& mine, const char* what) {
+  static_assert(std::is_trivially_copyable_v<Record>, "records travel as bytes");
+  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), what);
+  std::vector<Record> all(static_cast<std::size_t>(comm.size));
+  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(Record));
+  return all;
+}
 
 // Every rank's `mine` (cut to max_bytes), in rank order. Waits on the host, bounded.
 std::vector<std::string> exchange_text(Communicator::Impl& comm, const std::string& mine, std::size_t max_bytes,

@@ -52,14 +52,6 @@ std::string cu_error_text(CUresult rc) {
   return name != nullptr ? name : "CUDA error " + std::to_string(static_cast<int>(rc));
 }
 
-template <class Record>
-std::vector<Record> exchange_records(Communicator::Impl& comm, const Record& mine, const char* what) {
-  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), what);
-  std::vector<Record> all(static_cast<std::size_t>(comm.size));
-  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(Record));
-  return all;
-}
-
 }  // namespace
 
 SymmetricBuffer::SymmetricBuffer(Communicator::Impl& comm, std::size_t bytes)

@@ -1,7 +1,6 @@
 #include "runtime/ops/linear_logp_tp.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,13 +40,6 @@ TpLayoutRecord local_record(Runtime::Impl& runtime, const LinearLogpConfig& conf
     set_tp_layout_error(record, e.what());
   }
   return record;
-}
-
-std::vector<TpLayoutRecord> exchange_records(Communicator::Impl& comm, const TpLayoutRecord& mine) {
-  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "LinearLogp layout exchange");
-  std::vector<TpLayoutRecord> records(static_cast<std::size_t>(comm.size));
-  std::memcpy(records.data(), bytes.data(), records.size() * sizeof(TpLayoutRecord));
-  return records;
 }
 
 // The forward's work steps for one call: NCCL path (partials gathered into `all`) or peer path
@@ -130,7 +122,7 @@ std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, c
                                                        Communicator::Impl& comm) {
   comm.check_usable("LinearLogp (tensor parallel)");
   // 1. Layouts: exchanged and checked alike on every rank (the same error everywhere).
-  const std::vector<TpLayoutRecord> records = exchange_records(comm, local_record(runtime, config, comm));
+  const std::vector<TpLayoutRecord> records = exchange_records(comm, local_record(runtime, config, comm), "LinearLogp layout exchange");
   TpLayout layout = check_tp_layout(records, comm.rank);
 
   // 2. The local build (kernels, buffers, events); 3. agreement on how it went.

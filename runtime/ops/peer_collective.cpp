@@ -1,7 +1,6 @@
 #include "runtime/ops/peer_collective.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
@@ -18,14 +17,8 @@ constexpr std::size_t kConfigTextBytes = 512;
 int agreed_grid(Communicator::Impl& comm, int cap) {
   const int sms = comm.device.info().sm_count;
   const std::int32_t mine = cap > 0 ? std::min(cap, sms) : sms;
-  const std::vector<std::byte> bytes = comm.exchange(&mine, sizeof(mine), "peer kernel grid exchange");
-  std::int32_t smallest = mine;
-  for (int r = 0; r < comm.size; ++r) {
-    std::int32_t sm = 0;
-    std::memcpy(&sm, bytes.data() + static_cast<std::size_t>(r) * sizeof(sm), sizeof(sm));
-    smallest = std::min(smallest, sm);
-  }
-  return std::clamp<int>(smallest, 1, kernels::kMaxPeerSlots);
+  const std::vector<std::int32_t> all = exchange_records(comm, mine, "peer kernel grid exchange");
+  return std::clamp<int>(*std::min_element(all.begin(), all.end()), 1, kernels::kMaxPeerSlots);
 }
 
 // The data part is followed by the signals, 256-byte aligned.
