@@ -31,7 +31,7 @@ void check_config(const MoeCombineConfig& config, int world) {
   if (world > kernels::kMaxPeers) {
     bad(std::to_string(world) + " ranks; at most " + std::to_string(kernels::kMaxPeers) + " are supported");
   }
-  PeerCollective::vector_bytes(config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)), "MoeCombine");
+  collective_vector_bytes(config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)), "MoeCombine");
 }
 
 std::string config_text(const MoeCombineConfig& c) {
@@ -58,7 +58,7 @@ struct MoeCombine::Impl final : PlanActions {
       : config(c),
         peers(make_peers(runtime, comm, c)) {
     row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = PeerCollective::vector_bytes(row_bytes, "MoeCombine");
+    vec_bytes = collective_vector_bytes(row_bytes, "MoeCombine");
     slot_bytes = static_cast<std::size_t>(config.capacity * row_bytes);
     // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
     // is itself collective, so a rank must not drop out of the build alone.

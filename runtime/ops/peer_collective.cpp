@@ -4,7 +4,6 @@
 
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
-#include "runtime/ops/collective_kernels.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -104,10 +103,6 @@ kernels::PeerSync PeerCollective::sync() const {
     s.signals[r] = reinterpret_cast<kernels::PeerSignals*>(symmetric_->on_rank(r) + signals_offset_);
   }
   return s;
-}
-
-int PeerCollective::vector_bytes(std::int64_t row_bytes, const std::string& what) {
-  return collective_vector_bytes(row_bytes, what);
 }
 
 void PeerCollective::check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows,

@@ -56,10 +56,6 @@ class PeerCollective {
   // The status word's device address (on either path).
   kernels::PeerStatus* status() const { return status_.as<kernels::PeerStatus>(); }
 
-  // Largest chunk (16, 8 or 4 bytes) that divides a row of `row_bytes`; Error(kInvalidArgument)
-  // naming `what` when none does.
-  static int vector_bytes(std::int64_t row_bytes, const std::string& what);
-
   // Throws Error(kInvalidArgument) naming `name` unless `view` is a packed [rows, cols] matrix of
   // `dtype`, not null, its address a multiple of `align`.
   void check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows, std::int64_t cols,

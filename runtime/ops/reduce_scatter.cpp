@@ -50,7 +50,7 @@ void check_config(const ReduceScatterConfig& config, int world) {
   if (world > kernels::kMaxPeers) {
     bad(std::to_string(world) + " ranks; at most " + std::to_string(kernels::kMaxPeers) + " are supported");
   }
-  PeerCollective::vector_bytes(config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)), "ReduceScatter");
+  collective_vector_bytes(config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)), "ReduceScatter");
 }
 
 std::string config_text(const ReduceScatterConfig& c) {
@@ -90,7 +90,7 @@ struct ReduceScatter::Impl final : PlanActions {
       : config(c),
         peers(make_peers(runtime, comm, c)) {
     row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = PeerCollective::vector_bytes(row_bytes, "ReduceScatter");
+    vec_bytes = collective_vector_bytes(row_bytes, "ReduceScatter");
     const std::int64_t chunks_per_row = row_bytes / vec_bytes;
     std::int64_t offset = 0;
     for (std::size_t r = 0; r < config.rows_per_rank.size(); ++r) {
