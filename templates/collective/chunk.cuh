@@ -99,6 +99,12 @@ struct Chunk {
   }
 };
 
+// The part [begin, end) of `count` items that part `b` of `parts` owns.
+__device__ __forceinline__ void block_slice(long long count, int b, int parts, long long& begin, long long& end) {
+  begin = count * b / parts;
+  end = count * (b + 1) / parts;
+}
+
 // Copies chunks [begin, end) of src to dst, `threads` threads from `thread` on, four chunks in
 // flight per thread.
 template <int VEC_BYTES>
@@ -116,7 +122,9 @@ __device__ __forceinline__ void copy_chunks(void* dst, const void* src, long lon
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) RawChunk<VEC_BYTES>::store(d + (i + u * threads) * VEC_BYTES, v[u]);
   }
-  for (; i < end; i += threads) RawChunk<VEC_BYTES>::store(d + i * VEC_BYTES, RawChunk<VEC_BYTES>::load(s + i * VEC_BYTES));
+  for (; i < end; i += threads) {
+    RawChunk<VEC_BYTES>::store(d + i * VEC_BYTES, RawChunk<VEC_BYTES>::load(s + i * VEC_BYTES));
+  }
 }
 
 }  // namespace kernels

@@ -19,7 +19,6 @@
 #include "collective/chunk.cuh"
 #include "collective/moe_combine_args.cuh"
 #include "collective/peer_sync.cuh"
-#include "collective/reduce_scatter.cuh"
 #include "common/math.cuh"
 
 namespace shardjit {

@@ -30,12 +30,6 @@
 namespace shardjit {
 namespace kernels {
 
-// The part [begin, end) of `count` items that part `b` of `parts` owns.
-__device__ __forceinline__ void block_slice(long long count, int b, int parts, long long& begin, long long& end) {
-  begin = count * b / parts;
-  end = count * (b + 1) / parts;
-}
-
 // Stage `stage` of this block's slice of block p, in chunks from the block's start.
 __device__ __forceinline__ void stage_chunks(const ReduceScatterArgs& args, int p, int stage, long long& begin,
                                              long long& end) {
@@ -46,11 +40,18 @@ __device__ __forceinline__ void stage_chunks(const ReduceScatterArgs& args, int 
   end += slice_begin;
 }
 
-// Where `source` puts its rows of `dest`'s block in call `epoch`, in dest's receive area.
+// Which slot of dest's receive area holds source's rows of dest's block in call `epoch`: the
+// half by the epoch's parity, then the other ranks in rank order (dest itself left out). Both
+// protocols lay their slots out this way; a slot is slot_chunks chunks (twice the bytes in the
+// low-latency protocol).
+__device__ __forceinline__ long long receive_slot_index(int dest, int source, unsigned long long epoch, int world) {
+  return static_cast<long long>(epoch & 1ull) * (world - 1) + (source < dest ? source : source - 1);
+}
+
 template <int VEC_BYTES>
 __device__ __forceinline__ char* receive_slot(const ReduceScatterArgs& args, int dest, int source,
                                               unsigned long long epoch, int world) {
-  const long long slot = (static_cast<long long>(epoch & 1ull) * (world - 1) + (source < dest ? source : source - 1));
+  const long long slot = receive_slot_index(dest, source, epoch, world);
   return static_cast<char*>(args.receive[dest]) + slot * args.slot_chunks * VEC_BYTES;
 }
 
@@ -117,7 +118,7 @@ __device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterAr
   const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
   const long long slot_words = args.slot_chunks * kWordsPerChunk;
   const auto slot_of = [&](int dest, int source) {
-    const long long slot = static_cast<long long>(epoch & 1ull) * (WORLD - 1) + (source < dest ? source : source - 1);
+    const long long slot = receive_slot_index(dest, source, epoch, WORLD);
     return static_cast<unsigned long long*>(args.receive[dest]) + slot * slot_words;
   };
   const unsigned int* input = static_cast<const unsigned int*>(args.input);
