@@ -47,7 +47,8 @@ PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, cons
   setup.config_text = config_text(config);
   setup.requested = config.path;
   setup.data_bytes = static_cast<std::size_t>(config.capacity * config.hidden) * dtype_size(config.dtype);
-  setup.size_prefers_nccl = config.nccl_above_bytes > 0 && setup.data_bytes > config.nccl_above_bytes;
+  setup.input_bytes = setup.data_bytes;
+  setup.nccl_above_bytes = config.nccl_above_bytes;
   return PeerCollective(runtime, comm, setup);
 }
 

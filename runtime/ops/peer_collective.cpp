@@ -64,7 +64,8 @@ PeerCollective::PeerCollective(Runtime::Impl& runtime, Communicator::Impl& commu
     why_nccl = "requested";
   } else if (comm.size < 2) {
     why_nccl = "one rank";
-  } else if (setup.requested == CollectivePath::kAuto && setup.size_prefers_nccl) {
+  } else if (setup.requested == CollectivePath::kAuto && setup.nccl_above_bytes > 0 &&
+             setup.input_bytes > setup.nccl_above_bytes) {
     why_nccl = "the input is larger than nccl_above_bytes";
   } else {
     signals_offset_ = signals_offset(setup.data_bytes);

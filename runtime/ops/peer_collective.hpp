@@ -26,7 +26,8 @@ struct PeerCollectiveSetup {
   const char* op_name;              // "ReduceScatter", for messages and logs
   std::string config_text;          // every setting that must agree between ranks
   CollectivePath requested = CollectivePath::kAuto;
-  bool size_prefers_nccl = false;   // kAuto: the input is past the config's nccl_above_bytes
+  std::size_t input_bytes = 0;      // what one call moves, compared with nccl_above_bytes
+  std::size_t nccl_above_bytes = 0; // kAuto takes NCCL for inputs larger than this; 0: never
   std::size_t data_bytes = 0;       // of the symmetric buffer, before its signals
 };
 

@@ -78,8 +78,8 @@ PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, cons
   setup.config_text = config_text(config);
   setup.requested = config.path;
   setup.data_bytes = static_cast<std::size_t>(receive_bytes(config, comm.size));
-  setup.size_prefers_nccl =
-      config.nccl_above_bytes > 0 && static_cast<std::size_t>(total * row_bytes) > config.nccl_above_bytes;
+  setup.input_bytes = static_cast<std::size_t>(total * row_bytes);
+  setup.nccl_above_bytes = config.nccl_above_bytes;
   return PeerCollective(runtime, comm, setup);
 }
 
