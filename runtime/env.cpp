@@ -11,7 +11,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 8> kKnobs{{
+constexpr std::array<EnvKnob, 9> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -29,6 +29,9 @@ constexpr std::array<EnvKnob, 8> kKnobs{{
     {"SHARDJIT_PEER_BLOCKS", "int", "0",
      "Most blocks (SMs) a peer-memory kernel takes (ReduceScatter, MoeCombine); 0: one per SM. "
      "The smallest value of the ranks is used."},
+    {"SHARDJIT_HOPPER_PATH", "bool", "1",
+     "0: LinearLogp runs the portable mma.sync main loop on Hopper (sm_90a) too, instead of wgmma. "
+     "Set it for prewarm as for the servers: the two paths are different kernels."},
 }};
 
 std::optional<std::string> env(const char* name) {
@@ -118,6 +121,13 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
       bad_value("SHARDJIT_PEER_BLOCKS", *text, "a block count from 0 (one per SM) to 4096");
     }
     config.peer_blocks = static_cast<int>(value);
+  }
+  if (options.hopper_path) {
+    config.hopper_path = *options.hopper_path;
+  } else if (auto text = env("SHARDJIT_HOPPER_PATH")) {
+    auto parsed = parse_bool(*text);
+    if (!parsed) bad_value("SHARDJIT_HOPPER_PATH", *text, "0 or 1");
+    config.hopper_path = *parsed;
   }
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;

@@ -29,6 +29,7 @@ struct RuntimeConfig {
   std::string log_level;
   std::optional<std::string> arch;  // empty: the device's own
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
+  bool hopper_path = true;          // the wgmma main loop where the target is sm_90a
 };
 
 // Options set in code win over the environment, which wins over the defaults. Throws

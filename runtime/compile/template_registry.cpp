@@ -59,6 +59,21 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
   }
 }
 
+// The Hopper main loop takes one tile: 128 x 256 x 64 of 16-bit inputs
+// (templates/common/wgmma_mainloop.cuh).
+void check_main_loop(const char* name, const KernelSpec& spec) {
+  if (!spec.bool_param("WGMMA")) return;
+  if (spec.type_param("T") == "fp32" || spec.int_param("BM") != 128 || spec.int_param("BN") != 256 ||
+      spec.int_param("BK") != 64) {
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with T = " +
+                                                 spec.type_param("T") + ", BM x BN x BK = " +
+                                                 std::to_string(spec.int_param("BM")) + " x " +
+                                                 std::to_string(spec.int_param("BN")) + " x " +
+                                                 std::to_string(spec.int_param("BK")) +
+                                                 "; the wgmma main loop takes bf16 or fp16 and 128 x 256 x 64");
+  }
+}
+
 // V_VALID columns of a V_LOCAL-row shard.
 void check_shard_columns(const char* name, const KernelSpec& spec) {
   if (spec.int_param("V_VALID") > spec.int_param("V_LOCAL")) {
@@ -71,6 +86,7 @@ void check_shard_columns(const char* name, const KernelSpec& spec) {
 void check_linear_logp_fwd(const KernelSpec& spec) {
   check_shard_columns("linear_logp_fwd", spec);
   check_block_tile("linear_logp_fwd", spec, spec.type_param("T") == "fp32");
+  check_main_loop("linear_logp_fwd", spec);
 }
 
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
@@ -81,6 +97,7 @@ void check_linear_logp_bwd_dz(const KernelSpec& spec) {
                                                  " must be fp32 or T (" + spec.type_param("T") + ")");
   }
   check_block_tile("linear_logp_bwd_dz", spec, spec.type_param("T") == "fp32");
+  check_main_loop("linear_logp_bwd_dz", spec);
 }
 
 void check_gemm(const KernelSpec& spec) {
@@ -143,7 +160,8 @@ std::vector<ParamDef> shard_and_tile() {
           int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
           int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
           int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
-          int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth")};
+          int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
+          bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one")};
 }
 
 std::vector<ParamDef> concat(std::initializer_list<std::vector<ParamDef>> parts) {

@@ -41,7 +41,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     : runtime(rt),
       layout(resolve_layout(config)),
       device(rt.device(layout.config.device)),
-      kernels(linear_logp_kernels(layout, device.arch(), tp_degree)),
+      kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path)),
       tile(kernels.tile) {
   const LinearLogpConfig& c = layout.config;
   smem_bytes = linear_logp_fwd_smem(c.dtype, tile);

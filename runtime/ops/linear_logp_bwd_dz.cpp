@@ -33,7 +33,9 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 
 }  // namespace
 
-FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch) {
+FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
+  // The forward's Hopper tile: its 219,152 bytes fit as the portable 128 x 256 x 64 tile's do.
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     // 128-byte K rows, three stages, the pipeline shortened and then the rows halved where the
@@ -69,6 +71,7 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
        {"BN", std::int64_t{tile.bn}},
        {"BK", std::int64_t{tile.bk}},
        {"STAGES", std::int64_t{tile.stages}},
+       {"WGMMA", tile.wgmma},
        {"FILTER", filter}});
 }
 

@@ -23,7 +23,8 @@ std::vector<KernelSpec> LinearLogpBwdKernels::all() const {
   return specs;
 }
 
-LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch) {
+LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
+                                             bool hopper_path) {
   const LinearLogpConfig& c = layout.config;
   check_backward_config(c);
   const DType dz = c.dz_fp32 ? DType::kFP32 : c.dtype;
@@ -32,7 +33,7 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
   std::optional<DType> grad_bias;
   if (c.bias_dtype) grad_bias = c.grad_weight_fp32 ? DType::kFP32 : *c.bias_dtype;
 
-  const FwdTile dz_tile = default_bwd_dz_tile(c.dtype, arch);
+  const FwdTile dz_tile = default_bwd_dz_tile(c.dtype, arch, hopper_path);
   const GemmTile gemm_tile = default_gemm_tile(dz, c.dtype, arch);
   // grad_weight = dZ^T X: A is dZ read transposed, B is hidden.
   GemmKind weight_kind{dz, c.dtype, grad_weight, grad_weight, true, filter};

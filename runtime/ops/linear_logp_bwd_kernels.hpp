@@ -31,6 +31,7 @@ struct LinearLogpBwdKernels {
 };
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config).
-LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch);
+LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
+                                             bool hopper_path = true);
 
 }  // namespace shardjit

@@ -15,7 +15,14 @@ unsigned smem_limit_for_arch(const std::string& arch) {
   return 101376;  // sm_86, sm_89, sm_120 and unknown: the smallest of the data-center tiers
 }
 
-FwdTile default_fwd_tile(DType dtype, const std::string& arch) {
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path) {
+  // wgmma exists on sm_90a alone (not on sm_90, nor on later parts' arch-specific targets).
+  if (!hopper_path || arch != "sm_90a" || dtype == DType::kFP32) return std::nullopt;
+  return FwdTile{128, 256, 64, 3, true};
+}
+
+FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     FwdTile tile;
@@ -54,6 +61,7 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
        {"BN", std::int64_t{tile.bn}},
        {"BK", std::int64_t{tile.bk}},
        {"STAGES", std::int64_t{tile.stages}},
+       {"WGMMA", tile.wgmma},
        {"ENTROPY", c.want_entropy}});
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "linear_logp/fwd_args.cuh"
@@ -21,13 +22,20 @@ struct FwdTile {
   int bn = 128;
   int bk = 64;
   int stages = 3;
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit inputs) instead of
+  // the portable one (templates/linear_logp/logit_mainloop.cuh).
+  bool wgmma = false;
 };
 
-// The tile the portable path uses for a dtype on an arch ("sm_80", "sm_90a", ...): for 16-bit
-// inputs the fastest measured tile whose shared memory fits the arch's per-block limit
-// (128 x 256 x 64, 3 stages, on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest
-// 128 x 128 x 32 pipeline that fits.
-FwdTile default_fwd_tile(DType dtype, const std::string& arch);
+// The Hopper main loop's tile where it applies: a 16-bit dtype on an sm_90a target, with
+// hopper_path (RuntimeConfig, SHARDJIT_HOPPER_PATH) on.
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path);
+
+// The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
+// where it applies (hopper_logit_tile), else the portable path's: for 16-bit inputs the fastest
+// measured tile whose shared memory fits the arch's per-block limit (128 x 256 x 64, 3 stages,
+// on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest 128 x 128 x 32 pipeline that fits.
+FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path = true);
 
 // Shared memory a block may opt into on `arch` (bytes), from the architecture tables.
 unsigned smem_limit_for_arch(const std::string& arch);

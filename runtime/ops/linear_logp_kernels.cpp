@@ -5,9 +5,10 @@
 
 namespace shardjit {
 
-LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp) {
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp,
+                                      bool hopper_path) {
   const LinearLogpConfig& c = layout.config;
-  FwdTile tile = default_fwd_tile(c.dtype, arch);
+  FwdTile tile = default_fwd_tile(c.dtype, arch, hopper_path);
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, {}, std::nullopt};
   for (int splits : kVocabSplitChoices) {
     if (tp * splits > kMaxCombineSources) break;
@@ -16,7 +17,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
       kernels.peer_combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy, tp));
     }
   }
-  if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch);
+  if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path);
   return kernels;
 }
 

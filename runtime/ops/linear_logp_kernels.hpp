@@ -25,6 +25,8 @@ struct LinearLogpKernels {
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).
-LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp = 1);
+// `hopper_path`: RuntimeConfig::hopper_path (whether sm_90a targets take the wgmma main loop).
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp = 1,
+                                      bool hopper_path = true);
 
 }  // namespace shardjit

@@ -87,7 +87,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           config.grad_weight_fp32 = fp32_grads;
           const LinearLogpLayout layout = resolve_layout(config);
           for (const std::string& arch : request.archs) {
-            LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp);
+            LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
             add(kernels.fwd, arch, origin);
             for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
             for (const KernelSpec& spec : kernels.peer_combine) add(spec, arch, origin);

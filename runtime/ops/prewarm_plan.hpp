@@ -38,6 +38,7 @@ struct PrewarmRequest {
   bool collectives = false;
   bool linear_logp = true;
   std::optional<ShardRange> shard;  // one explicit shard instead of the TP split
+  bool hopper_path = true;          // RuntimeConfig::hopper_path of the ops that will load them
 };
 
 struct PrewarmItem {

@@ -12,8 +12,8 @@
 // Each operand tile lies in shared memory K contiguous ([rows][BK], plain ldmatrix: X and W of
 // the forward, dZ as A of grad_hidden) or M / N contiguous ([BK][cols], ldmatrix.trans: dZ read
 // as A^T for grad_weight, and B [k][n] of the GEMM); both hand the mma the same fragments.
-// The forward's MmaMainloop (templates/linear_logp/fwd_mainloop_mma.cuh) is the
-// K contiguous x K contiguous case of this loop.
+// The forward and the dZ kernel run its K contiguous x K contiguous case
+// (templates/linear_logp/logit_mainloop.cuh) where the Hopper loop does not.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -53,6 +53,8 @@ struct MmaTileMainloop {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the mma main loop takes bf16 or fp16");
   static constexpr int kThreads = 256;
+  // ldmatrix reads the copies through the generic proxy: the slice's barrier is enough.
+  static constexpr bool kAsyncProxyReads = false;
   static constexpr int kWarpsM = BM >= 256 ? 4 : 2;
   static constexpr int kWarpsN = kThreads / 32 / kWarpsM;
   static constexpr int kWarpM = BM / kWarpsM;

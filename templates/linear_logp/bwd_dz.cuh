@@ -15,33 +15,19 @@
 #pragma once
 
 #include "common/cp_async_tile.cuh"
-#include "common/mma_mainloop.cuh"
 #include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
-#include "linear_logp/fwd_mainloop_simt.cuh"
 #include "linear_logp/logit_block_shape.cuh"
+#include "linear_logp/logit_mainloop.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-// The forward's main loops: for 16-bit inputs the shared tensor-core loop with X [rows][k] and
-// W [vocab][k] both K contiguous (the forward's MmaMainloop is the same loop: its K loop compiles
-// to the same SASS), exact fp32 FMA for fp32.
-template <class T, int BM, int BN, int BK>
-struct BwdDzMainloop {
-  using type = MmaTileMainloop<T, BM, BN, BK, MmaOperand::kKContiguous, MmaOperand::kKContiguous>;
-};
-
-template <int BM, int BN, int BK>
-struct BwdDzMainloop<float, BM, BN, BK> {
-  using type = SimtMainloop<BM, BN, BK>;
-};
-
 template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int V_VALID, int BM,
-          int BN, int BK, int STAGES, bool FILTER>
+          int BN, int BK, int STAGES, bool WGMMA, bool FILTER>
 __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     linear_logp_bwd_dz(const LinearLogpBwdDzArgs args) {
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
@@ -60,7 +46,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy>::type;
-  using Mainloop = typename BwdDzMainloop<T, BM, BN, BK>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK, WGMMA>::type;
   using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, kCols, V_VALID, FILTER, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
@@ -94,6 +80,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   }
 
   epilogue.init(args, row0, tid);  // published by the first K-loop barrier
+  if constexpr (WGMMA) wgmma_check_alignment(ring);
 
   XCopy x_copy;
   x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
@@ -121,8 +108,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   int read_slot = 0;
 #pragma unroll 1
   for (int slice = 0; slice < kKSlices; ++slice) {
-    cp_async_wait_group<STAGES - 2>();
-    __syncthreads();
+    wait_for_slice<Mainloop, STAGES - 2>();
     const T* const slot = ring + read_slot * kStageElems;
     mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;

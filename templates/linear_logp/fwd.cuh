@@ -19,23 +19,12 @@
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
-#include "linear_logp/fwd_mainloop_mma.cuh"
-#include "linear_logp/fwd_mainloop_simt.cuh"
 #include "linear_logp/logit_block_shape.cuh"
+#include "linear_logp/logit_mainloop.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
-
-template <class T, int BM, int BN, int BK>
-struct LinearLogpFwdMainloop {
-  using type = MmaMainloop<T, BM, BN, BK>;
-};
-
-template <int BM, int BN, int BK>
-struct LinearLogpFwdMainloop<float, BM, BN, BK> {
-  using type = SimtMainloop<BM, BN, BK>;
-};
 
 // The copier of a ROWS x BK tile. Blocks of more than 16384 accumulators (64 x 64 a warp) have
 // no registers left for a pointer per copied chunk and take the strided copier; it costs its
@@ -52,7 +41,7 @@ struct LinearLogpFwdCopy<T, ROWS, BK, KDIM, THREADS, true> {
 };
 
 template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
-          int BK, int STAGES, bool ENTROPY>
+          int BK, int STAGES, bool WGMMA, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
     linear_logp_fwd(const LinearLogpFwdArgs args) {
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
@@ -67,7 +56,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename LinearLogpFwdCopy<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename LinearLogpFwdCopy<T, BN, BK, H, kThreads, kStridedCopy>::type;
-  using Mainloop = typename LinearLogpFwdMainloop<T, BM, BN, BK>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK, WGMMA>::type;
   using Epilogue = LogpEpilogue<BiasT, TargetT, BM, kCols, V_VALID, ENTROPY, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
@@ -80,6 +69,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
       reinterpret_cast<int*>(linear_logp_fwd_smem +
                              linear_logp_fwd_target_offset(kElem, BM, BN, BK, STAGES))};
   constexpr int kStageElems = (BM + BN) * BK;
+  if constexpr (WGMMA) wgmma_check_alignment(ring);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -134,10 +124,9 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
     mainloop.clear();
 #pragma unroll 1
     for (int slice = 0; slice < kKSlices; ++slice) {
-      cp_async_wait_group<STAGES - 2>();
       // Makes every thread's copies of this slot visible, and frees the slot read in the previous
       // step for the refill that compute starts.
-      __syncthreads();
+      wait_for_slice<Mainloop, STAGES - 2>();
       const T* const slot = ring + read_slot * kStageElems;
       mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
       read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;

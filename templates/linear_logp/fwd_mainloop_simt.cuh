@@ -1,5 +1,5 @@
 // fp32 main loop of linear_logp_fwd: exact fp32 FMA, for inputs whose users asked for fp32 and
-// not TF32. Same contract as MmaMainloop: accumulate one BK slice from the pipeline's swizzled
+// not TF32. Same contract as the tensor-core loops (templates/linear_logp/logit_mainloop.cuh): accumulate one BK slice from the pipeline's swizzled
 // X [BM][BK] and W [BN][BK] tiles, then store to the logit tile.
 //
 // Threads form a 16 x 16 grid; thread (tm, tn) owns rows tm + 16 i and columns tn + 16 j, so a
@@ -13,6 +13,7 @@ namespace kernels {
 
 template <int BM, int BN, int BK>
 struct SimtMainloop {
+  static constexpr bool kAsyncProxyReads = false;  // plain shared-memory loads
   static constexpr int kGrid = 16;
   static constexpr int kRows = BM / kGrid;
   static constexpr int kCols = BN / kGrid;
@@ -72,7 +73,7 @@ struct SimtMainloop {
       for (int j = 0; j < kCols; ++j) logits[(tm + kGrid * i) * ld + tn + kGrid * j] = acc[i][j];
   }
 
-  // As MmaMainloop::store_columns: columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the
+  // As MmaTileMainloop::store_columns: columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the
   // logit tile [BM][ld], whose column 0 is tile column chunk * COLS.
   template <int COLS>
   __device__ __forceinline__ void store_columns(float* logits, int ld, int chunk, int warp,

@@ -69,16 +69,25 @@ TEST(KernelSpec, UnknownTemplateIsNotFound) {
   }
 }
 
+KernelSpec fwd_spec(std::int64_t hidden, std::int64_t v_local, std::int64_t v_valid, const char* type = "bf16",
+                    std::int64_t bn = 128, bool wgmma = false) {
+  return KernelSpec("linear_logp_fwd", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}}, {"TargetT", TypeArg{"int64"}},
+                                        {"H", hidden}, {"V_LOCAL", v_local}, {"V_VALID", v_valid},
+                                        {"BM", std::int64_t{128}}, {"BN", bn}, {"BK", std::int64_t{64}},
+                                        {"STAGES", std::int64_t{3}}, {"WGMMA", wgmma}, {"ENTROPY", false}});
+}
+
 TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
-  auto fwd = [](std::int64_t hidden, std::int64_t v_local, std::int64_t v_valid) {
-    return KernelSpec("linear_logp_fwd", {{"T", TypeArg{"bf16"}}, {"BiasT", TypeArg{"none"}}, {"TargetT", TypeArg{"int64"}},
-                                          {"H", hidden}, {"V_LOCAL", v_local}, {"V_VALID", v_valid},
-                                          {"BM", std::int64_t{128}}, {"BN", std::int64_t{128}}, {"BK", std::int64_t{64}},
-                                          {"STAGES", std::int64_t{3}}, {"ENTROPY", false}});
-  };
-  EXPECT_NO_THROW(fwd(4096, 128256, 128000));
-  expect_invalid([&] { fwd(100, 300, 300); }, "multiple of 8");
-  expect_invalid([&] { fwd(64, 300, 301); }, "exceeds V_LOCAL");
+  EXPECT_NO_THROW(fwd_spec(4096, 128256, 128000));
+  expect_invalid([] { fwd_spec(100, 300, 300); }, "multiple of 8");
+  expect_invalid([] { fwd_spec(64, 300, 301); }, "exceeds V_LOCAL");
+}
+
+TEST(KernelSpec, TheHopperMainLoopTakesOneTileOf16BitInputs) {
+  EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "bf16", 256, true));
+  EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "fp16", 256, true));
+  expect_invalid([] { fwd_spec(4096, 128256, 128256, "bf16", 128, true); }, "128 x 256 x 64");
+  expect_invalid([] { fwd_spec(4096, 128256, 128256, "fp32", 128, true); }, "bf16 or fp16");
 }
 
 }  // namespace

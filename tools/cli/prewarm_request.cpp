@@ -179,6 +179,7 @@ std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const Runti
   base.shard = parse_shard(options.shard);
   const std::vector<ModelRequest> models = model_requests(options);
   base.archs = target_archs(options, config);
+  base.hopper_path = config.hopper_path;
 
   std::vector<PrewarmItem> items;
   std::set<std::string> seen;  // models with the same shapes share their kernels
