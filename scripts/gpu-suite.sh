@@ -26,6 +26,12 @@ if [ "$part" != multi ]; then
 
 ctest --test-dir build -L '^gpu$' --output-on-failure -V --timeout 300 > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests: exit $?"; summary "$logs/gpu-tests.log"
+# On Hopper the LinearLogp kernels above ran the wgmma main loop; the portable one stays tested.
+if nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | grep -q '^9\.0'; then
+  SHARDJIT_HOPPER_PATH=0 ctest --test-dir build -L '^gpu$' -R 'LinearLogp|GraphCapture' --output-on-failure -V \
+    --timeout 300 > "$logs/gpu-tests-portable.log" 2>&1
+  echo "gpu tests, portable main loop (SHARDJIT_HOPPER_PATH=0): exit $?"; summary "$logs/gpu-tests-portable.log"
+fi
 ctest --test-dir build -R python_tests --output-on-failure -V > "$logs/python-tests.log" 2>&1
 echo "python tests (torch on the GPU): exit $?"; grep -E "passed|failed|skipped" "$logs/python-tests.log" | tail -2
 build/examples/shardjit-demo > "$logs/demo.log" 2>&1; echo "demo: exit $?"; tail -1 "$logs/demo.log"

@@ -151,6 +151,11 @@ class LinearLogp {
 
   const LinearLogpConfig& config() const;
 
+  // The main loop the op's logit kernels (forward, and the backward's recompute of dZ) run:
+  // "wgmma" (Hopper, sm_90a, 16-bit inputs, unless RuntimeOptions::hopper_path is false),
+  // "mma.sync" (the portable tensor-core loop), or "fp32 fma" (fp32 inputs).
+  const char* main_loop() const;
+
   struct Impl;
 
  private:

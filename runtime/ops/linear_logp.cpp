@@ -150,6 +150,11 @@ LinearLogp::~LinearLogp() = default;
 
 const LinearLogpConfig& LinearLogp::config() const { return impl_->layout.config; }
 
+const char* LinearLogp::main_loop() const {
+  if (impl_->tile.wgmma) return "wgmma";
+  return impl_->layout.config.dtype == DType::kFP32 ? "fp32 fma" : "mma.sync";
+}
+
 void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& out, StreamHandle stream_handle) {
   Impl& op = *impl_;
   const LinearLogpConfig& c = op.layout.config;

@@ -199,6 +199,7 @@ Errors compare(const std::vector<float>& out, const std::vector<double>& ref, co
 struct Outcome {
   Errors dx, dw, db;
   bool repeatable = true;
+  std::string main_loop;
 };
 
 LinearLogpConfig config_for(const BwdCase& c) {
@@ -260,6 +261,7 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
 
   std::vector<std::uint8_t> first[3];
   Outcome o;
+  o.main_loop = op.main_loop();
   for (int run = 0; run < 2; ++run) {
     gx.fill_bytes(0xff);
     if (c.accumulate) {
@@ -320,8 +322,9 @@ class LinearLogpBwdTest : public ::testing::TestWithParam<BwdCase> {
 TEST_P(LinearLogpBwdTest, MatchesFp64Reference) {
   const BwdCase& c = GetParam();
   Outcome o = run_case(c, 2000 + static_cast<std::uint64_t>(c.n * 13 + c.vocab + c.hidden));
-  std::printf("[ accuracy ] %-30s %s rel-norm dX %.2e dW %.2e db %.2e | max|d| dX %.2e dW %.2e db %.2e\n", c.name,
-              dtype_name(c.dtype), o.dx.rel, o.dw.rel, o.db.rel, o.dx.max_abs, o.dw.max_abs, o.db.max_abs);
+  std::printf("[ accuracy ] %-30s %s rel-norm dX %.2e dW %.2e db %.2e | max|d| dX %.2e dW %.2e db %.2e (%s)\n",
+              c.name, dtype_name(c.dtype), o.dx.rel, o.dw.rel, o.db.rel, o.dx.max_abs, o.dw.max_abs, o.db.max_abs,
+              o.main_loop.c_str());
   // Bounded by the coarser of dZ's type and the output's.
   auto tolerance = [&](DType out) {
     auto of = [](DType d) { return d == DType::kFP32 ? 1e-4 : d == DType::kFP16 ? 4e-3 : 2e-2; };

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "runtime/runtime_impl.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/reference.hpp"
@@ -42,6 +43,7 @@ Runtime& shared_runtime() {
 struct Outcome {
   double max_abs_logp = 0, max_abs_lse = 0, max_abs_entropy = 0;
   double rel_norm_logp = 0;
+  std::string main_loop;
 };
 
 class LinearLogpFwdTest : public ::testing::TestWithParam<FwdCase> {
@@ -133,6 +135,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
   auto ref = testing::reference_logp_rows(p, rows);
 
   Outcome o;
+  o.main_loop = op.main_loop();
   double err2 = 0, ref2 = 0;
   for (std::size_t j = 0; j < rows.size(); ++j) {
     const auto k = static_cast<std::size_t>(rows[j]);
@@ -154,8 +157,9 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
 TEST_P(LinearLogpFwdTest, MatchesFp64Reference) {
   const FwdCase& c = GetParam();
   Outcome o = run_case(c, 1000 + static_cast<std::uint64_t>(c.n * 7 + c.vocab));
-  std::printf("[ accuracy ] %-28s %s max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n", c.name,
-              dtype_name(c.dtype), o.max_abs_logp, o.max_abs_lse, o.max_abs_entropy, o.rel_norm_logp);
+  std::printf("[ accuracy ] %-28s %s max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e (%s)\n", c.name,
+              dtype_name(c.dtype), o.max_abs_logp, o.max_abs_lse, o.max_abs_entropy, o.rel_norm_logp,
+              o.main_loop.c_str());
   EXPECT_LT(o.max_abs_logp, 2e-3);
   EXPECT_LT(o.max_abs_lse, 2e-3);
   EXPECT_LT(o.max_abs_entropy, 2e-3);
@@ -241,6 +245,19 @@ TEST_F(LinearLogpFwdDeviceTest, StrictModeThrowsOnBadTargets) {
     EXPECT_EQ(e.code(), ErrorCode::kDeviceStatus);
     EXPECT_NE(std::string(e.what()).find("301"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(LinearLogpFwdDeviceTest, MainLoopFollowsTheDeviceAndTheHopperSwitch) {
+  RuntimeOptions hopper_on, hopper_off;
+  hopper_on.hopper_path = true;
+  hopper_off.hopper_path = false;
+  Runtime on(hopper_on), off(hopper_off);
+  const bool sm90a = on.impl().device(0).arch() == "sm_90a";
+  EXPECT_STREQ(LinearLogp(on, small_config()).main_loop(), sm90a ? "wgmma" : "mma.sync");
+  EXPECT_STREQ(LinearLogp(off, small_config()).main_loop(), "mma.sync");
+  LinearLogpConfig fp32 = small_config();
+  fp32.dtype = DType::kFP32;
+  EXPECT_STREQ(LinearLogp(on, fp32).main_loop(), "fp32 fma");
 }
 
 TEST_F(LinearLogpFwdDeviceTest, ZeroRowsLaunchNothing) {

@@ -68,6 +68,33 @@ TEST(LinearLogpKernels, OneForwardAndACombinePerSplitChoice) {
   EXPECT_EQ(kernels.combine.back().int_param("S"), kVocabSplitChoices.back());
 }
 
+// The wgmma main loop exists on sm_90a alone, for 16-bit inputs, and can be turned off; the
+// forward and the dZ kernel always run the same one.
+TEST(LinearLogpKernels, TheHopperMainLoopOnlyOnSm90aFor16BitInputs) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  c.want_backward = true;
+  for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    c.dtype = dtype;
+    const LinearLogpLayout layout = resolve_layout(c);
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a", "sm_100a"}) {
+      for (bool hopper_path : {true, false}) {
+        const LinearLogpKernels k = linear_logp_kernels(layout, arch, 1, hopper_path);
+        const bool expected = hopper_path && std::string(arch) == "sm_90a" && dtype != DType::kFP32;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + arch + (hopper_path ? " hopper on" : " hopper off"));
+        EXPECT_EQ(k.fwd.bool_param("WGMMA"), expected);
+        EXPECT_EQ(k.backward->dz.bool_param("WGMMA"), expected);
+        if (expected) {
+          EXPECT_EQ(k.fwd.int_param("BM"), 128);
+          EXPECT_EQ(k.fwd.int_param("BN"), 256);
+          EXPECT_EQ(k.fwd.int_param("BK"), 64);
+        }
+      }
+    }
+  }
+}
+
 TEST(PrewarmPlan, EvenShardsCoverTheVocabulary) {
   auto shards = even_shards(128256, 8);
   ASSERT_EQ(shards.size(), 8u);

@@ -64,6 +64,18 @@ TEST(Env, PeerBlocksComeFromTheEnvironmentUnlessSetInCode) {
   EXPECT_EQ(resolve_config({}).peer_blocks, 0);
 }
 
+TEST(Env, HopperPathIsOnUnlessTheEnvironmentOrTheCodeTurnsItOff) {
+  {
+    ScopedEnv unset("SHARDJIT_HOPPER_PATH", "");
+    EXPECT_TRUE(resolve_config({}).hopper_path);
+  }
+  ScopedEnv env("SHARDJIT_HOPPER_PATH", "0");
+  EXPECT_FALSE(resolve_config({}).hopper_path);
+  RuntimeOptions options;
+  options.hopper_path = true;
+  EXPECT_TRUE(resolve_config(options).hopper_path);
+}
+
 TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
   {
     ScopedEnv env("SHARDJIT_PEER_BLOCKS", "many");
@@ -78,6 +90,10 @@ TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
   {
     ScopedEnv env("SHARDJIT_JIT", "perhaps");
     EXPECT_NE(error_of({}).find("SHARDJIT_JIT"), std::string::npos);
+  }
+  {
+    ScopedEnv env("SHARDJIT_HOPPER_PATH", "wgmma");
+    EXPECT_NE(error_of({}).find("SHARDJIT_HOPPER_PATH"), std::string::npos);
   }
   RuntimeOptions negative;
   negative.peer_blocks = -1;
