@@ -32,6 +32,8 @@ namespace shardjit {
   X(cuFuncSetAttribute)              \
   X(cuFuncGetAttribute)              \
   X(cuLaunchKernel)                  \
+  X(cuLaunchKernelEx)                \
+  X(cuTensorMapEncodeTiled)          \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemsetD8Async)                 \

@@ -3,19 +3,26 @@
 // kernel to place its buffers; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
-//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async or TMA
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
 //                                                    tile (see linear_logp_bwd_dz_logit_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
+//   ring barriers [2 * stages] mbarrier              the Hopper path's TMA ring (common/tma_ring.cuh)
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/tma_ring_layout.cuh"
 
 namespace shardjit {
 namespace kernels {
 
+// Threads that compute (and run the epilogue); the Hopper path adds its producer warp.
 constexpr int linear_logp_bwd_dz_threads = 256;
+
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) {
+  return linear_logp_bwd_dz_threads + (wgmma ? kTmaProducerThreads : 0);
+}
 
 // What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
 struct BwdRow {
@@ -53,9 +60,15 @@ linear_logp_bwd_dz_max_offset(int elem_bytes, int bm, int bn, int bk, int stages
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
+// The Hopper path's ring barriers, 8-byte aligned after the 16-byte tile maximum.
+SHARDJIT_HOST_DEVICE constexpr int
+linear_logp_bwd_dz_barrier_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
+}
+
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
+  return linear_logp_bwd_dz_barrier_offset(elem_bytes, bm, bn, bk, stages) + tma_ring_barrier_bytes(stages);
 }
 
 }  // namespace kernels
