@@ -13,7 +13,7 @@
 //   portable path: every thread issues cp.async copies and runs the mma.sync (or fp32) loop;
 //   Hopper path (WGMMA): clusters of two row tiles (y); a producer warp fills the ring by TMA,
 //   multicasting W (templates/common/tma_ring.cuh), and two warpgroups run wgmma.
-// The main loop hands each finished tile to the epilogue linear_logp_fwd_logit_cols(BM, BN)
+// The main loop hands each finished tile to the epilogue logit_chunk_cols(BM, BN, STAGES)
 // columns at a time through the shared-memory logit tile.
 #pragma once
 
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(WGMMA), 1)
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
-  constexpr int kCols = linear_logp_fwd_logit_cols(BM, BN);
+  constexpr int kCols = logit_chunk_cols(BM, BN, STAGES);
   constexpr int kChunks = BN / kCols;
   constexpr int kLd = linear_logp_fwd_logit_ld(kCols);
   constexpr bool kStridedCopy = BM * BN > 16384;
