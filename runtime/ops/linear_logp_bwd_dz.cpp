@@ -36,10 +36,7 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
   // The forward's Hopper tile with three stages: the dZ epilogue takes 64- or 128-column chunks,
   // and four stages leave room for 32 (219,200 bytes with 128).
-  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) {
-    hopper->stages = 3;
-    return *hopper;
-  }
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     // 128-byte K rows, three stages, the pipeline shortened and then the rows halved where the

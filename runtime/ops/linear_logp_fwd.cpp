@@ -18,9 +18,7 @@ unsigned smem_limit_for_arch(const std::string& arch) {
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path) {
   // wgmma exists on sm_90a alone (not on sm_90, nor on later parts' arch-specific targets).
   if (!hopper_path || arch != "sm_90a" || dtype == DType::kFP32) return std::nullopt;
-  // Four stages (219,712 bytes with 32-column logit chunks): the TMA ring refills a stage only
-  // once both blocks of the cluster released it, so it needs a deeper ring than cp.async did.
-  return FwdTile{128, 256, 64, 4, true};
+  return FwdTile{128, 256, 64, 3, true};
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {

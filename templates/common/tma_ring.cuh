@@ -23,8 +23,8 @@ namespace kernels {
 template <class T, int BM, int BN, int BK, int STAGES>
 struct TmaRing {
   static_assert(BK * sizeof(T) == 128, "stages are rows of 128 bytes (the 128-byte swizzle)");
-  static_assert(BN % kTmaClusterBlocks == 0 && BM == BN / kTmaClusterBlocks,
-                "each block's part of the W tile is one X-tile-sized TMA box");
+  static_assert(BN % kTmaClusterBlocks == 0 && BN / kTmaClusterBlocks <= 256 && BM <= 256,
+                "each block's part of the W tile, and the X tile, are one TMA box (at most 256 rows)");
   static constexpr unsigned int kXBytes = BM * BK * sizeof(T);
   static constexpr unsigned int kWPartBytes = BN / kTmaClusterBlocks * BK * sizeof(T);
   static constexpr unsigned int kStageBytes = kXBytes + kTmaClusterBlocks * kWPartBytes;
@@ -52,8 +52,14 @@ struct TmaRing {
     mbarrier_arrive_expect_tx(full(stage), kStageBytes);
     const unsigned int dst = ring + static_cast<unsigned int>(stage) * kStageBytes;
     tma_load_2d(dst, x_map, k0, x_row, full(stage));
-    tma_load_2d_multicast(dst + kXBytes + cta * kWPartBytes, w_map, k0, w_row + static_cast<int>(cta) * (BN / kTmaClusterBlocks),
-                          full(stage), static_cast<unsigned short>((1u << kTmaClusterBlocks) - 1));
+    const unsigned int w_dst = dst + kXBytes + cta * kWPartBytes;
+    const int w_part_row = w_row + static_cast<int>(cta) * (BN / kTmaClusterBlocks);
+    if constexpr (kTmaClusterBlocks == 1) {
+      tma_load_2d(w_dst, w_map, k0, w_part_row, full(stage));
+    } else {
+      tma_load_2d_multicast(w_dst, w_map, k0, w_part_row, full(stage),
+                            static_cast<unsigned short>((1u << kTmaClusterBlocks) - 1));
+    }
     advance();
   }
 

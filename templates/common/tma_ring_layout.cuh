@@ -9,7 +9,7 @@ namespace kernels {
 
 // Blocks of a cluster: consecutive row tiles that share every W tile, each block copying its
 // part of the tile from L2 once and multicasting it to both.
-constexpr int kTmaClusterBlocks = 2;
+constexpr int kTmaClusterBlocks = 1;
 
 // The producer warp that issues the copies, next to a kernel's compute warps.
 constexpr int kTmaProducerThreads = 32;
