@@ -32,8 +32,6 @@ namespace shardjit {
   X(cuFuncSetAttribute)              \
   X(cuFuncGetAttribute)              \
   X(cuLaunchKernel)                  \
-  X(cuLaunchKernelEx)                \
-  X(cuTensorMapEncodeTiled)          \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemsetD8Async)                 \

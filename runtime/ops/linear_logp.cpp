@@ -85,17 +85,7 @@ kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, k
   args.vocab_start = c.vocab_start;
   args.tiles_per_split = tiles_per_split;
   args.inv_temperature = 1.0f / c.temperature;
-  if (tile.wgmma) {
-    encode_logit_tensor_maps(logit_operands(call.in, call.n, call.hidden_stride, call.weight_stride), tile,
-                             args.x_map, args.w_map);
-  }
   return args;
-}
-
-LogitOperands LinearLogp::Impl::logit_operands(const LinearLogpInputs& in, std::int64_t n, std::int64_t hidden_stride,
-                                               std::int64_t weight_stride) const {
-  const LinearLogpConfig& c = layout.config;
-  return {c.dtype, c.hidden, in.hidden.data, n, hidden_stride, in.weight.data, layout.valid_local, weight_stride};
 }
 
 kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call,

@@ -171,10 +171,6 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.chunk_cols = static_cast<int>(chunk.cols);
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
-    if (dz_tile.wgmma) {
-      encode_logit_tensor_maps(op.logit_operands(in, n, call.hidden_stride, call.weight_stride), dz_tile, dz.x_map,
-                               dz.w_map);
-    }
     if (parts & kChunkDz) launch_linear_logp_bwd_dz(*bwd.dz, dz, dz_tile, bwd.dz_smem, stream);
 
     if (call.grad_bias && (parts & kChunkBias)) {

@@ -13,19 +13,19 @@ namespace {
 // "Backward tiles"). The dZ kernel runs the forward's main loop and takes its tile in the same
 // 128-column chunks, so the logit tile of a 128 x 256 tile is 68 KiB and three 48 KiB stages fit.
 constexpr FwdTile kDzTilesWide[] = {
-    {128, 256, 64, 3},  // 219,200 B: H100, H200, B200 (232,448)
-    {128, 256, 32, 3},  // 145,472 B: A100 (166,912)
-    {64, 256, 32, 3},   //  97,344 B: the 101,376-byte parts
-    {64, 128, 32, 2},   //  60,464 B
+    {128, 256, 64, 3},  // 219,152 B: H100, H200, B200 (232,448)
+    {128, 256, 32, 3},  // 145,424 B: A100 (166,912)
+    {64, 256, 32, 3},   //  97,296 B: the 101,376-byte parts
+    {64, 128, 32, 2},   //  60,432 B
 };
 
 // The former default (128-column tiles, 64 x 32 warp blocks), still valid specs: what its search
 // (128 x 128 x 64 x 3, then two stages, then BK = 32, then BM = 64 until one fits) picked.
 [[maybe_unused]] constexpr FwdTile kDzTilesNarrow[] = {
-    {128, 128, 64, 3},  // 170,048 B
-    {128, 128, 64, 2},  // 137,264 B
-    {128, 128, 32, 2},  // 104,496 B
-    {64, 128, 32, 2},   //  60,464 B
+    {128, 128, 64, 3},  // 170,000 B
+    {128, 128, 64, 2},  // 137,232 B
+    {128, 128, 32, 2},  // 104,464 B
+    {64, 128, 32, 2},   //  60,432 B
 };
 
 // The table default_bwd_dz_tile picks from (kDzTilesNarrow to go back to the former tiles).
@@ -34,8 +34,7 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // The forward's Hopper tile with three stages: the dZ epilogue takes 64- or 128-column chunks,
-  // and four stages leave room for 32 (219,200 bytes with 128).
+  // The forward's Hopper tile: its 219,152 bytes fit as the portable 128 x 256 x 64 tile's do.
   if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
@@ -82,13 +81,8 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
   shape.grid_y = static_cast<unsigned>((args.chunk_cols + tile.bn - 1) / tile.bn);
-  shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_block_threads(tile.wgmma));
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_threads);
   shape.smem_bytes = smem_bytes;
-  if (tile.wgmma) {
-    // Clusters of consecutive row tiles; a last block without rows completes an odd count.
-    shape.cluster_x = kernels::kTmaClusterBlocks;
-    shape.grid_x = (shape.grid_x + shape.cluster_x - 1) / shape.cluster_x * shape.cluster_x;
-  }
   launch(kernel, shape, args, stream);
 }
 

@@ -28,7 +28,7 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
     FwdTile tile;
     tile.bk = 32;  // 128-byte rows of fp32, as bf16's 64 elements are
     while (tile.stages > 2 && linear_logp_fwd_smem(dtype, tile) > limit) --tile.stages;
-    if (linear_logp_fwd_smem(dtype, tile) > limit) tile = FwdTile{64, 128, 32, 2};  // 85,280 B
+    if (linear_logp_fwd_smem(dtype, tile) > limit) tile = FwdTile{64, 128, 32, 2};  // 85,248 B
     return tile;
   }
   // 16-bit inputs, the first tile that fits (docs/perf-notes.md, "Portable forward main loop"):
@@ -36,10 +36,10 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
   // beats BK = 32 by 9 % there (half the barriers), so A100-class parts fall back to BK = 32
   // only because three 48 KiB stages do not fit in their 166,912 bytes.
   static constexpr FwdTile kTiles[] = {
-      {128, 256, 64, 3},  // 219,696 B: H100, H200, B200 (232,448)
-      {128, 256, 32, 3},  // 145,968 B: A100 (166,912)
-      {64, 256, 32, 3},   //  97,584 B: the 101,376-byte parts
-      {64, 128, 32, 2},   //  60,704 B
+      {128, 256, 64, 3},  // 219,648 B: H100, H200, B200 (232,448)
+      {128, 256, 32, 3},  // 145,920 B: A100 (166,912)
+      {64, 256, 32, 3},   //  97,536 B: the 101,376-byte parts
+      {64, 128, 32, 2},   //  60,672 B
   };
   for (const FwdTile& tile : kTiles) {
     if (linear_logp_fwd_smem(dtype, tile) <= limit) return tile;
@@ -118,13 +118,8 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(splits);
   shape.grid_y = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
-  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_threads);
   shape.smem_bytes = smem_bytes;
-  if (tile.wgmma) {
-    // Clusters of consecutive row tiles; a last block without rows completes an odd count.
-    shape.cluster_y = kernels::kTmaClusterBlocks;
-    shape.grid_y = (shape.grid_y + shape.cluster_y - 1) / shape.cluster_y * shape.cluster_y;
-  }
   launch(kernel, shape, args, stream);
 }
 

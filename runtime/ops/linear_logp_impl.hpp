@@ -14,7 +14,6 @@
 #include "runtime/ops/linear_logp_bwd_state.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
-#include "runtime/ops/logit_tensor_maps.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/linear_logp.hpp"
 
@@ -42,9 +41,6 @@ struct LinearLogp::Impl {
   // The arguments of the two forward kernels for `call`, reading / writing `partials`.
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
                                       int tiles_per_split) const;
-  // X (n rows) and W of a checked call as the logit kernels read them (the Hopper path's TMA maps).
-  LogitOperands logit_operands(const LinearLogpInputs& in, std::int64_t n, std::int64_t hidden_stride,
-                               std::int64_t weight_stride) const;
   kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials) const;
   // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources); its peer
   // variant (TP ops of up to kMaxPeers ranks).

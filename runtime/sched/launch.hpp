@@ -15,18 +15,13 @@ struct LaunchShape {
   unsigned grid_z = 1;
   unsigned block_x = 1;
   unsigned smem_bytes = 0;
-  // Blocks of a thread-block cluster (sm_90 and later); the grid is a whole number of clusters.
-  unsigned cluster_x = 1;
-  unsigned cluster_y = 1;
 };
-
-// Launches kernel(args) with the shape, as a cluster launch when the shape has clusters.
-void launch_params(const LoadedKernel& kernel, const LaunchShape& shape, void** params, CUstream stream);
 
 template <class Args>
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, const Args& args, CUstream stream) {
   void* params[] = {const_cast<Args*>(&args)};
-  launch_params(kernel, shape, params, stream);
+  SHARDJIT_CU(cuLaunchKernel(kernel.function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x, 1, 1,
+                             shape.smem_bytes, stream, params, nullptr));
 }
 
 // Raises the kernel's dynamic shared-memory limit (needed past 48 KiB); done once, at op build.

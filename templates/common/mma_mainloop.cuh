@@ -53,6 +53,8 @@ struct MmaTileMainloop {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the mma main loop takes bf16 or fp16");
   static constexpr int kThreads = 256;
+  // ldmatrix reads the copies through the generic proxy: the slice's barrier is enough.
+  static constexpr bool kAsyncProxyReads = false;
   static constexpr int kWarpsM = BM >= 256 ? 4 : 2;
   static constexpr int kWarpsN = kThreads / 32 / kWarpsM;
   static constexpr int kWarpM = BM / kWarpsM;

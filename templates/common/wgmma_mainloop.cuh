@@ -1,17 +1,19 @@
 // Tensor-core main loop of the Hopper path (wgmma, sm_90a) for GEMM-shaped kernels whose operands
-// are both K contiguous (X and W of the forward and of the dZ kernel). It reads the stages of the
-// TMA ring (templates/common/tma_ring.cuh) and hands the tile to the same epilogues as
-// MmaTileMainloop (templates/common/mma_mainloop.cuh), through store_columns.
+// are both K contiguous (X and W of the forward and of the dZ kernel): a drop-in for
+// MmaTileMainloop<T, 128, 256, 64, kKContiguous, kKContiguous> (templates/common/mma_mainloop.cuh)
+// on the same cp.async pipeline, the same swizzled shared-memory tiles and the same hand-off
+// (store_columns) to the epilogues.
 //
-// The block's two compute warpgroups each own 64 rows of the 128 x 256 tile and issue, per
-// 64-wide K slice, four wgmma m64n256k16 that read A and B straight from shared memory (no
-// ldmatrix, no fragments in registers): 128 fp32 accumulators a thread, as the mma.sync loop's
-// 64 x 64 warp blocks. The stages' 128-byte rows with chunk c of row r at slot c ^ (r % 8) are
-// the 128-byte swizzle that TMA writes and wgmma reads; each stage starts on a 1024-byte
-// boundary (checked once per block, see wgmma_check_alignment).
+// The block's two warpgroups each own 64 rows of the 128 x 256 tile and issue, per 64-wide K
+// slice, four wgmma m64n256k16 that read A and B straight from shared memory (no ldmatrix, no
+// fragments in registers): 128 fp32 accumulators a thread, as the mma.sync loop's 64 x 64 warp
+// blocks. The tiles' 128-byte rows with chunk c of row r at slot c ^ (r % 8) are exactly the
+// 128-byte swizzle wgmma reads, so the copier is shared; the stage must start on a 1024-byte
+// boundary (checked once per block by the kernels, see wgmma_check_alignment).
 //
-// issue() only starts a slice; wait<N>() lets N committed slices stay in flight, so the kernel
-// can release a stage while the next slice runs.
+// The wgmma of a slice are waited for before compute returns: the next slice's barrier then
+// frees the slot for the refill, as in the mma.sync loop. Between issue and wait the pipeline's
+// next copies are issued (`between`), so they overlap the tensor cores' work.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -30,7 +32,9 @@ struct WgmmaTileMainloop {
                 "the wgmma main loop takes bf16 or fp16");
   static_assert(BM == 128 && BN == 256 && BK == 64,
                 "the wgmma main loop runs 128 x 256 tiles of 64-wide K slices (128-byte rows)");
-  static constexpr int kThreads = 256;  // the compute warpgroups
+  static constexpr int kThreads = 256;
+  // The kernel fences its cp.async copies into the async proxy before each slice's barrier.
+  static constexpr bool kAsyncProxyReads = true;
   static constexpr int kWarpGroupRows = 64;
   static constexpr int kAccumulators = BN / 2;  // 64 x BN per warpgroup of 128 threads
 
@@ -41,9 +45,10 @@ struct WgmmaTileMainloop {
     for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
   }
 
-  // Starts the wgmma of one BK slice: a_stage is the stage's A tile [BM][BK], b_stage its B
-  // tile [BN][BK]; they run while the thread goes on, and count as one committed group.
-  __device__ __forceinline__ void issue(const T* a_stage, const T* b_stage, int warp) {
+  // Accumulates one BK slice: a_stage is the stage's A tile [BM][BK], b_stage its B tile [BN][BK].
+  template <class Between>
+  __device__ __forceinline__ void compute(const T* a_stage, const T* b_stage, int warp, int /*lane*/,
+                                          Between&& between) {
     constexpr int kRowBytes = BK * static_cast<int>(sizeof(T));
     const int group = warp / 4;
     const unsigned long long a_desc =
@@ -58,13 +63,8 @@ struct WgmmaTileMainloop {
       wgmma_m64n256k16<T>(acc, a_desc + step, b_desc + step, 1);
     }
     wgmma_commit_group();
-  }
-
-  // Waits until at most IN_FLIGHT issued slices are still running; with 0 the accumulators are
-  // final and may be read.
-  template <int IN_FLIGHT>
-  __device__ __forceinline__ void wait() {
-    wgmma_wait_group<IN_FLIGHT>();
+    between();
+    wgmma_wait_group<0>();
     fence_accumulators();
   }
 

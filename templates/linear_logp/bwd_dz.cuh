@@ -8,7 +8,7 @@
 // Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)).
 // Block: linear_logp_bwd_dz_threads, dynamic shared memory
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES). The main loop hands the finished
-// tile to the epilogue logit_chunk_cols(BM, BN, STAGES) columns at a time.
+// tile to the epilogue linear_logp_bwd_dz_logit_cols(BM, BN) columns at a time.
 //
 // FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
 // and marked 0 in tile_mask, so that the GEMMs skip it.
@@ -16,8 +16,6 @@
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
-#include "common/ptx_memory.cuh"
-#include "common/tma_ring.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
@@ -30,8 +28,8 @@ namespace kernels {
 
 template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int V_VALID, int BM,
           int BN, int BK, int STAGES, bool WGMMA, bool FILTER>
-__global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
-    linear_logp_bwd_dz(const __grid_constant__ LinearLogpBwdDzArgs args) {
+__global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
+    linear_logp_bwd_dz(const LinearLogpBwdDzArgs args) {
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
   static_assert(is_same_type<DZ, T>::value || is_same_type<DZ, float>::value,
                 "dZ is kept in the input type or in fp32");
@@ -39,7 +37,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
   constexpr int kThreads = linear_logp_bwd_dz_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
-  constexpr int kCols = logit_chunk_cols(BM, BN, STAGES);
+  constexpr int kCols = linear_logp_bwd_dz_logit_cols(BM, BN);
   constexpr int kChunks = BN / kCols;
   constexpr int kLd = linear_logp_bwd_dz_logit_ld(kCols);
   constexpr int kStageElems = (BM + BN) * BK;
@@ -64,13 +62,12 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
   const int lane = tid % 32;
   const long long row0 = static_cast<long long>(blockIdx.x) * BM;
   const long long rows_left = args.n_rows - row0;
-  // A block past the last row tile (the Hopper path's even grid) has no rows.
-  const int rows = rows_left < BM ? (rows_left > 0 ? static_cast<int>(rows_left) : 0) : BM;
+  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
   const int c0 = static_cast<int>(blockIdx.y) * BN;  // chunk column of the tile's column 0
   const int n0 = args.chunk_begin + c0;               // shard column of the same
   DZ* const out = static_cast<DZ*>(args.dz) + row0 * args.dz_stride + c0;
   unsigned char* const mask =
-      FILTER && rows > 0 ? args.tile_mask + static_cast<long long>(blockIdx.x) * gridDim.y + blockIdx.y : nullptr;
+      FILTER ? args.tile_mask + static_cast<long long>(blockIdx.x) * gridDim.y + blockIdx.y : nullptr;
 
   // A tile wholly in the padding (or past the shard) has no logits to compute.
   if (n0 >= V_VALID) {
@@ -78,121 +75,68 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
     for (int chunk = 0; chunk < kChunks; ++chunk) {
       epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
     }
-    if (mask != nullptr && tid == 0) *mask = 0;
+    if (FILTER && tid == 0) *mask = 0;
     return;
   }
 
-  // The barrier of the threads that compute: the whole block, or on the Hopper path all but the
-  // producer warp.
-  auto sync = [] {
-    if constexpr (WGMMA) {
-      bar_sync(1, kThreads);
-    } else {
-      __syncthreads();
+  epilogue.init(args, row0, tid);  // published by the first K-loop barrier
+  if constexpr (WGMMA) wgmma_check_alignment(ring);
+
+  XCopy x_copy;
+  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
+  WCopy w_copy;
+  w_copy.set_rows(static_cast<const T*>(args.weight), args.weight_stride, n0, V_VALID, tid);
+  int load_slice = 0;
+  int load_slot = 0;
+  // Always commits, even past the last slice, so that the group count stays in step with the
+  // consumer's cp_async_wait_group.
+  auto load_next = [&]() {
+    if (load_slice < kKSlices) {
+      const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
+      x_copy.issue(slot, load_slice * BK);
+      w_copy.issue(slot + BM * BK * kElem, load_slice * BK);
+      ++load_slice;
+      load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
     }
+    cp_async_commit_group();
   };
-  // Hands the finished tile to the epilogue chunk by chunk, then filters it.
-  auto finish_tile = [&](const Mainloop& mainloop) {
 #pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      // The logit tile does not overlap the ring, so chunk 0 may be written while other warps
-      // still read their last slice; a later chunk waits for the epilogue to finish the one before.
-      if (chunk > 0) sync();
-      mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
-      sync();
-      epilogue.consume(logits, kLd, n0 + chunk * kCols, c0 + chunk * kCols, rows, args, out + chunk * kCols, warp,
-                       lane);
-    }
-    if constexpr (FILTER) {
-      sync();
-      const float s = args.scale != nullptr ? *args.scale : 1.0f;
-      // Compared as bits: the threshold is non-negative, and a NaN keeps its tile.
-      const bool keep = *epilogue.tile_max >= __float_as_uint(args.filter_threshold * s);
-      if (!keep) {
-#pragma unroll
-        for (int chunk = 0; chunk < kChunks; ++chunk) {
-          epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
-        }
-      }
-      if (mask != nullptr && tid == 0) *mask = keep ? 1 : 0;
-    }
-  };
+  for (int s = 0; s < STAGES - 1; ++s) load_next();
 
   Mainloop mainloop;
   mainloop.clear();
-  if constexpr (WGMMA) {
-    // Hopper path (clusters of two row tiles, x): warps 0-7 compute, warp 8 produces.
-    TmaRing<T, BM, BN, BK, STAGES> pipeline(
-        smem_addr(ring), smem_addr(smem + linear_logp_bwd_dz_barrier_offset(kElem, BM, BN, BK, STAGES)));
-    wgmma_check_alignment(ring);
-    if (tid == 0) pipeline.init();
-    cluster_sync();
-    if (warp == kThreads / 32) {
-      if (lane == 0) {
-        const unsigned int cta = cluster_cta_rank();
-        for (int slice = 0; slice < kKSlices; ++slice) {
-          pipeline.produce(&args.x_map, &args.w_map, slice * BK, static_cast<int>(row0), n0, cta);
-        }
-      }
-      __syncwarp();
-    } else {
-      epilogue.init(args, row0, tid);  // published by the first sync of finish_tile
-      // One thread of each warpgroup tells the cluster when a stage is free.
-      const bool signals = tid % 128 == 0;
-      int previous = -1;
+  int read_slot = 0;
 #pragma unroll 1
-      for (int slice = 0; slice < kKSlices; ++slice) {
-        const int stage = pipeline.wait_full();
-        const T* const slot = ring + stage * kStageElems;
-        mainloop.issue(slot, slot + BM * BK, warp);
-        // The slice before is done once at most this one is in flight: its stage is free.
-        if (previous >= 0) {
-          mainloop.template wait<1>();
-          pipeline.release(previous, signals);
-        }
-        previous = stage;
-      }
-      mainloop.template wait<0>();
-      pipeline.release(previous, signals);
-      finish_tile(mainloop);
-    }
-    // No block leaves while its cluster peer may still multicast into it or arrive on its barriers.
-    cluster_sync();
-  } else {
-    epilogue.init(args, row0, tid);  // published by the first K-loop barrier
-
-    XCopy x_copy;
-    x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
-    WCopy w_copy;
-    w_copy.set_rows(static_cast<const T*>(args.weight), args.weight_stride, n0, V_VALID, tid);
-    int load_slice = 0;
-    int load_slot = 0;
-    // Always commits, even past the last slice, so that the group count stays in step with the
-    // consumer's cp_async_wait_group.
-    auto load_next = [&]() {
-      if (load_slice < kKSlices) {
-        const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
-        x_copy.issue(slot, load_slice * BK);
-        w_copy.issue(slot + BM * BK * kElem, load_slice * BK);
-        ++load_slice;
-        load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
-      }
-      cp_async_commit_group();
-    };
+  for (int slice = 0; slice < kKSlices; ++slice) {
+    wait_for_slice<Mainloop, STAGES - 2>();
+    const T* const slot = ring + read_slot * kStageElems;
+    mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+  }
+  cp_async_wait_group<0>();
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) load_next();
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    // The logit tile does not overlap the ring, so chunk 0 may be written while other warps
+    // still read their last slice; a later chunk waits for the epilogue to finish the one before.
+    if (chunk > 0) __syncthreads();
+    mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
+    __syncthreads();
+    epilogue.consume(logits, kLd, n0 + chunk * kCols, c0 + chunk * kCols, rows, args, out + chunk * kCols, warp,
+                     lane);
+  }
 
-    int read_slot = 0;
-#pragma unroll 1
-    for (int slice = 0; slice < kKSlices; ++slice) {
-      cp_async_wait_group<STAGES - 2>();
-      __syncthreads();
-      const T* const slot = ring + read_slot * kStageElems;
-      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
-      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+  if constexpr (FILTER) {
+    __syncthreads();
+    const float s = args.scale != nullptr ? *args.scale : 1.0f;
+    // Compared as bits: the threshold is non-negative, and a NaN keeps its tile.
+    const bool keep = *epilogue.tile_max >= __float_as_uint(args.filter_threshold * s);
+    if (!keep) {
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
+      }
     }
-    cp_async_wait_group<0>();
-    finish_tile(mainloop);
+    if (tid == 0) *mask = keep ? 1 : 0;
   }
 }
 

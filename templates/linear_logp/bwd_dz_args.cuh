@@ -2,8 +2,6 @@
 // host and the kernel, so only built-in types appear here.
 #pragma once
 
-#include "common/tma_descriptor.cuh"
-
 namespace shardjit {
 namespace kernels {
 
@@ -29,9 +27,6 @@ struct LinearLogpBwdDzArgs {
   int chunk_cols;            // columns of the chunk; dZ columns up to the next multiple of 8 are written
   float inv_temperature;
   float filter_threshold;    // FILTER: tiles whose |dZ| are all below it are written as zeros
-  // Hopper path only (WGMMA): TMA maps of X [n_rows][H] and W [V_VALID][H], as the forward's.
-  TmaDescriptor x_map;
-  TmaDescriptor w_map;
 };
 
 }  // namespace kernels

@@ -3,27 +3,19 @@
 // kernel to place its buffers; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
-//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async or TMA
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
-//                                                    tile (see logit_chunk_cols)
+//                                                    tile (see linear_logp_bwd_dz_logit_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
-//   ring barriers [2 * stages] mbarrier              the Hopper path's TMA ring (common/tma_ring.cuh)
 #pragma once
 
 #include "common/host_device.cuh"
-#include "common/tma_ring_layout.cuh"
-#include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-// Threads that compute (and run the epilogue); the Hopper path adds its producer warp.
 constexpr int linear_logp_bwd_dz_threads = 256;
-
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) {
-  return linear_logp_bwd_dz_threads + (wgmma ? kTmaProducerThreads : 0);
-}
 
 // What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
 struct BwdRow {
@@ -33,6 +25,13 @@ struct BwdRow {
   int target;    // shard column of the target, -1 when elsewhere, -2 for a row without gradient
 };
 
+// Columns of the tile that the main loop hands to the epilogue at a time, as the forward does
+// (linear_logp_fwd_logit_cols): the whole tile up to 128 columns and 16384 floats, else a chunk of
+// that many. A 128 x 256 tile thus goes in two 128-column chunks through a 68 KiB logit tile.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_cols(int bm, int bn) {
+  const int cols = bn < 128 ? bn : 128;
+  return bm * cols <= 16384 ? cols : 16384 / bm;
+}
 
 // Eight floats of padding shift consecutive rows by 8 banks (conflict-free accumulator stores).
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_ld(int cols) { return cols + 8; }
@@ -45,7 +44,7 @@ linear_logp_bwd_dz_logit_offset(int elem_bytes, int bm, int bn, int bk, int stag
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_rows_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
   return linear_logp_bwd_dz_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_bwd_dz_logit_ld(logit_chunk_cols(bm, bn, stages)) * 4;
+         bm * linear_logp_bwd_dz_logit_ld(linear_logp_bwd_dz_logit_cols(bm, bn)) * 4;
 }
 
 SHARDJIT_HOST_DEVICE constexpr int
@@ -54,15 +53,9 @@ linear_logp_bwd_dz_max_offset(int elem_bytes, int bm, int bn, int bk, int stages
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
-// The Hopper path's ring barriers, 8-byte aligned after the 16-byte tile maximum.
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_bwd_dz_barrier_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
-}
-
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_barrier_offset(elem_bytes, bm, bn, bk, stages) + tma_ring_barrier_bytes(stages);
+  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
 }
 
 }  // namespace kernels

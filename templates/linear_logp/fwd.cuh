@@ -2,25 +2,19 @@
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: x = vocabulary splits, y = row tiles (ceil(n_rows / BM), made even on the Hopper path);
-// split x walks tiles [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN)))
-// and writes partials[x * n_rows + row], even when its range is empty. Block:
-// linear_logp_fwd_block_threads(WGMMA), dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T),
-// BM, BN, BK, STAGES).
+// Grid: x = vocabulary splits, y = row tiles (ceil(n_rows / BM)); split x walks tiles
+// [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
+// partials[x * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
+// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES).
 //
-// The K slices of all the split's tiles form one stream through a STAGES-deep ring, so the first
-// slices of the next tile are already in flight while the epilogue runs:
-//   portable path: every thread issues cp.async copies and runs the mma.sync (or fp32) loop;
-//   Hopper path (WGMMA): clusters of two row tiles (y); a producer warp fills the ring by TMA,
-//   multicasting W (templates/common/tma_ring.cuh), and two warpgroups run wgmma.
-// The main loop hands each finished tile to the epilogue logit_chunk_cols(BM, BN, STAGES)
-// columns at a time through the shared-memory logit tile.
+// The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
+// the first slices of the next tile are already in flight while the epilogue runs. The main
+// loop hands each finished tile to the epilogue linear_logp_fwd_logit_cols(BM, BN) columns at a
+// time through the shared-memory logit tile.
 #pragma once
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
-#include "common/ptx_memory.cuh"
-#include "common/tma_ring.cuh"
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
@@ -48,15 +42,15 @@ struct LinearLogpFwdCopy<T, ROWS, BK, KDIM, THREADS, true> {
 
 template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
           int BK, int STAGES, bool WGMMA, bool ENTROPY>
-__global__ void __launch_bounds__(linear_logp_fwd_block_threads(WGMMA), 1)
-    linear_logp_fwd(const __grid_constant__ LinearLogpFwdArgs args) {
+__global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
+    linear_logp_fwd(const LinearLogpFwdArgs args) {
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
 
   constexpr int kThreads = linear_logp_fwd_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
-  constexpr int kCols = logit_chunk_cols(BM, BN, STAGES);
+  constexpr int kCols = linear_logp_fwd_logit_cols(BM, BN);
   constexpr int kChunks = BN / kCols;
   constexpr int kLd = linear_logp_fwd_logit_ld(kCols);
   constexpr bool kStridedCopy = BM * BN > 16384;
@@ -75,147 +69,84 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(WGMMA), 1)
       reinterpret_cast<int*>(linear_logp_fwd_smem +
                              linear_logp_fwd_target_offset(kElem, BM, BN, BK, STAGES))};
   constexpr int kStageElems = (BM + BN) * BK;
+  if constexpr (WGMMA) wgmma_check_alignment(ring);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const long long row0 = static_cast<long long>(blockIdx.y) * BM;
   const long long rows_left = args.n_rows - row0;
-  // A block past the last row tile (the Hopper path's even grid) has no rows.
-  const int rows = rows_left < BM ? (rows_left > 0 ? static_cast<int>(rows_left) : 0) : BM;
+  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
   const long long first = static_cast<long long>(blockIdx.x) * args.tiles_per_split;
   const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
   const long long last = first + args.tiles_per_split;
   const int tile_end = last < kVocabTiles ? static_cast<int>(last) : kVocabTiles;
 
-  // The barrier of the threads that compute: the whole block, or on the Hopper path all but the
-  // producer warp.
-  auto sync = [] {
-    if constexpr (WGMMA) {
-      bar_sync(1, kThreads);
-    } else {
-      __syncthreads();
+  // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
+  // barrier before the store.
+  epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
+
+  const T* const w = static_cast<const T*>(args.weight);
+  XCopy x_copy;
+  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
+  WCopy w_copy;
+  // Producer position in the (tile, K slice) stream, and the ring slot it fills next.
+  int load_tile = tile_begin;
+  int load_slice = 0;
+  int load_slot = 0;
+  // Always commits, even past the end of the stream, so that the group count stays in step
+  // with the consumer's cp_async_wait_group.
+  auto load_next = [&]() {
+    if (load_tile < tile_end) {
+      if (load_slice == 0) {
+        w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID,
+                        tid);
+      }
+      const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
+      const int k0 = load_slice * BK;
+      x_copy.issue(slot, k0);
+      w_copy.issue(slot + BM * BK * kElem, k0);
+      if (++load_slice == kKSlices) {
+        load_slice = 0;
+        ++load_tile;
+      }
+      load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
     }
+    cp_async_commit_group();
   };
-  // Hands a finished tile to the epilogue chunk by chunk. The caller made sure the epilogue is
-  // done with the logit tile before chunk 0.
-  auto consume_tile = [&](const Mainloop& mainloop, int tile) {
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_next();
+
+  Mainloop mainloop;
+  int read_slot = 0;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    mainloop.clear();
+#pragma unroll 1
+    for (int slice = 0; slice < kKSlices; ++slice) {
+      // Makes every thread's copies of this slot visible, and frees the slot read in the previous
+      // step for the refill that compute starts.
+      wait_for_slice<Mainloop, STAGES - 2>();
+      const T* const slot = ring + read_slot * kStageElems;
+      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    }
 #pragma unroll
     for (int chunk = 0; chunk < kChunks; ++chunk) {
-      if (chunk > 0) sync();
+      // The epilogue finished reading the logit tile before the last barrier: for chunk 0 the
+      // K loop's, for the others the one below; so it can be overwritten.
       mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
-      sync();
-      epilogue.consume(logits, kLd, tile * BN + chunk * kCols, rows, args.bias, args.inv_temperature, warp, lane);
+      __syncthreads();
+      epilogue.consume(logits, kLd, tile * BN + chunk * kCols, rows, args.bias,
+                       args.inv_temperature, warp, lane);
+      if (chunk + 1 < kChunks) __syncthreads();
     }
-  };
-  RowPartial* const partials = args.partials + static_cast<long long>(blockIdx.x) * args.n_rows;
-
-  if constexpr (WGMMA) {
-    // Hopper path: warps 0-7 compute, warp 8 produces.
-    TmaRing<T, BM, BN, BK, STAGES> pipeline(
-        smem_addr(ring), smem_addr(linear_logp_fwd_smem + linear_logp_fwd_barrier_offset(kElem, BM, BN, BK, STAGES)));
-    wgmma_check_alignment(ring);
-    if (tid == 0) pipeline.init();
-    cluster_sync();
-    if (warp == kThreads / 32) {
-      if (lane == 0) {
-        const unsigned int cta = cluster_cta_rank();
-        for (int tile = tile_begin; tile < tile_end; ++tile) {
-          for (int slice = 0; slice < kKSlices; ++slice) {
-            pipeline.produce(&args.x_map, &args.w_map, slice * BK, static_cast<int>(row0), tile * BN, cta);
-          }
-        }
-      }
-      __syncwarp();
-    } else {
-      epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);  // published by sync()
-      // One thread of each warpgroup tells the cluster when a stage is free.
-      const bool signals = tid % 128 == 0;
-      Mainloop mainloop;
-      for (int tile = tile_begin; tile < tile_end; ++tile) {
-        mainloop.clear();
-        int previous = -1;
-#pragma unroll 1
-        for (int slice = 0; slice < kKSlices; ++slice) {
-          const int stage = pipeline.wait_full();
-          const T* const slot = ring + stage * kStageElems;
-          mainloop.issue(slot, slot + BM * BK, warp);
-          // The slice before is done once at most this one is in flight: its stage is free.
-          if (previous >= 0) {
-            mainloop.template wait<1>();
-            pipeline.release(previous, signals);
-          }
-          previous = stage;
-        }
-        mainloop.template wait<0>();
-        pipeline.release(previous, signals);
-        sync();  // every warp is done with the previous tile's logit tile
-        consume_tile(mainloop, tile);
-      }
-      sync();
-      epilogue.store(partials, row0, args.n_rows, tid);
-    }
-    // No block leaves while its cluster peer may still multicast into it or arrive on its barriers.
-    cluster_sync();
-  } else {
-    // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
-    // barrier before the store.
-    epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
-
-    const T* const w = static_cast<const T*>(args.weight);
-    XCopy x_copy;
-    x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
-    WCopy w_copy;
-    // Producer position in the (tile, K slice) stream, and the ring slot it fills next.
-    int load_tile = tile_begin;
-    int load_slice = 0;
-    int load_slot = 0;
-    // Always commits, even past the end of the stream, so that the group count stays in step
-    // with the consumer's cp_async_wait_group.
-    auto load_next = [&]() {
-      if (load_tile < tile_end) {
-        if (load_slice == 0) {
-          w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID,
-                          tid);
-        }
-        const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
-        const int k0 = load_slice * BK;
-        x_copy.issue(slot, k0);
-        w_copy.issue(slot + BM * BK * kElem, k0);
-        if (++load_slice == kKSlices) {
-          load_slice = 0;
-          ++load_tile;
-        }
-        load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
-      }
-      cp_async_commit_group();
-    };
-
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) load_next();
-
-    Mainloop mainloop;
-    int read_slot = 0;
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-      mainloop.clear();
-#pragma unroll 1
-      for (int slice = 0; slice < kKSlices; ++slice) {
-        cp_async_wait_group<STAGES - 2>();
-        // Makes every thread's copies of this slot visible, and frees the slot read in the previous
-        // step for the refill that compute starts.
-        __syncthreads();
-        const T* const slot = ring + read_slot * kStageElems;
-        mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
-        read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-      }
-      // The K loop's last barrier came after the epilogue's reads of the previous tile.
-      consume_tile(mainloop, tile);
-    }
-    cp_async_wait_group<0>();
-
-    __syncthreads();
-    epilogue.store(partials, row0, args.n_rows, tid);
   }
+  cp_async_wait_group<0>();
+
+  __syncthreads();
+  epilogue.store(args.partials + static_cast<long long>(blockIdx.x) * args.n_rows, row0,
+                 args.n_rows, tid);
 }
 
 }  // namespace kernels

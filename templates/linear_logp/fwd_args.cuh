@@ -2,7 +2,6 @@
 // host and the kernel, so only built-in types appear here.
 #pragma once
 
-#include "common/tma_descriptor.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -22,10 +21,6 @@ struct LinearLogpFwdArgs {
   long long vocab_start;    // global id of W's row 0
   int tiles_per_split;      // BN-wide vocabulary tiles walked by one split
   float inv_temperature;
-  // Hopper path only (WGMMA): TMA maps of X [n_rows][H] and W [V_VALID][H], boxes of BK columns
-  // by 128 rows, 128-byte swizzle (runtime/ops/logit_tensor_maps.hpp).
-  TmaDescriptor x_map;
-  TmaDescriptor w_map;
 };
 
 }  // namespace kernels

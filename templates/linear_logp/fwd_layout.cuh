@@ -3,28 +3,28 @@
 // both agree by construction; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
-//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async or TMA
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
 //   logit tile [bm][cols + pad]                      fp32 accumulators of `cols` columns of one
-//                                                    vocabulary tile (see logit_chunk_cols)
+//                                                    vocabulary tile (see linear_logp_fwd_logit_cols)
 //   running statistics [bm] RowPartial               per row of the row tile
 //   target columns [bm] int                          the row's target in shard columns, or -1
-//   ring barriers [2 * stages] mbarrier              the Hopper path's TMA ring (common/tma_ring.cuh)
 #pragma once
 
 #include "common/host_device.cuh"
-#include "common/tma_ring_layout.cuh"
-#include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-// Threads that compute (and run the epilogue); the Hopper path adds its producer warp.
 constexpr int linear_logp_fwd_threads = 256;
 
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_block_threads(bool wgmma) {
-  return linear_logp_fwd_threads + (wgmma ? kTmaProducerThreads : 0);
+// Columns of a vocabulary tile that the main loop hands to the epilogue at a time: the whole
+// tile up to 128 columns and 16384 floats, else a chunk of that many. A 128 x 256 tile thus goes
+// in two 128-column chunks through a 68 KiB logit tile instead of one of 132 KiB, which leaves
+// the shared memory for the pipeline.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_logit_cols(int bm, int bn) {
+  const int cols = bn < 128 ? bn : 128;
+  return bm * cols <= 16384 ? cols : 16384 / bm;
 }
-
 
 // Eight floats of padding shift consecutive logit rows by 8 banks, so the mma accumulator
 // stores (8 rows x 8 columns per half warp, 2 floats each) hit 32 different banks.
@@ -43,7 +43,7 @@ linear_logp_fwd_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages)
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_fwd_stats_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
   return linear_logp_fwd_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_fwd_logit_ld(logit_chunk_cols(bm, bn, stages)) * 4;
+         bm * linear_logp_fwd_logit_ld(linear_logp_fwd_logit_cols(bm, bn)) * 4;
 }
 
 // RowPartial is four floats.
@@ -52,16 +52,10 @@ linear_logp_fwd_target_offset(int elem_bytes, int bm, int bn, int bk, int stages
   return linear_logp_fwd_stats_offset(elem_bytes, bm, bn, bk, stages) + bm * 16;
 }
 
-// 8-byte aligned: the target columns are bm ints, bm a multiple of 64.
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_barrier_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_target_offset(elem_bytes, bm, bn, bk, stages) + bm * 4;
-}
-
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_barrier_offset(elem_bytes, bm, bn, bk, stages) + tma_ring_barrier_bytes(stages);
+  return linear_logp_fwd_target_offset(elem_bytes, bm, bn, bk, stages) + bm * 4;
 }
 
 }  // namespace kernels
