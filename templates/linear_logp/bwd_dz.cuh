@@ -8,7 +8,7 @@
 // Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)).
 // Block: linear_logp_bwd_dz_threads, dynamic shared memory
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES). The main loop hands the finished
-// tile to the epilogue linear_logp_bwd_dz_logit_cols(BM, BN) columns at a time.
+// tile to the epilogue logit_chunk_cols(BM, BN) columns at a time.
 //
 // FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
 // and marked 0 in tile_mask, so that the GEMMs skip it.
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   constexpr int kThreads = linear_logp_bwd_dz_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
-  constexpr int kCols = linear_logp_bwd_dz_logit_cols(BM, BN);
+  constexpr int kCols = logit_chunk_cols(BM, BN);
   constexpr int kChunks = BN / kCols;
   constexpr int kLd = linear_logp_bwd_dz_logit_ld(kCols);
   constexpr int kStageElems = (BM + BN) * BK;

@@ -5,12 +5,13 @@
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
 //   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
-//                                                    tile (see linear_logp_bwd_dz_logit_cols)
+//                                                    tile (see logit_chunk_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
 #pragma once
 
 #include "common/host_device.cuh"
+#include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -25,15 +26,6 @@ struct BwdRow {
   int target;    // shard column of the target, -1 when elsewhere, -2 for a row without gradient
 };
 
-// Columns of the tile that the main loop hands to the epilogue at a time, as the forward does
-// (linear_logp_fwd_logit_cols): the whole tile up to 128 columns and 16384 floats, else a chunk of
-// that many. A 128 x 256 tile thus goes in two 128-column chunks through a 68 KiB logit tile.
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_cols(int bm, int bn) {
-  const int cols = bn < 128 ? bn : 128;
-  return bm * cols <= 16384 ? cols : 16384 / bm;
-}
-
-// Eight floats of padding shift consecutive rows by 8 banks (conflict-free accumulator stores).
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_ld(int cols) { return cols + 8; }
 
 SHARDJIT_HOST_DEVICE constexpr int
@@ -44,7 +36,7 @@ linear_logp_bwd_dz_logit_offset(int elem_bytes, int bm, int bn, int bk, int stag
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_rows_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
   return linear_logp_bwd_dz_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_bwd_dz_logit_ld(linear_logp_bwd_dz_logit_cols(bm, bn)) * 4;
+         bm * linear_logp_bwd_dz_logit_ld(logit_chunk_cols(bm, bn)) * 4;
 }
 
 SHARDJIT_HOST_DEVICE constexpr int

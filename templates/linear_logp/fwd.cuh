@@ -9,7 +9,7 @@
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
 // the first slices of the next tile are already in flight while the epilogue runs. The main
-// loop hands each finished tile to the epilogue linear_logp_fwd_logit_cols(BM, BN) columns at a
+// loop hands each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a
 // time through the shared-memory logit tile.
 #pragma once
 
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
-  constexpr int kCols = linear_logp_fwd_logit_cols(BM, BN);
+  constexpr int kCols = logit_chunk_cols(BM, BN);
   constexpr int kChunks = BN / kCols;
   constexpr int kLd = linear_logp_fwd_logit_ld(kCols);
   constexpr bool kStridedCopy = BM * BN > 16384;

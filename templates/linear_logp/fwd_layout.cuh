@@ -5,26 +5,19 @@
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
 //   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
 //   logit tile [bm][cols + pad]                      fp32 accumulators of `cols` columns of one
-//                                                    vocabulary tile (see linear_logp_fwd_logit_cols)
+//                                                    vocabulary tile (see logit_chunk_cols)
 //   running statistics [bm] RowPartial               per row of the row tile
 //   target columns [bm] int                          the row's target in shard columns, or -1
 #pragma once
 
 #include "common/host_device.cuh"
+#include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
 
 constexpr int linear_logp_fwd_threads = 256;
 
-// Columns of a vocabulary tile that the main loop hands to the epilogue at a time: the whole
-// tile up to 128 columns and 16384 floats, else a chunk of that many. A 128 x 256 tile thus goes
-// in two 128-column chunks through a 68 KiB logit tile instead of one of 132 KiB, which leaves
-// the shared memory for the pipeline.
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_logit_cols(int bm, int bn) {
-  const int cols = bn < 128 ? bn : 128;
-  return bm * cols <= 16384 ? cols : 16384 / bm;
-}
 
 // Eight floats of padding shift consecutive logit rows by 8 banks, so the mma accumulator
 // stores (8 rows x 8 columns per half warp, 2 floats each) hit 32 different banks.
@@ -43,7 +36,7 @@ linear_logp_fwd_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages)
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_fwd_stats_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
   return linear_logp_fwd_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_fwd_logit_ld(linear_logp_fwd_logit_cols(bm, bn)) * 4;
+         bm * linear_logp_fwd_logit_ld(logit_chunk_cols(bm, bn)) * 4;
 }
 
 // RowPartial is four floats.

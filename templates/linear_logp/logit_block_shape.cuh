@@ -2,8 +2,19 @@
 // (the forward and the dZ kernel): checked once here, instantiated by both.
 #pragma once
 
+#include "common/host_device.cuh"
+
 namespace shardjit {
 namespace kernels {
+
+// Columns of a BM x BN tile that the main loop hands to the epilogue at a time, through the
+// shared-memory logit tile: the whole tile up to 128 columns and 16384 floats, else a chunk of
+// that many. A 128 x 256 tile thus goes in two 128-column chunks through a 68 KiB logit tile
+// instead of one of 132 KiB, which leaves the shared memory for the pipeline.
+SHARDJIT_HOST_DEVICE constexpr int logit_chunk_cols(int bm, int bn) {
+  const int cols = bn < 128 ? bn : 128;
+  return bm * cols <= 16384 ? cols : 16384 / bm;
+}
 
 template <int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES>
 struct LogitBlockShape {
