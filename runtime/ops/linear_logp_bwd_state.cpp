@@ -39,7 +39,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   check_smem("dZ", dz_smem, device);
   check_smem("GEMM", gemm_smem, device);
 
-  const std::string hint = prewarm_command(layout, device.arch());
+  const std::string hint = prewarm_command(layout, device.arch(), runtime.config.hopper_path);
   auto load = [&](const KernelSpec& spec) { return runtime.load(spec, c.device, hint); };
   dz = load(specs->dz);
   allow_dynamic_smem(*dz, dz_smem);

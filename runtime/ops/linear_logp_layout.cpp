@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/ops/linear_logp_fwd.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -56,9 +57,12 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
   return layout;
 }
 
-std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch) {
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path) {
   const LinearLogpConfig& c = layout.config;
-  std::string command = "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
+  // The portable loop's kernels on a Hopper target are only what prewarm builds with the switch off.
+  const bool portable_on_hopper = !hopper_path && hopper_logit_tile(c.dtype, arch, true).has_value();
+  std::string command = std::string(portable_on_hopper ? "SHARDJIT_HOPPER_PATH=0 " : "") +
+                        "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
                         std::to_string(c.vocab_global);
   if (c.valid_vocab != c.vocab_global) command += " --valid-vocab " + std::to_string(c.valid_vocab);
   command += " --shard " + std::to_string(c.vocab_start) + ":" + std::to_string(c.vocab_local);

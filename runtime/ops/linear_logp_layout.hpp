@@ -17,7 +17,8 @@ struct LinearLogpLayout {
 // Throws Error(kInvalidArgument) naming the field, its value and what is expected.
 LinearLogpLayout resolve_layout(const LinearLogpConfig& config);
 
-// The `shardjit prewarm` command that builds this op's kernels for `arch`.
-std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch);
+// The `shardjit prewarm` command that builds this op's kernels for `arch`; with hopper_path off
+// (RuntimeConfig) where it matters, run with SHARDJIT_HOPPER_PATH=0 as the op is.
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path = true);
 
 }  // namespace shardjit
