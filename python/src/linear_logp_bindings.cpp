@@ -114,6 +114,8 @@ void bind_linear_logp(nb::module_& m) {
           },
           nb::keep_alive<1, 2>())
       .def_prop_ro("config", [](const LinearLogp& op) { return config_dict(op.config()); })
+      .def_prop_ro("main_loop", [](const LinearLogp& op) { return std::string(op.main_loop()); },
+                   "'wgmma' (Hopper), 'mma.sync' (portable) or 'fp32 fma': the loop of the op's logit kernels")
       .def(
           "forward",
           [](LinearLogp& op, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& logp,

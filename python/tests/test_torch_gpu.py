@@ -1,6 +1,8 @@
 """gpu tier: forward and the autograd.Function's backward against a float64 PyTorch reference.
 Skipped without PyTorch or a CUDA device."""
 
+import os
+
 import pytest
 
 import shardjit
@@ -38,6 +40,9 @@ def test_forward_and_backward(runtime, dtype):
     targets = torch.randint(0, v, (n,), generator=g).to("cuda")
     op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype=dtype, want_backward=True,
                              grad_weight_fp32=True)
+    hopper = torch.cuda.get_device_capability() == (9, 0) and \
+        os.environ.get("SHARDJIT_HOPPER_PATH", "1").lower() not in ("0", "false", "off", "no")
+    assert op.main_loop == ("fp32 fma" if dtype == "fp32" else "wgmma" if hopper else "mma.sync")
 
     logp, lse = sjt.linear_logp(op, hidden, weight, targets)
     assert op.check(torch.cuda.current_stream().cuda_stream)["bad_rows"] == 0
