@@ -85,50 +85,42 @@ std::optional<std::uint64_t> parse_bytes(const std::string& text) {
   return value * scale;
 }
 
+namespace {
+
+// The option set in code, else the environment variable as `parse` reads it (a value it cannot
+// read names the variable and what was expected), else `fallback`.
+template <class T, class Parse>
+T option_or_env(const std::optional<T>& option, const char* name, Parse parse, const char* expected, T fallback) {
+  if (option) return *option;
+  const std::optional<std::string> text = env(name);
+  if (!text) return fallback;
+  const std::optional<T> parsed = parse(*text);
+  if (!parsed) bad_value(name, *text, expected);
+  return *parsed;
+}
+
+std::optional<int> parse_block_count(const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || value < 0 || value > 4096) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
 RuntimeConfig resolve_config(const RuntimeOptions& options) {
   RuntimeConfig config;
   config.cache_dir = options.cache_dir.value_or(env("SHARDJIT_CACHE_DIR").value_or(default_cache_dir()));
-
-  if (options.jit) {
-    config.jit = *options.jit;
-  } else if (auto text = env("SHARDJIT_JIT")) {
-    auto parsed = parse_bool(*text);
-    if (!parsed) bad_value("SHARDJIT_JIT", *text, "0 or 1");
-    config.jit = *parsed;
-  }
-
+  config.jit = option_or_env(options.jit, "SHARDJIT_JIT", parse_bool, "0 or 1", true);
   config.template_dir = options.template_dir ? options.template_dir : env("SHARDJIT_TEMPLATE_DIR");
-
-  config.cache_max_bytes = 4ull << 30;
-  if (options.cache_max_bytes) {
-    config.cache_max_bytes = *options.cache_max_bytes;
-  } else if (auto text = env("SHARDJIT_CACHE_MAX_BYTES")) {
-    auto parsed = parse_bytes(*text);
-    if (!parsed) bad_value("SHARDJIT_CACHE_MAX_BYTES", *text, "a byte count such as 4G or 500M");
-    config.cache_max_bytes = *parsed;
-  }
-
+  config.cache_max_bytes = option_or_env(options.cache_max_bytes, "SHARDJIT_CACHE_MAX_BYTES", parse_bytes,
+                                         "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
   config.log_level = options.log_level.value_or(env("SHARDJIT_LOG_LEVEL").value_or("warn"));
   config.arch = options.arch ? options.arch : env("SHARDJIT_ARCH");
-
-  if (options.peer_blocks) {
-    config.peer_blocks = *options.peer_blocks;
-  } else if (auto text = env("SHARDJIT_PEER_BLOCKS")) {
-    char* end = nullptr;
-    const long value = std::strtol(text->c_str(), &end, 10);
-    if (end == text->c_str() || *end != '\0' || value < 0 || value > 4096) {
-      bad_value("SHARDJIT_PEER_BLOCKS", *text, "a block count from 0 (one per SM) to 4096");
-    }
-    config.peer_blocks = static_cast<int>(value);
-  }
-  if (options.hopper_path) {
-    config.hopper_path = *options.hopper_path;
-  } else if (auto text = env("SHARDJIT_HOPPER_PATH")) {
-    auto parsed = parse_bool(*text);
-    if (!parsed) bad_value("SHARDJIT_HOPPER_PATH", *text, "0 or 1");
-    config.hopper_path = *parsed;
-  }
+  config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
+                                     "a block count from 0 (one per SM) to 4096", 0);
+  config.hopper_path = option_or_env(options.hopper_path, "SHARDJIT_HOPPER_PATH", parse_bool, "0 or 1", true);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;
 }
