@@ -87,7 +87,7 @@ void bind_runtime(nb::module_& m) {
           [](Runtime* self, std::optional<std::string> cache_dir, std::optional<bool> jit,
              std::optional<std::string> template_dir, std::optional<std::uint64_t> cache_max_bytes,
              std::optional<std::string> dump_dir, std::optional<std::string> log_level,
-             std::optional<std::string> arch) {
+             std::optional<std::string> arch, std::optional<bool> hopper_path) {
             RuntimeOptions options;
             options.cache_dir = std::move(cache_dir);
             options.jit = jit;
@@ -96,11 +96,13 @@ void bind_runtime(nb::module_& m) {
             options.dump_dir = std::move(dump_dir);
             options.log_level = std::move(log_level);
             options.arch = std::move(arch);
+            options.hopper_path = hopper_path;
             new (self) Runtime(options);
           },
           nb::kw_only(), nb::arg("cache_dir") = nb::none(), nb::arg("jit") = nb::none(),
           nb::arg("template_dir") = nb::none(), nb::arg("cache_max_bytes") = nb::none(),
-          nb::arg("dump_dir") = nb::none(), nb::arg("log_level") = nb::none(), nb::arg("arch") = nb::none())
+          nb::arg("dump_dir") = nb::none(), nb::arg("log_level") = nb::none(), nb::arg("arch") = nb::none(),
+          nb::arg("hopper_path") = nb::none())
       .def_prop_ro("cache_dir", [](const Runtime& rt) { return rt.cache_dir(); })
       .def_prop_ro("jit_enabled", &Runtime::jit_enabled)
       .def(
@@ -124,7 +126,7 @@ void bind_runtime(nb::module_& m) {
       [](std::int64_t hidden, std::int64_t vocab, std::vector<std::string> archs, std::vector<int> tp,
          std::vector<std::string> dtypes, std::int64_t valid_vocab, std::vector<std::string> target_dtypes,
          std::vector<std::optional<std::string>> bias_dtypes, std::vector<bool> entropy, bool backward,
-         std::optional<std::string> cache_dir, int jobs) {
+         std::optional<std::string> cache_dir, int jobs, std::optional<bool> hopper_path) {
         if (archs.empty()) throw nb::value_error("archs: give at least one target arch, e.g. ['sm_90']");
         if (jobs < 1) throw nb::value_error("jobs: expected a whole number >= 1");
         PrewarmRequest request;
@@ -143,12 +145,14 @@ void bind_runtime(nb::module_& m) {
         PrewarmCounts counts;
         {
           nb::gil_scoped_release release;
-          const std::vector<PrewarmItem> items = prewarm_items(request);
           RuntimeOptions options;
           options.cache_dir = std::move(cache_dir);
           options.jit = true;  // prewarm compiles whatever is missing
+          options.hopper_path = hopper_path;
           Runtime runtime(options);
-          counts = build_items(runtime.impl().cache, items, jobs);
+          // The kernels the ops will load: the same Hopper setting (argument, else SHARDJIT_HOPPER_PATH).
+          request.hopper_path = runtime.impl().config.hopper_path;
+          counts = build_items(runtime.impl().cache, prewarm_items(request), jobs);
         }
         nb::dict out;
         out["total"] = counts.total;
@@ -163,9 +167,10 @@ void bind_runtime(nb::module_& m) {
       nb::arg("valid_vocab") = 0, nb::arg("target_dtypes") = std::vector<std::string>{"int64"},
       nb::arg("bias_dtypes") = std::vector<std::optional<std::string>>{std::nullopt},
       nb::arg("entropy") = std::vector<bool>{false}, nb::arg("backward") = false,
-      nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1,
+      nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1, nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
-      "into the cache. Returns a dict: total, compiled, cached, failed, failures (messages).");
+      "into the cache; hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
+      "dict: total, compiled, cached, failed, failures (messages).");
 }
 
 }  // namespace shardjit::python

@@ -28,6 +28,23 @@ def test_prewarm_fills_the_cache(tmp_path):
     assert again["cached"] == again["total"] == first["total"]
 
 
+def test_prewarm_follows_the_hopper_switch(tmp_path, monkeypatch):
+    def wgmma_flags(cache):
+        entries = shardjit.Runtime(cache_dir=cache).cache_entries()
+        return {e["spec"].split("WGMMA=")[1].split(",")[0] for e in entries if "WGMMA=" in e["spec"]}
+
+    on = str(tmp_path / "on")
+    assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=on)["failed"] == 0
+    assert wgmma_flags(on) == {"true"}
+    off = str(tmp_path / "off")
+    assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=off, hopper_path=False)["failed"] == 0
+    assert wgmma_flags(off) == {"false"}
+    monkeypatch.setenv("SHARDJIT_HOPPER_PATH", "0")
+    env_off = str(tmp_path / "env_off")
+    assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=env_off)["failed"] == 0
+    assert wgmma_flags(env_off) == {"false"}
+
+
 def test_prewarm_bad_arguments(tmp_path):
     cache = str(tmp_path / "cache")
     with pytest.raises(ValueError, match="archs"):

@@ -85,8 +85,8 @@ void check_shard_columns(const char* name, const KernelSpec& spec) {
 
 void check_linear_logp_fwd(const KernelSpec& spec) {
   check_shard_columns("linear_logp_fwd", spec);
+  check_main_loop("linear_logp_fwd", spec);  // first: its message names what WGMMA needs
   check_block_tile("linear_logp_fwd", spec, spec.type_param("T") == "fp32");
-  check_main_loop("linear_logp_fwd", spec);
 }
 
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
@@ -96,8 +96,8 @@ void check_linear_logp_bwd_dz(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_bwd_dz: DZ = " + dz +
                                                  " must be fp32 or T (" + spec.type_param("T") + ")");
   }
+  check_main_loop("linear_logp_bwd_dz", spec);  // first: its message names what WGMMA needs
   check_block_tile("linear_logp_bwd_dz", spec, spec.type_param("T") == "fp32");
-  check_main_loop("linear_logp_bwd_dz", spec);
 }
 
 void check_gemm(const KernelSpec& spec) {

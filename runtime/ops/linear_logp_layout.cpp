@@ -59,10 +59,11 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
 
 std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path) {
   const LinearLogpConfig& c = layout.config;
-  // The portable loop's kernels on a Hopper target are only what prewarm builds with the switch off.
-  const bool portable_on_hopper = !hopper_path && hopper_logit_tile(c.dtype, arch, true).has_value();
-  std::string command = std::string(portable_on_hopper ? "SHARDJIT_HOPPER_PATH=0 " : "") +
-                        "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
+  // Where the Hopper switch chooses between two sets of kernels, the command names it, so that
+  // it builds the op's set whatever the shell that runs it exports.
+  const bool switch_matters = hopper_logit_tile(c.dtype, arch, true).has_value();
+  const std::string prefix = !switch_matters ? "" : hopper_path ? "SHARDJIT_HOPPER_PATH=1 " : "SHARDJIT_HOPPER_PATH=0 ";
+  std::string command = prefix + "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
                         std::to_string(c.vocab_global);
   if (c.valid_vocab != c.vocab_global) command += " --valid-vocab " + std::to_string(c.valid_vocab);
   command += " --shard " + std::to_string(c.vocab_start) + ":" + std::to_string(c.vocab_local);

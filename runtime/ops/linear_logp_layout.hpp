@@ -17,8 +17,8 @@ struct LinearLogpLayout {
 // Throws Error(kInvalidArgument) naming the field, its value and what is expected.
 LinearLogpLayout resolve_layout(const LinearLogpConfig& config);
 
-// The `shardjit prewarm` command that builds this op's kernels for `arch`; with hopper_path off
-// (RuntimeConfig) where it matters, run with SHARDJIT_HOPPER_PATH=0 as the op is.
+// The `shardjit prewarm` command that builds this op's kernels for `arch`, preceded by the op's
+// SHARDJIT_HOPPER_PATH (RuntimeConfig::hopper_path) where that changes the kernels.
 std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path = true);
 
 }  // namespace shardjit

@@ -31,7 +31,7 @@ TpLayoutRecord local_record(Runtime::Impl& runtime, const LinearLogpConfig& conf
                                                    std::to_string(comm_device));
     }
     const DeviceContext& device = runtime.device(layout.config.device);
-    const FwdTile tile = default_fwd_tile(layout.config.dtype, device.arch());
+    const FwdTile tile = default_fwd_tile(layout.config.dtype, device.arch(), runtime.config.hopper_path);
     record.sm_count = device.info().sm_count;
     record.l2_bytes = device.info().l2_bytes;
     record.tile_bm = tile.bm;

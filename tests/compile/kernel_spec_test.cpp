@@ -86,8 +86,8 @@ TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
 TEST(KernelSpec, TheHopperMainLoopTakesOneTileOf16BitInputs) {
   EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "bf16", 256, true));
   EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "fp16", 256, true));
-  expect_invalid([] { fwd_spec(4096, 128256, 128256, "bf16", 128, true); }, "128 x 256 x 64");
-  expect_invalid([] { fwd_spec(4096, 128256, 128256, "fp32", 128, true); }, "bf16 or fp16");
+  expect_invalid([] { fwd_spec(4096, 128256, 128256, "bf16", 128, true); }, "BM x BN x BK = 128 x 128 x 64");
+  expect_invalid([] { fwd_spec(4096, 128256, 128256, "fp32", 256, true); }, "WGMMA with T = fp32");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ struct CompileCase {
   DType dtype;
   std::int64_t hidden, vocab;
   const char* arch;
+  bool hopper_path = true;  // RuntimeConfig::hopper_path: on sm_90a, the wgmma loop or the portable one
 };
 
 std::vector<CompileCase> compile_cases() {
@@ -29,6 +30,10 @@ std::vector<CompileCase> compile_cases() {
     for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
       cases.push_back({std::string(dtype_name(dtype)) + "_" + arch, dtype, 4096, 128256, arch});
     }
+  }
+  // The portable loop on Hopper (SHARDJIT_HOPPER_PATH=0) stays a compiled path too.
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    cases.push_back({std::string(dtype_name(dtype)) + "_sm_90a_portable", dtype, 4096, 128256, "sm_90a", false});
   }
   return cases;
 }
@@ -43,7 +48,7 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
   config.dtype = c.dtype;
   config.bias_dtype = DType::kBF16;
   config.want_entropy = true;
-  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch);
+  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch, 1, c.hopper_path);
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
   // The forward kernel of this dtype and the combine kernel; together every registered template.

@@ -121,6 +121,25 @@ TEST(PrewarmPlan, DeduplicatesSharedKernels) {
   EXPECT_EQ(items.size(), 2 + kVocabSplitChoices.size() + 1 + kVocabSplitChoices.size());
 }
 
+// Prewarm builds the loop the ops will run: the request carries RuntimeConfig::hopper_path.
+TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
+  for (bool hopper_path : {true, false}) {
+    PrewarmRequest request;
+    request.models = {{"m", 64, 300, 0}};
+    request.archs = {"sm_90a"};
+    request.backward = true;
+    request.hopper_path = hopper_path;
+    int logit_kernels = 0;
+    for (const PrewarmItem& item : prewarm_items(request)) {
+      const std::string& name = item.spec.template_name();
+      if (name != "linear_logp_fwd" && name != "linear_logp_bwd_dz") continue;
+      ++logit_kernels;
+      EXPECT_EQ(item.spec.bool_param("WGMMA"), hopper_path) << item.spec.canonical_text();
+    }
+    EXPECT_GE(logit_kernels, 2);
+  }
+}
+
 TEST(PrewarmPlan, RejectsEmptyRequests) {
   PrewarmRequest request;
   request.archs = {"sm_80"};

@@ -74,14 +74,18 @@ TEST(LinearLogpLayout, PrewarmCommandNamesEverythingTheKernelsDependOn) {
                            "--dtype bf16", "--targets int64", "--bias fp32", "--entropy on", "--arch sm_90a"}) {
     EXPECT_NE(command.find(part), std::string::npos) << part << " missing from: " << command;
   }
-  EXPECT_EQ(command.rfind("shardjit prewarm", 0), 0u) << command;
+  EXPECT_EQ(command.rfind("SHARDJIT_HOPPER_PATH=1 shardjit prewarm", 0), 0u) << command;
 }
 
 TEST(LinearLogpLayout, PrewarmCommandCarriesTheHopperSwitchWhereItChangesTheKernels) {
   const LinearLogpLayout layout = resolve_layout(valid_config());
   EXPECT_EQ(prewarm_command(layout, "sm_90a", false).rfind("SHARDJIT_HOPPER_PATH=0 shardjit prewarm", 0), 0u);
+  EXPECT_EQ(prewarm_command(layout, "sm_90a", true).rfind("SHARDJIT_HOPPER_PATH=1 shardjit prewarm", 0), 0u);
   EXPECT_EQ(prewarm_command(layout, "sm_80", false).rfind("shardjit prewarm", 0), 0u) << "no Hopper loop there";
-  EXPECT_EQ(prewarm_command(layout, "sm_90a", true).rfind("shardjit prewarm", 0), 0u);
+  LinearLogpConfig fp32 = valid_config();
+  fp32.dtype = DType::kFP32;
+  EXPECT_EQ(prewarm_command(resolve_layout(fp32), "sm_90a", false).rfind("shardjit prewarm", 0), 0u)
+      << "fp32 has one loop";
 }
 
 }  // namespace

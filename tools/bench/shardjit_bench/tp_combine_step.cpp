@@ -62,7 +62,7 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   layout.rank = rank;
   layout.max_valid_local = (vocab + tp - 1) / tp;
   layout.gpu = GpuShape{device.info().sm_count, device.info().l2_bytes};
-  layout.split_tile = default_fwd_tile(dtype, device.arch());
+  layout.split_tile = default_fwd_tile(dtype, device.arch(), rt.config.hopper_path);
   CombineStepTiming result;  // median_us stays the NCCL time where the peers are not reachable
   result.splits = tp_vocab_splits(layout, n, hidden * static_cast<std::int64_t>(dtype_size(dtype)));
   const auto sources = static_cast<std::size_t>(tp * result.splits);
