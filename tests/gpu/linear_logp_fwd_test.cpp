@@ -179,6 +179,9 @@ const FwdCase kCases[] = {
     {"n1_h4096_v128256_fp16", 1, 4096, 128256, 0, DType::kFP16},
     {"n1000_h4096_v300_fp32", 1000, 4096, 300, 0, DType::kFP32, DType::kBF16, DType::kInt32, 0.5f, true, true},
     {"n129_h2048_v300_strided", 129, 2048, 300, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, false, 2056},
+    // H not a multiple of the 64-wide K slice: the last slice is zero-filled past H.
+    {"n129_h200_v3001_ktail", 129, 200, 3001, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
+    {"n300_h72_v1000_ktail_fp16", 300, 72, 1000, 0, DType::kFP16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpFwdTest, ::testing::ValuesIn(kCases),
