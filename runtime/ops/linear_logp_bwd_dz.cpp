@@ -57,22 +57,7 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile) {
 }
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter) {
-  const LinearLogpConfig& c = layout.config;
-  return KernelSpec(
-      "linear_logp_bwd_dz",
-      {{"T", TypeArg{dtype_name(c.dtype)}},
-       {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
-       {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
-       {"DZ", TypeArg{dtype_name(dz)}},
-       {"H", c.hidden},
-       {"V_LOCAL", c.vocab_local},
-       {"V_VALID", layout.valid_local},
-       {"BM", std::int64_t{tile.bm}},
-       {"BN", std::int64_t{tile.bn}},
-       {"BK", std::int64_t{tile.bk}},
-       {"STAGES", std::int64_t{tile.stages}},
-       {"WGMMA", tile.wgmma},
-       {"FILTER", filter}});
+  return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,

@@ -47,22 +47,27 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
   return kTiles[std::size(kTiles) - 1];
 }
 
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
+                             std::vector<std::pair<std::string, ParamValue>> own) {
   const LinearLogpConfig& c = layout.config;
-  return KernelSpec(
-      "linear_logp_fwd",
-      {{"T", TypeArg{dtype_name(c.dtype)}},
-       {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
-       {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
-       {"H", c.hidden},
-       {"V_LOCAL", c.vocab_local},
-       {"V_VALID", layout.valid_local},
-       {"BM", std::int64_t{tile.bm}},
-       {"BN", std::int64_t{tile.bn}},
-       {"BK", std::int64_t{tile.bk}},
-       {"STAGES", std::int64_t{tile.stages}},
-       {"WGMMA", tile.wgmma},
-       {"ENTROPY", c.want_entropy}});
+  std::vector<std::pair<std::string, ParamValue>> values = {
+      {"T", TypeArg{dtype_name(c.dtype)}},
+      {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
+      {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
+      {"H", c.hidden},
+      {"V_LOCAL", c.vocab_local},
+      {"V_VALID", layout.valid_local},
+      {"BM", std::int64_t{tile.bm}},
+      {"BN", std::int64_t{tile.bn}},
+      {"BK", std::int64_t{tile.bk}},
+      {"STAGES", std::int64_t{tile.stages}},
+      {"WGMMA", tile.wgmma}};
+  values.insert(values.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  return KernelSpec(name, values);
+}
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+  return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", layout.config.want_entropy}});
 }
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {

@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "linear_logp/fwd_args.cuh"
 #include "runtime/compile/kernel_spec.hpp"
@@ -39,6 +41,11 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path 
 
 // Shared memory a block may opt into on `arch` (bytes), from the architecture tables.
 unsigned smem_limit_for_arch(const std::string& arch);
+
+// A kernel that recomputes logit tiles of the shard (linear_logp_fwd, linear_logp_bwd_dz): the
+// parameters they share (the input types, the shard, the tile and its main loop), plus `own`.
+KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
+                             std::vector<std::pair<std::string, ParamValue>> own);
 
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 
