@@ -18,7 +18,7 @@ namespace shardjit {
 // of the forward's tiles whose shared memory (logit tile included) fits the arch (128 x 256 x 64
 // x 3 on Hopper, 128 x 256 x 32 x 3 on A100, 64-row tiles on the ~100 KiB parts). fp32:
 // 128 x 128 x 32, the pipeline shortened, then the rows halved, to fit.
-FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path = true);
+FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path);
 
 unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 

@@ -32,6 +32,6 @@ struct LinearLogpBwdKernels {
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config).
 LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
-                                             bool hopper_path = true);
+                                             bool hopper_path);
 
 }  // namespace shardjit

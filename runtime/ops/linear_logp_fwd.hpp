@@ -37,7 +37,7 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 // where it applies (hopper_logit_tile), else the portable path's: for 16-bit inputs the fastest
 // measured tile whose shared memory fits the arch's per-block limit (128 x 256 x 64, 3 stages,
 // on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest 128 x 128 x 32 pipeline that fits.
-FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path = true);
+FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);
 
 // Shared memory a block may opt into on `arch` (bytes), from the architecture tables.
 unsigned smem_limit_for_arch(const std::string& arch);
