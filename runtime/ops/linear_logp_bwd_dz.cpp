@@ -34,8 +34,9 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // The forward's Hopper tile: its 219,152 bytes fit as the portable 128 x 256 x 64 tile's do.
-  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
+  // Three stages next to the epilogue's logit tile, 219,152 bytes as the portable 128 x 256 x 64
+  // tile's: a fourth does not fit, so the dZ loop waits for each slice's wgmma.
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 3)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     // 128-byte K rows, three stages, the pipeline shortened and then the rows halved where the

@@ -15,14 +15,16 @@ unsigned smem_limit_for_arch(const std::string& arch) {
   return 101376;  // sm_86, sm_89, sm_120 and unknown: the smallest of the data-center tiers
 }
 
-std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path) {
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages) {
   // wgmma exists on sm_90a alone (not on sm_90, nor on later parts' arch-specific targets).
   if (!hopper_path || arch != "sm_90a" || dtype == DType::kFP32) return std::nullopt;
-  return FwdTile{128, 256, 64, 3, true};
+  return FwdTile{128, 256, 64, stages, true};
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path)) return *hopper;
+  // 196,608 bytes: four stages, and one slice of wgmma left in flight across each slice barrier
+  // (templates/linear_logp/logit_mainloop.cuh).
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     FwdTile tile;
@@ -72,7 +74,7 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
   return static_cast<unsigned>(kernels::linear_logp_fwd_smem_bytes(static_cast<int>(dtype_size(dtype)), tile.bm,
-                                                                   tile.bn, tile.bk, tile.stages));
+                                                                   tile.bn, tile.bk, tile.stages, tile.wgmma));
 }
 
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,

@@ -30,11 +30,13 @@ struct FwdTile {
 };
 
 // The Hopper main loop's tile where it applies: a 16-bit dtype on an sm_90a target, with
-// hopper_path (RuntimeConfig, SHARDJIT_HOPPER_PATH) on.
-std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path);
+// hopper_path (RuntimeConfig, SHARDJIT_HOPPER_PATH) on; 128 x 256 x 64 with a ring of `stages`
+// slots (what the kernel's shared memory leaves room for).
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
-// where it applies (hopper_logit_tile), else the portable path's: for 16-bit inputs the fastest
+// where it applies (hopper_logit_tile with four stages: the Hopper epilogue works in registers and
+// leaves the whole shared memory to the ring), else the portable path's: for 16-bit inputs the fastest
 // measured tile whose shared memory fits the arch's per-block limit (128 x 256 x 64, 3 stages,
 // on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest 128 x 128 x 32 pipeline that fits.
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);

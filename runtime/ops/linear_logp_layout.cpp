@@ -61,7 +61,7 @@ std::string prewarm_command(const LinearLogpLayout& layout, const std::string& a
   const LinearLogpConfig& c = layout.config;
   // Where the Hopper switch chooses between two sets of kernels, the command names it, so that
   // it builds the op's set whatever the shell that runs it exports.
-  const bool switch_matters = hopper_logit_tile(c.dtype, arch, true).has_value();
+  const bool switch_matters = hopper_logit_tile(c.dtype, arch, true, 3).has_value();
   const std::string prefix = !switch_matters ? "" : hopper_path ? "SHARDJIT_HOPPER_PATH=1 " : "SHARDJIT_HOPPER_PATH=0 ";
   std::string command = prefix + "shardjit prewarm --hidden " + std::to_string(c.hidden) + " --vocab " +
                         std::to_string(c.vocab_global);

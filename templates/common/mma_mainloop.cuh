@@ -55,6 +55,8 @@ struct MmaTileMainloop {
   static constexpr int kThreads = 256;
   // ldmatrix reads the copies through the generic proxy: the slice's barrier is enough.
   static constexpr bool kAsyncProxyReads = false;
+  // compute returns with the slice's mma done (see templates/linear_logp/logit_mainloop.cuh).
+  static constexpr int kSlicesInFlight = 0;
   static constexpr int kWarpsM = BM >= 256 ? 4 : 2;
   static constexpr int kWarpsN = kThreads / 32 / kWarpsM;
   static constexpr int kWarpM = BM / kWarpsM;

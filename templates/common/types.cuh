@@ -25,6 +25,16 @@ struct is_same_type<A, A> {
   static constexpr bool value = true;
 };
 
+// A if COND, else B (NVRTC has no <type_traits>).
+template <bool COND, class A, class B>
+struct conditional_type {
+  using type = A;
+};
+template <class A, class B>
+struct conditional_type<false, A, B> {
+  using type = B;
+};
+
 // bf16 is the high half of an fp32, so widening is exact and needs no instruction.
 __device__ __forceinline__ float to_float(bf16 x) {
   return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);

@@ -11,9 +11,17 @@
 // 128-byte swizzle wgmma reads, so the copier is shared; the stage must start on a 1024-byte
 // boundary (checked once per block by the kernels, see wgmma_check_alignment).
 //
-// The wgmma of a slice are waited for before compute returns: the next slice's barrier then
-// frees the slot for the refill, as in the mma.sync loop. Between issue and wait the pipeline's
-// next copies are issued (`between`), so they overlap the tensor cores' work.
+// IN_FLIGHT is how many slices' wgmma compute may leave running when it returns (0 or 1). With 0
+// the next slice's barrier frees the slot just read, as in the mma.sync loop, but the tensor
+// cores run dry at every barrier. With 1 they stay busy across it: the slot of slice k - 2 is
+// the free one at slice k's barrier, so the ring needs a stage more for the same prefetch
+// (see ring_prefetch_slices), and the kernel calls finish() before it reads the accumulators.
+// Between issue and wait the pipeline's next copies are issued (`between`), so they overlap
+// the tensor cores' work.
+//
+// Accumulator layout (the fragment of wgmma's m64nN D, as mma.sync's m16n8 per warp): thread
+// (warp, lane) holds acc[4 g + 2 h + e] = tile element (fragment_row(warp, lane, h),
+// fragment_col(lane, g, e)) for column group g < BN / 8, row half h < 2 and e < 2.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -23,7 +31,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, int BM, int BN, int BK>
+template <class T, int BM, int BN, int BK, int IN_FLIGHT>
 struct WgmmaTileMainloop {
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(BM < 0, "the wgmma main loop needs the sm_90a target (WGMMA = true only on Hopper)");
@@ -32,11 +40,14 @@ struct WgmmaTileMainloop {
                 "the wgmma main loop takes bf16 or fp16");
   static_assert(BM == 128 && BN == 256 && BK == 64,
                 "the wgmma main loop runs 128 x 256 tiles of 64-wide K slices (128-byte rows)");
+  static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
   static constexpr int kThreads = 256;
+  static constexpr int kSlicesInFlight = IN_FLIGHT;
   // The kernel fences its cp.async copies into the async proxy before each slice's barrier.
   static constexpr bool kAsyncProxyReads = true;
   static constexpr int kWarpGroupRows = 64;
   static constexpr int kAccumulators = BN / 2;  // 64 x BN per warpgroup of 128 threads
+  static constexpr int kColumnGroups = BN / 8;
 
   float acc[kAccumulators];
 
@@ -64,8 +75,23 @@ struct WgmmaTileMainloop {
     }
     wgmma_commit_group();
     between();
-    wgmma_wait_group<0>();
+    wgmma_wait_group<IN_FLIGHT>();
     fence_accumulators();
+  }
+
+  // Waits for the slices left in flight: call before reading or clearing the accumulators.
+  __device__ __forceinline__ void finish() {
+    if constexpr (IN_FLIGHT > 0) {
+      wgmma_wait_group<0>();
+      fence_accumulators();
+    }
+  }
+
+  __device__ static __forceinline__ int fragment_row(int warp, int lane, int half) {
+    return (warp / 4) * kWarpGroupRows + (warp % 4) * 16 + (lane >> 2) + 8 * half;
+  }
+  __device__ static __forceinline__ int fragment_col(int lane, int group, int e) {
+    return group * 8 + (lane & 3) * 2 + e;
   }
 
   // Writes the columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the fp32 tile [BM][ld],
@@ -74,8 +100,8 @@ struct WgmmaTileMainloop {
   template <int COLS>
   __device__ __forceinline__ void store_columns(float* tile, int ld, int chunk, int warp, int lane) const {
     static_assert(BN % COLS == 0 && COLS % 8 == 0, "chunks hold whole n8 column groups");
-    const int row = (warp / 4) * kWarpGroupRows + (warp % 4) * 16 + (lane >> 2);
-    const int col = (lane & 3) * 2;
+    const int row = fragment_row(warp, lane, 0);
+    const int col = fragment_col(lane, 0, 0);
     constexpr int kGroups = COLS / 8;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {

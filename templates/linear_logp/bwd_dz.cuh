@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy>::type;
-  using Mainloop = typename LogitMainloop<T, BM, BN, BK, WGMMA>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
   using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, kCols, V_VALID, FILTER, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
@@ -101,18 +101,19 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     cp_async_commit_group();
   };
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load_next();
+  for (int s = 0; s < ring_prefetch_slices<Mainloop, STAGES>(); ++s) load_next();
 
   Mainloop mainloop;
   mainloop.clear();
   int read_slot = 0;
 #pragma unroll 1
   for (int slice = 0; slice < kKSlices; ++slice) {
-    wait_for_slice<Mainloop, STAGES - 2>();
+    wait_for_slice<Mainloop, STAGES>();
     const T* const slot = ring + read_slot * kStageElems;
     mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
   }
+  if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
   cp_async_wait_group<0>();
 #pragma unroll
   for (int chunk = 0; chunk < kChunks; ++chunk) {

@@ -5,12 +5,13 @@
 // Grid: x = vocabulary splits, y = row tiles (ceil(n_rows / BM)); split x walks tiles
 // [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
 // partials[x * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
-// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES).
+// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
-// the first slices of the next tile are already in flight while the epilogue runs. The main
-// loop hands each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a
-// time through the shared-memory logit tile.
+// the first slices of the next tile are already in flight while the epilogue runs. The portable
+// main loops hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a time
+// through the shared-memory logit tile (LogpEpilogue); the Hopper loop's epilogue reads the
+// accumulators in registers (LogpFragmentEpilogue).
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -18,6 +19,7 @@
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
+#include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
@@ -50,24 +52,16 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
-  constexpr int kCols = logit_chunk_cols(BM, BN);
-  constexpr int kChunks = BN / kCols;
-  constexpr int kLd = linear_logp_fwd_logit_ld(kCols);
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename LinearLogpFwdCopy<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename LinearLogpFwdCopy<T, BN, BK, H, kThreads, kStridedCopy>::type;
-  using Mainloop = typename LogitMainloop<T, BM, BN, BK, WGMMA>::type;
-  using Epilogue = LogpEpilogue<BiasT, TargetT, BM, kCols, V_VALID, ENTROPY, kThreads>;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
+  using Epilogue = typename conditional_type<WGMMA, LogpFragmentEpilogue<BiasT, TargetT, V_VALID, ENTROPY, Mainloop>,
+                                             LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>>::type;
 
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
   T* const ring = reinterpret_cast<T*>(linear_logp_fwd_smem);
-  float* const logits = reinterpret_cast<float*>(
-      linear_logp_fwd_smem + linear_logp_fwd_logit_offset(kElem, BM, BN, BK, STAGES));
-  const Epilogue epilogue{
-      reinterpret_cast<RowPartial*>(linear_logp_fwd_smem +
-                                    linear_logp_fwd_stats_offset(kElem, BM, BN, BK, STAGES)),
-      reinterpret_cast<int*>(linear_logp_fwd_smem +
-                             linear_logp_fwd_target_offset(kElem, BM, BN, BK, STAGES))};
+  Epilogue epilogue(linear_logp_fwd_smem + linear_logp_fwd_ring_bytes(kElem, BM, BN, BK, STAGES));
   constexpr int kStageElems = (BM + BN) * BK;
   if constexpr (WGMMA) wgmma_check_alignment(ring);
 
@@ -116,7 +110,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   };
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load_next();
+  for (int s = 0; s < ring_prefetch_slices<Mainloop, STAGES>(); ++s) load_next();
 
   Mainloop mainloop;
   int read_slot = 0;
@@ -124,27 +118,17 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
     mainloop.clear();
 #pragma unroll 1
     for (int slice = 0; slice < kKSlices; ++slice) {
-      // Makes every thread's copies of this slot visible, and frees the slot read in the previous
-      // step for the refill that compute starts.
-      wait_for_slice<Mainloop, STAGES - 2>();
+      // Makes every thread's copies of this slot visible, and frees the slot that the refill
+      // issued during compute fills.
+      wait_for_slice<Mainloop, STAGES>();
       const T* const slot = ring + read_slot * kStageElems;
       mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
       read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     }
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      // The epilogue finished reading the logit tile before the last barrier: for chunk 0 the
-      // K loop's, for the others the one below; so it can be overwritten.
-      mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
-      __syncthreads();
-      epilogue.consume(logits, kLd, tile * BN + chunk * kCols, rows, args.bias,
-                       args.inv_temperature, warp, lane);
-      if (chunk + 1 < kChunks) __syncthreads();
-    }
+    epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
   }
   cp_async_wait_group<0>();
 
-  __syncthreads();
   epilogue.store(args.partials + static_cast<long long>(blockIdx.x) * args.n_rows, row0,
                  args.n_rows, tid);
 }

@@ -1,7 +1,9 @@
-// Online log-sum-exp epilogue of linear_logp_fwd. Independent of the main loop: it only reads
-// the fp32 logit tile [BM][ld] of COLS columns that a main loop (mma.sync, SIMT, or later wgmma)
-// left in shared memory, and keeps per-row running statistics in shared memory across the
-// vocabulary tiles (and column chunks) of the block's split.
+// Online log-sum-exp epilogue of linear_logp_fwd on the portable main loops (mma.sync, fp32
+// SIMT): the main loop hands each finished BM x BN tile over COLS columns at a time through the
+// fp32 logit tile [BM][ld] in shared memory, and the epilogue keeps per-row running statistics
+// in shared memory across the vocabulary tiles (and column chunks) of the block's split. The
+// Hopper loop's epilogue (fwd_fragment_epilogue.cuh) has the same interface: init, consume_tile,
+// store.
 //
 // Row r of the tile belongs to warp r % WARPS for the whole kernel, so the running statistics
 // need no barrier between tiles; interleaving rows over warps keeps all warps busy when the
@@ -13,14 +15,18 @@
 
 #include "common/math.cuh"
 #include "common/types.cuh"
+#include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, int BM, int COLS, int V_VALID, bool ENTROPY, int THREADS>
+template <class BiasT, class TargetT, int BM, int BN, int V_VALID, bool ENTROPY, int THREADS>
 struct LogpEpilogue {
+  static constexpr int COLS = logit_chunk_cols(BM, BN);
+  static constexpr int kChunks = BN / COLS;
+  static constexpr int kLd = linear_logp_fwd_logit_ld(COLS);
   static constexpr int kWarps = THREADS / 32;
   static constexpr int kRowsPerWarp = BM / kWarps;
   static constexpr int kLanesPerRow = 8;
@@ -34,8 +40,15 @@ struct LogpEpilogue {
   static_assert(COLS % (4 * kLanesPerRow) == 0 && kVecs >= 1 && kVecs <= 8,
                 "a lane reads 1 to 8 float4 of a row");
 
+  float* logits;      // [BM][kLd]
   RowPartial* stats;  // [BM]
   int* target_col;    // [BM]
+
+  // region: the epilogue's shared memory (fwd_layout.cuh), after the ring.
+  __device__ explicit LogpEpilogue(unsigned char* region)
+      : logits(reinterpret_cast<float*>(region)),
+        stats(reinterpret_cast<RowPartial*>(region + linear_logp_fwd_stats_offset(BM, BN))),
+        target_col(reinterpret_cast<int*>(region + linear_logp_fwd_target_offset(BM, BN))) {}
 
   // Empty statistics, and each row's target as a column of this shard (-1 when the target is
   // elsewhere: another shard, padding, ignore_index, or out of range — combine judges those).
@@ -54,6 +67,22 @@ struct LogpEpilogue {
         if (t >= vocab_start && t - vocab_start < V_VALID) col = static_cast<int>(t - vocab_start);
       }
       target_col[r] = col;
+    }
+  }
+
+  // Folds the finished tile whose column 0 is shard column n0 into the running statistics of the
+  // first `rows` rows, one chunk of COLS columns at a time. Call after the K loop's last barrier:
+  // the epilogue finished reading the logit tile before it (for chunk 0), or before the barrier
+  // between chunks, so it can be overwritten.
+  template <class Mainloop>
+  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int rows, const void* bias,
+                                               float inv_temperature, int warp, int lane) const {
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      mainloop.template store_columns<COLS>(logits, kLd, chunk, warp, lane);
+      __syncthreads();
+      consume(logits, kLd, n0 + chunk * COLS, rows, bias, inv_temperature, warp, lane);
+      if (chunk + 1 < kChunks) __syncthreads();
     }
   }
 
@@ -138,9 +167,10 @@ struct LogpEpilogue {
     }
   }
 
-  // Writes the rows of the tile that exist; call after a barrier that follows the last consume.
+  // Writes the rows of the tile that exist; call after the last consume_tile.
   __device__ __forceinline__ void store(RowPartial* out, long long row0, long long n_rows,
                                         int tid) const {
+    __syncthreads();
     for (int r = tid; r < BM; r += THREADS) {
       if (row0 + r < n_rows) out[row0 + r] = stats[r];
     }

@@ -4,6 +4,8 @@
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
 //   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
+// then, for the epilogue that takes the tile through shared memory (LogpEpilogue; the Hopper
+// loop's epilogue works on the accumulators in registers and needs none of it):
 //   logit tile [bm][cols + pad]                      fp32 accumulators of `cols` columns of one
 //                                                    vocabulary tile (see logit_chunk_cols)
 //   running statistics [bm] RowPartial               per row of the row tile
@@ -18,7 +20,6 @@ namespace kernels {
 
 constexpr int linear_logp_fwd_threads = 256;
 
-
 // Eight floats of padding shift consecutive logit rows by 8 banks, so the mma accumulator
 // stores (8 rows x 8 columns per half warp, 2 floats each) hit 32 different banks.
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_logit_ld(int cols) { return cols + 8; }
@@ -29,26 +30,30 @@ linear_logp_fwd_stage_bytes(int elem_bytes, int bm, int bn, int bk) {
 }
 
 SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+linear_logp_fwd_ring_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
   return stages * linear_logp_fwd_stage_bytes(elem_bytes, bm, bn, bk);
 }
 
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_stats_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_fwd_logit_ld(logit_chunk_cols(bm, bn)) * 4;
+// Offsets inside the shared-memory epilogue's region, which starts where the ring ends.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_stats_offset(int bm, int bn) {
+  return bm * linear_logp_fwd_logit_ld(logit_chunk_cols(bm, bn)) * 4;
 }
 
 // RowPartial is four floats.
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_target_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_stats_offset(elem_bytes, bm, bn, bk, stages) + bm * 16;
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_target_offset(int bm, int bn) {
+  return linear_logp_fwd_stats_offset(bm, bn) + bm * 16;
+}
+
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_epilogue_bytes(int bm, int bn, bool register_epilogue) {
+  return register_epilogue ? 0 : linear_logp_fwd_target_offset(bm, bn) + bm * 4;
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
+// register_epilogue is the kernel's WGMMA parameter.
 SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_target_offset(elem_bytes, bm, bn, bk, stages) + bm * 4;
+linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
+  return linear_logp_fwd_ring_bytes(elem_bytes, bm, bn, bk, stages) +
+         linear_logp_fwd_epilogue_bytes(bm, bn, register_epilogue);
 }
 
 }  // namespace kernels

@@ -14,6 +14,7 @@ namespace kernels {
 template <int BM, int BN, int BK>
 struct SimtMainloop {
   static constexpr bool kAsyncProxyReads = false;  // plain shared-memory loads
+  static constexpr int kSlicesInFlight = 0;         // compute returns with the slice done
   static constexpr int kGrid = 16;
   static constexpr int kRows = BM / kGrid;
   static constexpr int kCols = BN / kGrid;
