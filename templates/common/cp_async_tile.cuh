@@ -4,6 +4,9 @@
 //
 // The copier is set to a row range once and then issues one K slice at a time: in a K loop the
 // only thing that changes is the column offset, so the 64-bit row addressing is kept out of it.
+// PRIORITY is the L2 priority of the lines the copies bring in: kEvictFirst for an operand that
+// is streamed (read by the blocks that share it at about the same time, then not again for
+// long), so that it does not push the reused operand out of L2.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -12,7 +15,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, int ROWS, int BK, int KDIM, int THREADS>
+template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY = L2Priority::kNormal>
 class CpAsyncTile {
  public:
   static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
@@ -56,7 +59,7 @@ class CpAsyncTile {
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
       const unsigned int slot = slot_bytes_ + 16u * (i * kRowStep * kChunksPerRow);
-      cp_async_cg_16(dst + slot, inside ? src_[i] + k0 : src_[i], inside ? 16u : 0u);
+      cp_async_cg_16_with<PRIORITY>(dst + slot, inside ? src_[i] + k0 : src_[i], inside ? 16u : 0u);
     }
   }
 
@@ -72,7 +75,7 @@ class CpAsyncTile {
 // (19 for a 256-row bf16 tile of BK = 64). For kernels whose accumulators leave few registers:
 // the compiler may reload the stride from the kernel's parameters on the copy path, which cost
 // about 3 % of a 128 x 128 GEMM loop on H200 where CpAsyncTile's pointers fit.
-template <class T, int ROWS, int BK, int KDIM, int THREADS>
+template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY = L2Priority::kNormal>
 class CpAsyncTileStrided {
  public:
   using Layout = CpAsyncTile<T, ROWS, BK, KDIM, THREADS>;
@@ -109,7 +112,7 @@ class CpAsyncTileStrided {
       const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
       const unsigned int slot = slot_bytes_ + 16u * (i * kRowStep * kChunksPerRow);
       // A zero-filling copy reads nothing, but its address is still kept valid: chunk 0's.
-      cp_async_cg_16(dst + slot, inside ? src + i * step_ : src_, inside ? 16u : 0u);
+      cp_async_cg_16_with<PRIORITY>(dst + slot, inside ? src + i * step_ : src_, inside ? 16u : 0u);
     }
   }
 
@@ -123,14 +126,15 @@ class CpAsyncTileStrided {
 
 // The copier of a ROWS x BK tile: CpAsyncTileStrided where the kernel's accumulators leave no
 // registers for a pointer per chunk (STRIDED), CpAsyncTile otherwise.
-template <class T, int ROWS, int BK, int KDIM, int THREADS, bool STRIDED>
+template <class T, int ROWS, int BK, int KDIM, int THREADS, bool STRIDED,
+          L2Priority PRIORITY = L2Priority::kNormal>
 struct CpAsyncTileFor {
-  using type = CpAsyncTile<T, ROWS, BK, KDIM, THREADS>;
+  using type = CpAsyncTile<T, ROWS, BK, KDIM, THREADS, PRIORITY>;
 };
 
-template <class T, int ROWS, int BK, int KDIM, int THREADS>
-struct CpAsyncTileFor<T, ROWS, BK, KDIM, THREADS, true> {
-  using type = CpAsyncTileStrided<T, ROWS, BK, KDIM, THREADS>;
+template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY>
+struct CpAsyncTileFor<T, ROWS, BK, KDIM, THREADS, true, PRIORITY> {
+  using type = CpAsyncTileStrided<T, ROWS, BK, KDIM, THREADS, PRIORITY>;
 };
 
 }  // namespace kernels

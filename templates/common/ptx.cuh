@@ -20,6 +20,35 @@ __device__ __forceinline__ void cp_async_cg_16(unsigned int dst, const void* src
                : "memory");
 }
 
+// An L2 eviction priority for the lines a copy brings in (createpolicy.fractional, all of them).
+enum class L2Priority { kNormal, kEvictFirst };
+
+template <L2Priority PRIORITY>
+__device__ __forceinline__ unsigned long long l2_policy() {
+  static_assert(PRIORITY == L2Priority::kEvictFirst, "kNormal copies carry no policy");
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// cp_async_cg_16 with an L2 cache policy from l2_policy.
+__device__ __forceinline__ void cp_async_cg_16_hint(unsigned int dst, const void* src, unsigned int src_bytes,
+                                                    unsigned long long policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes), "l"(policy)
+               : "memory");
+}
+
+// A 16-byte copy with the line priority PRIORITY.
+template <L2Priority PRIORITY>
+__device__ __forceinline__ void cp_async_cg_16_with(unsigned int dst, const void* src, unsigned int src_bytes) {
+  if constexpr (PRIORITY == L2Priority::kNormal) {
+    cp_async_cg_16(dst, src, src_bytes);
+  } else {
+    cp_async_cg_16_hint(dst, src, src_bytes, l2_policy<PRIORITY>());
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit_group() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

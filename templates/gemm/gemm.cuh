@@ -12,6 +12,7 @@
 #pragma once
 
 #include "common/ptx.cuh"
+#include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "gemm/gemm_args.cuh"
 #include "gemm/gemm_epilogue.cuh"
@@ -69,26 +70,8 @@ struct GemmMinBlocks<MmaTileMainloop<T, BM, BN, BK, A, B>> {
   static constexpr int value = MmaTileMainloop<T, BM, BN, BK, A, B>::kAccumulators <= 64 ? 2 : 1;
 };
 
-// Rows of output tiles a group walks column by column. Blocks are launched x fastest; taken in
-// plain order, a wave of 132 blocks is 132 row tiles of one column, each streaming its own A rows
-// from memory while sharing one B column. In groups of kGemmGroupRows row tiles, a wave covers a
-// few rows across many columns: A and B slices are each read by several blocks at about the same
-// time, so L2 serves them instead of HBM (docs/perf-notes.md, "Grouped GEMM tile order").
+// Row tiles a group of the grouped tile order walks column by column (common/tile_order.cuh).
 constexpr int kGemmGroupRows = 8;
-
-struct GemmTileIndex {
-  int m;
-  int n;
-};
-
-__device__ __forceinline__ GemmTileIndex grouped_tile_index(int bx, int by, int tiles_m, int tiles_n) {
-  const int id = by * tiles_m + bx;
-  const int per_group = kGemmGroupRows * tiles_n;
-  const int first_m = (id / per_group) * kGemmGroupRows;
-  const int rows = min(tiles_m - first_m, kGemmGroupRows);
-  const int in_group = id % per_group;
-  return GemmTileIndex{first_m + in_group % rows, in_group / rows};
-}
 
 template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
           int STAGES, bool FILTER>
@@ -112,7 +95,7 @@ __global__ void __launch_bounds__(
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const GemmTileIndex tile = grouped_tile_index(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const TileIndex tile = grouped_tile_index<kGemmGroupRows>(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
   const long long m0 = static_cast<long long>(tile.m) * BM;
   const long long n0 = static_cast<long long>(tile.n) * BN;
   const int slices = static_cast<int>((args.k + BK - 1) / BK);

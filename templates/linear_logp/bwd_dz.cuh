@@ -5,7 +5,10 @@
 // (templates/linear_logp/bwd_dz_epilogue.cuh). The GEMMs of templates/gemm/gemm.cuh then turn dZ
 // into grad_hidden and grad_weight.
 //
-// Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)).
+// Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)),
+// walked in groups of kDzGroupRows row tiles (common/tile_order.cuh): a wave then reads a few X
+// row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
+// group's blocks at about the same time and then streamed out (evict-first).
 // Block: linear_logp_bwd_dz_threads, dynamic shared memory
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES). The main loop hands the finished
 // tile to the epilogue logit_chunk_cols(BM, BN) columns at a time.
@@ -16,6 +19,7 @@
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
+#include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
@@ -25,6 +29,10 @@
 
 namespace shardjit {
 namespace kernels {
+
+// Row tiles a group of the grouped tile order walks column by column: 8 X row tiles (8 MiB at
+// H = 4096) against the ~16 W tiles of a wave.
+constexpr int kDzGroupRows = 8;
 
 template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int V_VALID, int BM,
           int BN, int BK, int STAGES, bool WGMMA, bool FILTER>
@@ -45,7 +53,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   // left for a pointer per copied chunk.
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
-  using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy>::type;
+  using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
   using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
   using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, kCols, V_VALID, FILTER, kThreads>;
 
@@ -60,14 +68,16 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const long long row0 = static_cast<long long>(blockIdx.x) * BM;
+  const TileIndex tile = grouped_tile_index<kDzGroupRows>(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const long long row0 = static_cast<long long>(tile.m) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const int c0 = static_cast<int>(blockIdx.y) * BN;  // chunk column of the tile's column 0
-  const int n0 = args.chunk_begin + c0;               // shard column of the same
+  const int c0 = tile.n * BN;            // chunk column of the tile's column 0
+  const int n0 = args.chunk_begin + c0;  // shard column of the same
   DZ* const out = static_cast<DZ*>(args.dz) + row0 * args.dz_stride + c0;
+  // The mask is [row tile][column tile], whatever order the tiles are walked in.
   unsigned char* const mask =
-      FILTER ? args.tile_mask + static_cast<long long>(blockIdx.x) * gridDim.y + blockIdx.y : nullptr;
+      FILTER ? args.tile_mask + static_cast<long long>(tile.m) * gridDim.y + tile.n : nullptr;
 
   // A tile wholly in the padding (or past the shard) has no logits to compute.
   if (n0 >= V_VALID) {

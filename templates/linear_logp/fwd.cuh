@@ -28,20 +28,6 @@
 namespace shardjit {
 namespace kernels {
 
-// The copier of a ROWS x BK tile. Blocks of more than 16384 accumulators (64 x 64 a warp) have
-// no registers left for a pointer per copied chunk and take the strided copier; it costs its
-// stride loads on the copy path (about 3 % at 128 x 128 on H200), so smaller blocks keep the
-// pointers.
-template <class T, int ROWS, int BK, int KDIM, int THREADS, bool STRIDED>
-struct LinearLogpFwdCopy {
-  using type = CpAsyncTile<T, ROWS, BK, KDIM, THREADS>;
-};
-
-template <class T, int ROWS, int BK, int KDIM, int THREADS>
-struct LinearLogpFwdCopy<T, ROWS, BK, KDIM, THREADS, true> {
-  using type = CpAsyncTileStrided<T, ROWS, BK, KDIM, THREADS>;
-};
-
 template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
           int BK, int STAGES, bool WGMMA, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
@@ -52,9 +38,14 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
+  // Blocks of more than 16384 accumulators (64 x 64 a warp) have no registers left for a
+  // pointer per copied chunk.
   constexpr bool kStridedCopy = BM * BN > 16384;
-  using XCopy = typename LinearLogpFwdCopy<T, BM, BK, H, kThreads, kStridedCopy>::type;
-  using WCopy = typename LinearLogpFwdCopy<T, BN, BK, H, kThreads, kStridedCopy>::type;
+  // The blocks of a split's row tiles read each W tile at about the same time and never again,
+  // while each reads its X tile once per vocabulary tile: W goes in as the first to evict, so
+  // that it does not push the X tiles out of L2 between their reads (docs/perf-notes.md).
+  using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
+  using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
   using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
   using Epilogue = typename conditional_type<WGMMA, LogpFragmentEpilogue<BiasT, TargetT, V_VALID, ENTROPY, Mainloop>,
                                              LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>>::type;
