@@ -71,7 +71,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
 LinearLogp::Impl::~Impl() = default;
 
 kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                                      int tiles_per_split) const {
+                                                      int splits, int tiles_per_split) const {
   const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpFwdArgs args{};
   args.hidden = call.in.hidden.data;
@@ -84,6 +84,7 @@ kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, k
   args.weight_stride = call.weight_stride;
   args.vocab_start = c.vocab_start;
   args.tiles_per_split = tiles_per_split;
+  args.group_rows = fwd_group_rows(device.info().sm_count, splits);
   args.inv_temperature = 1.0f / c.temperature;
   return args;
 }
@@ -188,7 +189,7 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
     const SplitPlan plan = op.split_plan(n);
     op.ensure_workspace(n * plan.splits, stream);
     kernels::RowPartial* partials = op.workspace.as<kernels::RowPartial>();
-    launch_linear_logp_fwd(*op.fwd, op.fwd_args(call, partials, plan.tiles_per_split), op.tile, plan.splits,
+    launch_linear_logp_fwd(*op.fwd, op.fwd_args(call, partials, plan.splits, plan.tiles_per_split), op.tile, plan.splits,
                            op.smem_bytes, stream);
     launch_logp_combine(op.combine_for(plan.splits), op.combine_args(call, partials), stream);
   }

@@ -90,9 +90,9 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
         static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * per_split);
     return std::make_pair(efficiency, SplitPlan{splits, static_cast<int>(per_split)});
   };
-  // Blocks start split-fastest, so about sms / splits row tiles run at the same time.
+  // The blocks run in groups of fwd_group_rows row tiles: that many run at the same time.
   auto x_fits_in_l2 = [&](int splits) {
-    const std::int64_t active_row_tiles = std::min(row_tiles, (sms + splits - 1) / splits);
+    const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, fwd_group_rows(gpu.sm_count, splits));
     return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
   };
   double best = 0.0;
@@ -118,6 +118,12 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
     most = std::max(most, r * splits_for(r));
   }
   return most;
+}
+
+int fwd_group_rows(int sm_count, int splits) {
+  const int sms = std::max(1, sm_count);
+  const int s = std::max(1, splits);
+  return (sms + s - 1) / s;
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,

@@ -82,6 +82,10 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
 // number of BM-row tiles, so every tile count is visited (a few thousand at most).
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for);
 
+// Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
+// wave of one block per multiprocessor holds when each row tile has `splits` blocks.
+int fwd_group_rows(int sm_count, int splits);
+
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);
 

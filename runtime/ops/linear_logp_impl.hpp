@@ -40,7 +40,7 @@ struct LinearLogp::Impl {
 
   // The arguments of the two forward kernels for `call`, reading / writing `partials`.
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                      int tiles_per_split) const;
+                                      int splits, int tiles_per_split) const;
   kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials) const;
   // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources); its peer
   // variant (TP ops of up to kMaxPeers ranks).

@@ -55,7 +55,7 @@ class ForwardActions final : public PlanActions {
                                : all + static_cast<std::int64_t>(rank) * splits * call.n),
         all_(all),
         bytes_per_rank_(static_cast<std::size_t>(splits * call.n) * sizeof(kernels::RowPartial)),
-        fwd_(op.fwd_args(call, mine_, tiles_per_split)),
+        fwd_(op.fwd_args(call, mine_, splits, tiles_per_split)),
         combine_(op.combine_args(call, all)) {
     if (peers == nullptr) return;
     for (int q = 0; q < peers->world(); ++q) combine_.rank_partials[q] = static_cast<kernels::RowPartial*>(peers->data_on(q));

@@ -16,15 +16,19 @@ struct TileIndex {
   int n;  // column tile
 };
 
-// The tile of block (bx, by) of a grid of tiles_m x tiles_n blocks.
-template <int GROUP_ROWS>
-__device__ __forceinline__ TileIndex grouped_tile_index(int bx, int by, int tiles_m, int tiles_n) {
-  const int id = by * tiles_m + bx;
-  const int per_group = GROUP_ROWS * tiles_n;
-  const int first_m = (id / per_group) * GROUP_ROWS;
-  const int rows = min(tiles_m - first_m, GROUP_ROWS);
+// The tile of the block launched id-th (x fastest) of tiles_m x tiles_n, in groups of
+// group_rows row tiles.
+__device__ __forceinline__ TileIndex grouped_tile_index(int id, int tiles_m, int tiles_n, int group_rows) {
+  const int per_group = group_rows * tiles_n;
+  const int first_m = (id / per_group) * group_rows;
+  const int rows = min(tiles_m - first_m, group_rows);
   const int in_group = id % per_group;
   return TileIndex{first_m + in_group % rows, in_group / rows};
+}
+
+// The block's launch position in a 2-D grid.
+__device__ __forceinline__ int linear_block_index() {
+  return static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
 }
 
 }  // namespace kernels

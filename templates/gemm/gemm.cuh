@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const TileIndex tile = grouped_tile_index<kGemmGroupRows>(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);
   const long long m0 = static_cast<long long>(tile.m) * BM;
   const long long n0 = static_cast<long long>(tile.n) * BN;
   const int slices = static_cast<int>((args.k + BK - 1) / BK);

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const TileIndex tile = grouped_tile_index<kDzGroupRows>(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kDzGroupRows);
   const long long row0 = static_cast<long long>(tile.m) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;

@@ -2,7 +2,8 @@
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: x = vocabulary splits, y = row tiles (ceil(n_rows / BM)); split x walks tiles
+// Grid: splits x row tiles (ceil(n_rows / BM)) blocks, x = split, y = row tile, each block taking
+// its (split, row tile) in the grouped order of LinearLogpFwdArgs; split x walks tiles
 // [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
 // partials[x * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
 // dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
@@ -16,6 +17,7 @@
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
+#include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
@@ -59,10 +61,12 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const long long row0 = static_cast<long long>(blockIdx.y) * BM;
+  const TileIndex block = grouped_tile_index(linear_block_index(), gridDim.y, gridDim.x, args.group_rows);
+  const int split = block.n;
+  const long long row0 = static_cast<long long>(block.m) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const long long first = static_cast<long long>(blockIdx.x) * args.tiles_per_split;
+  const long long first = static_cast<long long>(split) * args.tiles_per_split;
   const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
   const long long last = first + args.tiles_per_split;
   const int tile_end = last < kVocabTiles ? static_cast<int>(last) : kVocabTiles;
@@ -120,7 +124,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   }
   cp_async_wait_group<0>();
 
-  epilogue.store(args.partials + static_cast<long long>(blockIdx.x) * args.n_rows, row0,
+  epilogue.store(args.partials + static_cast<long long>(split) * args.n_rows, row0,
                  args.n_rows, tid);
 }
 

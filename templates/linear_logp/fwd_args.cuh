@@ -7,8 +7,11 @@
 namespace shardjit {
 namespace kernels {
 
-// Grid: x = vocabulary split, y = row tile. Blocks start in x-fastest order, so the blocks that
-// run at the same time share few row tiles of X, which then stay in L2 across vocabulary tiles.
+// Grid: x = vocabulary split, y = row tile; the kernel takes the blocks in groups of group_rows
+// row tiles, row tile fastest (common/tile_order.cuh), so that the blocks running at the same
+// time share few row tiles of X, which then stay in L2 across vocabulary tiles, and the blocks
+// that start at about the same time, in the first wave or as earlier ones finish, are row tiles
+// of one split, which read the same W tiles together.
 struct LinearLogpFwdArgs {
   const void* hidden;       // X [n_rows, H], row stride hidden_stride elements
   const void* weight;       // W [V_LOCAL, H], row stride weight_stride elements
@@ -20,6 +23,7 @@ struct LinearLogpFwdArgs {
   long long weight_stride;
   long long vocab_start;    // global id of W's row 0
   int tiles_per_split;      // BN-wide vocabulary tiles walked by one split
+  int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
   float inv_temperature;
 };
 
