@@ -72,9 +72,12 @@ class CpAsyncTile {
 
 // CpAsyncTile with the thread's rows addressed from one pointer and one row step instead of a
 // pointer per chunk: 7 registers of state whatever the tile height, against 2 per chunk plus 3
-// (19 for a 256-row bf16 tile of BK = 64). For kernels whose accumulators leave few registers:
-// the compiler may reload the stride from the kernel's parameters on the copy path, which cost
-// about 3 % of a 128 x 128 GEMM loop on H200 where CpAsyncTile's pointers fit.
+// (19 for a 256-row bf16 tile of BK = 64). For kernels whose accumulators leave few registers.
+// A slice costs two integer instructions a chunk for the address (a 64-bit add of the step)
+// and, for a tile with rows past the limit or a K tail, a predicate; the whole-tile case, by far
+// the most common, skips the predicates behind one uniform branch. (Recomputing each chunk's
+// address from the stride, as this copier first did, took ~8 instructions a chunk and made the
+// Hopper main loop issue-bound: docs/perf-notes.md.)
 template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY = L2Priority::kNormal>
 class CpAsyncTileStrided {
  public:
@@ -84,6 +87,8 @@ class CpAsyncTileStrided {
   static constexpr int kChunksPerThread = Layout::kChunksPerThread;
   static constexpr int kRowStep = Layout::kRowStep;
   static constexpr bool kKTail = Layout::kKTail;
+  static constexpr unsigned int kAllRows =
+      kChunksPerThread == 32 ? 0xffffffffu : (1u << kChunksPerThread) - 1u;
 
   // Aims at rows [first_row, first_row + ROWS) of `base` (row stride `stride` elements).
   __device__ __forceinline__ void set_rows(const T* base, long long stride, long long first_row,
@@ -99,26 +104,40 @@ class CpAsyncTileStrided {
     }
     // Rows grow with i, so when chunk 0's row is outside every row is, and the base (valid) is
     // the address of all the zero-filling copies.
-    src_ = (rows_inside_ & 1u) != 0u ? base + (first_row + row) * stride + column_ : base;
-    step_ = stride * kRowStep;
+    src_ = reinterpret_cast<const char*>((rows_inside_ & 1u) != 0u ? base + (first_row + row) * stride + column_
+                                                                    : base);
+    step_bytes_ = stride * kRowStep * static_cast<long long>(sizeof(T));
   }
 
   // Copies columns [k0, k0 + BK) of the rows to the tile at shared address `dst`.
   __device__ __forceinline__ void issue(unsigned int dst, int k0) const {
+    const char* src = src_ + static_cast<long long>(k0) * static_cast<long long>(sizeof(T));
+    const bool whole = rows_inside_ == kAllRows && (!kKTail || k0 + BK <= KDIM);
+    if (whole) {
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), src, 16u);
+        src += step_bytes_;
+      }
+      return;
+    }
     const bool k_inside = !kKTail || k0 + column_ < KDIM;
-    const T* src = src_ + k0;
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
-      const unsigned int slot = slot_bytes_ + 16u * (i * kRowStep * kChunksPerRow);
-      // A zero-filling copy reads nothing, but its address is still kept valid: chunk 0's.
-      cp_async_cg_16_with<PRIORITY>(dst + slot, inside ? src + i * step_ : src_, inside ? 16u : 0u);
+      // A zero-filling copy reads nothing, but its address is still kept valid: the base's.
+      cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), inside ? src : src_, inside ? 16u : 0u);
+      src += step_bytes_;
     }
   }
 
  private:
-  const T* src_;
-  long long step_;
+  __device__ __forceinline__ unsigned int chunk_slot(int i) const {
+    return slot_bytes_ + 16u * static_cast<unsigned int>(i * kRowStep * kChunksPerRow);
+  }
+
+  const char* src_;
+  long long step_bytes_;
   unsigned int slot_bytes_;
   unsigned int rows_inside_;
   int column_;
