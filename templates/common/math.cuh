@@ -10,6 +10,13 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 // The quiet NaN written into outputs poisoned by bad input (a target id out of range).
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
 
+// 2^x by the multi-function unit (ex2.approx.ftz: relative error below 2^-22, 2^-inf = +0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Warp-wide reductions by xor butterfly: every lane ends with the same bits, since at each level
 // a lane and its partner add the same two operands.
 __device__ __forceinline__ float warp_max(float x) {

@@ -44,56 +44,32 @@ struct LogpFragmentEpilogue {
     }
   }
 
-  // Folds the finished tile whose column 0 is shard column n0. z = (acc + bias) * inv_temperature,
-  // written over the accumulators; columns at or past V_VALID are excluded. Rows past n_rows
-  // (zero-filled X) are folded too but never stored.
+  // Folds the finished tile whose column 0 is shard column n0. z = (acc + bias) * inv_temperature;
+  // columns at or past V_VALID are excluded. Rows past n_rows (zero-filled X) are folded too but
+  // never stored.
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int /*rows*/, const void* bias,
                                                float inv_temperature, int /*warp*/, int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
     const int limit = V_VALID - n0;
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = Mainloop::fragment_col(lane, g, e);
-        float b = 0.0f;
-        if constexpr (kBias) {
-          if (col < limit) b = to_float(static_cast<const BiasT*>(bias)[n0 + col]);
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float& a = acc[4 * g + 2 * h + e];
-          a = col < limit ? (kBias ? (a + b) * inv_temperature : a * inv_temperature) : neg_inf();
-        }
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = neg_inf();
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) tile_max = fmaxf(tile_max, acc[4 * g + 2 * h + e]);
-      float sum = 0.0f;
-      float ent = 0.0f;
-      // The owning lane keeps the very z that entered the max, so logp <= 0 holds exactly.
-      const int tcol = target_col[h] - n0;
-      float target = neg_inf();
+    if constexpr (kBias) {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float z = acc[4 * g + 2 * h + e];
-          if (z != neg_inf()) {
-            const float shift = z - tile_max;
-            const float p = expf(shift);
-            sum += p;
-            if (ENTROPY) ent += p * shift;
-          }
-          if (Mainloop::fragment_col(lane, g, e) == tcol) target = z;
+          const int col = Mainloop::fragment_col(lane, g, e);
+          const float b = col < limit ? to_float(static_cast<const BiasT*>(bias)[n0 + col]) : 0.0f;
+          acc[4 * g + e] += b;
+          acc[4 * g + 2 + e] += b;
         }
-      merge_stats<ENTROPY>(run[h], tile_max, sum, ent);
-      run[h].target = fmaxf(run[h].target, target);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (limit >= Mainloop::kColumnGroups * 8) {
+        fold_whole_row(acc, h, n0, inv_temperature, lane);
+      } else {
+        fold_partial_row(acc, h, n0, limit, inv_temperature, lane);
+      }
     }
   }
 
@@ -116,6 +92,85 @@ struct LogpFragmentEpilogue {
       const long long row = row0 + Mainloop::fragment_row(tid / 32, lane, h);
       if ((lane & 3) == 0 && row < n_rows) out[row] = r;
     }
+  }
+
+ private:
+  static constexpr float kLog2e = 1.4426950408889634f;
+
+  // The row's target logit where this thread holds the target's column, else -inf. Called once
+  // a row and tile; the column loop runs only in the tile that holds the target.
+  __device__ __forceinline__ float target_logit(const float* acc, int h, int n0, float inv_temperature,
+                                                int lane) const {
+    const int tcol = target_col[h] - n0;
+    float target = neg_inf();
+    if (tcol >= 0 && tcol < kGroups * 8) {
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (Mainloop::fragment_col(lane, g, e) == tcol) target = acc[4 * g + 2 * h + e] * inv_temperature;
+        }
+    }
+    return target;
+  }
+
+  // A tile whose columns are all valid. The max is taken of the raw accumulators and scaled once
+  // (inv_temperature > 0 keeps the order, and rounding is monotone, so the target's z never
+  // exceeds it: logp <= 0 holds exactly); each term is then one FFMA and one ex2:
+  // exp(z - max) = 2^((acc - acc_max) * inv_temperature * log2(e)).
+  __device__ __forceinline__ void fold_whole_row(const float* acc, int h, int n0, float inv_temperature,
+                                                 int lane) {
+    float acc_max = acc[2 * h];
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) acc_max = fmaxf(acc_max, acc[4 * g + 2 * h + e]);
+    const float tile_max = acc_max * inv_temperature;
+    const float scale = inv_temperature * kLog2e;
+    const float offset = -acc_max * scale;
+    float sum = 0.0f;
+    float ent = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float a = acc[4 * g + 2 * h + e];
+        const float p = exp2_approx(fmaf(a, scale, offset));
+        sum += p;
+        if (ENTROPY) ent += p * fmaf(a, inv_temperature, -tile_max);
+      }
+    merge_stats<ENTROPY>(run[h], tile_max, sum, ent);
+    run[h].target = fmaxf(run[h].target, target_logit(acc, h, n0, inv_temperature, lane));
+  }
+
+  // The shard's last tile, with columns at or past V_VALID (limit = V_VALID - n0 < BN): those are
+  // left out, and a thread may hold none of the valid ones.
+  __device__ __forceinline__ void fold_partial_row(const float* acc, int h, int n0, int limit,
+                                                   float inv_temperature, int lane) {
+    float tile_max = neg_inf();
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (Mainloop::fragment_col(lane, g, e) < limit) {
+          tile_max = fmaxf(tile_max, acc[4 * g + 2 * h + e] * inv_temperature);
+        }
+      }
+    float sum = 0.0f;
+    float ent = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (Mainloop::fragment_col(lane, g, e) < limit) {
+          const float shift = acc[4 * g + 2 * h + e] * inv_temperature - tile_max;
+          const float p = expf(shift);
+          sum += p;
+          if (ENTROPY) ent += p * shift;
+        }
+      }
+    merge_stats<ENTROPY>(run[h], tile_max, sum, ent);
+    run[h].target = fmaxf(run[h].target, target_logit(acc, h, n0, inv_temperature, lane));
   }
 };
 
