@@ -8,6 +8,8 @@
 // next wave while still in L2 (docs/perf-notes.md, "Grouped GEMM tile order").
 #pragma once
 
+#include "common/host_device.cuh"
+
 namespace shardjit {
 namespace kernels {
 
@@ -17,19 +19,21 @@ struct TileIndex {
 };
 
 // The tile of the block launched id-th (x fastest) of tiles_m x tiles_n, in groups of
-// group_rows row tiles.
-__device__ __forceinline__ TileIndex grouped_tile_index(int id, int tiles_m, int tiles_n, int group_rows) {
+// group_rows row tiles. Plain C++ too, so that the host tests can check it covers every tile once.
+SHARDJIT_HOST_DEVICE inline TileIndex grouped_tile_index(int id, int tiles_m, int tiles_n, int group_rows) {
   const int per_group = group_rows * tiles_n;
   const int first_m = (id / per_group) * group_rows;
-  const int rows = min(tiles_m - first_m, group_rows);
+  const int rows = tiles_m - first_m < group_rows ? tiles_m - first_m : group_rows;
   const int in_group = id % per_group;
   return TileIndex{first_m + in_group % rows, in_group / rows};
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // The block's launch position in a 2-D grid.
 __device__ __forceinline__ int linear_block_index() {
   return static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
 }
+#endif
 
 }  // namespace kernels
 }  // namespace shardjit

@@ -1,6 +1,10 @@
 // How the forward is laid out on the GPU: vocabulary splits and the kernels an op loads.
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
+#include "common/tile_order.cuh"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/ops/prewarm_plan.hpp"
 #include "shardjit/error.hpp"
@@ -9,6 +13,33 @@ namespace shardjit {
 namespace {
 
 const GpuShape kH200{132, 60ll << 20};
+
+// The forward's block order: a group is the row tiles one wave of blocks holds.
+TEST(VocabSplits, GroupRowsAreTheRowTilesOfOneWave) {
+  EXPECT_EQ(fwd_group_rows(132, 8), 17);
+  EXPECT_EQ(fwd_group_rows(132, 1), 132);
+  EXPECT_EQ(fwd_group_rows(132, 128), 2);
+  EXPECT_EQ(fwd_group_rows(132, 256), 1);
+  EXPECT_EQ(fwd_group_rows(0, 0), 1) << "never zero, whatever the device reports";
+}
+
+// Every block of the grid gets its own tile, and a group's blocks run row tile fastest.
+TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
+  for (auto [tiles_m, tiles_n, group] : {std::tuple{128, 8, 17}, {7, 3, 8}, {1, 5, 4}, {33, 1, 16}, {5, 9, 1}}) {
+    std::vector<int> seen(static_cast<std::size_t>(tiles_m * tiles_n), 0);
+    for (int id = 0; id < tiles_m * tiles_n; ++id) {
+      const kernels::TileIndex t = kernels::grouped_tile_index(id, tiles_m, tiles_n, group);
+      ASSERT_TRUE(t.m >= 0 && t.m < tiles_m && t.n >= 0 && t.n < tiles_n) << id;
+      ++seen[static_cast<std::size_t>(t.m * tiles_n + t.n)];
+    }
+    for (int count : seen) EXPECT_EQ(count, 1) << tiles_m << " x " << tiles_n << " in groups of " << group;
+    const kernels::TileIndex second = kernels::grouped_tile_index(1, tiles_m, tiles_n, group);
+    if (tiles_m > 1 && group > 1) {
+      EXPECT_EQ(second.m, 1) << "the next block is the next row tile of the same column";
+      EXPECT_EQ(second.n, 0);
+    }
+  }
+}
 
 TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
   SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
