@@ -55,11 +55,12 @@ class CpAsyncTile {
   // Copies columns [k0, k0 + BK) of the rows to the tile at shared address `dst`.
   __device__ __forceinline__ void issue(unsigned int dst, int k0) const {
     const bool k_inside = !kKTail || k0 + column_ < KDIM;
+    const unsigned long long policy = l2_policy<PRIORITY>();
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
       const unsigned int slot = slot_bytes_ + 16u * (i * kRowStep * kChunksPerRow);
-      cp_async_cg_16_with<PRIORITY>(dst + slot, inside ? src_[i] + k0 : src_[i], inside ? 16u : 0u);
+      cp_async_cg_16_with<PRIORITY>(dst + slot, inside ? src_[i] + k0 : src_[i], inside ? 16u : 0u, policy);
     }
   }
 
@@ -75,7 +76,7 @@ class CpAsyncTile {
 // (19 for a 256-row bf16 tile of BK = 64). For kernels whose accumulators leave few registers.
 // A slice costs two integer instructions a chunk for the address (a 64-bit add of the step)
 // and, for a tile with rows past the limit or a K tail, a predicate; the whole-tile case, by far
-// the most common, skips the predicates behind one uniform branch. (Recomputing each chunk's
+// the most common, skips the predicates behind one branch (threads differ only in edge tiles). (Recomputing each chunk's
 // address from the stride, as this copier first did, took ~8 instructions a chunk and made the
 // Hopper main loop issue-bound: docs/perf-notes.md.)
 template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY = L2Priority::kNormal>
@@ -112,11 +113,12 @@ class CpAsyncTileStrided {
   // Copies columns [k0, k0 + BK) of the rows to the tile at shared address `dst`.
   __device__ __forceinline__ void issue(unsigned int dst, int k0) const {
     const char* src = src_ + static_cast<long long>(k0) * static_cast<long long>(sizeof(T));
+    const unsigned long long policy = l2_policy<PRIORITY>();  // once a slice, not once a copy
     const bool whole = rows_inside_ == kAllRows && (!kKTail || k0 + BK <= KDIM);
     if (whole) {
 #pragma unroll
       for (int i = 0; i < kChunksPerThread; ++i) {
-        cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), src, 16u);
+        cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), src, 16u, policy);
         src += step_bytes_;
       }
       return;
@@ -125,8 +127,9 @@ class CpAsyncTileStrided {
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool inside = k_inside && (rows_inside_ >> i & 1u) != 0u;
-      // A zero-filling copy reads nothing, but its address is still kept valid: the base's.
-      cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), inside ? src : src_, inside ? 16u : 0u);
+      // A zero-filling copy reads nothing, but its address is still kept valid: chunk 0's (the
+      // matrix base when chunk 0's row is outside too).
+      cp_async_cg_16_with<PRIORITY>(dst + chunk_slot(i), inside ? src : src_, inside ? 16u : 0u, policy);
       src += step_bytes_;
     }
   }

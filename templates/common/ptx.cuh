@@ -23,12 +23,17 @@ __device__ __forceinline__ void cp_async_cg_16(unsigned int dst, const void* src
 // An L2 eviction priority for the lines a copy brings in (createpolicy.fractional, all of them).
 enum class L2Priority { kNormal, kEvictFirst };
 
+// The cache policy operand of the copies of priority PRIORITY (0, unused, for kNormal): made once
+// and passed to every copy of a slice.
 template <L2Priority PRIORITY>
 __device__ __forceinline__ unsigned long long l2_policy() {
-  static_assert(PRIORITY == L2Priority::kEvictFirst, "kNormal copies carry no policy");
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
+  if constexpr (PRIORITY == L2Priority::kNormal) {
+    return 0ull;
+  } else {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+  }
 }
 
 // cp_async_cg_16 with an L2 cache policy from l2_policy.
@@ -39,13 +44,14 @@ __device__ __forceinline__ void cp_async_cg_16_hint(unsigned int dst, const void
                : "memory");
 }
 
-// A 16-byte copy with the line priority PRIORITY.
+// A 16-byte copy with the line priority PRIORITY; policy is l2_policy<PRIORITY>().
 template <L2Priority PRIORITY>
-__device__ __forceinline__ void cp_async_cg_16_with(unsigned int dst, const void* src, unsigned int src_bytes) {
+__device__ __forceinline__ void cp_async_cg_16_with(unsigned int dst, const void* src, unsigned int src_bytes,
+                                                    unsigned long long policy) {
   if constexpr (PRIORITY == L2Priority::kNormal) {
     cp_async_cg_16(dst, src, src_bytes);
   } else {
-    cp_async_cg_16_hint(dst, src, src_bytes, l2_policy<PRIORITY>());
+    cp_async_cg_16_hint(dst, src, src_bytes, policy);
   }
 }
 

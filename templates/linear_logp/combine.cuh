@@ -110,7 +110,11 @@ __device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long lo
     atomicAdd(&args.status->bad_rows, 1u);
     if (atomicCAS(&args.status->claimed, 0u, 1u) == 0u) args.status->first_bad_id = t;
   } else {
-    logp = target - lse;
+    // A log-probability is at most 0. The target's z never exceeds the max, but the Hopper
+    // epilogue's ex2.approx may leave the max's own term a rounding below 1, which could put an
+    // almost certain token a few 1e-7 above 0. NaN (from non-finite inputs) passes through.
+    const float d = target - lse;
+    logp = d > 0.0f ? 0.0f : d;
   }
   if (args.logp != nullptr) args.logp[row] = logp;
   if (args.lse != nullptr) args.lse[row] = lse;

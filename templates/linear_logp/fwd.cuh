@@ -2,10 +2,11 @@
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: splits x row tiles (ceil(n_rows / BM)) blocks, x = split, y = row tile, each block taking
-// its (split, row tile) in the grouped order of LinearLogpFwdArgs; split x walks tiles
-// [x * tiles_per_split, min((x + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
-// partials[x * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
+// Grid: splits x row tiles (ceil(n_rows / BM)) blocks (gridDim.x = splits, gridDim.y = row tiles);
+// each block takes its (split s, row tile) from its launch position in the grouped order of
+// LinearLogpFwdArgs, not from blockIdx directly. Split s walks tiles
+// [s * tiles_per_split, min((s + 1) * tiles_per_split, ceil(V_VALID / BN))) and writes
+// partials[s * n_rows + row], even when its range is empty. Block: linear_logp_fwd_threads,
 // dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so

@@ -77,6 +77,8 @@ struct LogpEpilogue {
   template <class Mainloop>
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int rows, const void* bias,
                                                float inv_temperature, int warp, int lane) const {
+    static_assert(Mainloop::kSlicesInFlight == 0,
+                  "the shared-memory hand-off reads the accumulators right after the K loop");
 #pragma unroll
     for (int chunk = 0; chunk < kChunks; ++chunk) {
       mainloop.template store_columns<COLS>(logits, kLd, chunk, warp, lane);

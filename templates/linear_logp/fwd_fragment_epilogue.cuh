@@ -116,8 +116,9 @@ struct LogpFragmentEpilogue {
 
   // A tile whose columns are all valid. The max is taken of the raw accumulators and scaled once
   // (inv_temperature > 0 keeps the order, and rounding is monotone, so the target's z never
-  // exceeds it: logp <= 0 holds exactly); each term is then one FFMA and one ex2:
-  // exp(z - max) = 2^((acc - acc_max) * inv_temperature * log2(e)).
+  // exceeds it); each term is then one FFMA and one ex2:
+  // exp(z - max) = 2^((acc - acc_max) * inv_temperature * log2(e)). The max's own term comes out
+  // within a rounding of 1 rather than exactly 1; logp_combine keeps logp <= 0 regardless.
   __device__ __forceinline__ void fold_whole_row(const float* acc, int h, int n0, float inv_temperature,
                                                  int lane) {
     float acc_max = acc[2 * h];
