@@ -17,6 +17,7 @@
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/grad_reference.hpp"
+#include "support/parallel_for.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -53,18 +54,6 @@ Runtime& shared_runtime() {
   return runtime;
 }
 
-template <class Body>
-void parallel_rows(std::int64_t count, const Body& body) {
-  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (std::int64_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      for (std::int64_t i = w; i < count; i += workers) body(w, i);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 using testing::to_floats;
 
 // A problem and its fp64 gradients: grad_hidden and grad_bias in full, grad_weight on the
@@ -85,7 +74,7 @@ void reference_gradients(Problem& pr) {
   std::vector<double> dz_sampled(static_cast<std::size_t>(p.n * S), 0.0);
   const auto workers = static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::vector<double>> db_parts(workers, std::vector<double>(static_cast<std::size_t>(V), 0.0));
-  parallel_rows(p.n, [&](std::int64_t worker, std::int64_t i) {
+  testing::parallel_for(p.n, [&](std::int64_t worker, std::int64_t i) {
     const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
     if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
     const float* x = p.hidden_values.data() + i * H;
@@ -122,7 +111,7 @@ void reference_gradients(Problem& pr) {
   for (const auto& part : db_parts)
     for (std::int64_t v = 0; v < V; ++v) pr.db[static_cast<std::size_t>(v)] += part[static_cast<std::size_t>(v)];
   pr.dw.assign(static_cast<std::size_t>(S * H), 0.0);
-  parallel_rows(S, [&](std::int64_t, std::int64_t s) {
+  testing::parallel_for(S, [&](std::int64_t, std::int64_t s) {
     for (std::int64_t i = 0; i < p.n; ++i) {
       const double dz = dz_sampled[static_cast<std::size_t>(i * S + s)];
       if (dz == 0.0) continue;

@@ -1,28 +1,12 @@
 #include "support/grad_reference.hpp"
 
+#include "support/parallel_for.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 namespace shardjit::testing {
-namespace {
-
-// body(i) for i in [0, count), strided over one thread per core.
-template <class Body>
-void parallel_for(std::int64_t count, const Body& body) {
-  const std::int64_t workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (std::int64_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      for (std::int64_t i = w; i < count; i += workers) body(i);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-}  // namespace
-
 std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
   std::vector<float> out(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -42,7 +26,7 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
   ReferenceGrads r;
   r.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
   std::vector<double> dz(static_cast<std::size_t>(p.n * V), 0.0);
-  parallel_for(p.n, [&](std::int64_t i) {
+  parallel_for(p.n, [&](std::int64_t, std::int64_t i) {
     const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
     if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
     const float* x = p.hidden_values.data() + i * H;
@@ -69,7 +53,7 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
   });
   r.dw.assign(static_cast<std::size_t>(V * H), 0.0);
   r.db.assign(static_cast<std::size_t>(V), 0.0);
-  parallel_for(V, [&](std::int64_t v) {
+  parallel_for(V, [&](std::int64_t, std::int64_t v) {
     double* dw = r.dw.data() + v * H;
     for (std::int64_t i = 0; i < p.n; ++i) {
       const double d = dz[static_cast<std::size_t>(i * V + v)];

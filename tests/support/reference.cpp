@@ -1,10 +1,11 @@
 #include "support/reference.hpp"
 
+#include "support/parallel_for.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 namespace shardjit::testing {
 
@@ -45,19 +46,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-template <class Body>
-void parallel_for(std::size_t count, const Body& body) {
-  const std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t chunk = (count + workers - 1) / workers;
-  std::vector<std::thread> threads;
-  for (std::size_t begin = 0; begin < count; begin += chunk) {
-    threads.emplace_back([&, begin] {
-      for (std::size_t i = begin; i < std::min(count, begin + chunk); ++i) body(i);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 }  // namespace
 
 std::vector<float> random_values(std::uint64_t seed, std::size_t count, float scale, DType dtype,
@@ -65,7 +53,7 @@ std::vector<float> random_values(std::uint64_t seed, std::size_t count, float sc
   std::vector<float> values(count);
   bytes.assign(count * dtype_size(dtype), 0);
   const std::uint64_t stream = splitmix64(seed);
-  parallel_for(count, [&](std::size_t i) {
+  parallel_for(static_cast<std::int64_t>(count), [&](std::int64_t, std::int64_t i) {
     const double unit = static_cast<double>(splitmix64(stream ^ (i * 0x632be59bd9b4e019ull)) >> 11) * 0x1.0p-53;
     float v = static_cast<float>((2.0 * unit - 1.0) * scale);
     if (dtype == DType::kBF16) {
@@ -123,7 +111,9 @@ LogpRow reference_logp_row(const LogpProblem& p, std::int64_t row) {
 
 std::vector<LogpRow> reference_logp_rows(const LogpProblem& problem, const std::vector<std::int64_t>& rows) {
   std::vector<LogpRow> out(rows.size());
-  parallel_for(rows.size(), [&](std::size_t i) { out[i] = reference_logp_row(problem, rows[i]); });
+  parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t, std::int64_t i) {
+    out[static_cast<std::size_t>(i)] = reference_logp_row(problem, rows[static_cast<std::size_t>(i)]);
+  });
   return out;
 }
 
