@@ -60,13 +60,13 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
 }
 
 // The Hopper main loop takes one tile: 128 x 256 x 64 of 16-bit inputs
-// (templates/common/wgmma_mainloop.cuh).
-void check_main_loop(const char* name, const KernelSpec& spec) {
+// (templates/common/wgmma_mainloop.cuh). `type` names the parameter that holds the input type.
+void check_main_loop(const char* name, const KernelSpec& spec, const char* type = "T") {
   if (!spec.bool_param("WGMMA")) return;
-  if (spec.type_param("T") == "fp32" || spec.int_param("BM") != 128 || spec.int_param("BN") != 256 ||
+  if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 || spec.int_param("BN") != 256 ||
       spec.int_param("BK") != 64) {
-    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with T = " +
-                                                 spec.type_param("T") + ", BM x BN x BK = " +
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with " + type +
+                                                 " = " + spec.type_param(type) + ", BM x BN x BK = " +
                                                  std::to_string(spec.int_param("BM")) + " x " +
                                                  std::to_string(spec.int_param("BN")) + " x " +
                                                  std::to_string(spec.int_param("BK")) +
@@ -110,6 +110,7 @@ void check_gemm(const KernelSpec& spec) {
   if (spec.int_param("BK") == 48) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: BK = 48; expected 16, 32 or 64");
   }
+  check_main_loop("gemm", spec, "TA");  // first: its message names what WGMMA needs
   // A 16-bit A runs the tensor-core loop (B has its type, checked above); an fp32 A the FMA loop.
   check_block_tile("gemm", spec, a == "fp32");
 }
@@ -223,6 +224,7 @@ std::vector<TemplateDef> make_registry() {
        int_param("BN", 64, 256, 64, "output columns per tile (64, 128 or 256)"),
        int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
+       bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
       check_gemm});
   registry.push_back(TemplateDef{

@@ -30,9 +30,12 @@ constexpr std::span<const GemmTile> kGemmMmaTiles = kGemmTilesWide;
 
 }  // namespace
 
-GemmTile default_gemm_tile(DType a, DType b, const std::string& arch) {
+GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hopper_path) {
   const unsigned limit = smem_limit_for_arch(arch);
   const bool tensor_cores = a == b && a != DType::kFP32;
+  // The Hopper loop where the forward's applies (hopper_logit_tile): 196,608 bytes, four stages,
+  // one slice of wgmma left in flight across each slice barrier.
+  if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true};
   if (!tensor_cores) {
     GemmTile tile{128, 128, 16, 3};
     while (tile.stages > 2 && gemm_smem(a, b, tile) > limit) --tile.stages;
@@ -54,6 +57,7 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {
                              {"BN", std::int64_t{tile.bn}},
                              {"BK", std::int64_t{tile.bk}},
                              {"STAGES", std::int64_t{tile.stages}},
+                             {"WGMMA", tile.wgmma},
                              {"FILTER", kind.filter}});
 }
 

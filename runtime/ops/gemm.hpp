@@ -19,6 +19,9 @@ struct GemmTile {
   int bn = 128;
   int bk = 32;
   int stages = 4;
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit operands) instead of
+  // the portable one (templates/gemm/gemm_mainloop_mma.cuh).
+  bool wgmma = false;
 };
 
 // What a GEMM kernel is specialized for, besides its tile.
@@ -31,10 +34,12 @@ struct GemmKind {
   bool filter = false;
 };
 
-// Tensor cores (16-bit A and B of one type): 128 x 256 x 64, three stages (128 x 256 x 32 where
-// the arch's shared memory is ~100 KiB). fp32 FMA otherwise: 128 x 128 x 16, three stages, fewer
-// where the arch's shared memory is smaller.
-GemmTile default_gemm_tile(DType a, DType b, const std::string& arch);
+// Tensor cores (16-bit A and B of one type): on sm_90a with hopper_path (RuntimeConfig,
+// SHARDJIT_HOPPER_PATH) the wgmma loop, 128 x 256 x 64 with four stages; elsewhere mma.sync,
+// 128 x 256 x 64 with three stages (128 x 256 x 32 where the arch's shared memory is ~100 KiB).
+// fp32 FMA otherwise: 128 x 128 x 16, three stages, fewer where the arch's shared memory is
+// smaller.
+GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hopper_path);
 
 KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);
 

@@ -34,7 +34,7 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
   if (c.bias_dtype) grad_bias = c.grad_weight_fp32 ? DType::kFP32 : *c.bias_dtype;
 
   const FwdTile dz_tile = default_bwd_dz_tile(c.dtype, arch, hopper_path);
-  const GemmTile gemm_tile = default_gemm_tile(dz, c.dtype, arch);
+  const GemmTile gemm_tile = default_gemm_tile(dz, c.dtype, arch, hopper_path);
   // grad_weight = dZ^T X: A is dZ read transposed, B is hidden.
   GemmKind weight_kind{dz, c.dtype, grad_weight, grad_weight, true, filter};
   // grad_hidden = dZ W: A is dZ, B is the chunk's rows of weight; the addend is the fp32 buffer

@@ -16,14 +16,13 @@
 // (templates/linear_logp/logit_mainloop.cuh) where the Hopper loop does not.
 #pragma once
 
+#include "common/operand_layout.cuh"
 #include "common/ptx.cuh"
 #include "common/swizzle.cuh"
 #include "common/types.cuh"
 
 namespace shardjit {
 namespace kernels {
-
-enum class MmaOperand { kKContiguous, kMNContiguous };
 
 // Addressing of one operand tile: EXTENT indices of M (for A) or N (for B) by BK of K, its rows
 // swizzled by swizzled_chunk_any.

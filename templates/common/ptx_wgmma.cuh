@@ -1,7 +1,7 @@
 // Wrappers over the sm_90a warpgroup instructions (wgmma and the fences around it) that the
-// Hopper main loop uses (templates/common/wgmma_mainloop.cuh): one instruction per function,
-// named after it. Only that main loop includes this file, and only kernels compiled for sm_90a
-// instantiate it.
+// Hopper main loop uses (templates/common/wgmma_mainloop.cuh, and the ring's proxy fence in
+// templates/common/slice_ring.cuh): one instruction per function, named after it. Only kernels
+// compiled for sm_90a instantiate them.
 #pragma once
 
 #include "common/types.cuh"
@@ -35,16 +35,22 @@ __device__ __forceinline__ void wgmma_wait_group() {
 // the wgmma that read it.
 __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
-// Shared-memory matrix descriptor of a K contiguous operand tile whose rows are 128 bytes (64
-// 16-bit elements) and swizzled as templates/common/swizzle.cuh does for 8 chunks a row: chunk c
-// of row r at slot c ^ (r % 8). That is the 128-byte swizzle of the PTX ISA, provided the tile
-// starts on a 1024-byte boundary (the swizzle is applied to address bits). Fields: start address
-// >> 4 (bits 0-13); leading byte offset, unused for this layout, 1 (bits 16-29); stride byte
-// offset between 8-row groups, 1024 >> 4 (bits 32-45); base offset 0 (bits 49-51); swizzle mode
-// 1 = 128 bytes (bits 62-63). A k16 step further along the rows is 32 bytes: start address + 2.
-__device__ __forceinline__ unsigned long long wgmma_descriptor_k128b(unsigned int smem_address) {
-  return static_cast<unsigned long long>((smem_address & 0x3FFFFu) >> 4) | (1ull << 16) |
-         (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+// Shared-memory matrix descriptor of an operand tile in the 128-byte swizzle of the PTX ISA:
+// 1024-byte atoms of 8 rows of 128 bytes, chunk c of row r at slot c ^ (r % 8), addressed through
+// absolute shared-memory address bits (so atoms start on 1024-byte boundaries). Fields: start
+// address >> 4 (bits 0-13); leading byte offset >> 4 (bits 16-29); stride byte offset >> 4 (bits
+// 32-45); base offset 0 (bits 49-51); swizzle mode 1 = 128 bytes (bits 62-63).
+//   K contiguous operand (rows of 64 16-bit elements along K): the stride byte offset is the
+//   distance between 8-row groups, the leading one is unused (1).
+//   M / N contiguous operand (rows of 64 elements along M or N, one row per K index): the
+//   leading byte offset is the distance between atoms along M / N, the stride byte offset the
+//   distance between groups of 8 K indices.
+__device__ __forceinline__ unsigned long long wgmma_descriptor_128b(unsigned int smem_address,
+                                                                    unsigned int leading_bytes,
+                                                                    unsigned int stride_bytes) {
+  return static_cast<unsigned long long>((smem_address & 0x3FFFFu) >> 4) |
+         (static_cast<unsigned long long>(leading_bytes >> 4) << 16) |
+         (static_cast<unsigned long long>(stride_bytes >> 4) << 32) | (1ull << 62);
 }
 
 #define SHARDJIT_WGMMA_M64N256K16(TYPE) \
@@ -61,7 +67,7 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor_k128b(unsigned in
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
-      "%128, %129, p, 1, 1, 0, 0;\n" \
+      "%128, %129, p, 1, 1, %131, %132;\n" \
       "}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -79,16 +85,18 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor_k128b(unsigned in
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
 
-// D[64 x 256] (+)= A[64 x 16] * B[16 x 256]^T, both operands K contiguous in shared memory
-// (descriptors above), fp32 accumulators in the fragment order of the PTX ISA: register
+// D[64 x 256] (+)= A[64 x 16] * B[16 x 256]^T, both operands in shared memory (descriptors
+// above), K contiguous where TRANS_A / TRANS_B is 0 and M / N contiguous where it is 1; fp32
+// accumulators in the fragment order of the PTX ISA: register
 // 4 j + i of lane l of warp w (of the warpgroup) holds row 16 w + l / 4 + 8 (i / 2), column
 // 8 j + 2 (l % 4) + i % 2. accumulate = 0 overwrites D instead of adding to it.
-template <class T>
+template <class T, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
                                                  unsigned long long desc_b, int accumulate) {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value, "wgmma takes bf16 or fp16 here");
+  static_assert((TRANS_A == 0 || TRANS_A == 1) && (TRANS_B == 0 || TRANS_B == 1), "a transpose flag is 0 or 1");
   if constexpr (is_same_type<T, bf16>::value) {
     SHARDJIT_WGMMA_M64N256K16("bf16")
   } else {

@@ -1,15 +1,16 @@
-// Tensor-core main loop of the Hopper path (wgmma, sm_90a) for GEMM-shaped kernels whose operands
-// are both K contiguous (X and W of the forward and of the dZ kernel): a drop-in for
-// MmaTileMainloop<T, 128, 256, 64, kKContiguous, kKContiguous> (templates/common/mma_mainloop.cuh)
-// on the same cp.async pipeline, the same swizzled shared-memory tiles and the same hand-off
-// (store_columns) to the epilogues.
+// Tensor-core main loop of the Hopper path (wgmma, sm_90a) for GEMM-shaped kernels: a drop-in for
+// MmaTileMainloop<T, 128, 256, 64, A_LAYOUT, B_LAYOUT> (templates/common/mma_mainloop.cuh) on the
+// same cp.async pipeline, the same swizzled shared-memory tiles and the same hand-offs
+// (store_columns, for_each_pair) to the epilogues. The logit kernels (forward, dZ) read both
+// operands K contiguous; the backward's GEMM reads B [k][n] N contiguous, and A either way.
 //
 // The block's two warpgroups each own 64 rows of the 128 x 256 tile and issue, per 64-wide K
 // slice, four wgmma m64n256k16 that read A and B straight from shared memory (no ldmatrix, no
 // fragments in registers): 128 fp32 accumulators a thread, as the mma.sync loop's 64 x 64 warp
-// blocks. The tiles' 128-byte rows with chunk c of row r at slot c ^ (r % 8) are exactly the
-// 128-byte swizzle wgmma reads, so the copier is shared; the stage must start on a 1024-byte
-// boundary (checked once per block by the kernels, see wgmma_check_alignment).
+// blocks. The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
+// 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage
+// must start on a 1024-byte boundary (checked once per block by the kernels, see
+// wgmma_check_alignment).
 //
 // IN_FLIGHT is how many slices' wgmma compute may leave running when it returns (0 or 1). With 0
 // the next slice's barrier frees the slot just read, as in the mma.sync loop, but the tensor
@@ -24,6 +25,8 @@
 // fragment_col(lane, g, e)) for column group g < BN / 8, row half h < 2 and e < 2.
 #pragma once
 
+#include "common/host_device.cuh"
+#include "common/operand_layout.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_wgmma.cuh"
 #include "common/types.cuh"
@@ -31,7 +34,41 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, int BM, int BN, int BK, int IN_FLIGHT>
+// Descriptors of one operand tile of 16-bit elements, EXTENT indices of M (A) or N (B) by BK = 64
+// of K, stored by swizzled_chunk_any:
+//   K contiguous, [EXTENT][64]: 128-byte rows, one 1024-byte atom per 8 rows; a k16 step is 32
+//   bytes along the rows;
+//   M / N contiguous, [64][EXTENT]: each 8 K rows are EXTENT / 64 atoms side by side (1024 bytes
+//   apart), the 8-row groups 16 x EXTENT bytes apart; a k16 step is two groups.
+template <MmaOperand LAYOUT, int EXTENT, int BK>
+struct WgmmaOperandTile {
+  static_assert(BK == 64 && EXTENT % 64 == 0, "64-wide K slices of whole 64-index atoms");
+  static constexpr bool kKContiguous = LAYOUT == MmaOperand::kKContiguous;
+  // wgmma's transpose flag: 0 reads the operand K contiguous, 1 M / N contiguous.
+  static constexpr int kTranspose = kKContiguous ? 0 : 1;
+  static constexpr unsigned int kGroupBytes = kKContiguous ? 1024u : 16u * EXTENT;
+  // Descriptor units (16 bytes) a k16 step moves the start address.
+  static constexpr unsigned long long kStep = kKContiguous ? 32 / 16 : 2 * kGroupBytes / 16;
+
+  // The descriptor of the tile's M / N indices from `first` on (a multiple of 64).
+  static __device__ __forceinline__ unsigned long long descriptor(const void* tile, int first) {
+    if constexpr (kKContiguous) {
+      return wgmma_descriptor_128b(smem_addr(tile) + static_cast<unsigned int>(first) * 128u, 16u, kGroupBytes);
+    } else {
+      return wgmma_descriptor_128b(smem_addr(tile) + static_cast<unsigned int>(first / 64) * 1024u, 1024u,
+                                   kGroupBytes);
+    }
+  }
+};
+
+// A slice in flight keeps the tensor cores busy across the slice barrier but takes a stage from
+// the prefetch (ring_prefetch_slices, templates/common/slice_ring.cuh); below four stages that
+// would leave one slice of prefetch, too little to hide a load from L2, so those rings wait for
+// every slice.
+SHARDJIT_HOST_DEVICE constexpr int wgmma_slices_in_flight(int stages) { return stages >= 4 ? 1 : 0; }
+
+template <class T, int BM, int BN, int BK, int IN_FLIGHT, MmaOperand A_LAYOUT = MmaOperand::kKContiguous,
+          MmaOperand B_LAYOUT = MmaOperand::kKContiguous>
 struct WgmmaTileMainloop {
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(BM < 0, "the wgmma main loop needs the sm_90a target (WGMMA = true only on Hopper)");
@@ -56,22 +93,22 @@ struct WgmmaTileMainloop {
     for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
   }
 
-  // Accumulates one BK slice: a_stage is the stage's A tile [BM][BK], b_stage its B tile [BN][BK].
+  using ATile = WgmmaOperandTile<A_LAYOUT, BM, BK>;
+  using BTile = WgmmaOperandTile<B_LAYOUT, BN, BK>;
+
+  // Accumulates one BK slice: a_stage is the stage's A tile, b_stage its B tile, each in its
+  // layout ([BM][BK] or [BK][BM]; [BN][BK] or [BK][BN]).
   template <class Between>
   __device__ __forceinline__ void compute(const T* a_stage, const T* b_stage, int warp, int /*lane*/,
                                           Between&& between) {
-    constexpr int kRowBytes = BK * static_cast<int>(sizeof(T));
-    const int group = warp / 4;
-    const unsigned long long a_desc =
-        wgmma_descriptor_k128b(smem_addr(a_stage) + static_cast<unsigned int>(group * kWarpGroupRows * kRowBytes));
-    const unsigned long long b_desc = wgmma_descriptor_k128b(smem_addr(b_stage));
+    const unsigned long long a_desc = ATile::descriptor(a_stage, (warp / 4) * kWarpGroupRows);
+    const unsigned long long b_desc = BTile::descriptor(b_stage, 0);
     fence_accumulators();
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      // A k16 step is 32 bytes further along the rows: + 2 in the descriptor's address field.
-      const unsigned long long step = static_cast<unsigned long long>(kk * 2);
-      wgmma_m64n256k16<T>(acc, a_desc + step, b_desc + step, 1);
+      wgmma_m64n256k16<T, ATile::kTranspose, BTile::kTranspose>(acc, a_desc + kk * ATile::kStep,
+                                                                b_desc + kk * BTile::kStep, 1);
     }
     wgmma_commit_group();
     between();
@@ -92,6 +129,18 @@ struct WgmmaTileMainloop {
   }
   __device__ static __forceinline__ int fragment_col(int lane, int group, int e) {
     return group * 8 + (lane & 3) * 2 + e;
+  }
+
+  // Calls f(row, col, v0, v1) for each pair of adjacent accumulators (columns col, col + 1) of
+  // the thread, in tile coordinates (as MmaTileMainloop::for_each_pair).
+  template <class F>
+  __device__ __forceinline__ void for_each_pair(int warp, int lane, F&& f) const {
+#pragma unroll
+    for (int g = 0; g < kColumnGroups; ++g)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        f(fragment_row(warp, lane, h), fragment_col(lane, g, 0), acc[4 * g + 2 * h], acc[4 * g + 2 * h + 1]);
+      }
   }
 
   // Writes the columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the fp32 tile [BM][ld],

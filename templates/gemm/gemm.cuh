@@ -1,8 +1,9 @@
 // General matrix product out = alpha * A B + addend (templates/gemm/gemm_args.cuh) with fp32
 // accumulation, for the backward of LinearLogp: grad_hidden = dZ W (A = dZ) and
 // grad_weight = dZ^T X (A_TRANS, A = dZ). Same structure as the forward: a cp.async
-// multi-stage pipeline of swizzled tiles feeding a main loop (mma.sync for 16-bit operands, fp32
-// FMA otherwise), then an epilogue policy (store, or accumulate into an existing buffer).
+// multi-stage pipeline of swizzled tiles feeding a main loop (for 16-bit operands wgmma on
+// sm_90a with WGMMA, mma.sync otherwise; fp32 FMA for fp32 A), then an epilogue policy (store, or
+// accumulate into an existing buffer).
 //
 // Grid: x = ceil(m / BM), y = ceil(n / BN). Block: gemm_threads, dynamic shared memory
 // gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES). Each block owns its output
@@ -12,6 +13,7 @@
 #pragma once
 
 #include "common/ptx.cuh"
+#include "common/slice_ring.cuh"
 #include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "gemm/gemm_args.cuh"
@@ -25,17 +27,18 @@ namespace shardjit {
 namespace kernels {
 
 // Tensor cores when both operands have the same 16-bit type, fp32 FMA otherwise.
-template <class TA, class TB, int BM, int BN, int BK, bool A_TRANS>
+template <class TA, class TB, int BM, int BN, int BK, int STAGES, bool A_TRANS, bool WGMMA>
 struct GemmMainloopFor {
+  static_assert(!WGMMA, "the wgmma main loop takes bf16 or fp16 A and B");
   using type = GemmSimtMainloop<TA, TB, BM, BN, BK, A_TRANS>;
 };
-template <int BM, int BN, int BK, bool A_TRANS>
-struct GemmMainloopFor<bf16, bf16, BM, BN, BK, A_TRANS> {
-  using type = GemmMmaMainloop<bf16, BM, BN, BK, A_TRANS>;
+template <int BM, int BN, int BK, int STAGES, bool A_TRANS, bool WGMMA>
+struct GemmMainloopFor<bf16, bf16, BM, BN, BK, STAGES, A_TRANS, WGMMA> {
+  using type = typename GemmMmaMainloop<bf16, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
 };
-template <int BM, int BN, int BK, bool A_TRANS>
-struct GemmMainloopFor<fp16, fp16, BM, BN, BK, A_TRANS> {
-  using type = GemmMmaMainloop<fp16, BM, BN, BK, A_TRANS>;
+template <int BM, int BN, int BK, int STAGES, bool A_TRANS, bool WGMMA>
+struct GemmMainloopFor<fp16, fp16, BM, BN, BK, STAGES, A_TRANS, WGMMA> {
+  using type = typename GemmMmaMainloop<fp16, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
 };
 
 // Whether K slice `slice` (of BK) of the block's rows [m0, m0 + BM) touches a nonzero mask block.
@@ -74,9 +77,10 @@ struct GemmMinBlocks<MmaTileMainloop<T, BM, BN, BK, A, B>> {
 constexpr int kGemmGroupRows = 8;
 
 template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
-          int STAGES, bool FILTER>
+          int STAGES, bool WGMMA, bool FILTER>
 __global__ void __launch_bounds__(
-    gemm_threads, GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type>::value)
+    gemm_threads,
+    GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type>::value)
     gemm(const GemmArgs args) {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
@@ -89,9 +93,10 @@ __global__ void __launch_bounds__(
   constexpr int kStageBytes = gemm_stage_bytes(static_cast<int>(sizeof(TA)), static_cast<int>(sizeof(TB)), BM, BN, BK);
   using ACopy = GemmTileCopy<TA, A_TRANS ? BK : BM, A_TRANS ? BM : BK, kThreads, A_TRANS>;
   using BCopy = GemmTileCopy<TB, BK, BN, kThreads, true>;
-  using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, A_TRANS>::type;
+  using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
 
   extern __shared__ __align__(128) unsigned char gemm_smem[];
+  if constexpr (WGMMA) wgmma_check_alignment(gemm_smem);
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -129,23 +134,23 @@ __global__ void __launch_bounds__(
   };
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load_next();
+  for (int s = 0; s < ring_prefetch_slices<Mainloop, STAGES>(); ++s) load_next();
 
   Mainloop mainloop;
   mainloop.clear();
   int read_slot = 0;
 #pragma unroll 1
   for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) {
-    cp_async_wait_group<STAGES - 2>();
-    // Makes every thread's copies of this slot visible, and frees the slot read in the previous
-    // step for the refill that compute starts.
-    __syncthreads();
+    // Makes every thread's copies of this slot visible, and frees the slot that the refill
+    // issued during compute fills.
+    wait_for_slice<Mainloop, STAGES>();
     const unsigned char* const stage = gemm_smem + read_slot * kStageBytes;
     mainloop.compute(reinterpret_cast<const TA*>(stage), reinterpret_cast<const TB*>(stage + kABytes), warp,
                      lane, load_next);
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
   }
   cp_async_wait_group<0>();
+  if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
 
   GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
                                     static_cast<const AddT*>(args.addend),

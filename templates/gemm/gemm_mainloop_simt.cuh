@@ -19,6 +19,10 @@ struct GemmSimtMainloop {
   static constexpr int kPairs = BN / (2 * kGrid);
   static_assert(BM % kGrid == 0 && BN % (2 * kGrid) == 0, "tile shape");
 
+  // The ring contract (templates/common/slice_ring.cuh): plain loads, done when compute returns.
+  static constexpr bool kAsyncProxyReads = false;
+  static constexpr int kSlicesInFlight = 0;
+
   float acc[kRows][kPairs][2];
 
   __device__ __forceinline__ void clear() {

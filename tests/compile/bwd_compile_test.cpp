@@ -55,6 +55,11 @@ TEST_P(BackwardTemplates, CompileToCubin) {
     // The default tiles compiled here are the 128 x 256 ones (64 x 64 warp blocks).
     EXPECT_EQ(kernels.backward->dz.int_param("BN"), 256);
     EXPECT_EQ(kernels.backward->grad_weight.int_param("BN"), c.dz_fp32 ? 128 : 256);
+    // sm_90a runs both GEMMs on the wgmma loop (A read M contiguous for grad_weight, K
+    // contiguous for grad_hidden); an fp32 dZ keeps the FMA loop.
+    const bool wgmma = std::string(c.arch) == "sm_90a" && !c.dz_fp32;
+    EXPECT_EQ(kernels.backward->grad_weight.bool_param("WGMMA"), wgmma);
+    EXPECT_EQ(kernels.backward->grad_hidden_out.bool_param("WGMMA"), wgmma);
   }
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
@@ -88,8 +93,9 @@ TEST(BackwardTemplates, HalfHeightDzTileOfTheSmallerArchesCompiles) {
   }
 }
 
-// The tiles the defaults can go back to (128 x 128, 64 x 32 warp blocks) and the 256 x 128 ones
-// (4 x 2 warps) still compile, for both A layouts of the GEMM.
+// The tiles the defaults can go back to (128 x 128, 64 x 32 warp blocks; on sm_90a the portable
+// 128 x 256 of SHARDJIT_HOPPER_PATH=0) and the 256 x 128 ones (4 x 2 warps) still compile, for
+// both A layouts of the GEMM.
 TEST(BackwardTemplates, FormerAndAlternativeTilesCompile) {
   LinearLogpConfig config;
   config.hidden = 4096;
@@ -114,6 +120,11 @@ TEST(BackwardTemplates, FormerAndAlternativeTilesCompile) {
     compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, true, true},
                       GemmTile{128, 128, 32, 4}),
             arch);
+  }
+  for (bool a_trans : {false, true}) {
+    compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16, DType::kFP32, a_trans, false},
+                      default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", false)),
+            "sm_90a");
   }
   compile(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 128, 64, 3}, false), "sm_90a");
   compile(gemm_spec(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, true, false},

@@ -157,9 +157,11 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), "sm_90a").backward;
     expect_tile(k.dz_tile, 128, 256, 64, 3, "dZ, sm_90a");
-    expect_tile(k.gemm_tile, 128, 256, 64, 3, "GEMM, sm_90a");
+    // The GEMMs' wgmma loop keeps one slice in flight: a fourth stage.
+    expect_tile(k.gemm_tile, 128, 256, 64, 4, "GEMM, sm_90a");
+    EXPECT_TRUE(k.gemm_tile.wgmma);
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 219152u);
-    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 147456u);
+    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 196608u);
     EXPECT_EQ(k.dz.int_param("BN"), 256);
     EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
     EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
@@ -289,7 +291,38 @@ TEST(GemmSpec, MixedSixteenBitOperandsAreRejected) {
   kind.b = DType::kFP16;
   EXPECT_THROW(gemm_spec(kind, GemmTile{}), Error);
   kind.a = DType::kFP32;
-  EXPECT_NO_THROW(gemm_spec(kind, default_gemm_tile(kind.a, kind.b, "sm_80")));
+  EXPECT_NO_THROW(gemm_spec(kind, default_gemm_tile(kind.a, kind.b, "sm_80", true)));
+}
+
+TEST(GemmSpec, HopperTileWhereTheForwardHasOne) {
+  // 16-bit operands on sm_90a with the Hopper path on: wgmma, 128 x 256 x 64, four stages.
+  const GemmTile hopper = default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", true);
+  EXPECT_TRUE(hopper.wgmma);
+  EXPECT_EQ(hopper.bm, 128);
+  EXPECT_EQ(hopper.bn, 256);
+  EXPECT_EQ(hopper.bk, 64);
+  EXPECT_EQ(hopper.stages, 4);
+  EXPECT_LE(gemm_smem(DType::kBF16, DType::kBF16, hopper), smem_limit_for_arch("sm_90a"));
+  EXPECT_TRUE(default_gemm_tile(DType::kFP16, DType::kFP16, "sm_90a", true).wgmma);
+  // Not: the Hopper path off, an fp32 A (the FMA loop), other targets.
+  const GemmTile portable = default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", false);
+  EXPECT_FALSE(portable.wgmma);
+  EXPECT_EQ(portable.stages, 3);
+  EXPECT_FALSE(default_gemm_tile(DType::kFP32, DType::kBF16, "sm_90a", true).wgmma);
+  EXPECT_FALSE(default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90", true).wgmma);
+  EXPECT_FALSE(default_gemm_tile(DType::kBF16, DType::kBF16, "sm_100", true).wgmma);
+}
+
+TEST(GemmSpec, WgmmaNeedsSixteenBitOperandsAndItsTile) {
+  GemmKind kind;
+  GemmTile tile{128, 256, 64, 4, true};
+  EXPECT_NO_THROW(gemm_spec(kind, tile));
+  kind.a_trans = true;
+  EXPECT_NO_THROW(gemm_spec(kind, tile));
+  tile.bn = 128;
+  EXPECT_THROW(gemm_spec(kind, tile), Error);
+  kind.a = DType::kFP32;
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true}), Error);
 }
 
 }  // namespace
