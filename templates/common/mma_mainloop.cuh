@@ -168,20 +168,17 @@ struct MmaTileMainloop {
     if (col0 >= 0 && col0 < COLS) store_block(tile, ld, col0, warp, lane);
   }
 
-  // Calls f(row, col, v0, v1) for each pair of adjacent accumulators (columns col, col + 1) of
-  // the thread, in tile coordinates: c0, c1 are row g, columns 2t, 2t + 1 of an m16n8 tile; c2,
-  // c3 the same columns of row g + 8 (g = lane / 4, t = lane % 4).
-  template <class F>
-  __device__ __forceinline__ void for_each_pair(int warp, int lane, F&& f) const {
-    const int row = (warp / kWarpsN) * kWarpM + (lane >> 2);
-    const int col = (warp % kWarpsN) * kWarpN + (lane & 3) * 2;
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        f(row + mt * 16, col + nt * 8, acc[mt][nt][0], acc[mt][nt][1]);
-        f(row + mt * 16 + 8, col + nt * 8, acc[mt][nt][2], acc[mt][nt][3]);
-      }
+  // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
+  // index once the caller's loop is unrolled): c0, c1 (h = 0) and c2, c3 (h = 1) of m16n8 tile
+  // (mt, nt) are row g (+ 8 h), columns 2t, 2t + 1 of the tile (g = lane / 4, t = lane % 4).
+  static constexpr int kPairs = kAccumulators / 2;
+  __device__ __forceinline__ AccumulatorPair pair(int i, int warp, int lane) const {
+    const int mt = i / (2 * kNTiles);
+    const int nt = (i / 2) % kNTiles;
+    const int h = i % 2;
+    const int row = (warp / kWarpsN) * kWarpM + (lane >> 2) + mt * 16 + 8 * h;
+    const int col = (warp % kWarpsN) * kWarpN + (lane & 3) * 2 + nt * 8;
+    return {row, col, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]};
   }
 
  private:

@@ -35,6 +35,15 @@ struct conditional_type<false, A, B> {
   using type = B;
 };
 
+// Two adjacent accumulators of a GEMM-shaped main loop's tile, (row, col) and (row, col + 1) in
+// tile coordinates: what the main loops hand their register epilogues (pair(i), i < kPairs).
+struct AccumulatorPair {
+  int row;
+  int col;
+  float v0;
+  float v1;
+};
+
 // bf16 is the high half of an fp32, so widening is exact and needs no instruction.
 __device__ __forceinline__ float to_float(bf16 x) {
   return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);

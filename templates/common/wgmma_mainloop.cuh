@@ -131,16 +131,13 @@ struct WgmmaTileMainloop {
     return group * 8 + (lane & 3) * 2 + e;
   }
 
-  // Calls f(row, col, v0, v1) for each pair of adjacent accumulators (columns col, col + 1) of
-  // the thread, in tile coordinates (as MmaTileMainloop::for_each_pair).
-  template <class F>
-  __device__ __forceinline__ void for_each_pair(int warp, int lane, F&& f) const {
-#pragma unroll
-    for (int g = 0; g < kColumnGroups; ++g)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        f(fragment_row(warp, lane, h), fragment_col(lane, g, 0), acc[4 * g + 2 * h], acc[4 * g + 2 * h + 1]);
-      }
+  // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
+  // index once the caller's loop is unrolled), as MmaTileMainloop::pair.
+  static constexpr int kPairs = kAccumulators / 2;
+  __device__ __forceinline__ AccumulatorPair pair(int i, int warp, int lane) const {
+    const int g = i / 2;
+    const int h = i % 2;
+    return {fragment_row(warp, lane, h), fragment_col(lane, g, 0), acc[4 * g + 2 * h], acc[4 * g + 2 * h + 1]};
   }
 
   // Writes the columns [chunk * COLS, (chunk + 1) * COLS) of the tile to the fp32 tile [BM][ld],

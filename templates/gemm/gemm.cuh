@@ -152,16 +152,14 @@ __global__ void __launch_bounds__(
   cp_async_wait_group<0>();
   if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
 
-  GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
-                                    static_cast<const AddT*>(args.addend),
-                                    args.out_stride,
-                                    args.addend_stride,
-                                    args.m,
-                                    args.n,
-                                    args.alpha != nullptr ? *args.alpha : 1.0f};
-  mainloop.for_each_pair(warp, lane, [&](int row, int col, float v0, float v1) {
-    epilogue(m0 + row, n0 + col, v0, v1);
-  });
+  const GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
+                                          static_cast<const AddT*>(args.addend),
+                                          args.out_stride,
+                                          args.addend_stride,
+                                          args.m,
+                                          args.n,
+                                          args.alpha != nullptr ? *args.alpha : 1.0f};
+  epilogue.store_tile(mainloop, m0, n0, warp, lane);
 }
 
 }  // namespace kernels

@@ -2,6 +2,10 @@
 // time, in the output's type. Reading the addend and writing the output happen in the same
 // thread for the same element, so the addend may be the output itself (in-place accumulation);
 // every element belongs to one thread of one block, which keeps the result deterministic.
+//
+// The addend is read kAddendBatch pairs at a time before any of them is written: the output may
+// alias it, so the compiler must keep each read behind the writes before it, and one read at a
+// time would expose a full memory latency per pair.
 #pragma once
 
 #include "common/types.cuh"
@@ -44,6 +48,9 @@ __device__ __forceinline__ void store_pair(fp16* p, float v0, float v1) {
 
 template <class OutT, class AddT>
 struct GemmEpilogue {
+  // Addend reads in flight per thread: 16 pairs, 32 registers beside the accumulators.
+  static constexpr int kAddendBatch = 16;
+
   OutT* out;
   const AddT* addend;
   long long out_stride;
@@ -52,18 +59,34 @@ struct GemmEpilogue {
   long long n;
   float alpha;
 
-  // Element (row, col) and (row, col + 1) of the output; col is even and n a multiple of 8, so
-  // a pair is either wholly inside or wholly outside.
-  __device__ __forceinline__ void operator()(long long row, long long col, float v0, float v1) const {
-    if (row >= m || col >= n) return;
-    v0 *= alpha;
-    v1 *= alpha;
-    if (addend != nullptr) {
-      const float2 add = load_pair(addend + row * addend_stride + col);
-      v0 += add.x;
-      v1 += add.y;
+  // Writes the main loop's tile, whose corner is output element (m0, n0). A pair's col is even
+  // and n a multiple of 8, so a pair is either wholly inside or wholly outside.
+  template <class Mainloop>
+  __device__ __forceinline__ void store_tile(const Mainloop& mainloop, long long m0, long long n0, int warp,
+                                             int lane) const {
+    constexpr int kBatch = Mainloop::kPairs < kAddendBatch ? Mainloop::kPairs : kAddendBatch;
+    static_assert(Mainloop::kPairs % kBatch == 0, "the pairs split into whole batches");
+#pragma unroll
+    for (int first = 0; first < Mainloop::kPairs; first += kBatch) {
+      float2 add[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
+        const long long row = m0 + p.row;
+        const long long col = n0 + p.col;
+        add[i] = addend != nullptr && row < m && col < n ? load_pair(addend + row * addend_stride + col)
+                                                         : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
+        const long long row = m0 + p.row;
+        const long long col = n0 + p.col;
+        if (row < m && col < n) {
+          store_pair(out + row * out_stride + col, alpha * p.v0 + add[i].x, alpha * p.v1 + add[i].y);
+        }
+      }
     }
-    store_pair(out + row * out_stride + col, v0, v1);
   }
 };
 

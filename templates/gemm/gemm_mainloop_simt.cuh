@@ -16,20 +16,20 @@ template <class TA, class TB, int BM, int BN, int BK, bool A_TRANS>
 struct GemmSimtMainloop {
   static constexpr int kGrid = 16;
   static constexpr int kRows = BM / kGrid;
-  static constexpr int kPairs = BN / (2 * kGrid);
+  static constexpr int kRowPairs = BN / (2 * kGrid);
   static_assert(BM % kGrid == 0 && BN % (2 * kGrid) == 0, "tile shape");
 
   // The ring contract (templates/common/slice_ring.cuh): plain loads, done when compute returns.
   static constexpr bool kAsyncProxyReads = false;
   static constexpr int kSlicesInFlight = 0;
 
-  float acc[kRows][kPairs][2];
+  float acc[kRows][kRowPairs][2];
 
   __device__ __forceinline__ void clear() {
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < kPairs; ++j) acc[i][j][0] = acc[i][j][1] = 0.0f;
+      for (int j = 0; j < kRowPairs; ++j) acc[i][j][0] = acc[i][j][1] = 0.0f;
   }
 
   static __device__ __forceinline__ float a_at(const TA* tile, int m, int k) {
@@ -51,11 +51,11 @@ struct GemmSimtMainloop {
 #pragma unroll 4
     for (int k = 0; k < BK; ++k) {
       float a[kRows];
-      float b[kPairs][2];
+      float b[kRowPairs][2];
 #pragma unroll
       for (int i = 0; i < kRows; ++i) a[i] = a_at(a_stage, tm + kGrid * i, k);
 #pragma unroll
-      for (int j = 0; j < kPairs; ++j) {
+      for (int j = 0; j < kRowPairs; ++j) {
         // The two elements of a pair are adjacent in one 16-byte chunk.
         const TB* p = &gemm_tile_at<TB, BN>(b_stage, k, 2 * tn + 2 * kGrid * j);
         b[j][0] = to_float(p[0]);
@@ -64,22 +64,21 @@ struct GemmSimtMainloop {
 #pragma unroll
       for (int i = 0; i < kRows; ++i)
 #pragma unroll
-        for (int j = 0; j < kPairs; ++j) {
+        for (int j = 0; j < kRowPairs; ++j) {
           acc[i][j][0] = fmaf(a[i], b[j][0], acc[i][j][0]);
           acc[i][j][1] = fmaf(a[i], b[j][1], acc[i][j][1]);
         }
     }
   }
 
-  template <class F>
-  __device__ __forceinline__ void for_each_pair(int warp, int lane, F&& f) const {
+  // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
+  // index once the caller's loop is unrolled).
+  static constexpr int kPairs = kRows * kRowPairs;
+  __device__ __forceinline__ AccumulatorPair pair(int i, int warp, int lane) const {
     const int tid = warp * 32 + lane;
-    const int tm = tid / kGrid;
-    const int tn = tid % kGrid;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i)
-#pragma unroll
-      for (int j = 0; j < kPairs; ++j) f(tm + kGrid * i, 2 * tn + 2 * kGrid * j, acc[i][j][0], acc[i][j][1]);
+    const int r = i / kRowPairs;
+    const int j = i % kRowPairs;
+    return {tid / kGrid + kGrid * r, 2 * (tid % kGrid) + 2 * kGrid * j, acc[r][j][0], acc[r][j][1]};
   }
 };
 
