@@ -103,6 +103,7 @@ bool prepare_one(const fs::path& path, bool need_write) {
 
 fs::path cache_kernels_dir(const fs::path& dir) { return dir / "kernels"; }
 fs::path cache_locks_dir(const fs::path& dir) { return dir / "locks"; }
+fs::path cache_tuning_dir(const fs::path& dir) { return dir / "tuning"; }
 
 void prepare_cache_dir(const fs::path& dir, bool need_write) {
   if (dir.empty()) refuse("the cache folder path is empty; expected a folder path");
@@ -110,12 +111,14 @@ void prepare_cache_dir(const fs::path& dir, bool need_write) {
   if (need_write) {
     prepare_one(cache_kernels_dir(dir), true);
     prepare_one(cache_locks_dir(dir), true);
+    prepare_one(cache_tuning_dir(dir), true);
     return;
   }
-  // Cache-only: kernels/ may be missing (an empty cache), but if present it obeys the same rules.
-  struct stat info {};
-  if (::lstat(cache_kernels_dir(dir).c_str(), &info) == 0) {
-    check_existing(cache_kernels_dir(dir), info);
+  // Cache-only: kernels/ and tuning/ may be missing (an empty cache), but if present they obey
+  // the same rules.
+  for (const fs::path& sub : {cache_kernels_dir(dir), cache_tuning_dir(dir)}) {
+    struct stat info {};
+    if (::lstat(sub.c_str(), &info) == 0) check_existing(sub, info);
   }
 }
 

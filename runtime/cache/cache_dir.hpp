@@ -6,7 +6,8 @@
 
 namespace shardjit {
 
-// Checks (and, when need_write, creates) a cache folder with its subfolders kernels/ and locks/.
+// Checks (and, when need_write, creates) a cache folder with its subfolders kernels/, locks/ and
+// tuning/.
 //
 // need_write: missing folders (and their missing parents) are created with mode 0700, and the
 // folder must be writable by the current user. Without need_write (cache-only mode) nothing is
@@ -18,8 +19,10 @@ namespace shardjit {
 // be owned by the current user or root, and its target must pass the same checks.
 void prepare_cache_dir(const std::filesystem::path& dir, bool need_write);
 
-// The folder of the entries and the folder of the per-key lock files.
+// The folder of the entries, the folder of the per-key lock files and the folder of the tuning
+// records (runtime/cache/tuning_store.hpp).
 std::filesystem::path cache_kernels_dir(const std::filesystem::path& dir);
 std::filesystem::path cache_locks_dir(const std::filesystem::path& dir);
+std::filesystem::path cache_tuning_dir(const std::filesystem::path& dir);
 
 }  // namespace shardjit
