@@ -11,7 +11,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 9> kKnobs{{
+constexpr std::array<EnvKnob, 10> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -32,6 +32,10 @@ constexpr std::array<EnvKnob, 9> kKnobs{{
     {"SHARDJIT_HOPPER_PATH", "bool", "1",
      "0: LinearLogp runs the portable mma.sync main loop on Hopper (sm_90a) too, instead of wgmma. "
      "Set it for prewarm as for the servers: the two paths are different kernels."},
+    {"SHARDJIT_AUTOTUNE", "bool", "0",
+     "1: a LinearLogp op built without a tuning record in the cache times its forward tile "
+     "candidates once and records the fastest there (needs JIT). Records are used either way; "
+     "`shardjit prewarm --tune` makes them ahead of a deployment."},
 }};
 
 std::optional<std::string> env(const char* name) {
@@ -121,6 +125,7 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
   config.hopper_path = option_or_env(options.hopper_path, "SHARDJIT_HOPPER_PATH", parse_bool, "0 or 1", true);
+  config.autotune = option_or_env(options.autotune, "SHARDJIT_AUTOTUNE", parse_bool, "0 or 1", false);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;
 }

@@ -30,6 +30,7 @@ struct RuntimeConfig {
   std::optional<std::string> arch;  // empty: the device's own
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
   bool hopper_path = true;          // the wgmma main loop where the target is sm_90a
+  bool autotune = false;            // time tile candidates when an op without a tuning record is built
 };
 
 // Options set in code win over the environment, which wins over the defaults. Throws

@@ -54,6 +54,8 @@ namespace shardjit {
   X(cuEventCreate)                   \
   X(cuEventDestroy)                  \
   X(cuEventRecord)                   \
+  X(cuEventSynchronize)              \
+  X(cuEventElapsedTime)              \
   X(cuStreamBeginCapture)            \
   X(cuStreamEndCapture)              \
   X(cuGraphInstantiateWithFlags)     \

@@ -37,9 +37,9 @@ void OwnedStream::release() noexcept {
   stream_ = nullptr;
 }
 
-OwnedEvent::OwnedEvent(const DeviceContext& device) : device_(&device) {
+OwnedEvent::OwnedEvent(const DeviceContext& device, bool timing) : device_(&device) {
   ScopedContext scope(device);
-  SHARDJIT_CU(cuEventCreate(&event_, CU_EVENT_DISABLE_TIMING));
+  SHARDJIT_CU(cuEventCreate(&event_, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
 }
 
 OwnedEvent::~OwnedEvent() { release(); }

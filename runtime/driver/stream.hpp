@@ -28,11 +28,12 @@ class OwnedStream {
   CUstream stream_ = nullptr;
 };
 
-// An event for ordering streams only (no timing, which makes record and wait cheaper).
+// An event for ordering streams (no timing, which makes record and wait cheaper), or, with
+// `timing`, for measuring the time between two of them (cuEventElapsedTime).
 class OwnedEvent {
  public:
   OwnedEvent() = default;
-  explicit OwnedEvent(const DeviceContext& device);
+  explicit OwnedEvent(const DeviceContext& device, bool timing = false);
   ~OwnedEvent();
   OwnedEvent(OwnedEvent&& other) noexcept;
   OwnedEvent& operator=(OwnedEvent&& other) noexcept;

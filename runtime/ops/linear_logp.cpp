@@ -15,6 +15,7 @@
 #include "runtime/ops/linear_logp_impl.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
 #include "runtime/ops/linear_logp_tp.hpp"
+#include "runtime/ops/linear_logp_tuning.hpp"
 #include "runtime/ops/logp_combine.hpp"
 #include "runtime/ops/view_checks.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -37,11 +38,13 @@ void clear_status(const DeviceBuffer& status, CUstream stream) {
 
 }  // namespace
 
-LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree)
+LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree,
+                       std::optional<FwdTile> fwd_tile)
     : runtime(rt),
       layout(resolve_layout(config)),
       device(rt.device(layout.config.device)),
-      kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path)),
+      kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
+                                  fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device))),
       tile(kernels.tile) {
   const LinearLogpConfig& c = layout.config;
   smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
@@ -141,6 +144,15 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
   workspace = DeviceBuffer(device, bytes);
 }
 
+void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
+  const SplitPlan plan = split_plan(call.n);
+  ensure_workspace(call.n * plan.splits, stream);
+  kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan.splits, plan.tiles_per_split), tile, plan.splits,
+                         smem_bytes, stream);
+  launch_logp_combine(combine_for(plan.splits), combine_args(call, partials), stream);
+}
+
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)
     : impl_(std::make_unique<Impl>(runtime.impl(), config)) {}
 
@@ -186,12 +198,7 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
   if (op.tp) {
     op.tp->forward(op, call, stream);
   } else {
-    const SplitPlan plan = op.split_plan(n);
-    op.ensure_workspace(n * plan.splits, stream);
-    kernels::RowPartial* partials = op.workspace.as<kernels::RowPartial>();
-    launch_linear_logp_fwd(*op.fwd, op.fwd_args(call, partials, plan.splits, plan.tiles_per_split), op.tile, plan.splits,
-                           op.smem_bytes, stream);
-    launch_logp_combine(op.combine_for(plan.splits), op.combine_args(call, partials), stream);
+    op.enqueue_forward(call, stream);
   }
 
   if (c.strict) {

@@ -33,20 +33,25 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
     if (linear_logp_fwd_smem(dtype, tile) > limit) tile = FwdTile{64, 128, 32, 2};  // 85,248 B
     return tile;
   }
-  // 16-bit inputs, the first tile that fits (docs/perf-notes.md, "Portable forward main loop"):
-  // 128 x 256 halves the L2 traffic per flop of 128 x 128 and runs 17 % faster on H200; BK = 64
-  // beats BK = 32 by 9 % there (half the barriers), so A100-class parts fall back to BK = 32
-  // only because three 48 KiB stages do not fit in their 166,912 bytes.
+  // 16-bit inputs: the first portable tile that fits.
+  for (const FwdTile& tile : portable_fwd_tiles()) {
+    if (linear_logp_fwd_smem(dtype, tile) <= limit) return tile;
+  }
+  return portable_fwd_tiles().back();
+}
+
+std::span<const FwdTile> portable_fwd_tiles() {
+  // docs/perf-notes.md, "Portable forward main loop": 128 x 256 halves the L2 traffic per flop
+  // of 128 x 128 and runs 17 % faster on H200; BK = 64 beats BK = 32 by 9 % there (half the
+  // barriers), so A100-class parts fall back to BK = 32 only because three 48 KiB stages do not
+  // fit in their 166,912 bytes.
   static constexpr FwdTile kTiles[] = {
       {128, 256, 64, 3},  // 219,648 B: H100, H200, B200 (232,448)
       {128, 256, 32, 3},  // 145,920 B: A100 (166,912)
       {64, 256, 32, 3},   //  97,536 B: the 101,376-byte parts
       {64, 128, 32, 2},   //  60,672 B
   };
-  for (const FwdTile& tile : kTiles) {
-    if (linear_logp_fwd_smem(dtype, tile) <= limit) return tile;
-  }
-  return kTiles[std::size(kTiles) - 1];
+  return kTiles;
 }
 
 KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 // measured tile whose shared memory fits the arch's per-block limit (128 x 256 x 64, 3 stages,
 // on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest 128 x 128 x 32 pipeline that fits.
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);
+
+// The portable path's tiles for 16-bit inputs, fastest first where they fit.
+std::span<const FwdTile> portable_fwd_tiles();
 
 // Shared memory a block may opt into on `arch` (bytes), from the architecture tables.
 unsigned smem_limit_for_arch(const std::string& arch);

@@ -34,9 +34,15 @@ struct ForwardCall {
 
 struct LinearLogp::Impl {
   // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernels
-  // merge tp x splits sources); 1 for a single-GPU op.
-  Impl(Runtime::Impl& runtime, const LinearLogpConfig& config, int tp = 1);
+  // merge tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
+  // out, the one tuned_fwd_tile gives (linear_logp_tuning.hpp). A TP op passes the default tile,
+  // which every rank can know of every other.
+  Impl(Runtime::Impl& runtime, const LinearLogpConfig& config, int tp = 1,
+       std::optional<FwdTile> fwd_tile = std::nullopt);
   ~Impl();
+
+  // A single-GPU forward's two launches for `call` on `stream`.
+  void enqueue_forward(const ForwardCall& call, CUstream stream);
 
   // The arguments of the two forward kernels for `call`, reading / writing `partials`.
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,

@@ -6,9 +6,9 @@
 namespace shardjit {
 
 LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp,
-                                      bool hopper_path) {
+                                      bool hopper_path, std::optional<FwdTile> fwd_tile) {
   const LinearLogpConfig& c = layout.config;
-  FwdTile tile = default_fwd_tile(c.dtype, arch, hopper_path);
+  const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, {}, std::nullopt};
   for (int splits : kVocabSplitChoices) {
     if (tp * splits > kMaxCombineSources) break;

@@ -26,7 +26,9 @@ struct LinearLogpKernels {
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).
 // `hopper_path`: RuntimeConfig::hopper_path (whether sm_90a targets take the wgmma main loop).
+// `fwd_tile`: the forward's tile where a tuning record chose one (runtime/ops/linear_logp_tuning.hpp),
+// else default_fwd_tile's.
 LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp = 1,
-                                      bool hopper_path = true);
+                                      bool hopper_path = true, std::optional<FwdTile> fwd_tile = std::nullopt);
 
 }  // namespace shardjit

@@ -128,7 +128,9 @@ std::unique_ptr<LinearLogp::Impl> build_tp_linear_logp(Runtime::Impl& runtime, c
   // 2. The local build (kernels, buffers, events); 3. agreement on how it went.
   std::unique_ptr<LinearLogp::Impl> op;
   run_on_every_rank(comm, "LinearLogp tensor-parallel build", [&] {
-    op = std::make_unique<LinearLogp::Impl>(runtime, config, layout.tp);
+    // The default tile, as local_record told the other ranks (tuning records are per process).
+    const FwdTile tile = default_fwd_tile(config.dtype, runtime.device(config.device).arch(), runtime.config.hopper_path);
+    op = std::make_unique<LinearLogp::Impl>(runtime, config, layout.tp, tile);
     op->tp = std::make_unique<LinearLogpTp>(*op, comm, std::move(layout));
   });
   // 4. The forward's peer path, collectively (every rank has its op now).

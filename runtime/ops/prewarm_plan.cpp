@@ -62,8 +62,9 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
   if (request.archs.empty()) throw Error(ErrorCode::kInvalidArgument, "prewarm: no target arch given");
   std::vector<PrewarmItem> items;
   std::set<std::string> seen;
-  auto add = [&](const KernelSpec& spec, const std::string& arch, const std::string& origin) {
-    if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin});
+  auto add = [&](const KernelSpec& spec, const std::string& arch, const std::string& origin,
+                 std::optional<LinearLogpConfig> tunable = std::nullopt) {
+    if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin, tunable});
   };
   // Backward: both grad_weight dtypes (fp32 is common in training); their GEMM kernels do not
   // depend on the shapes, so the second costs little.
@@ -88,7 +89,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           const LinearLogpLayout layout = resolve_layout(config);
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
-            add(kernels.fwd, arch, origin);
+            add(kernels.fwd, arch, origin, tp == 1 ? std::optional<LinearLogpConfig>(config) : std::nullopt);
             for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
             for (const KernelSpec& spec : kernels.peer_combine) add(spec, arch, origin);
             if (kernels.backward) {

@@ -45,6 +45,9 @@ struct PrewarmItem {
   KernelSpec spec;
   std::string arch;
   std::string origin;  // which model / tp / dtype asked for it first, for messages
+  // For the forward kernel of a single-GPU op: that op's config, whose forward tile
+  // `shardjit prewarm --tune` can time (runtime/ops/linear_logp_tuning.hpp).
+  std::optional<LinearLogpConfig> tunable;
 };
 
 // The shards of an even TP split: ceil(V / tp) rows per rank, the last rank the rest.

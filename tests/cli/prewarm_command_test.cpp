@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/driver/device.hpp"
 #include "support/temp_dir.hpp"
 #include "tests/cli/cli_runner.hpp"
 #include "tests/cli/tiny_model.hpp"
@@ -90,6 +91,18 @@ TEST_F(CliPrewarm, CollectivesOnlyNeedTheHiddenSizeAndATpDegree) {
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find(prewarm_summary(3, 3, 0, 0)), std::string::npos) << result.out;
   EXPECT_EQ(cache_entries(cache_).size(), 3u);
+}
+
+// --tune times kernels on a GPU: without one it is refused before anything is compiled.
+TEST_F(CliPrewarm, TuneWithoutAGpuIsRefusedBeforeAnyCompile) {
+  if (device_count() > 0) GTEST_SKIP() << "this machine has a GPU; the refusal is for machines without one";
+  std::vector<std::string> args = tiny_prewarm_args(cache_);
+  args.push_back("--tune");
+  CliResult result = run_cli(args, scratch_);
+  EXPECT_NE(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.err.find("--tune"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("no GPU"), std::string::npos) << result.err;
+  EXPECT_TRUE(cache_entries(cache_).empty());
 }
 
 TEST_F(CliPrewarm, CollectivesNeedATpDegreeOfTwoOrMore) {

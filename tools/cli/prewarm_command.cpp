@@ -3,11 +3,14 @@
 #include <cstdio>
 #include <memory>
 
+#include "runtime/driver/device.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "shardjit/error.hpp"
 #include "shardjit/runtime.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/prewarm_request.hpp"
 #include "tools/cli/prewarm_runner.hpp"
+#include "tools/cli/prewarm_tuning.hpp"
 
 namespace shardjit::cli {
 namespace {
@@ -41,6 +44,9 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_flag("--collectives-only", o.collectives_only,
                "Only those (then --hidden H is enough; no --vocab)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
+  sub.add_flag("--tune", o.tune,
+               "Then time the forward tile candidates of each single-GPU op on GPU 0 and record the fastest "
+               "in the cache (needs a GPU; ops with a record keep it)");
 }
 
 void print_summary(const PrewarmSummary& summary) {
@@ -59,11 +65,25 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   // Everything is checked before the Runtime exists: a bad argument must not touch the cache.
   const int jobs = parse_jobs(prewarm.jobs);
   const std::vector<PrewarmItem> items = plan_prewarm(prewarm, resolve_cli_config(globals));
+  if (prewarm.tune) {
+    if (device_count() == 0) {
+      throw Error(ErrorCode::kNoDevice, "prewarm --tune times kernels on GPU 0, and this machine has no GPU; "
+                                        "run it on a machine like the servers', or leave --tune out");
+    }
+    options.autotune = true;
+  }
   Runtime runtime(options);
   Progress progress(items.size(), stderr);
   PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);
   print_summary(summary);
-  return summary.failures.empty() ? kExitOk : kExitFailed;
+  bool ok = summary.failures.empty();
+  if (prewarm.tune) {
+    const TuningSummary tuning = tune_prewarmed(runtime, items, stdout);
+    std::printf("tune: %zu ops recorded, %zu left for other archs, %zu failed\n", tuning.tuned, tuning.skipped,
+                tuning.failed);
+    ok = ok && tuning.failed == 0;
+  }
+  return ok ? kExitOk : kExitFailed;
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ struct PrewarmOptions {
   bool collectives = false;              // also ReduceScatter's and MoeCombine's (TP degrees >= 2)
   bool collectives_only = false;         // only those (a model needs --hidden alone)
   std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
+  bool tune = false;                     // then time the single-GPU forwards' tiles on GPU 0
 };
 
 // The number of compile threads --jobs asks for. Throws Error(kInvalidArgument) when it is not a

@@ -1,0 +1,53 @@
+#include "tools/cli/prewarm_tuning.hpp"
+
+#include <string>
+
+#include "runtime/cache/tuning_store.hpp"
+#include "runtime/driver/device.hpp"
+#include "runtime/ops/linear_logp_layout.hpp"
+#include "runtime/ops/linear_logp_tuning.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "shardjit/linear_logp.hpp"
+
+namespace shardjit::cli {
+
+TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& items, std::FILE* out) {
+  TuningSummary summary;
+  DeviceContext& device = runtime.impl().device(0);
+  const std::string arch = device.arch();
+  for (const PrewarmItem& item : items) {
+    if (!item.tunable) continue;
+    if (item.arch != arch) {
+      ++summary.skipped;
+      continue;
+    }
+    try {
+      LinearLogpConfig config = *item.tunable;
+      config.device = 0;
+      LinearLogp op(runtime, config);  // times the candidates unless a record exists
+      const LinearLogpLayout layout = resolve_layout(config);
+      const std::string key = fwd_tuning_key(layout, arch, device.info().name, runtime.impl().config.hopper_path,
+                                             fwd_tuning_rows(config));
+      const std::optional<TuningRecord> record = load_tuning_record(runtime.cache_dir(), key);
+      if (!record) {
+        std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", item.origin.c_str());
+        continue;
+      }
+      std::string times;
+      for (const auto& [name, ms] : record->times_ms) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%s%s %.3f ms", times.empty() ? "" : ", ", name.c_str(), ms);
+        times += text;
+      }
+      std::fprintf(out, "tune %s: %s (%s)\n", item.origin.c_str(), record->choice.c_str(), times.c_str());
+      ++summary.tuned;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tune failed: %s: %s\n", item.origin.c_str(), e.what());
+      ++summary.failed;
+    }
+  }
+  std::fflush(out);
+  return summary;
+}
+
+}  // namespace shardjit::cli
