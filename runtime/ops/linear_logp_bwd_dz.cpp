@@ -34,9 +34,9 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // Three stages next to the epilogue's logit tile, 219,152 bytes as the portable 128 x 256 x 64
-  // tile's: a fourth does not fit, so the dZ loop waits for each slice's wgmma.
-  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 3)) return *hopper;
+  // 196,624 bytes: the Hopper epilogue works in registers, so the ring takes four stages and
+  // leaves one slice of wgmma in flight, as the forward's.
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
     // 128-byte K rows, three stages, the pipeline shortened and then the rows halved where the
@@ -54,7 +54,7 @@ FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_pa
 
 unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile) {
   return static_cast<unsigned>(kernels::linear_logp_bwd_dz_smem_bytes(static_cast<int>(dtype_size(dtype)), tile.bm,
-                                                                      tile.bn, tile.bk, tile.stages));
+                                                                      tile.bn, tile.bk, tile.stages, tile.wgmma));
 }
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter) {

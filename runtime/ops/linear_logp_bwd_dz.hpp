@@ -14,7 +14,7 @@
 
 namespace shardjit {
 
-// 16-bit inputs: the Hopper main loop's tile where it applies (hopper_logit_tile), else the first
+// 16-bit inputs: the Hopper main loop's tile where it applies (hopper_logit_tile, four stages), else the first
 // of the forward's tiles whose shared memory (logit tile included) fits the arch (128 x 256 x 64
 // x 3 on Hopper, 128 x 256 x 32 x 3 on A100, 64-row tiles on the ~100 KiB parts). fp32:
 // 128 x 128 x 32, the pipeline shortened, then the rows halved, to fit.

@@ -1,17 +1,17 @@
 // Backward of LinearLogp, first step: for a BM-row tile of X and a BN-column tile of one
 // vocabulary chunk, recompute the logits z = (X W^T + b) / T exactly as the forward does (same
-// main loops, same fp32 logit tile in shared memory, handed over in the same column chunks),
-// then write dZ, the gradient with respect to X W^T + b, to the chunk's buffer
-// (templates/linear_logp/bwd_dz_epilogue.cuh). The GEMMs of templates/gemm/gemm.cuh then turn dZ
-// into grad_hidden and grad_weight.
+// main loops), then write dZ, the gradient with respect to X W^T + b, to the chunk's buffer: on
+// the portable loops through the fp32 logit tile in shared memory, in the forward's column
+// chunks (templates/linear_logp/bwd_dz_epilogue.cuh), on the Hopper loop from the accumulators
+// in registers (bwd_dz_fragment_epilogue.cuh). The GEMMs of templates/gemm/gemm.cuh then turn
+// dZ into grad_hidden and grad_weight.
 //
 // Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)),
 // walked in groups of kDzGroupRows row tiles (common/tile_order.cuh): a wave then reads a few X
 // row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
 // group's blocks at about the same time and then streamed out (evict-first).
 // Block: linear_logp_bwd_dz_threads, dynamic shared memory
-// linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES). The main loop hands the finished
-// tile to the epilogue logit_chunk_cols(BM, BN) columns at a time.
+// linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
 // and marked 0 in tile_mask, so that the GEMMs skip it.
@@ -23,6 +23,7 @@
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
+#include "linear_logp/bwd_dz_fragment_epilogue.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
@@ -45,9 +46,6 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   constexpr int kThreads = linear_logp_bwd_dz_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
-  constexpr int kCols = logit_chunk_cols(BM, BN);
-  constexpr int kChunks = BN / kCols;
-  constexpr int kLd = linear_logp_bwd_dz_logit_ld(kCols);
   constexpr int kStageElems = (BM + BN) * BK;
   // As in the forward: blocks of more than 16384 accumulators (64 x 64 a warp) have no registers
   // left for a pointer per copied chunk.
@@ -55,15 +53,14 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
   using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
-  using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, kCols, V_VALID, FILTER, kThreads>;
+  using Epilogue = typename conditional_type<
+      WGMMA, DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>,
+      DzEpilogue<BiasT, TargetT, DZ, BM, BN, logit_chunk_cols(BM, BN), V_VALID, FILTER, kThreads>>::type;
 
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
   unsigned char* const smem = linear_logp_bwd_dz_smem;
   T* const ring = reinterpret_cast<T*>(smem);
-  float* const logits = reinterpret_cast<float*>(smem + linear_logp_bwd_dz_logit_offset(kElem, BM, BN, BK, STAGES));
-  const Epilogue epilogue{
-      reinterpret_cast<BwdRow*>(smem + linear_logp_bwd_dz_rows_offset(kElem, BM, BN, BK, STAGES)),
-      reinterpret_cast<unsigned int*>(smem + linear_logp_bwd_dz_max_offset(kElem, BM, BN, BK, STAGES))};
+  Epilogue epilogue(smem + linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES));
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -81,10 +78,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
 
   // A tile wholly in the padding (or past the shard) has no logits to compute.
   if (n0 >= V_VALID) {
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
-    }
+    epilogue.store_zero_tile(c0, rows, args, out, warp, lane);
     if (FILTER && tid == 0) *mask = 0;
     return;
   }
@@ -123,30 +117,15 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
   }
-  if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
   cp_async_wait_group<0>();
-#pragma unroll
-  for (int chunk = 0; chunk < kChunks; ++chunk) {
-    // The logit tile does not overlap the ring, so chunk 0 may be written while other warps
-    // still read their last slice; a later chunk waits for the epilogue to finish the one before.
-    if (chunk > 0) __syncthreads();
-    mainloop.template store_columns<kCols>(logits, kLd, chunk, warp, lane);
-    __syncthreads();
-    epilogue.consume(logits, kLd, n0 + chunk * kCols, c0 + chunk * kCols, rows, args, out + chunk * kCols, warp,
-                     lane);
-  }
+  epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
 
   if constexpr (FILTER) {
     __syncthreads();
     const float s = args.scale != nullptr ? *args.scale : 1.0f;
     // Compared as bits: the threshold is non-negative, and a NaN keeps its tile.
     const bool keep = *epilogue.tile_max >= __float_as_uint(args.filter_threshold * s);
-    if (!keep) {
-#pragma unroll
-      for (int chunk = 0; chunk < kChunks; ++chunk) {
-        epilogue.store_zeros(c0 + chunk * kCols, rows, args, out + chunk * kCols, warp, lane);
-      }
-    }
+    if (!keep) epilogue.store_zero_tile(c0, rows, args, out, warp, lane);
     if (tid == 0) *mask = keep ? 1 : 0;
   }
 }

@@ -1,6 +1,6 @@
-// dZ epilogue of linear_logp_bwd_dz: turns the fp32 logit tile [BM][ld] of COLS columns that a
-// main loop left in shared memory (the whole block tile, or one chunk of its columns) into the
-// gradient with respect to the logits before the temperature,
+// dZ epilogue of linear_logp_bwd_dz on the portable main loops: the finished tile is handed over
+// through the fp32 logit tile [BM][ld] in shared memory, COLS columns at a time, and each chunk
+// is turned into the gradient with respect to the logits before the temperature,
 //
 //   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),
 //
@@ -54,8 +54,35 @@ __device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
 
 constexpr int kBwdNoGradient = -2;
 
-template <class BiasT, class TargetT, class DZ, int BM, int COLS, int V_VALID, bool FILTER, int THREADS>
+// What the epilogues need of row i (< n_rows) of the call; s is the storage scale.
+template <class TargetT, int V_VALID>
+__device__ __forceinline__ BwdRow bwd_row(const LinearLogpBwdDzArgs& args, long long i, float s) {
+  BwdRow row;
+  row.lse = 0.0f;
+  row.coef_t = 0.0f;
+  row.coef_p = 0.0f;
+  row.target = kBwdNoGradient;
+  const long long t = static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]);
+  if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
+    const float g = args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f;
+    const float h = args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f;
+    row.lse = args.lse[i];
+    row.coef_t = g * s * args.inv_temperature;
+    row.coef_p = (h - g) * s * args.inv_temperature;
+    const long long col = t - args.vocab_start;
+    row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
+  }
+  return row;
+}
+
+// The columns of the dZ buffer a chunk writes: up to the next multiple of 8 (zeros past the
+// chunk), so that the GEMMs read whole 16-byte chunks.
+__device__ __forceinline__ int dz_padded_cols(const LinearLogpBwdDzArgs& args) { return (args.chunk_cols + 7) & ~7; }
+
+template <class BiasT, class TargetT, class DZ, int BM, int BN, int COLS, int V_VALID, bool FILTER, int THREADS>
 struct DzEpilogue {
+  static constexpr int kChunks = BN / COLS;
+  static constexpr int kLd = linear_logp_bwd_dz_logit_ld(COLS);
   static constexpr int kWarps = THREADS / 32;
   static constexpr int kRowsPerWarp = BM / kWarps;
   static constexpr int kColsPerLane = COLS / 32;
@@ -63,37 +90,52 @@ struct DzEpilogue {
   static_assert(BM % kWarps == 0, "rows must split evenly over warps");
   static_assert(kColsPerLane == 2 || kColsPerLane == 4, "a lane owns a float2 or a float4");
 
+  float* logits;           // [BM][kLd]
   BwdRow* rows;            // [BM]
   unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
 
-  static __device__ __forceinline__ int padded_cols(const LinearLogpBwdDzArgs& args) {
-    return (args.chunk_cols + 7) & ~7;
-  }
+  // `region`: the epilogue's part of shared memory (templates/linear_logp/bwd_dz_layout.cuh).
+  __device__ explicit DzEpilogue(unsigned char* region)
+      : logits(reinterpret_cast<float*>(region)),
+        rows(reinterpret_cast<BwdRow*>(region + linear_logp_bwd_dz_rows_offset(BM, BN))),
+        tile_max(reinterpret_cast<unsigned int*>(region + linear_logp_bwd_dz_max_offset(BM, BN))) {}
 
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) const {
     const float s = args.scale != nullptr ? *args.scale : 1.0f;
     for (int r = tid; r < BM; r += THREADS) {
-      BwdRow row;
-      row.lse = 0.0f;
-      row.coef_t = 0.0f;
-      row.coef_p = 0.0f;
-      row.target = kBwdNoGradient;
       const long long i = row0 + r;
-      if (i < args.n_rows) {
-        const long long t = static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]);
-        if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
-          const float g = args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f;
-          const float h = args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f;
-          row.lse = args.lse[i];
-          row.coef_t = g * s * args.inv_temperature;
-          row.coef_p = (h - g) * s * args.inv_temperature;
-          const long long col = t - args.vocab_start;
-          row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
-        }
-      }
+      BwdRow row{0.0f, 0.0f, 0.0f, kBwdNoGradient};
+      if (i < args.n_rows) row = bwd_row<TargetT, V_VALID>(args, i, s);
       rows[r] = row;
     }
     if (FILTER && tid == 0) *tile_max = 0u;
+  }
+
+  // Turns the finished tile whose column 0 is shard column n0 (chunk column c0) into dZ for its
+  // first `n` rows, written to `out` (the dZ of row 0, column c0), chunk by chunk through the
+  // logit tile. The logit tile does not overlap the ring, so chunk 0 may be written while other
+  // warps still read their last slice; a later chunk waits for the one before.
+  template <class Mainloop>
+  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int c0, int n, const LinearLogpBwdDzArgs& args,
+                                               DZ* out, int warp, int lane) const {
+    static_assert(Mainloop::kSlicesInFlight == 0, "the tile is read from the accumulators once its products are done");
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      if (chunk > 0) __syncthreads();
+      mainloop.template store_columns<COLS>(logits, kLd, chunk, warp, lane);
+      __syncthreads();
+      consume(logits, kLd, n0 + chunk * COLS, c0 + chunk * COLS, n, args, out + chunk * COLS, warp, lane);
+    }
+  }
+
+  // Writes zeros to the first `n` rows of the tile at chunk column c0, each element by the thread
+  // that consume_tile gives it to (so after its dZ, in program order).
+  __device__ __forceinline__ void store_zero_tile(int c0, int n, const LinearLogpBwdDzArgs& args, DZ* out, int warp,
+                                                  int lane) const {
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      store_zeros(c0 + chunk * COLS, n, args, out + chunk * COLS, warp, lane);
+    }
   }
 
   // Computes dZ of the COLS columns whose column 0 is shard column n0 (chunk column c0) for their
@@ -113,7 +155,7 @@ struct DzEpilogue {
       }
     }
     // The dZ buffer's columns up to the next multiple of 8 are written (zeros past the chunk).
-    const bool writable = c0 + c < padded_cols(args);
+    const bool writable = c0 + c < dz_padded_cols(args);
     unsigned int local_max = 0u;
 #pragma unroll 1
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -157,7 +199,7 @@ struct DzEpilogue {
   __device__ __forceinline__ void store_zeros(int c0, int n, const LinearLogpBwdDzArgs& args, DZ* out, int warp,
                                               int lane) const {
     const int c = lane * kColsPerLane;
-    if (c0 + c >= padded_cols(args)) return;
+    if (c0 + c >= dz_padded_cols(args)) return;
     float zeros[kColsPerLane];
 #pragma unroll
     for (int j = 0; j < kColsPerLane; ++j) zeros[j] = 0.0f;

@@ -4,10 +4,12 @@
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
 //   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
+// then the epilogue's region. The shared-memory epilogue (DzEpilogue) keeps there
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
 //                                                    tile (see logit_chunk_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
+// and the register epilogue of the Hopper loop (DzFragmentEpilogue) only the tile max.
 #pragma once
 
 #include "common/host_device.cuh"
@@ -29,25 +31,25 @@ struct BwdRow {
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_logit_ld(int cols) { return cols + 8; }
 
 SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_bwd_dz_logit_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
+linear_logp_bwd_dz_ring_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
   return stages * (bm + bn) * bk * elem_bytes;
 }
 
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_bwd_dz_rows_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_logit_offset(elem_bytes, bm, bn, bk, stages) +
-         bm * linear_logp_bwd_dz_logit_ld(logit_chunk_cols(bm, bn)) * 4;
+// Offsets of the shared-memory epilogue's buffers from the start of the region (the logit tile
+// at 0).
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_rows_offset(int bm, int bn) {
+  return bm * linear_logp_bwd_dz_logit_ld(logit_chunk_cols(bm, bn)) * 4;
 }
 
-SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_bwd_dz_max_offset(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_rows_offset(elem_bytes, bm, bn, bk, stages) + bm * 16;
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_max_offset(int bm, int bn) {
+  return linear_logp_bwd_dz_rows_offset(bm, bn) + bm * 16;
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
 SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_bwd_dz_max_offset(elem_bytes, bm, bn, bk, stages) + 16;
+linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
+  return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) +
+         (register_epilogue ? 16 : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
 }
 
 }  // namespace kernels

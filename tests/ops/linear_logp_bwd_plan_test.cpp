@@ -156,11 +156,14 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
   // docs/perf-notes.md, "Backward tiles": 64 x 64 warp blocks in 128 x 256 tiles wherever they fit.
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), "sm_90a").backward;
-    expect_tile(k.dz_tile, 128, 256, 64, 3, "dZ, sm_90a");
-    // The GEMMs' wgmma loop keeps one slice in flight: a fourth stage.
+    // The wgmma loops keep one slice in flight: a fourth stage. The dZ kernel's register
+    // epilogue needs only the tile max beside its ring.
+    expect_tile(k.dz_tile, 128, 256, 64, 4, "dZ, sm_90a");
     expect_tile(k.gemm_tile, 128, 256, 64, 4, "GEMM, sm_90a");
+    EXPECT_TRUE(k.dz_tile.wgmma);
     EXPECT_TRUE(k.gemm_tile.wgmma);
-    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 219152u);
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 4u * (128 + 256) * 64 * 2 + 16);
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219152u);
     EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 196608u);
     EXPECT_EQ(k.dz.int_param("BN"), 256);
     EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
