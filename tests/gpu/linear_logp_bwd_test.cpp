@@ -12,12 +12,10 @@
 #include <functional>
 #include <optional>
 #include <random>
-#include <thread>
 
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/grad_reference.hpp"
-#include "support/parallel_for.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -60,65 +58,18 @@ using testing::to_floats;
 // sampled vocabulary rows (every row of a small vocabulary).
 struct Problem {
   testing::LogpProblem p;
-  std::vector<double> g, h;  // upstream gradients, 0 where absent
+  std::vector<float> g, h;  // upstream gradients, 0 where absent
   std::vector<float> g_values, h_values;
   std::vector<std::int64_t> sampled;  // vocabulary rows whose grad_weight is compared
   std::vector<double> dx, dw, db;     // [n][H], [sampled][H], [V]
 };
 
+// The problem's fp64 gradients, grad_weight on the sampled rows.
 void reference_gradients(Problem& pr) {
-  const testing::LogpProblem& p = pr.p;
-  const std::int64_t H = p.hidden, V = p.vocab_local, S = static_cast<std::int64_t>(pr.sampled.size());
-  const std::int64_t valid = std::min(p.vocab_local, p.valid_vocab - p.vocab_start);
-  pr.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
-  std::vector<double> dz_sampled(static_cast<std::size_t>(p.n * S), 0.0);
-  const auto workers = static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::vector<double>> db_parts(workers, std::vector<double>(static_cast<std::size_t>(V), 0.0));
-  testing::parallel_for(p.n, [&](std::int64_t worker, std::int64_t i) {
-    const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
-    if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
-    const float* x = p.hidden_values.data() + i * H;
-    std::vector<double> z(static_cast<std::size_t>(valid));
-    double m = -INFINITY;
-    for (std::int64_t v = 0; v < valid; ++v) {
-      const float* w = p.weight_values.data() + v * H;
-      double acc = 0;
-      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
-      if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
-      z[static_cast<std::size_t>(v)] = acc / p.temperature;
-      m = std::max(m, z[static_cast<std::size_t>(v)]);
-    }
-    double sum = 0;
-    for (double value : z) sum += std::exp(value - m);
-    const double lse = m + std::log(sum);
-    const double g = pr.g[static_cast<std::size_t>(i)], h = pr.h[static_cast<std::size_t>(i)];
-    double* dx = pr.dx.data() + i * H;
-    std::vector<double>& db = db_parts[static_cast<std::size_t>(worker)];
-    for (std::int64_t v = 0; v < valid; ++v) {
-      const double dz = ((v == t - p.vocab_start ? g : 0.0) + (h - g) * std::exp(z[static_cast<std::size_t>(v)] - lse)) /
-                        p.temperature;
-      db[static_cast<std::size_t>(v)] += dz;
-      const float* w = p.weight_values.data() + v * H;
-      for (std::int64_t k = 0; k < H; ++k) dx[k] += dz * w[k];
-      z[static_cast<std::size_t>(v)] = dz;
-    }
-    for (std::int64_t s = 0; s < S; ++s) {
-      const std::int64_t v = pr.sampled[static_cast<std::size_t>(s)];
-      dz_sampled[static_cast<std::size_t>(i * S + s)] = v < valid ? z[static_cast<std::size_t>(v)] : 0.0;
-    }
-  });
-  pr.db.assign(static_cast<std::size_t>(V), 0.0);
-  for (const auto& part : db_parts)
-    for (std::int64_t v = 0; v < V; ++v) pr.db[static_cast<std::size_t>(v)] += part[static_cast<std::size_t>(v)];
-  pr.dw.assign(static_cast<std::size_t>(S * H), 0.0);
-  testing::parallel_for(S, [&](std::int64_t, std::int64_t s) {
-    for (std::int64_t i = 0; i < p.n; ++i) {
-      const double dz = dz_sampled[static_cast<std::size_t>(i * S + s)];
-      if (dz == 0.0) continue;
-      const float* x = p.hidden_values.data() + i * H;
-      for (std::int64_t k = 0; k < H; ++k) pr.dw[static_cast<std::size_t>(s * H + k)] += dz * x[k];
-    }
-  });
+  testing::ReferenceGrads r = testing::reference_gradients(pr.p, pr.g, pr.h, pr.sampled);
+  pr.dx = std::move(r.dx);
+  pr.dw = std::move(r.dw);
+  pr.db = std::move(r.db);
 }
 
 Problem make_problem(const BwdCase& c, std::uint64_t seed, std::vector<std::uint8_t>& x_bytes,
@@ -143,15 +94,15 @@ Problem make_problem(const BwdCase& c, std::uint64_t seed, std::vector<std::uint
     p.targets.push_back(t);
     pr.g_values.push_back(static_cast<float>(grad(rng)));
     pr.h_values.push_back(static_cast<float>(grad(rng)));
-    pr.g.push_back(c.upstream & kLogp ? pr.g_values.back() : 0.0);
-    pr.h.push_back(c.upstream & kLse ? pr.h_values.back() : 0.0);
+    pr.g.push_back(c.upstream & kLogp ? pr.g_values.back() : 0.0f);
+    pr.h.push_back(c.upstream & kLse ? pr.h_values.back() : 0.0f);
   }
   for (std::int64_t i = 128; c.quiet_rows && i < std::min<std::int64_t>(c.n, 256); ++i) {
     const auto k = static_cast<std::size_t>(i);
     pr.g_values[k] *= 1e-4f;
     pr.h_values[k] *= 1e-4f;
-    pr.g[k] = c.upstream & kLogp ? pr.g_values[k] : 0.0;
-    pr.h[k] = c.upstream & kLse ? pr.h_values[k] : 0.0;
+    pr.g[k] = c.upstream & kLogp ? pr.g_values[k] : 0.0f;
+    pr.h[k] = c.upstream & kLse ? pr.h_values[k] : 0.0f;
   }
   if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
   if (c.n > 0) p.targets[0] = 0;

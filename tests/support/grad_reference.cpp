@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 namespace shardjit::testing {
 std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count) {
@@ -21,44 +22,63 @@ std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype
   return out;
 }
 
-ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h) {
-  const std::int64_t H = p.hidden, V = p.vocab_local, valid = std::min(p.vocab_local, p.valid_vocab);
+ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
+                                   const std::vector<std::int64_t>& dw_rows) {
+  const std::int64_t H = p.hidden, V = p.vocab_local;
+  const std::int64_t valid = std::clamp<std::int64_t>(p.valid_vocab - p.vocab_start, 0, V);
+  std::vector<std::int64_t> rows = dw_rows;
+  if (rows.empty()) {
+    for (std::int64_t v = 0; v < V; ++v) rows.push_back(v);
+  }
+  const auto S = static_cast<std::int64_t>(rows.size());
   ReferenceGrads r;
   r.dx.assign(static_cast<std::size_t>(p.n * H), 0.0);
-  std::vector<double> dz(static_cast<std::size_t>(p.n * V), 0.0);
-  parallel_for(p.n, [&](std::int64_t, std::int64_t i) {
+  std::vector<double> dz_rows(static_cast<std::size_t>(p.n * S), 0.0);  // dZ of the dW rows
+  const auto workers = static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::vector<double>> db_parts(workers, std::vector<double>(static_cast<std::size_t>(V), 0.0));
+  parallel_for(p.n, [&](std::int64_t worker, std::int64_t i) {
     const std::int64_t t = p.targets[static_cast<std::size_t>(i)];
     if (t == p.ignore_index || t < 0 || t >= p.valid_vocab) return;
     const float* x = p.hidden_values.data() + i * H;
-    double* z = dz.data() + i * V;
+    std::vector<double> z(static_cast<std::size_t>(valid));
     double m = -INFINITY;
     for (std::int64_t v = 0; v < valid; ++v) {
       const float* w = p.weight_values.data() + v * H;
       double acc = 0;
       for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
       if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
-      z[v] = acc / p.temperature;
-      m = std::max(m, z[v]);
+      z[static_cast<std::size_t>(v)] = acc / p.temperature;
+      m = std::max(m, z[static_cast<std::size_t>(v)]);
     }
     double sum = 0;
-    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(z[v] - m);
+    for (double value : z) sum += std::exp(value - m);
     const double lse = m + std::log(sum);
     const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
     double* dx = r.dx.data() + i * H;
+    std::vector<double>& db = db_parts[static_cast<std::size_t>(worker)];
     for (std::int64_t v = 0; v < valid; ++v) {
-      z[v] = ((v == t ? gi : 0.0) + (hi - gi) * std::exp(z[v] - lse)) / p.temperature;
+      const double dz =
+          ((v == t - p.vocab_start ? gi : 0.0) + (hi - gi) * std::exp(z[static_cast<std::size_t>(v)] - lse)) /
+          p.temperature;
+      db[static_cast<std::size_t>(v)] += dz;
       const float* w = p.weight_values.data() + v * H;
-      for (std::int64_t k = 0; k < H; ++k) dx[k] += z[v] * w[k];
+      for (std::int64_t k = 0; k < H; ++k) dx[k] += dz * w[k];
+      z[static_cast<std::size_t>(v)] = dz;
+    }
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t v = rows[static_cast<std::size_t>(s)];
+      dz_rows[static_cast<std::size_t>(i * S + s)] = v < valid ? z[static_cast<std::size_t>(v)] : 0.0;
     }
   });
-  r.dw.assign(static_cast<std::size_t>(V * H), 0.0);
   r.db.assign(static_cast<std::size_t>(V), 0.0);
-  parallel_for(V, [&](std::int64_t, std::int64_t v) {
-    double* dw = r.dw.data() + v * H;
+  for (const auto& part : db_parts)
+    for (std::int64_t v = 0; v < V; ++v) r.db[static_cast<std::size_t>(v)] += part[static_cast<std::size_t>(v)];
+  r.dw.assign(static_cast<std::size_t>(S * H), 0.0);
+  parallel_for(S, [&](std::int64_t, std::int64_t s) {
+    double* dw = r.dw.data() + s * H;
     for (std::int64_t i = 0; i < p.n; ++i) {
-      const double d = dz[static_cast<std::size_t>(i * V + v)];
+      const double d = dz_rows[static_cast<std::size_t>(i * S + s)];
       if (d == 0.0) continue;
-      r.db[static_cast<std::size_t>(v)] += d;
       const float* x = p.hidden_values.data() + i * H;
       for (std::int64_t k = 0; k < H; ++k) dw[k] += d * x[k];
     }

@@ -1,5 +1,6 @@
 // fp64 reference gradients of LinearLogp's backward and the measures the GPU tests compare them
-// with, shared by the tests that check a backward against the CPU (concurrency, graph capture).
+// with, shared by every test that checks a backward against the CPU (the backward suite,
+// concurrency, graph capture).
 #pragma once
 
 #include <cstdint>
@@ -13,15 +14,18 @@ namespace shardjit::testing {
 // Device bytes of `count` elements of `dtype` (bf16, fp16 or fp32) as floats.
 std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count);
 
-// fp64 gradients of a single-shard problem for upstream gradients g (of logp) and h (of lse):
-// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T over the valid columns of rows with a valid
-// target; dX = dZ W, dW = dZ^T X, db = sum_i dZ.
+// fp64 gradients of a one-shard problem (its weight rows are global ids vocab_start on) for
+// upstream gradients g (of logp) and h (of lse), 0 where absent: dz_iv = (g_i [v = t_i] +
+// (h_i - g_i) p_iv) / T over the shard's valid columns of rows with a valid target; dX = dZ W,
+// dW = dZ^T X, db = sum_i dZ.
 struct ReferenceGrads {
-  std::vector<double> dx, dw, db;  // [n][H], [V][H], [V]
+  std::vector<double> dx, dw, db;  // [n][H], [rows of dW][H], [V]
 };
 
-// Computed on all cores.
-ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h);
+// Computed on all cores. dW only on the vocabulary rows `dw_rows`, in that order (a sample keeps
+// large vocabularies cheap), or on every row when it is empty.
+ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
+                                   const std::vector<std::int64_t>& dw_rows = {});
 
 // ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
 double rel_norm(const std::vector<float>& out, const std::vector<double>& ref);
