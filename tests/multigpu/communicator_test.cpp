@@ -26,7 +26,7 @@ TEST(Communicator, TwoRanksJoinAndAgreeOnRankAndSize) {
   SHARDJIT_REQUIRE_GPUS(2);
   const auto outcomes = run_ranks(2, [](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     ctx.report.put_text("rank", std::to_string(comm.rank()));
     ctx.report.put_text("size", std::to_string(comm.size()));
     ctx.report.put_text("stream", comm.stream() != nullptr ? "yes" : "no");
@@ -67,7 +67,7 @@ TEST(Communicator, APeerThatDiesBeforeTheCollectiveIsATimeoutOnTheOthers) {
     Runtime runtime;
     // A long bound while the op is built (a first-time compile on one rank keeps the other
     // waiting), a short one after.
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     const Shard shard = shard_of(p, ctx.rank, ctx.size);
     RankTensors tensors(p, shard, targets, device);

@@ -23,7 +23,7 @@ std::vector<RankOutcome> build_with_rank1(Change change) {
   const auto targets = make_targets(p);
   return run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     const Shard shard = shard_of(p, ctx.rank, ctx.size);
     LinearLogpConfig config = config_for(p, shard, ctx.rank);
@@ -86,11 +86,8 @@ TEST(TpGraph, CaptureAndReplayGiveTheEagerResult) {
   const TpProblem p = base_problem();
   const auto targets = make_targets(p);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
-    Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
-    const DeviceContext& device = runtime.impl().device(ctx.rank);
-    const Shard shard = shard_of(p, ctx.rank, ctx.size);
-    RankTensors tensors(p, shard, targets, device);
+    TpRank rank(ctx, p, targets);
+    auto& [runtime, comm, device, shard, tensors] = rank;
     LinearLogpConfig config = config_for(p, shard, ctx.rank);
     config.max_rows = p.n;  // nothing grows during capture
     LinearLogp op(runtime, config, comm);

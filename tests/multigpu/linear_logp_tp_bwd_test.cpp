@@ -75,7 +75,7 @@ TEST(TpBackward, EqualsTheSingleGpuBackward) {
   for (std::size_t i = 9; i < targets.size(); i += 11) targets[i] = -100;  // no gradient from these rows
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     const Shard shard = shard_of(p, ctx.rank, ctx.size);
     auto upstream = [&](std::uint64_t seed, float scale) {
@@ -148,7 +148,7 @@ TEST(TpBackward, GraphOfForwardAndBackwardReplaysTheEagerResult) {
   const auto targets = make_targets(p);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     const Shard shard = shard_of(p, ctx.rank, ctx.size);
     const DeviceArray grad_logp = DeviceArray::from(random_bytes(p.seed + 10, 0, p.n, 1.0f, DType::kFP32), device);

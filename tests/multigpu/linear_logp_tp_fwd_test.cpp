@@ -79,11 +79,8 @@ TEST(TpForward, RepeatedCallsGiveTheSameBits) {
   const TpProblem p = base_problem();
   const auto targets = make_targets(p);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
-    Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
-    const DeviceContext& device = runtime.impl().device(ctx.rank);
-    const Shard shard = shard_of(p, ctx.rank, ctx.size);
-    RankTensors tensors(p, shard, targets, device);
+    TpRank rank(ctx, p, targets);
+    auto& [runtime, comm, device, shard, tensors] = rank;
     LinearLogp op(runtime, config_for(p, shard, ctx.rank), comm);
     for (int call = 0; call < 3; ++call) {
       tensors.poison();
@@ -111,11 +108,8 @@ TEST(TpForward, PeerPathEqualsTheNcclPathBitwise) {
   auto targets = make_targets(p);
   targets[7] = -5;  // out of range, reported by check()
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
-    Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
-    const DeviceContext& device = runtime.impl().device(ctx.rank);
-    const Shard shard = shard_of(p, ctx.rank, ctx.size);
-    RankTensors tensors(p, shard, targets, device);
+    TpRank rank(ctx, p, targets);
+    auto& [runtime, comm, device, shard, tensors] = rank;
     const std::pair<const char*, std::int64_t> variants[] = {{"peer_", p.n}, {"nccl_", 0}, {"fallback_", p.n - 1}};
     for (const auto& [prefix, max_rows] : variants) {
       LinearLogpConfig config = config_for(p, shard, ctx.rank);
@@ -160,11 +154,8 @@ TEST(TpForward, PeerPathWithADeadPeerTimesOut) {
   const TpProblem p = base_problem();
   const auto targets = make_targets(p);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
-    Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
-    const DeviceContext& device = runtime.impl().device(ctx.rank);
-    const Shard shard = shard_of(p, ctx.rank, ctx.size);
-    RankTensors tensors(p, shard, targets, device);
+    TpRank rank(ctx, p, targets);
+    auto& [runtime, comm, device, shard, tensors] = rank;
     LinearLogpConfig config = config_for(p, shard, ctx.rank);
     config.max_rows = p.n;
     LinearLogp op(runtime, config, comm);

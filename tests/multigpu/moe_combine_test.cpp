@@ -120,7 +120,7 @@ void run_case(Runtime& runtime, Communicator& comm, const DeviceContext& device,
 void expect_cases_match_reference(const std::vector<MoeCase>& cases) {
   const auto outcomes = run_ranks(kWorld, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     for (std::size_t i = 0; i < cases.size(); ++i) {
       run_case(runtime, comm, device, cases[i], positions_for(cases[i], ctx.rank), ctx.report, "out" + std::to_string(i));
@@ -173,7 +173,7 @@ TEST(MoeCombine, PositionsOutOfRangePoisonTheirRowsAndAreReported) {
   };
   const auto outcomes = run_ranks(kWorld, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     run_case(runtime, comm, runtime.impl().device(ctx.rank), c, bad_positions(ctx.rank), ctx.report, "out");
   });
   expect_all_ok(outcomes);

@@ -48,7 +48,7 @@ ReduceScatterConfig config_of(const DenseCase& c) {
 // Runs each case once on this rank; reports "out<i>" (its output bytes) and "path<i>".
 void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases) {
   Runtime runtime;
-  Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+  Communicator comm = rank_communicator(runtime, ctx);
   const DeviceContext& device = runtime.impl().device(ctx.rank);
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const DenseCase& c = cases[i];
@@ -115,7 +115,7 @@ TEST(ReduceScatter, ThousandCallsWithChangingData) {
   const DenseCase c{DType::kBF16, 256, {24, 40}, CollectivePath::kPeer, 31};
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatter op(runtime, comm, config_of(c));
     const auto in_bytes = static_cast<std::size_t>(c.total() * c.hidden) * 2;
@@ -163,7 +163,7 @@ TEST(ReduceScatter, StagedLargeInputsOverSeveralCalls) {
   const DenseCase c{DType::kBF16, 4096, {4200, 4100}, CollectivePath::kPeer, 35};
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatter op(runtime, comm, config_of(c));
     const std::int64_t mine = c.rows[static_cast<std::size_t>(ctx.rank)];
@@ -195,7 +195,7 @@ TEST(ReduceScatter, GraphCaptureAndReplay) {
   const DenseCase c{DType::kFP16, 512, {64, 64}, CollectivePath::kPeer, 41};
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatter op(runtime, comm, config_of(c));  // built (and registered) before any capture
     const std::int64_t mine = c.rows[static_cast<std::size_t>(ctx.rank)];
@@ -234,7 +234,7 @@ TEST(ReduceScatter, ConfigsThatDifferAreRejectedOnEveryRankAlike) {
   SHARDJIT_REQUIRE_GPUS(2);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     ReduceScatterConfig config;
     config.hidden = 256;
     config.rows_per_rank = ctx.rank == 0 ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{8, 9};
@@ -253,7 +253,7 @@ TEST(ReduceScatter, BadConfigOnOneRankFailsEveryRank) {
   SHARDJIT_REQUIRE_GPUS(2);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     ReduceScatterConfig config;
     config.hidden = ctx.rank == 1 ? 255 : 256;  // 510-byte bf16 rows are not whole 4-byte chunks
     config.rows_per_rank = {8, 8};
@@ -269,7 +269,7 @@ TEST(ReduceScatter, BadViewsAreClearErrors) {
   SHARDJIT_REQUIRE_GPUS(2);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatterConfig config;
     config.hidden = 256;
@@ -307,7 +307,7 @@ TEST(ReduceScatter, PeerThatNeverJoinsTimesOut) {
   SHARDJIT_REQUIRE_GPUS(2);
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
     Runtime runtime;
-    Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
+    Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatterConfig config;
     config.hidden = 256;

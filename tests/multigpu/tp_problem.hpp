@@ -206,6 +206,28 @@ inline CommOptions comm_options(std::chrono::milliseconds timeout = std::chrono:
   return options;
 }
 
+// This rank's communicator over the group of `ctx`, on GPU ctx.rank.
+inline Communicator rank_communicator(Runtime& runtime, const RankContext& ctx, const CommOptions& options = comm_options()) {
+  return Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, options);
+}
+
+// One rank's side of a TP LinearLogp test: its runtime, its communicator on GPU ctx.rank, its
+// shard of the problem and the tensors of that shard. Tests take the members by name:
+//   TpRank rank(ctx, p, targets);
+//   auto& [runtime, comm, device, shard, tensors] = rank;
+struct TpRank {
+  TpRank(const RankContext& ctx, const TpProblem& p, const std::vector<std::int64_t>& targets)
+      : comm(rank_communicator(runtime, ctx)),
+        device(runtime.impl().device(ctx.rank)),
+        shard(shard_of(p, ctx.rank, ctx.size)),
+        tensors(p, shard, targets, device) {}
+  Runtime runtime;
+  Communicator comm;
+  const DeviceContext& device;
+  const Shard shard;
+  RankTensors tensors;
+};
+
 // Rank 0 only: the single-GPU op over the whole vocabulary on the same inputs; reports under
 // "ref_".
 inline void report_single_gpu_reference(Runtime& runtime, const TpProblem& p, const std::vector<std::int64_t>& targets,
@@ -223,11 +245,8 @@ inline void report_single_gpu_reference(Runtime& runtime, const TpProblem& p, co
 // adds the single-GPU reference when `reference` is set.
 inline void run_tp_forward_rank(RankContext& ctx, const TpProblem& p, const std::vector<std::int64_t>& targets,
                                 bool reference) {
-  Runtime runtime;
-  Communicator comm = Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, comm_options());
-  const DeviceContext& device = runtime.impl().device(ctx.rank);
-  const Shard shard = shard_of(p, ctx.rank, ctx.size);
-  RankTensors tensors(p, shard, targets, device);
+  TpRank rank(ctx, p, targets);
+  auto& [runtime, comm, device, shard, tensors] = rank;
   LinearLogp op(runtime, config_for(p, shard, ctx.rank), comm);
   tensors.poison();
   op.forward(tensors.inputs(), tensors.outputs(), nullptr);
