@@ -5,7 +5,6 @@
 // (tp_backward_plan in runtime/ops/linear_logp_tp_plan.hpp).
 #include <algorithm>
 
-#include "runtime/driver/cuda_driver.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_bias.hpp"
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
@@ -198,16 +197,6 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     gemm.mask_block_cols = dz_tile.bn;
     gemm.n = c.hidden;
 
-    // With both GEMMs in this chunk, grad_weight's runs on the side stream beside grad_hidden's:
-    // the second kernel's blocks fill the SMs that the first one's last wave leaves idle. The
-    // call's stream waits for it before anything later (the next chunk's dZ) touches the buffer.
-    const bool both = call.grad_weight && (parts & kChunkWeight) && call.grad_hidden && n > 0 && (parts & kChunkHidden);
-    const CUstream weight_stream = both ? bwd.side_stream.get() : stream;
-    if (both) {
-      SHARDJIT_CU(cuEventRecord(bwd.fork.get(), stream));
-      SHARDJIT_CU(cuStreamWaitEvent(weight_stream, bwd.fork.get(), 0));
-    }
-
     if (call.grad_weight && (parts & kChunkWeight)) {
       kernels::GemmArgs w = gemm;  // grad_weight[chunk] = dZ^T X over all rows, in one product
       w.b = in.hidden.data;
@@ -219,7 +208,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       w.addend_stride = call.grad_weight_stride;
       w.m = chunk.cols;
       w.k = n;
-      launch_gemm(*bwd.grad_weight, w, k.gemm_tile, bwd.gemm_smem, weight_stream);
+      launch_gemm(*bwd.grad_weight, w, k.gemm_tile, bwd.gemm_smem, stream);
     }
 
     if (call.grad_hidden && n > 0 && (parts & kChunkHidden)) {
@@ -241,10 +230,6 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
       launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, k.gemm_tile, bwd.gemm_smem, stream);
-    }
-    if (both) {
-      SHARDJIT_CU(cuEventRecord(bwd.join.get(), weight_stream));
-      SHARDJIT_CU(cuStreamWaitEvent(stream, bwd.join.get(), 0));
     }
   };
 

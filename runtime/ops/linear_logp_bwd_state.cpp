@@ -51,9 +51,6 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   for (const auto* gemm : {&grad_weight, &grad_hidden_acc, &grad_hidden_out}) allow_dynamic_smem(**gemm, gemm_smem);
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
-  side_stream = OwnedStream(device);
-  fork = OwnedEvent(device);
-  join = OwnedEvent(device);
   if (c.max_rows > 0) {
     ScopedContext scope(device);
     reserve(plan(c.max_rows, true), nullptr);

@@ -11,7 +11,6 @@
 
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
-#include "runtime/driver/stream.hpp"
 #include "runtime/ops/linear_logp_bwd_kernels.hpp"
 #include "runtime/ops/linear_logp_bwd_plan.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
@@ -47,11 +46,6 @@ struct LinearLogpBwdState {
   DeviceBuffer accumulator;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
-  // grad_weight's GEMM runs here beside grad_hidden's (both only read the chunk's dZ), forked
-  // from and joined back into the call's stream within each chunk.
-  OwnedStream side_stream;
-  OwnedEvent fork;
-  OwnedEvent join;
 };
 
 }  // namespace shardjit
