@@ -16,6 +16,14 @@ def test_runtime_cache_dir(tmp_path):
     assert rt.cache_entries() == []
 
 
+def test_runtime_autotune_option(tmp_path, monkeypatch):
+    shardjit.Runtime(cache_dir=str(tmp_path / "c"), jit=False, autotune=True)
+    monkeypatch.setenv("SHARDJIT_AUTOTUNE", "sometimes")
+    with pytest.raises(shardjit.InvalidArgumentError, match="SHARDJIT_AUTOTUNE"):
+        shardjit.Runtime(cache_dir=str(tmp_path / "c"), jit=False)
+    shardjit.Runtime(cache_dir=str(tmp_path / "c"), jit=False, autotune=False)
+
+
 def test_prewarm_fills_the_cache(tmp_path):
     cache = str(tmp_path / "cache")
     first = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=cache, jobs=2)

@@ -76,6 +76,18 @@ TEST(Env, HopperPathIsOnUnlessTheEnvironmentOrTheCodeTurnsItOff) {
   EXPECT_TRUE(resolve_config(options).hopper_path);
 }
 
+TEST(Env, AutotuneIsOffUnlessTheEnvironmentOrTheCodeTurnsItOn) {
+  {
+    ScopedEnv unset("SHARDJIT_AUTOTUNE", "");
+    EXPECT_FALSE(resolve_config({}).autotune);
+  }
+  ScopedEnv env("SHARDJIT_AUTOTUNE", "1");
+  EXPECT_TRUE(resolve_config({}).autotune);
+  RuntimeOptions options;
+  options.autotune = false;
+  EXPECT_FALSE(resolve_config(options).autotune);
+}
+
 TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
   {
     ScopedEnv env("SHARDJIT_PEER_BLOCKS", "many");
@@ -94,6 +106,10 @@ TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
   {
     ScopedEnv env("SHARDJIT_HOPPER_PATH", "wgmma");
     EXPECT_NE(error_of({}).find("SHARDJIT_HOPPER_PATH"), std::string::npos);
+  }
+  {
+    ScopedEnv env("SHARDJIT_AUTOTUNE", "sometimes");
+    EXPECT_NE(error_of({}).find("SHARDJIT_AUTOTUNE"), std::string::npos);
   }
   RuntimeOptions negative;
   negative.peer_blocks = -1;
