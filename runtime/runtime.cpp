@@ -25,6 +25,12 @@ DeviceContext& Runtime::Impl::device(int ordinal) {
   return *found->second;
 }
 
+std::optional<TuningRecord> Runtime::Impl::load_tuning(std::string_view key) const {
+  return load_tuning_record(config.cache_dir, key);
+}
+
+void Runtime::Impl::save_tuning(const TuningRecord& record) const { save_tuning_record(config.cache_dir, record); }
+
 std::shared_ptr<const LoadedKernel> Runtime::Impl::load(const KernelSpec& spec, int ordinal,
                                                         const std::string& prewarm_hint) {
   DeviceContext& context = device(ordinal);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/cache/kernel_cache.hpp"
+#include "runtime/cache/tuning_store.hpp"
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
@@ -26,6 +27,11 @@ struct Runtime::Impl {
   // -> NVRTC, then loaded once per device and kept for the Runtime's lifetime.
   std::shared_ptr<const LoadedKernel> load(const KernelSpec& spec, int ordinal,
                                            const std::string& prewarm_hint);
+
+  // The tuning record of `key` in the cache folder (nullopt: none, or not trusted), and the
+  // publication of one (runtime/cache/tuning_store.hpp).
+  std::optional<TuningRecord> load_tuning(std::string_view key) const;
+  void save_tuning(const TuningRecord& record) const;
 
   RuntimeConfig config;
   KernelCache cache;

@@ -177,7 +177,7 @@ std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLa
     return std::nullopt;
   };
 
-  if (std::optional<TuningRecord> record = load_tuning_record(runtime.config.cache_dir, key)) {
+  if (std::optional<TuningRecord> record = runtime.load_tuning(key)) {
     if (std::optional<FwdTile> tile = candidate(record->choice)) {
       log().debug("LinearLogp {}: forward tile {} from the tuning record", describe(layout), record->choice);
       return tile;
@@ -191,7 +191,7 @@ std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLa
   try {
     TuningRecord record = time_fwd_tiles(runtime, layout, device, candidates, rows, key);
     if (record.choice.empty()) return std::nullopt;
-    save_tuning_record(runtime.config.cache_dir, record);
+    runtime.save_tuning(record);
     log().info("LinearLogp {}: tuned forward tile {} (recorded)", describe(layout), record.choice);
     return candidate(record.choice);
   } catch (const Error& e) {

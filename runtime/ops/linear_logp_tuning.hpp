@@ -1,7 +1,7 @@
 // Tile autotuning of the LinearLogp forward. For a single-GPU op of a given shape, dtype and
 // device, a few forward tiles (fwd_tile_candidates) are timed once on constant inputs of
 // fwd_tuning_rows rows; the fastest is kept as a tuning record in the cache folder
-// (runtime/cache/tuning_store.hpp), and every later op of that key, in this process or another,
+// (runtime/cache/tuning_store.hpp, through Runtime::Impl), and every later op of that key, in this process or another,
 // builds with it without timing again. Timing happens when an op is built with
 // RuntimeConfig::autotune (SHARDJIT_AUTOTUNE=1) and JIT on, or through `shardjit prewarm --tune`;
 // records are used whenever they exist. Tensor-parallel ops keep the default tile (the ranks
@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/cache/tuning_store.hpp"
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"

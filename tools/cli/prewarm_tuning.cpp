@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "runtime/cache/tuning_store.hpp"
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
 #include "runtime/ops/linear_logp_tuning.hpp"
@@ -28,7 +27,7 @@ TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& i
       const LinearLogpLayout layout = resolve_layout(config);
       const std::string key = fwd_tuning_key(layout, arch, device.info().name, runtime.impl().config.hopper_path,
                                              fwd_tuning_rows(config));
-      const std::optional<TuningRecord> record = load_tuning_record(runtime.cache_dir(), key);
+      const std::optional<TuningRecord> record = runtime.impl().load_tuning(key);
       if (!record) {
         std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", item.origin.c_str());
         continue;
