@@ -1,5 +1,5 @@
 // Tile autotuning of the LinearLogp forward. For a single-GPU op of a given shape, dtype and
-// device, a few forward tiles (fwd_tile_candidates) are timed once on constant inputs of
+// device, a few forward tiles (fwd_tile_candidates) are timed once on pseudo-random inputs of
 // fwd_tuning_rows rows; the fastest is kept as a tuning record in the cache folder
 // (runtime/cache/tuning_store.hpp, through Runtime::Impl), and every later op of that key, in this process or another,
 // builds with it without timing again. Timing happens when an op is built with
@@ -44,8 +44,8 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
 // a failed tuning: it is logged and the default tile is used.
 std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device);
 
-// Times each candidate's forward (both launches, median of ten calls after two of warm-up) on
-// `rows` rows of constant inputs, and returns the record naming the fastest. Candidates that
+// Times each candidate's forward (both launches; interleaved rounds, the median of eight) on
+// `rows` rows of pseudo-random inputs, and returns the record naming the fastest. Candidates that
 // cannot be built on the device are left out (logged).
 TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,
                             const std::vector<FwdTile>& candidates, std::int64_t rows, std::string key);
