@@ -79,6 +79,17 @@ __device__ __forceinline__ BwdRow bwd_row(const LinearLogpBwdDzArgs& args, long 
 // chunk), so that the GEMMs read whole 16-byte chunks.
 __device__ __forceinline__ int dz_padded_cols(const LinearLogpBwdDzArgs& args) { return (args.chunk_cols + 7) & ~7; }
 
+// FILTER: folds the warp's largest |dZ| (as bits: non-negative floats order as integers, and a
+// NaN is larger than every number) into the tile's.
+__device__ __forceinline__ void fold_tile_max(unsigned int* tile_max, unsigned int local_max, int lane) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned int other = __shfl_xor_sync(0xffffffffu, local_max, offset);
+    local_max = other > local_max ? other : local_max;
+  }
+  if (lane == 0) atomicMax(tile_max, local_max);
+}
+
 template <class BiasT, class TargetT, class DZ, int BM, int BN, int COLS, int V_VALID, bool FILTER, int THREADS>
 struct DzEpilogue {
   static constexpr int kChunks = BN / COLS;
@@ -184,14 +195,7 @@ struct DzEpilogue {
       }
       if (writable) store_dz(out + r * args.dz_stride + c, dz);
     }
-    if constexpr (FILTER) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const unsigned int other = __shfl_xor_sync(0xffffffffu, local_max, offset);
-        local_max = other > local_max ? other : local_max;
-      }
-      if (lane == 0) atomicMax(tile_max, local_max);
-    }
+    if constexpr (FILTER) fold_tile_max(tile_max, local_max, lane);
   }
 
   // Writes zeros to the first `n` rows of the COLS columns at chunk column c0 (`out` as in

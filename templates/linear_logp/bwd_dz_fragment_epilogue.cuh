@@ -81,14 +81,7 @@ struct DzFragmentEpilogue {
         store_dz(out + r * args.dz_stride + col, dz);
       }
     }
-    if constexpr (FILTER) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const unsigned int other = __shfl_xor_sync(0xffffffffu, local_max, offset);
-        local_max = other > local_max ? other : local_max;
-      }
-      if (lane == 0) atomicMax(tile_max, local_max);
-    }
+    if constexpr (FILTER) fold_tile_max(tile_max, local_max, lane);
   }
 
   // Writes zeros to the first `n` rows of the tile at chunk column c0, each element by the thread
