@@ -1,5 +1,6 @@
 #include "runtime/cache/tuning_store.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -113,6 +114,51 @@ std::optional<TuningRecord> load_tuning_record(const std::filesystem::path& cach
 
 void save_tuning_record(const std::filesystem::path& cache_dir, const TuningRecord& record) {
   write_file_atomically(tuning_record_path(cache_dir, record.key), format_tuning_record(record));
+}
+
+namespace {
+
+// The record files of the folder (name ending in .txt, not a temporary file), sorted.
+std::vector<std::filesystem::path> tuning_files(const std::filesystem::path& cache_dir) {
+  std::vector<std::filesystem::path> paths;
+  std::error_code error;
+  std::filesystem::directory_iterator it(cache_tuning_dir(cache_dir), error);
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".txt" && !is_temp_file_name(name)) paths.push_back(it->path());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace
+
+std::vector<TuningFile> list_tuning_records(const std::filesystem::path& cache_dir) {
+  std::vector<TuningFile> files;
+  for (const std::filesystem::path& path : tuning_files(cache_dir)) {
+    TuningFile file{path, std::nullopt};
+    try {
+      if (std::optional<FileBytes> bytes = read_whole_file(path)) file.record = parse_tuning_record(bytes->bytes);
+    } catch (const Error&) {
+      // Unreadable: listed without a record, as a file that is never used.
+    }
+    // A record is only ever found under its own key's name.
+    if (file.record && tuning_record_path(cache_dir, file.record->key) != path) file.record.reset();
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+std::size_t remove_tuning_records(const std::filesystem::path& cache_dir) {
+  std::size_t removed = 0;
+  for (const std::filesystem::path& path : tuning_files(cache_dir)) {
+    std::error_code error;
+    if (!std::filesystem::remove(path, error) && error) {
+      throw Error(ErrorCode::kCacheError, "cannot remove tuning record '" + path.string() + "': " + error.message());
+    }
+    ++removed;
+  }
+  return removed;
 }
 
 }  // namespace shardjit

@@ -43,4 +43,16 @@ std::optional<TuningRecord> load_tuning_record(const std::filesystem::path& cach
 // and the reason when it cannot be written.
 void save_tuning_record(const std::filesystem::path& cache_dir, const TuningRecord& record);
 
+// Every record file in the cache folder, sorted by path, with its record (nullopt where the file
+// is not a record: such a file is never used). An absent folder holds none.
+struct TuningFile {
+  std::filesystem::path path;
+  std::optional<TuningRecord> record;
+};
+std::vector<TuningFile> list_tuning_records(const std::filesystem::path& cache_dir);
+
+// Removes every record file (ops then tune again, or take their default tiles); returns how many.
+// Error(kCacheError) names a file that cannot be removed.
+std::size_t remove_tuning_records(const std::filesystem::path& cache_dir);
+
 }  // namespace shardjit

@@ -94,5 +94,30 @@ TEST(TuningStore, UntrustworthyFilesAreIgnored) {
   EXPECT_FALSE(load_tuning_record(dir.path(), record.key));
 }
 
+TEST(TuningStore, ListingNamesEveryFileAndTrustsOnlyRecordsUnderTheirKeys) {
+  testing::TempDir dir;
+  EXPECT_TRUE(list_tuning_records(dir.path() / "missing").empty());
+  prepare_cache_dir(dir.path(), true);
+  const TuningRecord record = sample_record();
+  save_tuning_record(dir.path(), record);
+  TuningRecord other = record;
+  other.key = "another key";
+  std::ofstream(cache_tuning_dir(dir.path()) / "misplaced.txt") << format_tuning_record(other);
+  std::ofstream(cache_tuning_dir(dir.path()) / "garbage.txt") << "garbage\n";
+  const std::vector<TuningFile> files = list_tuning_records(dir.path());
+  ASSERT_EQ(files.size(), 3u);
+  std::size_t trusted = 0;
+  for (const TuningFile& file : files) {
+    if (!file.record) continue;
+    ++trusted;
+    EXPECT_EQ(file.record->key, record.key);
+    EXPECT_EQ(file.path, tuning_record_path(dir.path(), record.key));
+  }
+  EXPECT_EQ(trusted, 1u);
+  EXPECT_EQ(remove_tuning_records(dir.path()), 3u);
+  EXPECT_TRUE(list_tuning_records(dir.path()).empty());
+  EXPECT_FALSE(load_tuning_record(dir.path(), record.key));
+}
+
 }  // namespace
 }  // namespace shardjit

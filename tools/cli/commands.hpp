@@ -25,5 +25,6 @@ Command add_ls_command(CLI::App& app, const GlobalOptions& globals);
 Command add_verify_command(CLI::App& app, const GlobalOptions& globals);
 Command add_gc_command(CLI::App& app, const GlobalOptions& globals);
 Command add_info_command(CLI::App& app, const GlobalOptions& globals);
+Command add_tuning_command(CLI::App& app, const GlobalOptions& globals);
 
 }  // namespace shardjit::cli

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {
       shardjit::cli::add_prewarm_command(app, globals), shardjit::cli::add_ls_command(app, globals),
       shardjit::cli::add_verify_command(app, globals), shardjit::cli::add_gc_command(app, globals),
-      shardjit::cli::add_info_command(app, globals)};
+      shardjit::cli::add_info_command(app, globals), shardjit::cli::add_tuning_command(app, globals)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
