@@ -242,6 +242,19 @@ std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLa
 
   if (std::optional<TuningRecord> record = runtime.load_tuning(key)) {
     if (std::optional<FwdTile> tile = candidate(record->choice)) {
+      // Cache-only: the recorded tile's kernel was compiled where the record was made; a cache
+      // that lacks it (copied without it, or pruned) falls back to the default tile rather than
+      // refuse to build the op.
+      if (!runtime.config.jit) {
+        try {
+          runtime.load(linear_logp_fwd_spec(layout, *tile), c.device, prewarm_command(layout, arch, hopper_path));
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kNotFound) throw;
+          log().warn("LinearLogp {}: the tuning record's tile {} is not in the cache (cache-only); using the default",
+                     describe(layout), record->choice);
+          return std::nullopt;
+        }
+      }
       log().debug("LinearLogp {}: forward tile {} from the tuning record", describe(layout), record->choice);
       return tile;
     }

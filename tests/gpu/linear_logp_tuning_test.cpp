@@ -139,6 +139,26 @@ TEST_F(LinearLogpTuningTest, LaterOpsFollowTheRecordWithoutTiming) {
   }
 }
 
+TEST_F(LinearLogpTuningTest, CacheOnlyWithoutTheRecordedKernelTakesTheDefault) {
+  {
+    Runtime jit = runtime(false);
+    LinearLogp compiled(jit, problem_.config);  // the default tile's kernels, compiled into the cache
+  }
+  RuntimeOptions options;
+  options.cache_dir = cache_.path().string();
+  options.jit = false;
+  Runtime cache_only(options);
+  const std::vector<FwdTile> tiles = candidates(cache_only);
+  TuningRecord record;
+  record.key = key(cache_only);
+  record.device = "recorded by the test";
+  record.choice = fwd_tile_name(tiles.back());  // never compiled into this cache
+  save_tuning_record(cache_.path(), record);
+  LinearLogp op(cache_only, problem_.config);
+  EXPECT_STREQ(op.main_loop(), tiles.front().wgmma ? "wgmma" : "mma.sync");
+  EXPECT_LT(problem_.max_error(op), 2e-3);
+}
+
 TEST_F(LinearLogpTuningTest, ARecordNamingNoCandidateIsIgnored) {
   Runtime rt = runtime(false);
   TuningRecord record;
