@@ -5,13 +5,15 @@
 // slots of the line. The writer (cp.async) and every reader must use this same function.
 #pragma once
 
+#include "common/host_device.cuh"
+
 namespace shardjit {
 namespace kernels {
 
 // Index, in 16-byte chunks from the tile start, of logical chunk `chunk` of row `row`, for rows
 // of CHUNKS_PER_ROW chunks (4: 64-byte rows, two per line; 8: one line; 16: two lines).
 template <int CHUNKS_PER_ROW>
-__device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
+SHARDJIT_HOST_DEVICE inline int swizzled_chunk(int row, int chunk) {
   static_assert(CHUNKS_PER_ROW == 4 || CHUNKS_PER_ROW == 8 || CHUNKS_PER_ROW == 16,
                 "rows must be 64, 128 or 256 bytes");
   // Rows sharing one 128-byte line already differ in their line half, so only the rows of
@@ -31,7 +33,7 @@ __device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
 // consecutive rows still lands in 8 different slots. Where both are defined (8 chunks a row) the
 // two functions give the same index.
 template <int CHUNKS_PER_ROW>
-__device__ __forceinline__ int swizzled_chunk_any(int row, int chunk) {
+SHARDJIT_HOST_DEVICE inline int swizzled_chunk_any(int row, int chunk) {
   static_assert(CHUNKS_PER_ROW == 2 || CHUNKS_PER_ROW == 4 || CHUNKS_PER_ROW % 8 == 0,
                 "rows must be 32, 64 or a multiple of 128 bytes");
   if constexpr (CHUNKS_PER_ROW < 8) {
