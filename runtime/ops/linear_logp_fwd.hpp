@@ -28,6 +28,8 @@ struct FwdTile {
   // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit inputs) instead of
   // the portable one (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
+
+  bool operator==(const FwdTile&) const = default;
 };
 
 // The Hopper main loop's tile where it applies: a 16-bit dtype on an sm_90a target, with

@@ -23,10 +23,7 @@ constexpr int kTimedRounds = 8;
 constexpr int kCallsPerRound = 2;
 
 void add_candidate(std::vector<FwdTile>& tiles, const FwdTile& tile) {
-  const auto same = [&](const FwdTile& t) {
-    return t.bm == tile.bm && t.bn == tile.bn && t.bk == tile.bk && t.stages == tile.stages && t.wgmma == tile.wgmma;
-  };
-  if (tiles.size() < kMaxCandidates && std::none_of(tiles.begin(), tiles.end(), same)) tiles.push_back(tile);
+  if (tiles.size() < kMaxCandidates && std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
 }
 
 bool read_int(std::string_view& text, int& value, char end) {
@@ -142,6 +139,11 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
          "; rows=" + std::to_string(rows);
 }
 
+std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device) {
+  return fwd_tuning_key(layout, device.arch(), device.info().name, runtime.config.hopper_path,
+                        fwd_tuning_rows(layout.config));
+}
+
 TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,
                             const std::vector<FwdTile>& candidates, std::int64_t rows, std::string key) {
   const LinearLogpConfig& c = layout.config;
@@ -232,7 +234,7 @@ std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLa
   const std::vector<FwdTile> candidates = fwd_tile_candidates(c.dtype, arch, hopper_path);
   if (candidates.size() < 2) return std::nullopt;
   const std::int64_t rows = fwd_tuning_rows(c);
-  const std::string key = fwd_tuning_key(layout, arch, device.info().name, hopper_path, rows);
+  const std::string key = op_fwd_tuning_key(runtime, layout, device);
   const auto candidate = [&](const std::string& name) -> std::optional<FwdTile> {
     for (const FwdTile& tile : candidates) {
       if (fwd_tile_name(tile) == name) return tile;

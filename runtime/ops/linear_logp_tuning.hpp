@@ -38,6 +38,10 @@ std::int64_t fwd_tuning_rows(const LinearLogpConfig& config);
 std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& arch, const std::string& device_name,
                            bool hopper_path, std::int64_t rows);
 
+// The key of a single-GPU op of `layout` on `device` under the runtime's settings: the one
+// tuned_fwd_tile reads and writes.
+std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device);
+
 // The forward tile of a single-GPU op of `layout` on `device`: the choice of its tuning record
 // when the cache holds one (and it is still a candidate); else, with autotune and JIT on, the
 // fastest candidate, timed now and recorded; else nullopt (the default tile). Never throws for

@@ -85,9 +85,7 @@ class LinearLogpTuningTest : public ::testing::Test {
 
   // The record key of the problem's op on GPU 0, as the op computes it.
   std::string key(Runtime& rt) const {
-    DeviceContext& device = rt.impl().device(0);
-    return fwd_tuning_key(resolve_layout(problem_.config), device.arch(), device.info().name,
-                          rt.impl().config.hopper_path, fwd_tuning_rows(problem_.config));
+    return op_fwd_tuning_key(rt.impl(), resolve_layout(problem_.config), rt.impl().device(0));
   }
 
   std::vector<FwdTile> candidates(Runtime& rt) const {

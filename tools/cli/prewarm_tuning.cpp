@@ -24,10 +24,8 @@ TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& i
       LinearLogpConfig config = *item.tunable;
       config.device = 0;
       LinearLogp op(runtime, config);  // times the candidates unless a record exists
-      const LinearLogpLayout layout = resolve_layout(config);
-      const std::string key = fwd_tuning_key(layout, arch, device.info().name, runtime.impl().config.hopper_path,
-                                             fwd_tuning_rows(config));
-      const std::optional<TuningRecord> record = runtime.impl().load_tuning(key);
+      const std::optional<TuningRecord> record =
+          runtime.impl().load_tuning(op_fwd_tuning_key(runtime.impl(), resolve_layout(config), device));
       if (!record) {
         std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", item.origin.c_str());
         continue;
