@@ -11,7 +11,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 10> kKnobs{{
+constexpr std::array<EnvKnob, 11> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -29,6 +29,10 @@ constexpr std::array<EnvKnob, 10> kKnobs{{
     {"SHARDJIT_PEER_BLOCKS", "int", "0",
      "Most blocks (SMs) a peer-memory kernel takes (ReduceScatter, MoeCombine); 0: one per SM. "
      "The smallest value of the ranks is used."},
+    {"SHARDJIT_PEER_LINES", "bool", "1",
+     "0: small peer ReduceScatters send 8-byte words that each carry a flag (twice the bytes) even "
+     "where every GPU pair is on NVLink, instead of 128-byte lines with one flag each. Any rank's 0 "
+     "turns the lines off for all."},
     {"SHARDJIT_HOPPER_PATH", "bool", "1",
      "0: LinearLogp runs the portable mma.sync main loop on Hopper (sm_90a) too, instead of wgmma. "
      "Set it for prewarm as for the servers: the two paths are different kernels."},
@@ -124,6 +128,7 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.arch = options.arch ? options.arch : env("SHARDJIT_ARCH");
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
+  config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, "0 or 1", true);
   config.hopper_path = option_or_env(options.hopper_path, "SHARDJIT_HOPPER_PATH", parse_bool, "0 or 1", true);
   config.autotune = option_or_env(options.autotune, "SHARDJIT_AUTOTUNE", parse_bool, "0 or 1", false);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");

@@ -29,6 +29,7 @@ struct RuntimeConfig {
   std::string log_level;
   std::optional<std::string> arch;  // empty: the device's own
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
+  bool peer_lines = true;           // small peer reduce-scatters in 128-byte lines where links allow
   bool hopper_path = true;          // the wgmma main loop where the target is sm_90a
   bool autotune = false;            // time tile candidates when an op without a tuning record is built
 };

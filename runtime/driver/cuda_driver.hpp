@@ -22,6 +22,9 @@ namespace shardjit {
   X(cuDeviceGetName)                 \
   X(cuDeviceGetAttribute)            \
   X(cuDeviceTotalMem)                \
+  X(cuDeviceGetPCIBusId)             \
+  X(cuDeviceGetByPCIBusId)           \
+  X(cuDeviceGetP2PAttribute)         \
   X(cuDevicePrimaryCtxRetain)        \
   X(cuDevicePrimaryCtxRelease)       \
   X(cuCtxPushCurrent)                \

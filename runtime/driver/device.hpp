@@ -38,6 +38,7 @@ class DeviceContext {
   const DeviceInfo& info() const { return info_; }
   std::string arch() const { return arch_for_compute_capability(info_.cc_major, info_.cc_minor); }
   CUcontext context() const { return context_; }
+  CUdevice device() const { return device_; }
 
  private:
   DeviceInfo info_;

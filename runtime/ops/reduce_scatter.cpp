@@ -10,6 +10,7 @@
 #include "collective/reduce_scatter_args.cuh"
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/comm/nccl_library.hpp"
+#include "runtime/logging.hpp"
 #include "runtime/ops/collective_kernels.hpp"
 #include "runtime/ops/peer_collective.hpp"
 #include "runtime/ops/peer_collective_plan.hpp"
@@ -20,20 +21,20 @@
 namespace shardjit {
 namespace {
 
-// Inputs from this size on move in stages (sending overlaps summing); up to the second, in the
-// low-latency protocol (twice the bytes, no barrier round trips). See docs/perf-notes.md.
+// Inputs from this size on move in stages (sending overlaps summing); up to the second, in a
+// flagged protocol (lines or words, no barrier round trips). See docs/perf-notes.md.
 constexpr std::int64_t kStagedInputBytes = std::int64_t{64} << 20;
-constexpr std::int64_t kLowLatencyInputBytes = std::int64_t{4} << 20;
+constexpr std::int64_t kFlaggedInputBytes = std::int64_t{4} << 20;
 
 // Only when every block has rows: a rank waits for its peers only through the words of its own
 // block, and a rank that waits for nobody could run calls ahead into a receive half that a peer
 // has not read yet. (The barrier protocol publishes a flag per stage whatever the block holds.)
-bool low_latency(const ReduceScatterConfig& config) {
+bool flagged(const ReduceScatterConfig& config) {
   const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
   const bool every_block_has_rows =
       std::all_of(config.rows_per_rank.begin(), config.rows_per_rank.end(), [](std::int64_t rows) { return rows > 0; });
   return every_block_has_rows &&
-         total * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) <= kLowLatencyInputBytes;
+         total * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) <= kFlaggedInputBytes;
 }
 
 void check_config(const ReduceScatterConfig& config, int world) {
@@ -60,12 +61,33 @@ std::string config_text(const ReduceScatterConfig& c) {
          rows + "] path=" + collective_path_name(c.path) + " nccl_above_bytes=" + std::to_string(c.nccl_above_bytes);
 }
 
-// A receive area: two halves of one slot per other rank, each the largest block (twice that in
-// the low-latency protocol, whose lines carry a flag beside each word).
+// A receive area: two halves of one slot per other rank, each the largest block, or for a
+// flagged call what the larger of the two flagged protocols needs for it (the protocol is agreed
+// on only once the buffer is mapped).
 std::int64_t receive_bytes(const ReduceScatterConfig& config, int world) {
   const std::int64_t largest = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end());
-  const std::int64_t line_factor = low_latency(config) ? 2 : 1;
-  return 2 * (world - 1) * largest * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype)) * line_factor;
+  const std::int64_t block_bytes = largest * config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
+  std::int64_t slot_bytes = block_bytes;
+  if (flagged(config)) {
+    const std::int64_t words_bytes = 2 * block_bytes;  // each 4-byte word in an 8-byte store
+    const std::int64_t lines_bytes = kernels::flagged_lines(block_bytes / 4) * kernels::kLineBytes;
+    slot_bytes = std::max(words_bytes, lines_bytes);
+  }
+  return 2 * (world - 1) * slot_bytes;
+}
+
+// The protocol of a call (templates/collective/reduce_scatter_args.cuh), the same on every rank.
+int protocol_of(const ReduceScatterConfig& config, const PeerCollective& peers) {
+  if (!flagged(config)) return kernels::kFlaggedStages;
+  return peers.whole_lines() ? kernels::kFlaggedLines : kernels::kFlaggedWords;
+}
+
+const char* protocol_name(int protocol) {
+  switch (protocol) {
+    case kernels::kFlaggedWords: return "flagged 8-byte words";
+    case kernels::kFlaggedLines: return "flagged 128-byte lines";
+    default: return "staged stores with release flags";
+  }
 }
 
 // Checks the config on every rank alike, then builds the shared part.
@@ -103,7 +125,8 @@ struct ReduceScatter::Impl final : PlanActions {
     // Stages pay off once a block's slice is large; below, each stage would only add an NVLink
     // round trip (docs/perf-notes.md).
     args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
-    args.low_latency = low_latency(config) ? 1 : 0;
+    args.protocol = protocol_of(config, peers);
+    if (peers.peer() && peers.rank() == 0) log().info("ReduceScatter: {} protocol", protocol_name(args.protocol));
     args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
     // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
     // is itself collective, so a rank must not drop out of the build alone.

@@ -10,10 +10,10 @@
 // receiver sums stage k while stage k + 1 is still on its way (sender and summer warps run side
 // by side; with one stage, for small inputs, every warp sends, then every warp sums).
 //
-// Small inputs take the low-latency protocol instead (as NCCL's LL): every 4-byte word travels
-// in an 8-byte store together with the call's flag, so the receiver polls the words themselves
-// and no release, fence or barrier round trip is needed; it costs twice the bytes, which only
-// small inputs can afford.
+// Small inputs take a flagged protocol instead (as NCCL's LL and LL128), so the receiver polls
+// the data itself and no release, fence or barrier round trip is needed: where a warp's 128-byte
+// store arrives whole (NVLink), 128-byte lines that each end in the call's flag (1/15 more
+// bytes); elsewhere 4-byte words each in an 8-byte store with the flag (twice the bytes).
 //
 // Receive areas alternate between two halves by epoch, so no end barrier is needed: a rank
 // writes half h of call e only after its call e - 1 saw the peer's flags of call e - 1, which the
@@ -41,9 +41,9 @@ __device__ __forceinline__ void stage_chunks(const ReduceScatterArgs& args, int 
 }
 
 // Which slot of dest's receive area holds source's rows of dest's block in call `epoch`: the
-// half by the epoch's parity, then the other ranks in rank order (dest itself left out). Both
-// protocols lay their slots out this way; a slot is slot_chunks chunks (twice the bytes in the
-// low-latency protocol).
+// half by the epoch's parity, then the other ranks in rank order (dest itself left out). Every
+// protocol lays its slots out this way; a slot is slot_chunks chunks (twice the bytes in the word
+// protocol, flagged_lines of its words in the line protocol).
 __device__ __forceinline__ long long receive_slot_index(int dest, int source, unsigned long long epoch, int world) {
   return static_cast<long long>(epoch & 1ull) * (world - 1) + (source < dest ? source : source - 1);
 }
@@ -106,10 +106,23 @@ __device__ __forceinline__ void send_stage(const ReduceScatterArgs& args, int st
   }
 }
 
-// The low-latency protocol: grid-strided over 4-byte words; a word that never comes (a dead
-// peer) poisons its output word with NaN and is counted once per block.
+// The end of a flagged call: the block's epoch moves on if every thread got its data, else the
+// block counts one timeout (its output words that never came are NaN).
+__device__ __forceinline__ void finish_flagged_call(const PeerSync& sync, bool ok, unsigned long long epoch) {
+  const bool all_ok = __syncthreads_and(ok) != 0;
+  if (threadIdx.x == 0) {
+    if (all_ok) {
+      finish_epoch(sync, blockIdx.x, epoch);
+    } else {
+      atomicAdd(&sync.status->timeouts, 1u);
+    }
+  }
+}
+
+// The word protocol (kFlaggedWords): grid-strided over 4-byte words; a word that never comes (a
+// dead peer) poisons its output word with NaN.
 template <class T, int WORLD, int VEC_BYTES>
-__device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterArgs& args, unsigned long long epoch) {
+__device__ __forceinline__ void reduce_scatter_words(const ReduceScatterArgs& args, unsigned long long epoch) {
   using C = Chunk<T, 4>;
   constexpr long long kWordsPerChunk = VEC_BYTES / 4;
   const int rank = args.sync.rank;
@@ -161,14 +174,105 @@ __device__ __forceinline__ void reduce_scatter_low_latency(const ReduceScatterAr
     }
     C::store(args.output, i, C::pack(acc));
   }
-  const bool all_ok = __syncthreads_and(ok) != 0;
-  if (threadIdx.x == 0) {
-    if (all_ok) {
-      finish_epoch(args.sync, blockIdx.x, epoch);
-    } else {
-      atomicAdd(&args.sync.status->timeouts, 1u);
+  finish_flagged_call(args.sync, ok, epoch);
+}
+
+// The line protocol (kFlaggedLines). Line l of a block carries its words [30 l, 30 l + 30) and
+// the call's epoch in its last 8 bytes; lane j of the 8 lanes that move a line holds its bytes
+// [16 j, 16 j + 16), so lane 7 holds two words and the flag, and one warp instruction stores (or
+// polls) four whole lines. Warps stride over lines together, so a poll is voted on by the whole
+// warp and the lanes of a line see the flag their own load came with.
+template <class T, int WORLD, int VEC_BYTES>
+__device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& args, unsigned long long epoch) {
+  using C = Chunk<T, 4>;
+  constexpr long long kWordsPerChunk = VEC_BYTES / 4;
+  constexpr int kLanesPerLine = kLineBytes / 16;
+  constexpr int kLinesPerWarp = 32 / kLanesPerLine;
+  constexpr unsigned int kWarp = 0xffffffffu;
+  const int rank = args.sync.rank;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int part = lane % kLanesPerLine;
+  const int flag_lane = lane | (kLanesPerLine - 1);
+  const int data_words = part + 1 < kLanesPerLine ? 4 : 2;
+  const unsigned int flag_lo = static_cast<unsigned int>(epoch);
+  const unsigned int flag_hi = static_cast<unsigned int>(epoch >> 32);
+  const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
+  const long long slot_bytes = flagged_lines(args.slot_chunks * kWordsPerChunk) * kLineBytes;
+  const auto slot_of = [&](int dest, int source) {
+    return static_cast<char*>(args.receive[dest]) + receive_slot_index(dest, source, epoch, WORLD) * slot_bytes;
+  };
+  const auto words_of = [&](int p) { return (args.chunk_offset[p + 1] - args.chunk_offset[p]) * kWordsPerChunk; };
+  const unsigned int* input = static_cast<const unsigned int*>(args.input);
+  bool ok = !already_failed(args.sync);
+
+  for (int p = 0; p < WORLD && ok; ++p) {
+    if (p == rank) continue;
+    const unsigned int* from = input + args.chunk_offset[p] * kWordsPerChunk;
+    char* to = slot_of(p, rank);
+    const long long words = words_of(p);
+    const long long lines = flagged_lines(words);
+    for (long long l = warp * kLinesPerWarp + lane / kLanesPerLine; l < lines; l += warps * kLinesPerWarp) {
+      const long long w0 = l * kLineDataWords + part * 4;
+      Bytes16 v;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v.w[k] = k < data_words && w0 + k < words ? from[w0 + k] : 0u;
+      if (data_words == 2) {
+        v.w[2] = flag_lo;
+        v.w[3] = flag_hi;
+      }
+      st_volatile_v4_u32(to + l * kLineBytes + part * 16, v);
     }
   }
+
+  const unsigned int* mine = input + args.chunk_offset[rank] * kWordsPerChunk;
+  const long long words = words_of(rank);
+  const long long lines = flagged_lines(words);
+  const unsigned long long began = globaltimer_ns();
+  for (long long first = warp * kLinesPerWarp; first < lines; first += warps * kLinesPerWarp) {
+    const long long l = first + lane / kLanesPerLine;
+    const bool here = l < lines;
+    const long long w0 = l * kLineDataWords + part * 4;
+    float acc[4][C::kElems];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int e = 0; e < C::kElems; ++e) acc[k][e] = 0.0f;
+    }
+#pragma unroll
+    for (int p = 0; p < WORLD; ++p) {
+      Bytes16 v = {{0u, 0u, 0u, 0u}};
+      if (p == rank) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v.w[k] = here && k < data_words && w0 + k < words ? mine[w0 + k] : 0u;
+      } else {
+        const char* line = slot_of(rank, p) + l * kLineBytes + part * 16;
+        bool arrived = !here;
+        while (true) {
+          if (!arrived && ok) v = ld_volatile_v4_u32(line);
+          const unsigned int lo = __shfl_sync(kWarp, v.w[2], flag_lane);
+          const unsigned int hi = __shfl_sync(kWarp, v.w[3], flag_lane);
+          arrived = arrived || (lo == flag_lo && hi == flag_hi);
+          if (__all_sync(kWarp, arrived || !ok)) break;
+          if (!arrived && globaltimer_ns() - began > args.sync.timeout_ns) ok = false;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (k < data_words) C::accumulate(acc[k], Bytes4{{v.w[k]}});
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (!here || k >= data_words || w0 + k >= words) continue;
+      if (!ok) {
+#pragma unroll
+        for (int e = 0; e < C::kElems; ++e) acc[k][e] = quiet_nan();
+      }
+      C::store(args.output, w0 + k, C::pack(acc[k]));
+    }
+  }
+  finish_flagged_call(args.sync, ok, epoch);
 }
 
 template <class T, int WORLD, int VEC_BYTES>
@@ -179,8 +283,12 @@ __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatt
   const int first_slot = block * kReduceScatterStages;
   const int rank = args.sync.rank;
   const unsigned long long epoch = next_epoch(args.sync, block);
-  if (args.low_latency) {
-    reduce_scatter_low_latency<T, WORLD, VEC_BYTES>(args, epoch);
+  if (args.protocol == kFlaggedWords) {
+    reduce_scatter_words<T, WORLD, VEC_BYTES>(args, epoch);
+    return;
+  }
+  if (args.protocol == kFlaggedLines) {
+    reduce_scatter_lines<T, WORLD, VEC_BYTES>(args, epoch);
     return;
   }
   const bool split = args.stages > 1;

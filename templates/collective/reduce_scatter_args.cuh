@@ -3,6 +3,7 @@
 #pragma once
 
 #include "collective/peer_sync_args.cuh"
+#include "common/host_device.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -10,6 +11,26 @@ namespace kernels {
 // A block's slice is moved in up to this many stages, each with its own start flag, so that
 // the receiver sums the first stage while the rest is still on its way.
 constexpr int kReduceScatterStages = 8;
+
+// How a call moves its data (ReduceScatterArgs::protocol).
+//   kFlaggedStages: stores, then a release flag per stage that the receiver acquires (large
+//                   inputs; the data crosses the link once).
+//   kFlaggedWords:  every 4-byte word in an 8-byte store with the call's flag (single-copy
+//                   atomic on any link), polled by the receiver: no flag round trip, twice the
+//                   bytes.
+//   kFlaggedLines:  128-byte lines of 120 bytes of data and an 8-byte flag, each stored by 8
+//                   lanes of a warp in one instruction; only where a warp's 128-byte store
+//                   arrives whole (NVLink): no flag round trip, 1/15 more bytes.
+constexpr int kFlaggedStages = 0;
+constexpr int kFlaggedWords = 1;
+constexpr int kFlaggedLines = 2;
+constexpr int kLineBytes = 128;
+constexpr int kLineDataWords = 30;  // 4-byte words of data in a line; the last 8 bytes are the flag
+
+// Lines that carry `words` words of data.
+SHARDJIT_HOST_DEVICE constexpr long long flagged_lines(long long words) {
+  return (words + kLineDataWords - 1) / kLineDataWords;
+}
 
 struct ReduceScatterArgs {
   const void* input;   // this rank's [T, H] input
@@ -21,8 +42,8 @@ struct ReduceScatterArgs {
   long long slot_chunks;
   long long chunk_offset[kMaxPeers + 1];  // block p is chunks [chunk_offset[p], chunk_offset[p+1])
   int stages;          // 1 to kReduceScatterStages; 1: every warp sends, then every warp sums
-  int low_latency;     // small inputs: 8-byte lines of a 4-byte word and the call's flag, no
-                       // barriers (slots then hold twice the bytes)
+  int protocol;        // kFlaggedStages, kFlaggedWords or kFlaggedLines (slots are then sized
+                       // for the flagged words or lines)
   PeerSync sync;
 };
 

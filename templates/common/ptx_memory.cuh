@@ -7,6 +7,16 @@
 namespace shardjit {
 namespace kernels {
 
+struct Bytes16 {
+  unsigned int w[4];
+};
+struct Bytes8 {
+  unsigned int w[2];
+};
+struct Bytes4 {
+  unsigned int w[1];
+};
+
 __device__ __forceinline__ void st_release_sys_u64(unsigned long long* p, unsigned long long v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
@@ -27,6 +37,23 @@ __device__ __forceinline__ unsigned long long ld_relaxed_sys_u64(const unsigned 
   unsigned long long v;
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
+}
+
+// 16 bytes a lane, always performed, at system scope and without ordering: the line protocol's
+// 128-byte lines are stored and polled by 8 lanes of a warp in one instruction each.
+__device__ __forceinline__ Bytes16 ld_volatile_v4_u32(const void* p) {
+  Bytes16 r;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
+               : "l"(p)
+               : "memory");
+  return r;
+}
+
+__device__ __forceinline__ void st_volatile_v4_u32(void* p, const Bytes16& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
 }
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
@@ -51,16 +78,6 @@ __device__ __forceinline__ bool bar_red_and(unsigned int id, unsigned int thread
       : "memory");
   return all != 0;
 }
-
-struct Bytes16 {
-  unsigned int w[4];
-};
-struct Bytes8 {
-  unsigned int w[2];
-};
-struct Bytes4 {
-  unsigned int w[1];
-};
 
 __device__ __forceinline__ Bytes16 ld_global_v4_u32(const void* p) {
   Bytes16 r;

@@ -1,9 +1,11 @@
 // ReduceScatter on 2 GPUs, one process per GPU, against an fp64 reference computed in the test
 // process from the same deterministic inputs: both paths, every dtype, even, uneven and empty
-// blocks, 1000 calls in a row with changing data, inputs large enough to move in stages, graph capture and replay, configs
-// that differ between ranks, and a peer that never joins.
+// blocks, both flagged protocols for small inputs, 1000 calls in a row with changing data, inputs
+// large enough to move in stages, graph capture and replay, configs that differ between ranks,
+// and a peer that never joins.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,20 @@ ReduceScatterConfig config_of(const DenseCase& c) {
   return config;
 }
 
+// Whether each rank allows the line protocol (RuntimeOptions::peer_lines): small inputs move in
+// flagged lines only if every rank does (and the links carry whole lines), else in flagged words.
+using LinesAllowed = std::array<bool, 2>;
+constexpr LinesAllowed kLinesWhereLinksAllow = {true, true};
+
+RuntimeOptions options_of(const LinesAllowed& lines, int rank) {
+  RuntimeOptions options;
+  options.peer_lines = lines[static_cast<std::size_t>(rank)];
+  return options;
+}
+
 // Runs each case once on this rank; reports "out<i>" (its output bytes) and "path<i>".
-void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases) {
-  Runtime runtime;
+void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases, const LinesAllowed& lines) {
+  Runtime runtime(options_of(lines, ctx.rank));
   Communicator comm = rank_communicator(runtime, ctx);
   const DeviceContext& device = runtime.impl().device(ctx.rank);
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -65,8 +78,9 @@ void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases) {
   }
 }
 
-void expect_cases_match_reference(const std::vector<DenseCase>& cases) {
-  const auto outcomes = run_ranks(2, [&](RankContext& ctx) { run_cases(ctx, cases); });
+void expect_cases_match_reference(const std::vector<DenseCase>& cases,
+                                  const LinesAllowed& lines = kLinesWhereLinksAllow) {
+  const auto outcomes = run_ranks(2, [&](RankContext& ctx) { run_cases(ctx, cases, lines); });
   expect_all_ok(outcomes);
   if (::testing::Test::HasFailure()) return;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -91,30 +105,40 @@ TEST(ReduceScatter, EvenBlocksEveryDtypeBothPaths) {
   expect_cases_match_reference(cases);
 }
 
-// Inputs up to 4 MiB take the low-latency protocol, larger ones the barrier one.
-TEST(ReduceScatter, UnevenAndEmptyBlocksAndNarrowRows) {
-  SHARDJIT_REQUIRE_GPUS(2);
-  std::vector<DenseCase> cases = {
+// Inputs up to 4 MiB whose blocks all have rows take a flagged protocol (lines or words), the
+// rest the staged one. The flagged blocks here end in part-filled 30-word lines.
+std::vector<DenseCase> uneven_cases() {
+  return {
       {DType::kBF16, 4096, {100, 37}, CollectivePath::kPeer, 21},
       {DType::kBF16, 4096, {100, 37}, CollectivePath::kNccl, 22},
       {DType::kFP16, 256, {0, 50}, CollectivePath::kPeer, 23},
       {DType::kFP32, 256, {50, 0}, CollectivePath::kNccl, 24},
       {DType::kBF16, 1002, {7, 9}, CollectivePath::kPeer, 25},   // 2004-byte rows: 4-byte chunks
       {DType::kFP32, 130, {1, 1}, CollectivePath::kPeer, 26},    // 520-byte rows: 8-byte chunks
-      {DType::kBF16, 4096, {700, 640}, CollectivePath::kPeer, 27},  // 11 MB: past the low-latency protocol
+      {DType::kBF16, 4096, {700, 640}, CollectivePath::kPeer, 27},  // 11 MB: past the flagged protocols
   };
-  expect_cases_match_reference(cases);
+}
+
+TEST(ReduceScatter, UnevenAndEmptyBlocksAndNarrowRows) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  expect_cases_match_reference(uneven_cases());
+}
+
+// One rank turning the lines off makes both ranks take the word protocol (a mismatch would hang
+// or garble every small call).
+TEST(ReduceScatter, WordProtocolWhenOneRankTurnsTheLinesOff) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  expect_cases_match_reference(uneven_cases(), {true, false});
 }
 
 // 1000 calls back to back, no host synchronization between them, each on new inputs into its own
-// output. A stale value from an earlier call (the receive buffers alternate by epoch) would show
-// as a mismatch in that call.
-TEST(ReduceScatter, ThousandCallsWithChangingData) {
-  SHARDJIT_REQUIRE_GPUS(2);
+// output. A stale value from an earlier call (the receive buffers alternate by epoch), or a line
+// whose flag arrived before its data, would show as a mismatch in that call.
+void expect_thousand_calls_match(const LinesAllowed& lines) {
   constexpr int kCalls = 1000;
   const DenseCase c{DType::kBF16, 256, {24, 40}, CollectivePath::kPeer, 31};
   const auto outcomes = run_ranks(2, [&](RankContext& ctx) {
-    Runtime runtime;
+    Runtime runtime(options_of(lines, ctx.rank));
     Communicator comm = rank_communicator(runtime, ctx);
     const DeviceContext& device = runtime.impl().device(ctx.rank);
     ReduceScatter op(runtime, comm, config_of(c));
@@ -139,7 +163,7 @@ TEST(ReduceScatter, ThousandCallsWithChangingData) {
     ctx.report.put("outputs", outputs.to_vector<std::uint8_t>(out_bytes * kCalls));
   });
   expect_all_ok(outcomes);
-  if (HasFailure()) return;
+  if (::testing::Test::HasFailure()) return;
   for (const RankOutcome& o : outcomes) {
     const auto all = o.report.get<std::uint8_t>("outputs");
     const std::size_t per = all.size() / kCalls;
@@ -153,6 +177,16 @@ TEST(ReduceScatter, ThousandCallsWithChangingData) {
     }
     EXPECT_EQ(bad_calls, 0) << "rank " << o.rank << ": first wrong call " << first_bad;
   }
+}
+
+TEST(ReduceScatter, ThousandCallsWithChangingData) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  expect_thousand_calls_match(kLinesWhereLinksAllow);
+}
+
+TEST(ReduceScatter, ThousandCallsWithChangingDataInFlaggedWords) {
+  SHARDJIT_REQUIRE_GPUS(2);
+  expect_thousand_calls_match({false, false});
 }
 
 // Inputs of 64 MiB and more move in stages (sending and summing overlap); four calls with new

@@ -64,6 +64,22 @@ TEST(Env, PeerBlocksComeFromTheEnvironmentUnlessSetInCode) {
   EXPECT_EQ(resolve_config({}).peer_blocks, 0);
 }
 
+TEST(Env, PeerLinesAreOnUnlessTheEnvironmentOrTheCodeTurnsThemOff) {
+  {
+    ScopedEnv unset("SHARDJIT_PEER_LINES", "");
+    EXPECT_TRUE(resolve_config({}).peer_lines);
+  }
+  {
+    ScopedEnv bad("SHARDJIT_PEER_LINES", "sometimes");
+    EXPECT_THROW(resolve_config({}), Error);
+  }
+  ScopedEnv env("SHARDJIT_PEER_LINES", "0");
+  EXPECT_FALSE(resolve_config({}).peer_lines);
+  RuntimeOptions options;
+  options.peer_lines = true;
+  EXPECT_TRUE(resolve_config(options).peer_lines);
+}
+
 TEST(Env, HopperPathIsOnUnlessTheEnvironmentOrTheCodeTurnsItOff) {
   {
     ScopedEnv unset("SHARDJIT_HOPPER_PATH", "");
