@@ -139,10 +139,9 @@ void check_moe_combine(const KernelSpec& spec) {
 // PEERS ranks each hold S / PEERS of the sources; one rank is no peer group.
 void check_logp_combine(const KernelSpec& spec) {
   const std::int64_t peers = spec.int_param("PEERS");
-  if (peers == 1 || (peers > 1 && spec.int_param("S") % peers != 0)) {
-    throw Error(ErrorCode::kInvalidArgument, "kernel template logp_combine: PEERS = " + std::to_string(peers) +
-                                                 " with S = " + std::to_string(spec.int_param("S")) +
-                                                 "; expected 0, or 2 to 8 ranks dividing S");
+  if (peers == 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "kernel template logp_combine: PEERS = 1; expected 0, or 2 to 8 ranks");
   }
 }
 
@@ -177,8 +176,7 @@ std::vector<TemplateDef> make_registry() {
       "logp_combine",
       "linear_logp/combine.cuh",
       "shardjit::kernels::logp_combine",
-      {int_param("S", 1, 1024, 1, "partial sources merged per row: vocabulary splits x TP ranks"),
-       type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
+      {type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
        bool_param("ENTROPY", "whether partials carry entropy terms and entropy is written"),
        int_param("PEERS", 0, 8, 1, "0: partials in one local buffer; else the TP ranks whose symmetric buffers hold them")},
       check_logp_combine});

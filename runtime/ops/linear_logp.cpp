@@ -25,13 +25,6 @@
 namespace shardjit {
 namespace {
 
-std::size_t split_index(int splits) {
-  for (std::size_t i = 0; i < kVocabSplitChoices.size(); ++i) {
-    if (kVocabSplitChoices[i] == splits) return i;
-  }
-  throw Error(ErrorCode::kInternal, "unexpected vocabulary split count " + std::to_string(splits));
-}
-
 void clear_status(const DeviceBuffer& status, CUstream stream) {
   SHARDJIT_CU(cuMemsetD8Async(status.ptr(), 0, sizeof(kernels::DeviceStatus), stream));
 }
@@ -58,10 +51,8 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   if (tp_degree > 1) hint += " --tp " + std::to_string(tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
-  for (std::size_t i = 0; i < kernels.combine.size(); ++i) combine[i] = runtime.load(kernels.combine[i], c.device, hint);
-  for (std::size_t i = 0; i < kernels.peer_combine.size(); ++i) {
-    peer_combine[i] = runtime.load(kernels.peer_combine[i], c.device, hint);
-  }
+  combine = runtime.load(kernels.combine, c.device, hint);
+  if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
@@ -74,7 +65,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
 LinearLogp::Impl::~Impl() = default;
 
 kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                                      int splits, int tiles_per_split) const {
+                                                      const SplitPlan& plan) const {
   const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpFwdArgs args{};
   args.hidden = call.in.hidden.data;
@@ -86,16 +77,16 @@ kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, k
   args.hidden_stride = call.hidden_stride;
   args.weight_stride = call.weight_stride;
   args.vocab_start = c.vocab_start;
-  args.tiles_per_split = tiles_per_split;
-  args.group_rows = fwd_group_rows(device.info().sm_count, splits);
+  args.group_rows = plan.group_rows;
   args.inv_temperature = 1.0f / c.temperature;
   return args;
 }
 
-kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call,
-                                                        const kernels::RowPartial* partials) const {
+kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call, const kernels::RowPartial* partials,
+                                                        int sources) const {
   const LinearLogpConfig& c = layout.config;
   kernels::LogpCombineArgs args{};
+  args.sources = sources;
   args.partials = partials;
   args.source_stride = call.n;
   args.targets = call.in.targets.data;
@@ -109,20 +100,9 @@ kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call,
   return args;
 }
 
-const LoadedKernel& LinearLogp::Impl::combine_for(int splits) const {
-  const std::size_t index = split_index(splits);
-  if (index >= kernels.combine.size() || !combine[index]) {
-    throw Error(ErrorCode::kInternal, "no combine kernel loaded for " + std::to_string(splits) + " splits");
-  }
-  return *combine[index];
-}
-
-const LoadedKernel& LinearLogp::Impl::peer_combine_for(int splits) const {
-  const std::size_t index = split_index(splits);
-  if (index >= kernels.peer_combine.size() || !peer_combine[index]) {
-    throw Error(ErrorCode::kInternal, "no peer combine kernel loaded for " + std::to_string(splits) + " splits");
-  }
-  return *peer_combine[index];
+const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
+  if (!peer_combine) throw Error(ErrorCode::kInternal, "LinearLogp: no peer combine kernel loaded");
+  return *peer_combine;
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
@@ -148,9 +128,8 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   const SplitPlan plan = split_plan(call.n);
   ensure_workspace(call.n * plan.splits, stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan.splits, plan.tiles_per_split), tile, plan.splits,
-                         smem_bytes, stream);
-  launch_logp_combine(combine_for(plan.splits), combine_args(call, partials), stream);
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), tile, plan.splits, smem_bytes, stream);
+  launch_logp_combine(*combine, combine_args(call, partials, plan.splits), stream);
 }
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)

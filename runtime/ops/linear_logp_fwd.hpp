@@ -59,13 +59,14 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 
-// Vocabulary splits are powers of two up to kMaxVocabSplits, so that the op can load the
-// combine kernel of every split count it may use when it is built.
-inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
+// The most vocabulary splits of one forward call. Any count up to it may be chosen: the
+// combine kernel takes the number of partials it merges as an argument.
+inline constexpr int kMaxVocabSplits = 128;
 
 struct SplitPlan {
   int splits = 1;
-  int tiles_per_split = 1;
+  // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows).
+  int group_rows = 1;
 };
 
 // What the split choice needs to know of the GPU.
@@ -75,22 +76,27 @@ struct GpuShape {
 };
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
-// vocabulary columns: among the counts that fill the GPU (one block per multiprocessor) within
-// `tolerance` of the best fill, counting wave quantization, the fewest whose concurrently
-// running row tiles of X fit in half the L2 (so X is read from DRAM about once, not once per
-// tile). Tensor parallelism passes a wider tolerance: there every split also travels through
-// the all-gather of the partials.
+// vocabulary columns. Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), so the
+// splits differ by a tile at most. Among the counts whose concurrently running row tiles of X
+// fit in half the L2 (so X is read from DRAM about once, not once per tile), those whose
+// estimated fill of the GPU (fwd_split_fill) is within `tolerance` of the best; of those, the
+// fewest (each split costs partials traffic and a wider combine). Tensor parallelism passes a
+// wider tolerance: there every split also travels to the other ranks, and a cap (max_splits)
+// that keeps tp x splits within what one combine merges.
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02);
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.005,
+                              int max_splits = kMaxVocabSplits);
+
+// The useful share of the multiprocessors' time when row_tiles x splits blocks of
+// vocab_tiles / splits tiles each (give or take one) run one per multiprocessor, a freed one
+// taking the next block: whole waves at the blocks' mean length plus a block's fixed cost (the
+// ring's fill, the partials' store), then a last partial wave as long as its longest block.
+double fwd_split_fill(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
 
 // The most partial rows (splits x rows) any call of up to n_rows rows needs, given the split
 // count a call of `rows` rows takes. The split count depends on the rows only through the
 // number of BM-row tiles, so every tile count is visited (a few thousand at most).
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for);
-
-// Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
-// wave of one block per multiprocessor holds when each row tile has `splits` blocks.
-int fwd_group_rows(int sm_count, int splits);
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);

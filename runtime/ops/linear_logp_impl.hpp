@@ -33,8 +33,8 @@ struct ForwardCall {
 };
 
 struct LinearLogp::Impl {
-  // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernels
-  // merge tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
+  // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernel
+  // merges tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
   // out, the one tuned_fwd_tile gives (linear_logp_tuning.hpp). A TP op passes the default tile,
   // which every rank can know of every other.
   Impl(Runtime::Impl& runtime, const LinearLogpConfig& config, int tp = 1,
@@ -44,14 +44,14 @@ struct LinearLogp::Impl {
   // A single-GPU forward's two launches for `call` on `stream`.
   void enqueue_forward(const ForwardCall& call, CUstream stream);
 
-  // The arguments of the two forward kernels for `call`, reading / writing `partials`.
+  // The arguments of the two forward kernels for `call`, reading / writing `partials`; the
+  // combine merges `sources` partials a row (tp x splits).
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                      int splits, int tiles_per_split) const;
-  kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials) const;
-  // The combine kernel for `splits` vocabulary splits (it merges tp x splits sources); its peer
-  // variant (TP ops of up to kMaxPeers ranks).
-  const LoadedKernel& combine_for(int splits) const;
-  const LoadedKernel& peer_combine_for(int splits) const;
+                                      const SplitPlan& plan) const;
+  kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials,
+                                        int sources) const;
+  // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
+  const LoadedKernel& peer_combine_kernel() const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
@@ -64,8 +64,8 @@ struct LinearLogp::Impl {
   FwdTile tile;
   unsigned smem_bytes = 0;
   std::shared_ptr<const LoadedKernel> fwd;
-  std::array<std::shared_ptr<const LoadedKernel>, kVocabSplitChoices.size()> combine{};
-  std::array<std::shared_ptr<const LoadedKernel>, kVocabSplitChoices.size()> peer_combine{};
+  std::shared_ptr<const LoadedKernel> combine;
+  std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [splits][n_rows]
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the

@@ -9,13 +9,10 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
                                       bool hopper_path, std::optional<FwdTile> fwd_tile) {
   const LinearLogpConfig& c = layout.config;
   const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
-  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), {}, {}, std::nullopt};
-  for (int splits : kVocabSplitChoices) {
-    if (tp * splits > kMaxCombineSources) break;
-    kernels.combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy));
-    if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
-      kernels.peer_combine.push_back(logp_combine_spec(tp * splits, c.target_dtype, c.want_entropy, tp));
-    }
+  LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), logp_combine_spec(c.target_dtype, c.want_entropy),
+                            std::nullopt, std::nullopt};
+  if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
+    kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path);
   return kernels;

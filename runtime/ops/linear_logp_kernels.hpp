@@ -15,12 +15,11 @@ namespace shardjit {
 struct LinearLogpKernels {
   FwdTile tile;
   KernelSpec fwd;
-  // One per entry s of kVocabSplitChoices, in that order, merging S = tp x s sources; with
-  // tp > 1 only the entries with S <= kMaxCombineSources (a prefix).
-  std::vector<KernelSpec> combine;
-  // With 2 <= tp <= kMaxPeers: the same merges reading the partials from the ranks' symmetric
-  // buffers (the TP forward's peer path), one per entry of `combine`.
-  std::vector<KernelSpec> peer_combine;
+  // Merges the tp x splits partials of each row, whatever the split count.
+  KernelSpec combine;
+  // With 2 <= tp <= kMaxPeers: the same merge reading the partials from the ranks' symmetric
+  // buffers (the TP forward's peer path).
+  std::optional<KernelSpec> peer_combine;
   std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
 };
 

@@ -40,34 +40,25 @@ Plan tp_backward_plan() {
 }
 
 int max_tp_splits(int tp) {
-  int most = 0;
-  for (int splits : kVocabSplitChoices) {
-    if (static_cast<std::int64_t>(tp) * splits <= kMaxCombineSources) most = splits;
-  }
-  return std::max(most, 1);
+  return std::clamp(kMaxCombineSources / std::max(tp, 1), 1, kMaxVocabSplits);
 }
 
-int tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
+SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   FwdTile tile = layout.split_tile;
   if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
   GpuShape gpu = layout.gpu;
   if (gpu.sm_count <= 0) gpu.sm_count = 1;
-  // Five points: at 16k rows a 64-way split fills the GPU 1.5 % better than an 8-way one but
-  // makes the all-gather 8 times larger (32 MiB a rank instead of 4).
-  const SplitPlan plan = choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1),
-                                             tile, gpu, 0.05);
-  return std::min(plan.splits, max_tp_splits(layout.tp));
-}
-
-int tp_tiles_per_split(std::int64_t valid_local, int bn, int splits) {
-  const std::int64_t tiles = std::max<std::int64_t>(1, (valid_local + bn - 1) / bn);
-  return static_cast<int>(std::max<std::int64_t>(1, (tiles + splits - 1) / splits));
+  // Two points: every split's partials also reach the other ranks (the all-gather, or the peer
+  // combine's reads over NVLink), so a split that fills the GPU only slightly better is not
+  // worth it.
+  return choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1), tile, gpu, 0.02,
+                             max_tp_splits(layout.tp));
 }
 
 std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   const int bm = layout.split_tile.bm > 0 ? layout.split_tile.bm : FwdTile{}.bm;
   return layout.tp * max_partial_rows(n_rows, bm, [&](std::int64_t rows) {
-           return tp_vocab_splits(layout, rows, row_bytes);
+           return tp_vocab_splits(layout, rows, row_bytes).splits;
          });
 }
 

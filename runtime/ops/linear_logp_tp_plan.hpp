@@ -40,17 +40,14 @@ Plan tp_forward_peer_plan();
 // single-GPU sequence.
 Plan tp_backward_plan();
 
-// The largest split count in kVocabSplitChoices with tp x splits <= kMaxCombineSources.
+// The largest split count with tp x splits <= kMaxCombineSources (at most kMaxVocabSplits).
 int max_tp_splits(int tp);
 
-// The split count every rank uses for n_rows rows of row_bytes bytes: choose_vocab_splits over
+// The split plan every rank uses for n_rows rows of row_bytes bytes: choose_vocab_splits over
 // the widest shard's valid columns, with the smallest GPU of the group and rank 0's tile,
-// capped by max_tp_splits. Depends only on agreed data, so it is the same on every rank.
-int tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes);
-
-// This rank's BN-wide vocabulary tiles per split (at least 1; splits past the shard's tiles
-// are empty and write empty partials).
-int tp_tiles_per_split(std::int64_t valid_local, int bn, int splits);
+// capped by max_tp_splits. Depends only on agreed data, so the split count is the same on
+// every rank (a narrower shard's splits past its tiles are empty and write empty partials).
+SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes);
 
 // Rows of RowPartial the gathered buffer needs for any call of up to n_rows rows
 // (tp x splits x rows, at its peak).

@@ -3,20 +3,28 @@
 #include <algorithm>
 
 #include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
 
 namespace shardjit {
 namespace {
 constexpr unsigned kThreads = 256;  // matches kLogpCombineThreads in the template
+
+void check_sources(const kernels::LogpCombineArgs& args) {
+  if (args.sources >= 1 && args.sources <= kMaxCombineSources) return;
+  throw Error(ErrorCode::kInternal, "logp_combine: " + std::to_string(args.sources) + " sources; expected 1 to " +
+                                        std::to_string(kMaxCombineSources));
 }
 
-KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy, int peers) {
-  return KernelSpec("logp_combine", {{"S", std::int64_t{sources}},
-                                     {"TargetT", TypeArg{dtype_name(target_dtype)}},
+}  // namespace
+
+KernelSpec logp_combine_spec(DType target_dtype, bool entropy, int peers) {
+  return KernelSpec("logp_combine", {{"TargetT", TypeArg{dtype_name(target_dtype)}},
                                      {"ENTROPY", entropy},
                                      {"PEERS", std::int64_t{peers}}});
 }
 
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream) {
+  check_sources(args);
   if (args.n_rows == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.n_rows + kThreads - 1) / kThreads);
@@ -30,6 +38,7 @@ namespace shardjit {
 
 void launch_logp_combine_peers(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, int blocks,
                                CUstream stream) {
+  check_sources(args);
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(blocks);
   shape.block_x = kThreads;

@@ -15,10 +15,12 @@ namespace shardjit {
 inline constexpr int kMaxCombineSources = 1024;
 
 // `peers`: 0 for partials in one local buffer; the TP degree for partials read from the ranks'
-// symmetric buffers (args.rank_partials, args.sync).
-KernelSpec logp_combine_spec(int sources, DType target_dtype, bool entropy, int peers = 0);
+// symmetric buffers (args.rank_partials, args.sync). The number of partials is an argument
+// (LogpCombineArgs::sources), so one kernel serves every split count.
+KernelSpec logp_combine_spec(DType target_dtype, bool entropy, int peers = 0);
 
-// One thread per row; nothing is launched for zero rows.
+// One thread per row; nothing is launched for zero rows. Both launches throw Error(kInternal)
+// unless args.sources is in [1, kMaxCombineSources] (the peer variant's callers make it tp x splits).
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream);
 
 // The peer variant: `blocks` blocks (the same on every rank; each meets its peers' in barriers),

@@ -90,8 +90,8 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
             add(kernels.fwd, arch, origin, tp == 1 ? std::optional<LinearLogpConfig>(config) : std::nullopt);
-            for (const KernelSpec& spec : kernels.combine) add(spec, arch, origin);
-            for (const KernelSpec& spec : kernels.peer_combine) add(spec, arch, origin);
+            add(kernels.combine, arch, origin);
+            if (kernels.peer_combine) add(*kernels.peer_combine, arch, origin);
             if (kernels.backward) {
               for (const KernelSpec& spec : kernels.backward->all()) add(spec, arch, origin);
             }

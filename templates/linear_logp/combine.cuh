@@ -1,6 +1,7 @@
-// Merges the S softmax partials of each row (vocabulary splits of this GPU and TP ranks) into
-// logp, lse and entropy, and records target ids that are out of range. One thread per row;
-// sources are visited in the fixed order 0..S-1, so every rank gets bit-identical results.
+// Merges the S = args.sources softmax partials of each row (vocabulary splits of this GPU and TP
+// ranks) into logp, lse and entropy, and records target ids that are out of range. One thread
+// per row; sources are visited in the fixed order 0..S-1, so every rank gets bit-identical
+// results. S is an argument, not a template parameter, so one kernel serves every split count.
 //
 // PEERS = 0: the partials of every source are in one local buffer (a single GPU, or gathered
 // by NCCL). PEERS = tp: each rank's partials stay in its symmetric buffer and are read over
@@ -23,22 +24,21 @@ namespace kernels {
 
 constexpr int kLogpCombineThreads = 256;
 
-template <int S, int PEERS>
+template <int PEERS>
 __device__ __forceinline__ RowPartial source_partial(const LogpCombineArgs& args, int s, long long row) {
   if (PEERS == 0) return args.partials[s * args.source_stride + row];
-  constexpr int kPerRank = PEERS == 0 ? S : S / PEERS;
-  return args.rank_partials[s / kPerRank][(s % kPerRank) * args.source_stride + row];
+  const int per_rank = args.sources / PEERS;
+  return args.rank_partials[s / per_rank][(s % per_rank) * args.source_stride + row];
 }
 
-template <int S, class TargetT, bool ENTROPY, int PEERS>
+template <class TargetT, bool ENTROPY, int PEERS>
 __device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready);
 
-template <int S, class TargetT, bool ENTROPY, int PEERS>
+template <class TargetT, bool ENTROPY, int PEERS>
 __global__ void __launch_bounds__(kLogpCombineThreads)
     logp_combine(const LogpCombineArgs args) {
-  static_assert(S >= 1 && S <= 1024, "S is in [1, 1024]");
-  static_assert(PEERS == 0 || (PEERS >= 2 && PEERS <= kMaxPeers && S % PEERS == 0),
-                "PEERS is 0 or a rank count in [2, kMaxPeers] dividing S");
+  static_assert(PEERS == 0 || (PEERS >= 2 && PEERS <= kMaxPeers),
+                "PEERS is 0 or a rank count in [2, kMaxPeers] (the host makes it divide args.sources)");
   const int slot = blockIdx.x;
   unsigned long long epoch = 0;
   bool ready = true;
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kLogpCombineThreads)
   const long long step = static_cast<long long>(gridDim.x) * kLogpCombineThreads;
   for (long long row = static_cast<long long>(blockIdx.x) * kLogpCombineThreads + threadIdx.x; row < args.n_rows;
        row += step) {
-    combine_row<S, TargetT, ENTROPY, PEERS>(args, row, ready);
+    combine_row<TargetT, ENTROPY, PEERS>(args, row, ready);
   }
   if (PEERS > 0) {
     __syncthreads();
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kLogpCombineThreads)
 }
 
 // One row; `ready` false (a peer never came) poisons it with NaN.
-template <int S, class TargetT, bool ENTROPY, int PEERS>
+template <class TargetT, bool ENTROPY, int PEERS>
 __device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready) {
   if (!ready) {
     if (args.logp != nullptr) args.logp[row] = quiet_nan();
@@ -79,8 +79,8 @@ __device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long lo
   float m = neg_inf();
   float target = neg_inf();
 #pragma unroll 8
-  for (int s = 0; s < S; ++s) {
-    const RowPartial p = source_partial<S, PEERS>(args, s, row);
+  for (int s = 0; s < args.sources; ++s) {
+    const RowPartial p = source_partial<PEERS>(args, s, row);
     m = fmaxf(m, p.max);
     target = fmaxf(target, p.target);
   }
@@ -88,8 +88,8 @@ __device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long lo
   float ent = 0.0f;
   if (m != neg_inf()) {
 #pragma unroll 8
-    for (int s = 0; s < S; ++s) {
-      const RowPartial p = source_partial<S, PEERS>(args, s, row);
+    for (int s = 0; s < args.sources; ++s) {
+      const RowPartial p = source_partial<PEERS>(args, s, row);
       if (p.max == neg_inf()) continue;
       const float shift = p.max - m;
       const float scale = expf(shift);

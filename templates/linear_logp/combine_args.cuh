@@ -9,6 +9,7 @@ namespace shardjit {
 namespace kernels {
 
 struct LogpCombineArgs {
+  int sources;                 // S, in [1, kMaxCombineSources]; with PEERS, a multiple of PEERS
   const RowPartial* partials;  // [S][source_stride]: source s's partial of row i at s*source_stride+i
   // PEERS > 0 instead: rank q's sources [S / PEERS][source_stride] as mapped here (its
   // symmetric buffer; this rank's own too), source s = q * (S / PEERS) + j, and the barrier state.

@@ -22,8 +22,7 @@ struct LinearLogpFwdArgs {
   long long hidden_stride;
   long long weight_stride;
   long long vocab_start;    // global id of W's row 0
-  int tiles_per_split;      // BN-wide vocabulary tiles walked by one split
-  int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
+  int group_rows;           // row tiles of a group: at least those a wave of blocks holds
   float inv_temperature;
 };
 

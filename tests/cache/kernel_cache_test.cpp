@@ -22,7 +22,7 @@ RuntimeConfig config_in(const testing::TempDir& dir, bool jit = true) {
   return config;
 }
 
-KernelSpec small_spec() { return logp_combine_spec(2, DType::kInt32, false); }
+KernelSpec small_spec() { return logp_combine_spec(DType::kInt32, false); }
 
 TEST(KernelCache, CompilesOnceThenServesFromMemoryThenFromDisk) {
   testing::TempDir dir;
@@ -86,7 +86,7 @@ TEST(KernelCache, KeyDependsOnSpecArchAndTemplateText) {
   EXPECT_EQ(key.size(), 64u);
   EXPECT_EQ(key, cache.key(small_spec(), "sm_80"));
   EXPECT_NE(key, cache.key(small_spec(), "sm_90a"));
-  EXPECT_NE(key, cache.key(logp_combine_spec(4, DType::kInt32, false), "sm_80"));
+  EXPECT_NE(key, cache.key(logp_combine_spec(DType::kInt32, true), "sm_80"));
 
   // The same templates from a folder give the same key (content, not paths, is hashed) ...
   testing::TempDir templates;

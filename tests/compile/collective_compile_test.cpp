@@ -44,11 +44,11 @@ TEST(CollectiveTemplates, MoeCombineCompilesWithAndWithoutGates) {
   expect_cubin(moe_combine_spec(DType::kBF16, 8, 7166, 4, false), "sm_90a");
 }
 
-TEST(CollectiveTemplates, PeerCombineCompilesAndRefusesRanksThatDoNotDivideTheSources) {
-  for (const char* arch : {"sm_80", "sm_90a"}) expect_cubin(logp_combine_spec(16, DType::kInt64, true, 2), arch);
-  expect_cubin(logp_combine_spec(64, DType::kInt32, false, 8), "sm_90a");
-  EXPECT_THROW(logp_combine_spec(6, DType::kInt64, false, 4), Error);
-  EXPECT_THROW(logp_combine_spec(4, DType::kInt64, false, 1), Error);
+TEST(CollectiveTemplates, PeerCombineCompilesAndRefusesASingleRank) {
+  for (const char* arch : {"sm_80", "sm_90a"}) expect_cubin(logp_combine_spec(DType::kInt64, true, 2), arch);
+  expect_cubin(logp_combine_spec(DType::kInt32, false, 8), "sm_90a");
+  EXPECT_THROW(logp_combine_spec(DType::kInt64, false, 1), Error);
+  EXPECT_THROW(logp_combine_spec(DType::kInt64, false, 9), Error);
 }
 
 TEST(CollectiveTemplates, RegistryRefusesRowsThatAreNotWholeChunks) {

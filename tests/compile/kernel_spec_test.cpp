@@ -6,9 +6,8 @@
 namespace shardjit {
 namespace {
 
-KernelSpec combine(std::int64_t sources, const char* targets = "int64", bool entropy = true) {
-  return KernelSpec("logp_combine",
-                    {{"S", sources}, {"TargetT", TypeArg{targets}}, {"ENTROPY", entropy}, {"PEERS", std::int64_t{0}}});
+KernelSpec combine(std::int64_t peers, const char* targets = "int64", bool entropy = true) {
+  return KernelSpec("logp_combine", {{"TargetT", TypeArg{targets}}, {"ENTROPY", entropy}, {"PEERS", peers}});
 }
 
 void expect_invalid(const std::function<void()>& make, const std::string& needle) {
@@ -22,40 +21,40 @@ void expect_invalid(const std::function<void()>& make, const std::string& needle
 }
 
 TEST(KernelSpec, CanonicalTextListsParametersInRegistryOrder) {
-  EXPECT_EQ(combine(8).canonical_text(), "logp_combine<S=8,TargetT=int64,ENTROPY=true,PEERS=0>");
+  EXPECT_EQ(combine(2).canonical_text(), "logp_combine<TargetT=int64,ENTROPY=true,PEERS=2>");
 }
 
 TEST(KernelSpec, NameExpressionSpellsTypesForTheTemplates) {
-  EXPECT_EQ(combine(4, "int32", false).name_expression(), "shardjit::kernels::logp_combine<4, int, false, 0>");
+  EXPECT_EQ(combine(0, "int32", false).name_expression(), "shardjit::kernels::logp_combine<int, false, 0>");
 }
 
 TEST(KernelSpec, GivenOrderDoesNotMatter) {
-  KernelSpec a("logp_combine",
-               {{"ENTROPY", false}, {"PEERS", std::int64_t{0}}, {"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}});
-  EXPECT_EQ(a, combine(2, "int32", false));
+  KernelSpec a("logp_combine", {{"PEERS", std::int64_t{4}}, {"ENTROPY", false}, {"TargetT", TypeArg{"int32"}}});
+  EXPECT_EQ(a, combine(4, "int32", false));
 }
 
 TEST(KernelSpec, RejectsOutOfRangeValues) {
-  expect_invalid([] { combine(0); }, "S");
-  expect_invalid([] { combine(1025); }, "1..1024");
+  expect_invalid([] { combine(-1); }, "PEERS");
+  expect_invalid([] { combine(9); }, "0..8");
 }
 
 TEST(KernelSpec, RejectsTypesOutsideTheAllowedSet) {
-  expect_invalid([] { combine(2, "fp32"); }, "expected one of int32, int64");
+  expect_invalid([] { combine(0, "fp32"); }, "expected one of int32, int64");
 }
 
 TEST(KernelSpec, RejectsMissingDuplicateAndUnknownParameters) {
-  expect_invalid([] { KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"ENTROPY", true}}); }, "TargetT is missing");
+  expect_invalid([] { KernelSpec("logp_combine", {{"PEERS", std::int64_t{0}}, {"ENTROPY", true}}); }, "TargetT is missing");
   expect_invalid([] {
-    KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"S", std::int64_t{3}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}});
+    KernelSpec("logp_combine",
+               {{"PEERS", std::int64_t{0}}, {"PEERS", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}});
   }, "given twice");
   expect_invalid([] {
-    KernelSpec("logp_combine", {{"S", std::int64_t{2}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}, {"X", true}});
+    KernelSpec("logp_combine", {{"PEERS", std::int64_t{0}}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}, {"X", true}});
   }, "no parameter 'X'");
 }
 
 TEST(KernelSpec, RejectsAValueOfTheWrongKind) {
-  expect_invalid([] { KernelSpec("logp_combine", {{"S", true}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}}); },
+  expect_invalid([] { KernelSpec("logp_combine", {{"PEERS", true}, {"TargetT", TypeArg{"int32"}}, {"ENTROPY", true}}); },
                  "must be an integer");
 }
 

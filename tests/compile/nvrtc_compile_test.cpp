@@ -52,7 +52,7 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
   // The forward kernel of this dtype and the combine kernel; together every registered template.
-  for (const KernelSpec* spec : {&kernels.fwd, &kernels.combine.back()}) {
+  for (const KernelSpec* spec : {&kernels.fwd, &kernels.combine}) {
     KernelSource source{spec->canonical_text(), spec->name_expression(), sources.flatten(spec->def().file)};
     CompiledKernel compiled = compiler.compile(source, c.arch);
     EXPECT_GT(compiled.cubin.size(), 1000u) << spec->canonical_text();
@@ -91,7 +91,7 @@ TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
 
 TEST(NvrtcCompiler, DumpFolderReceivesSourcePtxAndCubin) {
   testing::TempDir dir;
-  KernelSpec spec = logp_combine_spec(2, DType::kInt64, false);
+  KernelSpec spec = logp_combine_spec(DType::kInt64, false);
   KernelSource source{spec.canonical_text(), spec.name_expression(),
                       TemplateSources::embedded().flatten(spec.def().file)};
   NvrtcCompiler(dir.path().string()).compile(source, "sm_80");

@@ -67,13 +67,14 @@ TEST_P(LogpCombineTest, MatchesFp64Merge) {
   }
 
   Runtime runtime;
-  auto kernel = runtime.impl().load(logp_combine_spec(sources, DType::kInt64, true), 0, "(test)");
+  auto kernel = runtime.impl().load(logp_combine_spec(DType::kInt64, true), 0, "(test)");
   DeviceArray d_partials = DeviceArray::from(partials), d_targets = DeviceArray::from(targets);
   DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4), status(sizeof(kernels::DeviceStatus));
   for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
   status.fill_bytes(0);
 
   kernels::LogpCombineArgs args{};
+  args.sources = sources;
   args.partials = static_cast<const RowPartial*>(d_partials.data());
   args.source_stride = n;
   args.targets = d_targets.data();

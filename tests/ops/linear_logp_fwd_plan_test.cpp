@@ -14,15 +14,6 @@ namespace {
 
 const GpuShape kH200{132, 60ll << 20};
 
-// The forward's block order: a group is the row tiles one wave of blocks holds.
-TEST(VocabSplits, GroupRowsAreTheRowTilesOfOneWave) {
-  EXPECT_EQ(fwd_group_rows(132, 8), 17);
-  EXPECT_EQ(fwd_group_rows(132, 1), 132);
-  EXPECT_EQ(fwd_group_rows(132, 128), 2);
-  EXPECT_EQ(fwd_group_rows(132, 256), 1);
-  EXPECT_EQ(fwd_group_rows(0, 0), 1) << "never zero, whatever the device reports";
-}
-
 // Every block of the grid gets its own tile, and a group's blocks run row tile fastest.
 TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
   for (auto [tiles_m, tiles_n, group] : {std::tuple{128, 8, 17}, {7, 3, 8}, {1, 5, 4}, {33, 1, 16}, {5, 9, 1}}) {
@@ -41,10 +32,15 @@ TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
   }
 }
 
+// Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), as the kernel does.
+std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
+  return (s + 1) * vocab_tiles / splits - s * vocab_tiles / splits;
+}
+
 TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
   SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
-  EXPECT_LE(plan.splits, 8);
-  EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
+  EXPECT_GE(plan.splits * 16, 132) << "16 row tiles still need splits to fill 132 SMs";
+  EXPECT_LE(plan.splits * 16, 2 * 132 * 2) << "a few waves, not slivers";
 }
 
 TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
@@ -52,29 +48,50 @@ TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
   const std::int64_t running_row_tiles = (132 + plan.splits - 1) / plan.splits;
   EXPECT_LE(running_row_tiles * 128 * 8192, 30ll << 20);
-  EXPECT_GE(plan.splits * plan.tiles_per_split, 1002);
+  EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20) << "a group's X fits too";
+  EXPECT_GE(plan.group_rows, running_row_tiles) << "a group holds at least a wave's row tiles";
+}
+
+// 128 row tiles x 501 vocabulary tiles on 132 SMs: a power of two leaves a wave part-empty
+// (8 splits: 7.76 waves); 33 splits give 32 whole waves of blocks that differ by a tile.
+TEST(VocabSplits, TheSplitCountFillsTheLastWave) {
+  const SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200);
+  EXPECT_EQ(plan.splits, 33);
+  EXPECT_GT(fwd_split_fill(128, 501, 33, 132), 0.99);
+  EXPECT_LT(fwd_split_fill(128, 501, 8, 132), 0.97);
+  // One wave of 132 blocks runs as long as its longest block (and its fixed cost).
+  EXPECT_NEAR(fwd_split_fill(2, 501, 66, 132), 501.0 * 2 / (132 * 8.05), 1e-9);
 }
 
 TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
   SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
   EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
-  EXPECT_LE(plan.splits * 2, 132) << "one wave";
-  EXPECT_GE(plan.splits * plan.tiles_per_split, 1002) << "the splits cover every vocabulary tile";
+  EXPECT_LE(plan.splits, kMaxVocabSplits);
 }
 
-TEST(VocabSplits, NeverMoreSplitsThanTiles) {
-  for (std::int64_t vocab : {1, 128, 129, 300, 1000}) {
-    SplitPlan plan = choose_vocab_splits(1, 8192, vocab, FwdTile{}, kH200);
-    const std::int64_t tiles = (vocab + 127) / 128;
-    EXPECT_LE(plan.splits, tiles) << vocab;
-    EXPECT_GE(plan.splits * plan.tiles_per_split, tiles) << vocab;
+TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
+  for (std::int64_t vocab : {1, 128, 129, 300, 1000, 128256}) {
+    for (std::int64_t n : {1, 300, 16384}) {
+      const SplitPlan plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
+      const std::int64_t tiles = (vocab + 127) / 128;
+      EXPECT_LE(plan.splits, tiles) << vocab;
+      EXPECT_GE(plan.splits, 1) << vocab;
+      std::int64_t covered = 0;
+      for (int s = 0; s < plan.splits; ++s) {
+        const std::int64_t mine = split_tiles(tiles, plan.splits, s);
+        EXPECT_GE(mine, tiles / plan.splits);
+        EXPECT_LE(mine, tiles / plan.splits + 1);
+        covered += mine;
+      }
+      EXPECT_EQ(covered, tiles) << vocab << " columns, " << n << " rows";
+    }
   }
 }
 
-TEST(VocabSplits, AreAlwaysOneOfTheChoicesTheOpLoads) {
+TEST(VocabSplits, AtMostTheCap) {
   for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
-    SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
-    EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
+    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200).splits, kMaxVocabSplits);
+    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.005, 16).splits, 16);
   }
 }
 
@@ -87,16 +104,16 @@ TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
   EXPECT_EQ(bound, most);
 }
 
-TEST(LinearLogpKernels, OneForwardAndACombinePerSplitChoice) {
+TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;
   c.vocab_local = 128256;
   LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(c), "sm_90a");
   EXPECT_EQ(kernels.fwd.template_name(), "linear_logp_fwd");
   EXPECT_EQ(kernels.fwd.int_param("H"), 4096);
-  ASSERT_EQ(kernels.combine.size(), kVocabSplitChoices.size());
-  EXPECT_EQ(kernels.combine.front().int_param("S"), 1);
-  EXPECT_EQ(kernels.combine.back().int_param("S"), kVocabSplitChoices.back());
+  EXPECT_EQ(kernels.combine.template_name(), "logp_combine");
+  EXPECT_EQ(kernels.combine.int_param("PEERS"), 0);
+  EXPECT_FALSE(kernels.peer_combine.has_value());
 }
 
 // The wgmma main loop exists on sm_90a alone, for 16-bit inputs, and can be turned off; the
@@ -153,10 +170,9 @@ TEST(PrewarmPlan, DeduplicatesSharedKernels) {
   request.tp = {1, 2};
   request.archs = {"sm_80"};
   auto items = prewarm_items(request);
-  // tp=1: one fwd (V=300); tp=2: one fwd (two even shards of 150 share it). Combine kernels
-  // merge tp x splits sources: tp=2's S = 2..256 are tp=1's S = 1..128 but for S = 256; tp=2
-  // also has the peer-path variant of each of its combines.
-  EXPECT_EQ(items.size(), 2 + kVocabSplitChoices.size() + 1 + kVocabSplitChoices.size());
+  // tp=1: one fwd (V=300) and the combine; tp=2: one fwd (two even shards of 150 share it), the
+  // same combine (any number of sources) and its peer-path variant.
+  EXPECT_EQ(items.size(), 2u + 1u + 1u);
 }
 
 // Prewarm builds the loop the ops will run: the request carries RuntimeConfig::hopper_path.

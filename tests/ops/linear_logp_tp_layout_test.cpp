@@ -160,18 +160,17 @@ TEST(TpLayout, AShardWhollyInThePaddingIsAccepted) {
   EXPECT_EQ(layout.max_valid_local, 1000);
 }
 
-TEST(TpKernels, CombineKernelsMergeTpTimesSplitsSources) {
+// One combine kernel merges any number of partials (tp x splits, an argument); a TP op of up
+// to kMaxPeers ranks also loads its peer variant.
+TEST(TpKernels, OneCombineKernelAndItsPeerVariant) {
   LinearLogpConfig c = shard(0, 64128, 128256);
   const LinearLogpLayout layout = resolve_layout(c);
   const LinearLogpKernels two = linear_logp_kernels(layout, "sm_90a", 2);
-  ASSERT_EQ(two.combine.size(), kVocabSplitChoices.size());
-  for (std::size_t i = 0; i < two.combine.size(); ++i) {
-    EXPECT_EQ(two.combine[i].int_param("S"), 2 * kVocabSplitChoices[i]);
-  }
-  const LinearLogpKernels sixteen = linear_logp_kernels(layout, "sm_90a", 16);
-  ASSERT_EQ(sixteen.combine.size(), kVocabSplitChoices.size() - 1) << "16 x 128 would exceed 1024 sources";
-  EXPECT_EQ(sixteen.combine.back().int_param("S"), 1024);
-  EXPECT_EQ(linear_logp_kernels(layout, "sm_90a").combine.front().int_param("S"), 1) << "single GPU unchanged";
+  EXPECT_EQ(two.combine.int_param("PEERS"), 0);
+  ASSERT_TRUE(two.peer_combine.has_value());
+  EXPECT_EQ(two.peer_combine->int_param("PEERS"), 2);
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 16).peer_combine.has_value()) << "more ranks than kMaxPeers";
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a").peer_combine.has_value()) << "single GPU";
 }
 
 TEST(TpKernels, PrewarmBuildsTheCombineKernelsOfEachTpDegree) {
@@ -179,13 +178,12 @@ TEST(TpKernels, PrewarmBuildsTheCombineKernelsOfEachTpDegree) {
   request.models = {{"test", 4096, 128256, 0}};
   request.tp = {2};
   request.archs = {"sm_90a"};
-  std::vector<std::int64_t> sources;
+  std::vector<std::int64_t> peers;
   for (const PrewarmItem& item : prewarm_items(request)) {
-    if (item.spec.template_name() == "logp_combine") sources.push_back(item.spec.int_param("S"));
+    if (item.spec.template_name() == "logp_combine") peers.push_back(item.spec.int_param("PEERS"));
   }
-  for (int splits : kVocabSplitChoices) {
-    EXPECT_NE(std::find(sources.begin(), sources.end(), 2 * splits), sources.end()) << "S = " << 2 * splits;
-  }
+  std::sort(peers.begin(), peers.end());
+  EXPECT_EQ(peers, (std::vector<std::int64_t>{0, 2}));
 }
 
 }  // namespace

@@ -64,11 +64,11 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   layout.gpu = GpuShape{device.info().sm_count, device.info().l2_bytes};
   layout.split_tile = default_fwd_tile(dtype, device.arch(), rt.config.hopper_path);
   CombineStepTiming result;  // median_us stays the NCCL time where the peers are not reachable
-  result.splits = tp_vocab_splits(layout, n, hidden * static_cast<std::int64_t>(dtype_size(dtype)));
+  result.splits = tp_vocab_splits(layout, n, hidden * static_cast<std::int64_t>(dtype_size(dtype))).splits;
   const auto sources = static_cast<std::size_t>(tp * result.splits);
   const auto rows = static_cast<std::size_t>(n);
 
-  const auto kernel = rt.load(logp_combine_spec(tp * result.splits, DType::kInt64, false), comm.device(), "");
+  const auto kernel = rt.load(logp_combine_spec(DType::kInt64, false), comm.device(), "");
 
   // Plausible partials (never zeros): a max of order one, sums of many exponentials.
   std::vector<kernels::RowPartial> partials(sources * rows);
@@ -89,6 +89,7 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   kernels::DeviceStatus* status = device_copy(std::vector<kernels::DeviceStatus>(1, kernels::DeviceStatus{}));
 
   kernels::LogpCombineArgs args{};
+  args.sources = static_cast<int>(sources);
   args.partials = all;
   args.source_stride = n;
   args.targets = target_ids;
@@ -113,7 +114,7 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   PeerCollective peers(rt, ci, setup);
   if (peers.peer()) {
     check_cuda(cudaMemcpy(peers.data_on(rank), mine, bytes_per_rank, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-    const auto peer_kernel = rt.load(logp_combine_spec(tp * result.splits, DType::kInt64, false, tp), comm.device(), "");
+    const auto peer_kernel = rt.load(logp_combine_spec(DType::kInt64, false, tp), comm.device(), "");
     kernels::LogpCombineArgs peer_args = args;
     for (int q = 0; q < tp; ++q) peer_args.rank_partials[q] = static_cast<kernels::RowPartial*>(peers.data_on(q));
     peer_args.sync = peers.sync();
