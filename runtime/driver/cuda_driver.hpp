@@ -35,6 +35,7 @@ namespace shardjit {
   X(cuFuncSetAttribute)              \
   X(cuFuncGetAttribute)              \
   X(cuLaunchKernel)                  \
+  X(cuLaunchKernelEx)                \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemsetD8Async)                 \

@@ -159,6 +159,9 @@ struct ReduceScatter::Impl final : PlanActions {
     // A block owns kReduceScatterStages barrier slots.
     shape.grid_x = static_cast<unsigned>(std::min(peers.grid(), kernels::kMaxPeerSlots / kernels::kReduceScatterStages));
     shape.block_x = kernels::kPeerThreads;
+    // The kernel waits for the stream's previous kernel before it touches memory, so the next
+    // call's launch overlaps this one's end (docs/perf-notes.md).
+    shape.early_start = peers.device.info().cc_major >= 9;
     shardjit::launch(*kernel, shape, args, stream);
   }
 

@@ -279,6 +279,10 @@ template <class T, int WORLD, int VEC_BYTES>
 __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatterArgs args) {
   static_assert(WORLD >= 2 && WORLD <= kMaxPeers, "WORLD is in [2, kMaxPeers]");
   static_assert(kPeerThreads > kSenderThreads && kSenderThreads % 32 == 0, "whole warps of each role");
+  // Launched to start early (the host's LaunchShape::early_start): nothing before this wait may
+  // touch memory. The next call may then be launched; its blocks wait for this grid the same way.
+  griddep_wait();
+  griddep_launch_dependents();
   const int block = blockIdx.x;
   const int first_slot = block * kReduceScatterStages;
   const int rank = args.sync.rank;

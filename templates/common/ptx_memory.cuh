@@ -1,7 +1,8 @@
 // PTX wrappers for the memory-model instructions the cross-GPU kernels use: flags published with
 // release stores and read with acquire loads at system scope (so a peer that sees a flag also
-// sees the data written before it), vector loads and stores of raw bytes, named barriers, and
-// the global nanosecond timer that bounds every wait. One instruction per function.
+// sees the data written before it), vector loads and stores of raw bytes, named barriers, the
+// global nanosecond timer that bounds every wait, and the grid dependency controls of an early
+// start. One instruction per function.
 #pragma once
 
 namespace shardjit {
@@ -60,6 +61,23 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
   return t;
+}
+
+// Programmatic dependent launch (sm_90 and later; no-ops before, and in a kernel launched
+// without LaunchShape::early_start). griddep_wait blocks until the stream's previous kernel has
+// finished and its memory is visible: a kernel that may start early calls it before touching
+// anything that kernel writes or reads. griddep_launch_dependents lets the stream's next kernel
+// be launched (its blocks then wait in their own griddep_wait).
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 }
 
 // Synchronizes the `threads` threads (a multiple of 32) of the block that use barrier `id`
