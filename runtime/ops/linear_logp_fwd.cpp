@@ -1,10 +1,12 @@
 #include "runtime/ops/linear_logp_fwd.hpp"
 
-#include "linear_logp/fwd_layout.cuh"
-#include "runtime/sched/launch.hpp"
-
+#include <algorithm>
+#include <array>
 #include <iterator>
 #include <optional>
+
+#include "linear_logp/fwd_layout.cuh"
+#include "runtime/sched/launch.hpp"
 
 namespace shardjit {
 
@@ -113,15 +115,19 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   // One wave holds ceil(SMs / splits) row tiles' blocks.
   const auto wave_rows = [&](int splits) { return std::min<std::int64_t>(row_tiles, (sms + splits - 1) / splits); };
   const auto x_fits_in_l2 = [&](int splits) { return wave_rows(splits) * row_tile_bytes <= gpu.l2_bytes / 2; };
-  double best = 0.0;
+  // fill[s - 1]: the estimated fill of s splits, 0 where X would not fit (unless nothing fits).
+  std::array<double, kMaxVocabSplits> fill{};
   bool any_fits = false;
   for (int splits = 1; splits <= most; ++splits) any_fits = any_fits || x_fits_in_l2(splits);
+  double best = 0.0;
   for (int splits = 1; splits <= most; ++splits) {
-    if (x_fits_in_l2(splits) || !any_fits) best = std::max(best, fwd_split_fill(row_tiles, vocab_tiles, splits, sms));
+    if (!x_fits_in_l2(splits) && any_fits) continue;
+    fill[splits - 1] = fwd_split_fill(row_tiles, vocab_tiles, splits, sms);
+    best = std::max(best, fill[splits - 1]);
   }
   int chosen = most;
   for (int splits = 1; splits <= most; ++splits) {
-    if ((x_fits_in_l2(splits) || !any_fits) && fwd_split_fill(row_tiles, vocab_tiles, splits, sms) >= best - tolerance) {
+    if (fill[splits - 1] > 0.0 && fill[splits - 1] >= best - tolerance) {
       chosen = splits;
       break;
     }
