@@ -1,7 +1,6 @@
 #include "runtime/ops/linear_logp_fwd.hpp"
 
 #include <algorithm>
-#include <array>
 #include <iterator>
 #include <optional>
 
@@ -84,25 +83,11 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
                                                                    tile.bn, tile.bk, tile.stages, tile.wgmma));
 }
 
-namespace {
-
-// A block's fixed cost beside its tiles, in tiles: filling the ring before the first product,
-// merging and storing the partials after the last (~3 us against ~56 us for a 128 x 256 tile
-// of K = 4096 on an H200). It keeps the choice from cutting the vocabulary into slivers.
-constexpr double kBlockCostTiles = 0.05;
-
-}  // namespace
-
-double fwd_split_fill(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count) {
+double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count) {
   const std::int64_t sms = std::max(1, sm_count);
-  const std::int64_t blocks = row_tiles * splits;
-  const double mean = static_cast<double>(vocab_tiles) / splits;
-  const double longest = static_cast<double>((vocab_tiles + splits - 1) / splits);
-  const std::int64_t full_waves = blocks / sms;
-  // After whole waves only, the last one still waits for its longest block.
-  const double tail = blocks % sms > 0 ? longest + kBlockCostTiles : longest - mean;
-  const double makespan = static_cast<double>(full_waves) * (mean + kBlockCostTiles) + tail;
-  return static_cast<double>(row_tiles * vocab_tiles) / (static_cast<double>(sms) * makespan);
+  const std::int64_t longest = (vocab_tiles + splits - 1) / splits;
+  const std::int64_t waves = (row_tiles * splits + sms - 1) / sms;
+  return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
 }
 
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
@@ -110,34 +95,26 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
-  const std::int64_t row_tile_bytes = std::max<std::int64_t>(1, tile.bm * row_bytes);
-  const int most = static_cast<int>(std::clamp<std::int64_t>(std::min(max_splits, kMaxVocabSplits), 1, vocab_tiles));
-  // One wave holds ceil(SMs / splits) row tiles' blocks.
-  const auto wave_rows = [&](int splits) { return std::min<std::int64_t>(row_tiles, (sms + splits - 1) / splits); };
-  const auto x_fits_in_l2 = [&](int splits) { return wave_rows(splits) * row_tile_bytes <= gpu.l2_bytes / 2; };
-  // fill[s - 1]: the estimated fill of s splits, 0 where X would not fit (unless nothing fits).
-  std::array<double, kMaxVocabSplits> fill{};
-  bool any_fits = false;
-  for (int splits = 1; splits <= most; ++splits) any_fits = any_fits || x_fits_in_l2(splits);
+  const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
+  const auto plan_for = [&](int splits) { return SplitPlan{splits, (sms + splits - 1) / splits}; };
+  // The blocks run in groups of group_rows row tiles: that many run at the same time.
+  const auto x_fits_in_l2 = [&](int splits) {
+    const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
+    return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
+  };
   double best = 0.0;
-  for (int splits = 1; splits <= most; ++splits) {
-    if (!x_fits_in_l2(splits) && any_fits) continue;
-    fill[splits - 1] = fwd_split_fill(row_tiles, vocab_tiles, splits, sms);
-    best = std::max(best, fill[splits - 1]);
+  for (int splits : kVocabSplitChoices) {
+    if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
-  int chosen = most;
-  for (int splits = 1; splits <= most; ++splits) {
-    if (fill[splits - 1] > 0.0 && fill[splits - 1] >= best - tolerance) {
-      chosen = splits;
-      break;
-    }
+  // Each split costs partials traffic and a wider combine, so prefer few of them.
+  std::optional<SplitPlan> fallback;
+  for (int splits : kVocabSplitChoices) {
+    if (!usable(splits)) break;
+    if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
+    if (x_fits_in_l2(splits)) return plan_for(splits);
+    if (!fallback) fallback = plan_for(splits);
   }
-  // The block order's groups: at least the row tiles of one wave, and as many more as keep their
-  // X in a third of the L2 (the rest holds the W tiles the group streams), so that each W tile
-  // is read by that many blocks at about the same time.
-  const std::int64_t fit_rows = gpu.l2_bytes / 3 / row_tile_bytes;
-  const std::int64_t group = std::min(row_tiles, std::max<std::int64_t>(wave_rows(chosen), fit_rows));
-  return SplitPlan{chosen, static_cast<int>(std::max<std::int64_t>(1, group))};
+  return fallback.value_or(plan_for(1));
 }
 
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for) {

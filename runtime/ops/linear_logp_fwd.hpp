@@ -59,13 +59,17 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 
-// The most vocabulary splits of one forward call. Any count up to it may be chosen: the
-// combine kernel takes the number of partials it merges as an argument.
-inline constexpr int kMaxVocabSplits = 128;
+// The vocabulary split counts the forward chooses from. Split s of S walks the vocabulary tiles
+// [s V / S, (s + 1) V / S), so any count works (the combine kernel takes the number of partials
+// as an argument); counts between these fill the last wave better on paper but ran slower
+// (docs/perf-notes.md, "Forward: split counts that fill the last wave").
+inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
+inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
 struct SplitPlan {
   int splits = 1;
-  // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows).
+  // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
+  // wave of one block per multiprocessor holds, ceil(SMs / splits).
   int group_rows = 1;
 };
 
@@ -76,22 +80,18 @@ struct GpuShape {
 };
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
-// vocabulary columns. Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), so the
-// splits differ by a tile at most. Among the counts whose concurrently running row tiles of X
-// fit in half the L2 (so X is read from DRAM about once, not once per tile), those whose
-// estimated fill of the GPU (fwd_split_fill) is within `tolerance` of the best; of those, the
-// fewest (each split costs partials traffic and a wider combine). Tensor parallelism passes a
-// wider tolerance: there every split also travels to the other ranks, and a cap (max_splits)
-// that keeps tp x splits within what one combine merges.
+// vocabulary columns: among the counts of kVocabSplitChoices (up to max_splits) whose
+// efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
+// concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
+// once per tile). Tensor parallelism passes a wider tolerance (there every split also travels
+// to the other ranks) and a cap that keeps tp x splits within what one combine merges.
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.005,
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
                               int max_splits = kMaxVocabSplits);
 
-// The useful share of the multiprocessors' time when row_tiles x splits blocks of
-// vocab_tiles / splits tiles each (give or take one) run one per multiprocessor, a freed one
-// taking the next block: whole waves at the blocks' mean length plus a block's fixed cost (the
-// ring's fill, the partials' store), then a last partial wave as long as its longest block.
-double fwd_split_fill(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
+// Useful tile work over the tile slots the waves occupy when row_tiles x splits blocks of at
+// most ceil(vocab_tiles / splits) tiles run one per multiprocessor.
+double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
 
 // The most partial rows (splits x rows) any call of up to n_rows rows needs, given the split
 // count a call of `rows` rows takes. The split count depends on the rows only through the

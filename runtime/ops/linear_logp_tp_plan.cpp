@@ -40,7 +40,11 @@ Plan tp_backward_plan() {
 }
 
 int max_tp_splits(int tp) {
-  return std::clamp(kMaxCombineSources / std::max(tp, 1), 1, kMaxVocabSplits);
+  int most = 1;
+  for (int splits : kVocabSplitChoices) {
+    if (static_cast<std::int64_t>(std::max(tp, 1)) * splits <= kMaxCombineSources) most = splits;
+  }
+  return most;
 }
 
 SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
@@ -48,10 +52,10 @@ SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int6
   if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
   GpuShape gpu = layout.gpu;
   if (gpu.sm_count <= 0) gpu.sm_count = 1;
-  // Two points: every split's partials also reach the other ranks (the all-gather, or the peer
-  // combine's reads over NVLink), so a split that fills the GPU only slightly better is not
-  // worth it.
-  return choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1), tile, gpu, 0.02,
+  // Five points: every split's partials also reach the other ranks (the all-gather, or the peer
+  // combine's reads over NVLink): at 16k rows a 64-way split fills the GPU 1.5 % better than an
+  // 8-way one but sends 8 times the partials (32 MiB a rank instead of 4).
+  return choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1), tile, gpu, 0.05,
                              max_tp_splits(layout.tp));
 }
 

@@ -40,7 +40,7 @@ Plan tp_forward_peer_plan();
 // single-GPU sequence.
 Plan tp_backward_plan();
 
-// The largest split count with tp x splits <= kMaxCombineSources (at most kMaxVocabSplits).
+// The largest split count in kVocabSplitChoices with tp x splits <= kMaxCombineSources.
 int max_tp_splits(int tp);
 
 // The split plan every rank uses for n_rows rows of row_bytes bytes: choose_vocab_splits over

@@ -32,41 +32,43 @@ TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
   }
 }
 
-// Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), as the kernel does.
-std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
-  return (s + 1) * vocab_tiles / splits - s * vocab_tiles / splits;
-}
 
 TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
   SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
-  EXPECT_GE(plan.splits * 16, 132) << "16 row tiles still need splits to fill 132 SMs";
-  EXPECT_LE(plan.splits * 16, 2 * 132 * 2) << "a few waves, not slivers";
+  EXPECT_LE(plan.splits, 8);
+  EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
 }
 
 TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   // X is 128 MiB at 16k rows x 4096 bf16: with one split all 128 row tiles would run at once.
   SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
-  const std::int64_t running_row_tiles = (132 + plan.splits - 1) / plan.splits;
-  EXPECT_LE(running_row_tiles * 128 * 8192, 30ll << 20);
-  EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20) << "a group's X fits too";
-  EXPECT_GE(plan.group_rows, running_row_tiles) << "a group holds at least a wave's row tiles";
+  EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
 }
 
-// 128 row tiles x 501 vocabulary tiles on 132 SMs: a power of two leaves a wave part-empty
-// (8 splits: 7.76 waves); 33 splits give 32 whole waves of blocks that differ by a tile.
-TEST(VocabSplits, TheSplitCountFillsTheLastWave) {
-  const SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200);
-  EXPECT_EQ(plan.splits, 33);
-  EXPECT_GT(fwd_split_fill(128, 501, 33, 132), 0.99);
-  EXPECT_LT(fwd_split_fill(128, 501, 8, 132), 0.97);
-  // One wave of 132 blocks runs as long as its longest block (and its fixed cost).
-  EXPECT_NEAR(fwd_split_fill(2, 501, 66, 132), 501.0 * 2 / (132 * 8.05), 1e-9);
+// A group of the block order is the row tiles one wave of blocks holds.
+TEST(VocabSplits, GroupRowsAreTheRowTilesOfOneWave) {
+  EXPECT_EQ(choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).splits, 8);
+  EXPECT_EQ(choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).group_rows, 17);
+  EXPECT_EQ(choose_vocab_splits(1, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).group_rows,
+            (132 + 127) / 128);
+  EXPECT_GE(choose_vocab_splits(1, 8192, 128256, FwdTile{}, GpuShape{0, 0}).group_rows, 1)
+      << "never zero, whatever the device reports";
+}
+
+TEST(VocabSplits, EfficiencyCountsTheWavesOfTheLongestSplit) {
+  EXPECT_DOUBLE_EQ(fwd_split_efficiency(128, 501, 8, 132), 128.0 * 501 / (8 * 132 * 63));
+  EXPECT_DOUBLE_EQ(fwd_split_efficiency(2, 501, 64, 132), 2.0 * 501 / (132 * 8));
 }
 
 TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
   SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
   EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
-  EXPECT_LE(plan.splits, kMaxVocabSplits);
+  EXPECT_LE(plan.splits * 2, 132) << "one wave";
+}
+
+// Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), as the kernel does.
+std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
+  return (s + 1) * vocab_tiles / splits - s * vocab_tiles / splits;
 }
 
 TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
@@ -88,10 +90,11 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
   }
 }
 
-TEST(VocabSplits, AtMostTheCap) {
+TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
   for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
-    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200).splits, kMaxVocabSplits);
-    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.005, 16).splits, 16);
+    const SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
+    EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
+    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
   }
 }
 

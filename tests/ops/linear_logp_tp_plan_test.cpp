@@ -121,18 +121,17 @@ TEST(TpSplits, EveryRankChoosesTheSameCountFromTheWidestShard) {
   TpLayout layout = two_ranks(40000, 88256);
   for (std::int64_t n : {1, 64, 256, 1000, 4096, 16384}) {
     const int splits = tp_vocab_splits(layout, n, 8192).splits;
-    EXPECT_EQ(splits, choose_vocab_splits(n, 8192, 88256, layout.split_tile, layout.gpu, 0.02).splits) << n;
+    EXPECT_EQ(splits, choose_vocab_splits(n, 8192, 88256, layout.split_tile, layout.gpu, 0.05).splits) << n;
     layout.rank = 1;
     EXPECT_EQ(tp_vocab_splits(layout, n, 8192).splits, splits) << "the rank does not enter the choice";
     layout.rank = 0;
   }
 }
 
-TEST(TpSplits, LargeBatchesKeepThePartialsSmallBesideTheForward) {
-  // llama3-8b-16k over two ranks (a forward of ~14 ms a rank): the partials each rank sends
-  // stay a few MiB, tens of microseconds over NVLink.
+TEST(TpSplits, LargeBatchesKeepTheAllGatherSmall) {
+  // llama3-8b-16k over two ranks: the partials each rank sends stay a few MiB.
   const int splits = tp_vocab_splits(two_ranks(64128, 64128), 16384, 8192).splits;
-  EXPECT_LE(static_cast<std::int64_t>(splits) * 16384 * 16, 16ll << 20) << splits << " splits";
+  EXPECT_LE(static_cast<std::int64_t>(splits) * 16384 * 16, 4ll << 20) << splits << " splits";
 }
 
 TEST(TpSplits, ManyRanksAreCappedSoTheCombineFits) {
