@@ -1,6 +1,7 @@
 #include "gpu_timer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace shardjit::bench {
@@ -39,6 +40,35 @@ double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return per_graph / calls;
+}
+
+BurstTiming burst_median(const std::function<void()>& work, int calls, cudaStream_t stream,
+                         const TimingOptions& options) {
+  for (int i = 0; i < options.warmup; ++i) work();
+  check_cuda(cudaStreamSynchronize(stream), "warm-up");
+  cudaEvent_t begin = nullptr, end = nullptr;
+  check_cuda(cudaEventCreate(&begin), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&end), "cudaEventCreate");
+  std::vector<double> gpu, host;
+  for (int i = 0; i < options.iterations; ++i) {
+    check_cuda(cudaEventRecord(begin, stream), "cudaEventRecord");
+    const auto started = std::chrono::steady_clock::now();
+    for (int c = 0; c < calls; ++c) work();
+    const auto enqueued = std::chrono::steady_clock::now();
+    check_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(end), "cudaEventSynchronize");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    gpu.push_back(static_cast<double>(ms) / calls);
+    host.push_back(std::chrono::duration<double, std::milli>(enqueued - started).count() / calls);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  const auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(gpu), median(host)};
 }
 
 std::size_t device_free_bytes() {

@@ -26,6 +26,17 @@ double median_ms(const std::function<void()>& work, cudaStream_t stream, const T
 // without the host's launch work in the loop, as a server that replays graphs sees it.
 double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_t stream, const TimingOptions& options);
 
+// `calls` of `work` enqueued back to back with no event between them (as nccl-tests time),
+// repeated: the median of the GPU's time per call between the burst's two events, and of the
+// host's time per call to enqueue them. When the host's time is the larger, back-to-back calls
+// are bound by the launches, not by the GPU.
+struct BurstTiming {
+  double gpu_ms_per_call = 0;
+  double host_ms_per_call = 0;
+};
+BurstTiming burst_median(const std::function<void()>& work, int calls, cudaStream_t stream,
+                         const TimingOptions& options);
+
 // Bytes of device memory in use by this process's allocations beyond a baseline (cudaMemGetInfo).
 std::size_t device_free_bytes();
 

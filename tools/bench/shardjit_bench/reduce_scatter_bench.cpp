@@ -23,6 +23,8 @@ namespace {
 
 // Calls captured in one CUDA graph for the graph timings (host launch work out of the loop).
 constexpr int kCallsPerGraph = 8;
+// Calls enqueued back to back between two events for the burst timings.
+constexpr int kCallsPerBurst = 32;
 
 // Inputs rotated call by call, together larger than L2 (repeated reads of one small buffer
 // would time the cache).
@@ -102,6 +104,7 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
   const auto nccl_call = [&] { baseline.reduce_scatter(inputs.next(), output, out_count, c.dtype, stream); };
   const double nccl_ms = median_ms(nccl_call, stream, timing);
   const double nccl_graph_ms = graph_median_ms(nccl_call, kCallsPerGraph, stream, timing);
+  const BurstTiming nccl_burst = burst_median(nccl_call, kCallsPerBurst, stream, timing);
   // ncclReduceScatter on the op's non-blocking communicator, through its checked call (which
   // waits out the ncclInProgress before the next call).
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), out_count);
@@ -110,12 +113,14 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
       timing);
 
   double peer_ms = 0, peer_graph_ms = 0, nccl_op_ms = 0;
+  BurstTiming peer_burst;
   std::string path;
   {
     ReduceScatter op(runtime, comm, config_of(c, ranks, CollectivePath::kAuto));
     path = collective_path_name(op.path());
     peer_ms = median_ms([&] { op.run(in(), out, stream); }, stream, timing);
     peer_graph_ms = graph_median_ms([&] { op.run(in(), out, stream); }, kCallsPerGraph, stream, timing);
+    peer_burst = burst_median([&] { op.run(in(), out, stream); }, kCallsPerBurst, stream, timing);
     op.check(stream);
   }
   {
@@ -146,6 +151,12 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
                         {"nccl_graph_us", nccl_graph_ms * 1000},
                         {"peer_graph_us", peer_graph_ms * 1000},
                         {"latency_vs_nccl_graph", peer_graph_ms / nccl_graph_ms},
+                        {"calls_per_burst", kCallsPerBurst},
+                        {"nccl_burst_us", nccl_burst.gpu_ms_per_call * 1000},
+                        {"peer_burst_us", peer_burst.gpu_ms_per_call * 1000},
+                        {"nccl_host_us", nccl_burst.host_ms_per_call * 1000},
+                        {"peer_host_us", peer_burst.host_ms_per_call * 1000},
+                        {"latency_vs_nccl_burst", peer_burst.gpu_ms_per_call / nccl_burst.gpu_ms_per_call},
                         {"input_GBps_peer", in_bytes / (peer_ms * 1e6)},
                         {"input_GBps_nccl", in_bytes / (nccl_ms * 1e6)},
                         {"device", prop.name},
