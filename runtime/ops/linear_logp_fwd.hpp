@@ -60,9 +60,10 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 
 // The vocabulary split counts the forward chooses from. Split s of S walks the vocabulary tiles
-// [s V / S, (s + 1) V / S), so any count works (the combine kernel takes the number of partials
-// as an argument); counts between these fill the last wave better on paper but ran slower
-// (docs/perf-notes.md, "Forward: split counts that fill the last wave").
+// [s P, (s + 1) P), P = ceil(V / S) (templates/linear_logp/fwd.cuh), and the combine kernel takes
+// the number of partials as an argument, so any count would work; counts between these fill the
+// last wave better on paper but ran slower (docs/perf-notes.md, "Forward: split counts that fill
+// the last wave").
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 

@@ -5,9 +5,11 @@
 // Grid: splits x row tiles (ceil(n_rows / BM)) blocks (gridDim.x = splits, gridDim.y = row tiles);
 // each block takes its (split s, row tile) from its launch position in the grouped order of
 // LinearLogpFwdArgs, not from blockIdx directly. Of S = gridDim.x splits over the
-// V = ceil(V_VALID / BN) vocabulary tiles, split s walks tiles [s V / S, (s + 1) V / S) (the
-// splits differ by a tile at most) and writes partials[s * n_rows + row], even when its range is
-// empty. Block: linear_logp_fwd_threads,
+// V = ceil(V_VALID / BN) vocabulary tiles, split s walks tiles [s P, min((s + 1) P, V)) with
+// P = ceil(V / S), and writes partials[s * n_rows + row], even when its range is empty. Every
+// split but the last has the same length, so the blocks of a wave finish together and the row
+// tiles of the next split start together, reading its W tiles in step (splits that differ by a
+// tile, [s V / S, (s + 1) V / S), ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_threads,
 // dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
@@ -68,8 +70,10 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   const long long row0 = static_cast<long long>(block.m) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const int tile_begin = static_cast<int>(static_cast<long long>(split) * kVocabTiles / gridDim.x);
-  const int tile_end = static_cast<int>(static_cast<long long>(split + 1) * kVocabTiles / gridDim.x);
+  const int per_split = (kVocabTiles + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const long long first = static_cast<long long>(split) * per_split;
+  const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
+  const int tile_end = first + per_split < kVocabTiles ? static_cast<int>(first + per_split) : kVocabTiles;
 
   // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
   // barrier before the store.

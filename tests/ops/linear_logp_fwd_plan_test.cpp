@@ -66,9 +66,11 @@ TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
   EXPECT_LE(plan.splits * 2, 132) << "one wave";
 }
 
-// Split s of S walks the vocabulary tiles [s V / S, (s + 1) V / S), as the kernel does.
+// Split s of S walks the vocabulary tiles [s P, min((s + 1) P, V)), P = ceil(V / S), as the
+// kernel does.
 std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
-  return (s + 1) * vocab_tiles / splits - s * vocab_tiles / splits;
+  const std::int64_t per = (vocab_tiles + splits - 1) / splits;
+  return std::max<std::int64_t>(0, std::min(vocab_tiles, (s + 1) * per) - std::min(vocab_tiles, s * per));
 }
 
 TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
@@ -79,10 +81,13 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
       EXPECT_LE(plan.splits, tiles) << vocab;
       EXPECT_GE(plan.splits, 1) << vocab;
       std::int64_t covered = 0;
+      const std::int64_t per = (tiles + plan.splits - 1) / plan.splits;
       for (int s = 0; s < plan.splits; ++s) {
         const std::int64_t mine = split_tiles(tiles, plan.splits, s);
-        EXPECT_GE(mine, tiles / plan.splits);
-        EXPECT_LE(mine, tiles / plan.splits + 1);
+        EXPECT_LE(mine, per);
+        if (s < tiles / per) {
+          EXPECT_EQ(mine, per) << "the splits before the last one that has tiles are whole";
+        }
         covered += mine;
       }
       EXPECT_EQ(covered, tiles) << vocab << " columns, " << n << " rows";
