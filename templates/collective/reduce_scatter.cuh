@@ -183,7 +183,7 @@ __device__ __forceinline__ void reduce_scatter_words(const ReduceScatterArgs& ar
 // polls) four whole lines. Warps stride over lines together, so a poll is voted on by the whole
 // warp and the lanes of a line see the flag their own load came with.
 template <class T, int WORLD, int VEC_BYTES>
-__device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& args, unsigned long long epoch) {
+__device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& args) {
   using C = Chunk<T, 4>;
   constexpr long long kWordsPerChunk = VEC_BYTES / 4;
   constexpr int kLanesPerLine = kLineBytes / 16;
@@ -194,29 +194,42 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
   const int part = lane % kLanesPerLine;
   const int flag_lane = lane | (kLanesPerLine - 1);
   const int data_words = part + 1 < kLanesPerLine ? 4 : 2;
-  const unsigned int flag_lo = static_cast<unsigned int>(epoch);
-  const unsigned int flag_hi = static_cast<unsigned int>(epoch >> 32);
   const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
   const long long slot_bytes = flagged_lines(args.slot_chunks * kWordsPerChunk) * kLineBytes;
+  const auto words_of = [&](int p) { return (args.chunk_offset[p + 1] - args.chunk_offset[p]) * kWordsPerChunk; };
+  const unsigned int* input = static_cast<const unsigned int*>(args.input);
+  // This lane's data words of line l of block p (zeros past the block's end).
+  const auto line_words = [&](int p, long long l) {
+    const unsigned int* from = input + args.chunk_offset[p] * kWordsPerChunk;
+    const long long words = words_of(p);
+    const long long w0 = l * kLineDataWords + part * 4;
+    Bytes16 v;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v.w[k] = k < data_words && w0 + k < words ? from[w0 + k] : 0u;
+    return v;
+  };
+  // The first line this lane sends is read before the status check, so that the two reads'
+  // latencies overlap: at decode sizes they are on the call's critical path. It is stored only
+  // once the check has passed.
+  const int first_peer = rank == 0 ? 1 : 0;
+  const long long first_line = warp * kLinesPerWarp + lane / kLanesPerLine;
+  const Bytes16 first_words = line_words(first_peer, first_line);
+  // Read after the first line's words, for the same reason; it is first needed at the stores.
+  const unsigned long long epoch = next_epoch(args.sync, blockIdx.x);
+  const unsigned int flag_lo = static_cast<unsigned int>(epoch);
+  const unsigned int flag_hi = static_cast<unsigned int>(epoch >> 32);
   const auto slot_of = [&](int dest, int source) {
     return static_cast<char*>(args.receive[dest]) + receive_slot_index(dest, source, epoch, WORLD) * slot_bytes;
   };
-  const auto words_of = [&](int p) { return (args.chunk_offset[p + 1] - args.chunk_offset[p]) * kWordsPerChunk; };
-  const unsigned int* input = static_cast<const unsigned int*>(args.input);
   bool ok = !already_failed(args.sync);
 
   for (int p = 0; p < WORLD && ok; ++p) {
     if (p == rank) continue;
-    const unsigned int* from = input + args.chunk_offset[p] * kWordsPerChunk;
     char* to = slot_of(p, rank);
-    const long long words = words_of(p);
-    const long long lines = flagged_lines(words);
-    for (long long l = warp * kLinesPerWarp + lane / kLanesPerLine; l < lines; l += warps * kLinesPerWarp) {
-      const long long w0 = l * kLineDataWords + part * 4;
-      Bytes16 v;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) v.w[k] = k < data_words && w0 + k < words ? from[w0 + k] : 0u;
+    const long long lines = flagged_lines(words_of(p));
+    for (long long l = first_line; l < lines; l += warps * kLinesPerWarp) {
+      Bytes16 v = p == first_peer && l == first_line ? first_words : line_words(p, l);
       if (data_words == 2) {
         v.w[2] = flag_lo;
         v.w[3] = flag_hi;
@@ -286,15 +299,15 @@ __global__ void __launch_bounds__(kPeerThreads) reduce_scatter(const ReduceScatt
   const int block = blockIdx.x;
   const int first_slot = block * kReduceScatterStages;
   const int rank = args.sync.rank;
-  const unsigned long long epoch = next_epoch(args.sync, block);
   if (args.protocol == kFlaggedWords) {
-    reduce_scatter_words<T, WORLD, VEC_BYTES>(args, epoch);
+    reduce_scatter_words<T, WORLD, VEC_BYTES>(args, next_epoch(args.sync, block));
     return;
   }
   if (args.protocol == kFlaggedLines) {
-    reduce_scatter_lines<T, WORLD, VEC_BYTES>(args, epoch);
+    reduce_scatter_lines<T, WORLD, VEC_BYTES>(args);
     return;
   }
+  const unsigned long long epoch = next_epoch(args.sync, block);
   const bool split = args.stages > 1;
   const int senders = split ? kSenderThreads : blockDim.x;
   bool ready = !already_failed(args.sync);
