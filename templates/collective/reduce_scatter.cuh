@@ -209,13 +209,13 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
     for (int k = 0; k < 4; ++k) v.w[k] = k < data_words && w0 + k < words ? from[w0 + k] : 0u;
     return v;
   };
-  // The first line this lane sends is read before the status check, so that the two reads'
-  // latencies overlap: at decode sizes they are on the call's critical path. It is stored only
-  // once the check has passed.
+  // The first line this lane sends is read before the epoch and the status word, so that the
+  // three reads' latencies overlap: at decode sizes they are on the call's critical path. It is
+  // stored only once the status check has passed.
   const int first_peer = rank == 0 ? 1 : 0;
   const long long first_line = warp * kLinesPerWarp + lane / kLanesPerLine;
   const Bytes16 first_words = line_words(first_peer, first_line);
-  // Read after the first line's words, for the same reason; it is first needed at the stores.
+  // First needed at the stores.
   const unsigned long long epoch = next_epoch(args.sync, blockIdx.x);
   const unsigned int flag_lo = static_cast<unsigned int>(epoch);
   const unsigned int flag_hi = static_cast<unsigned int>(epoch >> 32);
