@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "runtime/comm/collective_build.hpp"
-#include "runtime/comm/peer_links.hpp"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
@@ -80,7 +79,6 @@ PeerCollective::PeerCollective(Runtime::Impl& runtime, Communicator::Impl& commu
     }
   }
   path_ = why_nccl.empty() ? CollectivePath::kPeer : CollectivePath::kNccl;
-  if (peer()) whole_lines_ = agreed_whole_line_links(comm, runtime.config.peer_lines);
   if (comm.rank == 0) {
     log().info("{} ({} ranks): {} path{}", op_name_, comm.size,
                path_ == CollectivePath::kPeer ? "peer-memory (NVLink/P2P)" : "NCCL",

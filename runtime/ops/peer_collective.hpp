@@ -49,9 +49,6 @@ class PeerCollective {
   // Blocks of a peer kernel: one per SM of the smallest GPU of the group (all resident at once,
   // which the all-blocks barriers need), at most kMaxPeerSlots.
   int grid() const { return grid_; }
-  // Peer path: whether a warp's 128-byte store reaches every peer whole, and the runtime allows
-  // relying on it (RuntimeOptions::peer_lines); the same on every rank.
-  bool whole_lines() const { return whole_lines_; }
 
   // Rank r's data part of the symmetric buffer as mapped here (peer path).
   void* data_on(int r) const;
@@ -78,7 +75,6 @@ class PeerCollective {
   const char* op_name_;
   CollectivePath path_ = CollectivePath::kNccl;
   int grid_ = 1;
-  bool whole_lines_ = false;
   std::optional<SymmetricBuffer> symmetric_;
   std::size_t signals_offset_ = 0;  // of the signals in the symmetric buffer
   DeviceBuffer status_;

@@ -10,6 +10,7 @@
 #include "collective/reduce_scatter_args.cuh"
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/comm/nccl_library.hpp"
+#include "runtime/comm/peer_links.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/ops/collective_kernels.hpp"
 #include "runtime/ops/peer_collective.hpp"
@@ -77,9 +78,12 @@ std::int64_t receive_bytes(const ReduceScatterConfig& config, int world) {
 }
 
 // The protocol of a call (templates/collective/reduce_scatter_args.cuh), the same on every rank.
-int protocol_of(const ReduceScatterConfig& config, const PeerCollective& peers) {
+// Collective on the peer path of a flagged config (the ranks agree on the links there), which
+// every rank takes alike: the config and the path are agreed.
+int protocol_of(const ReduceScatterConfig& config, PeerCollective& peers, const RuntimeConfig& runtime) {
   if (!flagged(config)) return kernels::kFlaggedStages;
-  return peers.whole_lines() ? kernels::kFlaggedLines : kernels::kFlaggedWords;
+  if (!peers.peer()) return kernels::kFlaggedWords;  // unused: the NCCL path launches no kernel
+  return agreed_whole_line_links(peers.comm, runtime.peer_lines) ? kernels::kFlaggedLines : kernels::kFlaggedWords;
 }
 
 const char* protocol_name(int protocol) {
@@ -125,7 +129,7 @@ struct ReduceScatter::Impl final : PlanActions {
     // Stages pay off once a block's slice is large; below, each stage would only add an NVLink
     // round trip (docs/perf-notes.md).
     args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
-    args.protocol = protocol_of(config, peers);
+    args.protocol = protocol_of(config, peers, runtime.config);
     if (peers.peer() && peers.rank() == 0) log().info("ReduceScatter: {} protocol", protocol_name(args.protocol));
     args.slot_chunks = *std::max_element(config.rows_per_rank.begin(), config.rows_per_rank.end()) * chunks_per_row;
     // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
