@@ -22,7 +22,7 @@ struct LinearLogpFwdArgs {
   long long hidden_stride;
   long long weight_stride;
   long long vocab_start;    // global id of W's row 0
-  int group_rows;           // row tiles of a group: at least those a wave of blocks holds
+  int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
   float inv_temperature;
 };
 
