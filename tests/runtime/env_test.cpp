@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "runtime/env.hpp"
@@ -64,44 +65,33 @@ TEST(Env, PeerBlocksComeFromTheEnvironmentUnlessSetInCode) {
   EXPECT_EQ(resolve_config({}).peer_blocks, 0);
 }
 
-TEST(Env, PeerLinesAreOnUnlessTheEnvironmentOrTheCodeTurnsThemOff) {
+// A bool knob: `default_value` while its variable is unset, the opposite once the variable says
+// so, and an option set in code over the variable.
+void expect_bool_knob(const char* name, bool RuntimeConfig::*field, std::optional<bool> RuntimeOptions::*option,
+                      bool default_value) {
   {
-    ScopedEnv unset("SHARDJIT_PEER_LINES", "");
-    EXPECT_TRUE(resolve_config({}).peer_lines);
+    ScopedEnv unset(name, "");
+    EXPECT_EQ(resolve_config({}).*field, default_value) << name;
   }
-  {
-    ScopedEnv bad("SHARDJIT_PEER_LINES", "sometimes");
-    EXPECT_THROW(resolve_config({}), Error);
-  }
-  ScopedEnv env("SHARDJIT_PEER_LINES", "0");
-  EXPECT_FALSE(resolve_config({}).peer_lines);
+  ScopedEnv env(name, default_value ? "0" : "1");
+  EXPECT_EQ(resolve_config({}).*field, !default_value) << name;
   RuntimeOptions options;
-  options.peer_lines = true;
-  EXPECT_TRUE(resolve_config(options).peer_lines);
+  options.*option = default_value;
+  EXPECT_EQ(resolve_config(options).*field, default_value) << name;
+}
+
+TEST(Env, PeerLinesAreOnUnlessTheEnvironmentOrTheCodeTurnsThemOff) {
+  expect_bool_knob("SHARDJIT_PEER_LINES", &RuntimeConfig::peer_lines, &RuntimeOptions::peer_lines, true);
+  ScopedEnv bad("SHARDJIT_PEER_LINES", "sometimes");
+  EXPECT_THROW(resolve_config({}), Error);
 }
 
 TEST(Env, HopperPathIsOnUnlessTheEnvironmentOrTheCodeTurnsItOff) {
-  {
-    ScopedEnv unset("SHARDJIT_HOPPER_PATH", "");
-    EXPECT_TRUE(resolve_config({}).hopper_path);
-  }
-  ScopedEnv env("SHARDJIT_HOPPER_PATH", "0");
-  EXPECT_FALSE(resolve_config({}).hopper_path);
-  RuntimeOptions options;
-  options.hopper_path = true;
-  EXPECT_TRUE(resolve_config(options).hopper_path);
+  expect_bool_knob("SHARDJIT_HOPPER_PATH", &RuntimeConfig::hopper_path, &RuntimeOptions::hopper_path, true);
 }
 
 TEST(Env, AutotuneIsOffUnlessTheEnvironmentOrTheCodeTurnsItOn) {
-  {
-    ScopedEnv unset("SHARDJIT_AUTOTUNE", "");
-    EXPECT_FALSE(resolve_config({}).autotune);
-  }
-  ScopedEnv env("SHARDJIT_AUTOTUNE", "1");
-  EXPECT_TRUE(resolve_config({}).autotune);
-  RuntimeOptions options;
-  options.autotune = false;
-  EXPECT_FALSE(resolve_config(options).autotune);
+  expect_bool_knob("SHARDJIT_AUTOTUNE", &RuntimeConfig::autotune, &RuntimeOptions::autotune, false);
 }
 
 TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
