@@ -252,12 +252,16 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
 #pragma unroll
       for (int e = 0; e < C::kElems; ++e) acc[k][e] = 0.0f;
     }
+    // This rank's own words are read before any poll (a volatile poll keeps later reads behind
+    // it), so that no read stands between the last line's arrival and the sum.
+    Bytes16 own;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) own.w[k] = here && k < data_words && w0 + k < words ? mine[w0 + k] : 0u;
 #pragma unroll
     for (int p = 0; p < WORLD; ++p) {
       Bytes16 v = {{0u, 0u, 0u, 0u}};
       if (p == rank) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v.w[k] = here && k < data_words && w0 + k < words ? mine[w0 + k] : 0u;
+        v = own;
       } else {
         const char* line = slot_of(rank, p) + l * kLineBytes + part * 16;
         bool arrived = !here;
