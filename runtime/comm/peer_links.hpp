@@ -1,6 +1,6 @@
 // Whether the links between the ranks' GPUs deliver a warp's 128-byte store whole, which the
 // line protocol of the small peer reduce-scatter relies on (a flag in each 128-byte line vouches
-// for the line's other 120 bytes). NVLink does; PCIe peer writes may arrive split. The driver
+// for the line's other 124 bytes). NVLink does; PCIe peer writes may arrive split. The driver
 // does not name the link, so its proxy is the one NCCL's topology detection also leans on: a
 // GPU pair with native peer atomics is joined by NVLink.
 #pragma once

@@ -12,7 +12,7 @@
 //
 // Small inputs take a flagged protocol instead (as NCCL's LL and LL128), so the receiver polls
 // the data itself and no release, fence or barrier round trip is needed: where a warp's 128-byte
-// store arrives whole (NVLink), 128-byte lines that each end in the call's flag (1/15 more
+// store arrives whole (NVLink), 128-byte lines that each end in the call's flag (1/31 more
 // bytes); elsewhere 4-byte words each in an 8-byte store with the flag (twice the bytes).
 //
 // Receive areas alternate between two halves by epoch, so no end barrier is needed: a rank
@@ -177,9 +177,9 @@ __device__ __forceinline__ void reduce_scatter_words(const ReduceScatterArgs& ar
   finish_flagged_call(args.sync, ok, epoch);
 }
 
-// The line protocol (kFlaggedLines). Line l of a block carries its words [30 l, 30 l + 30) and
-// the call's epoch in its last 8 bytes; lane j of the 8 lanes that move a line holds its bytes
-// [16 j, 16 j + 16), so lane 7 holds two words and the flag, and one warp instruction stores (or
+// The line protocol (kFlaggedLines). Line l of a block carries its words [31 l, 31 l + 31) and
+// the call's flag in its last 4 bytes; lane j of the 8 lanes that move a line holds its bytes
+// [16 j, 16 j + 16), so lane 7 holds three words and the flag, and one warp instruction stores (or
 // polls) four whole lines. Warps stride over lines together, so a poll is voted on by the whole
 // warp and the lanes of a line see the flag their own load came with.
 template <class T, int WORLD, int VEC_BYTES>
@@ -193,7 +193,7 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int part = lane % kLanesPerLine;
   const int flag_lane = lane | (kLanesPerLine - 1);
-  const int data_words = part + 1 < kLanesPerLine ? 4 : 2;
+  const int data_words = part + 1 < kLanesPerLine ? 4 : 3;
   const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
   const long long slot_bytes = flagged_lines(args.slot_chunks * kWordsPerChunk) * kLineBytes;
@@ -217,8 +217,7 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
   const Bytes16 first_words = line_words(first_peer, first_line);
   // First needed at the stores.
   const unsigned long long epoch = next_epoch(args.sync, blockIdx.x);
-  const unsigned int flag_lo = static_cast<unsigned int>(epoch);
-  const unsigned int flag_hi = static_cast<unsigned int>(epoch >> 32);
+  const unsigned int flag = static_cast<unsigned int>(epoch);
   const auto slot_of = [&](int dest, int source) {
     return static_cast<char*>(args.receive[dest]) + receive_slot_index(dest, source, epoch, WORLD) * slot_bytes;
   };
@@ -230,10 +229,7 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
     const long long lines = flagged_lines(words_of(p));
     for (long long l = first_line; l < lines; l += warps * kLinesPerWarp) {
       Bytes16 v = p == first_peer && l == first_line ? first_words : line_words(p, l);
-      if (data_words == 2) {
-        v.w[2] = flag_lo;
-        v.w[3] = flag_hi;
-      }
+      if (data_words == 3) v.w[3] = flag;
       st_volatile_v4_u32(to + l * kLineBytes + part * 16, v);
     }
   }
@@ -267,9 +263,8 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
         bool arrived = !here;
         while (true) {
           if (!arrived && ok) v = ld_volatile_v4_u32(line);
-          const unsigned int lo = __shfl_sync(kWarp, v.w[2], flag_lane);
-          const unsigned int hi = __shfl_sync(kWarp, v.w[3], flag_lane);
-          arrived = arrived || (lo == flag_lo && hi == flag_hi);
+          const unsigned int line_flag = __shfl_sync(kWarp, v.w[3], flag_lane);  // every lane takes part
+          arrived = arrived || line_flag == flag;
           if (__all_sync(kWarp, arrived || !ok)) break;
           if (!arrived && globaltimer_ns() - began > args.sync.timeout_ns) ok = false;
         }

@@ -18,14 +18,17 @@ constexpr int kReduceScatterStages = 8;
 //   kFlaggedWords:  every 4-byte word in an 8-byte store with the call's flag (single-copy
 //                   atomic on any link), polled by the receiver: no flag round trip, twice the
 //                   bytes.
-//   kFlaggedLines:  128-byte lines of 120 bytes of data and an 8-byte flag, each stored by 8
+//   kFlaggedLines:  128-byte lines of 124 bytes of data and a 4-byte flag, each stored by 8
 //                   lanes of a warp in one instruction; only where a warp's 128-byte store
-//                   arrives whole (NVLink): no flag round trip, 1/15 more bytes.
+//                   arrives whole (NVLink): no flag round trip, 1/31 more bytes.
 constexpr int kFlaggedStages = 0;
 constexpr int kFlaggedWords = 1;
 constexpr int kFlaggedLines = 2;
 constexpr int kLineBytes = 128;
-constexpr int kLineDataWords = 30;  // 4-byte words of data in a line; the last 8 bytes are the flag
+// 4-byte words of data in a line; the last 4 bytes are the flag, the epoch's low 32 bits (as in
+// the word protocol). That is enough: every call rewrites all of its half's lines, so a line
+// holds this call's epoch or that of the call two before, which differ in their low bits.
+constexpr int kLineDataWords = 31;
 
 // Lines that carry `words` words of data.
 SHARDJIT_HOST_DEVICE constexpr long long flagged_lines(long long words) {

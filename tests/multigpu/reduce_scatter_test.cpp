@@ -106,7 +106,8 @@ TEST(ReduceScatter, EvenBlocksEveryDtypeBothPaths) {
 }
 
 // Inputs up to 4 MiB whose blocks all have rows take a flagged protocol (lines or words), the
-// rest the staged one. The flagged blocks here end in part-filled 30-word lines.
+// rest the staged one. The flagged blocks here end in part-filled 31-word lines, two of them inside
+// the words of the lane that also holds the flag.
 std::vector<DenseCase> uneven_cases() {
   return {
       {DType::kBF16, 4096, {100, 37}, CollectivePath::kPeer, 21},
@@ -115,6 +116,7 @@ std::vector<DenseCase> uneven_cases() {
       {DType::kFP32, 256, {50, 0}, CollectivePath::kNccl, 24},
       {DType::kBF16, 1002, {7, 9}, CollectivePath::kPeer, 25},   // 2004-byte rows: 4-byte chunks
       {DType::kFP32, 130, {1, 1}, CollectivePath::kPeer, 26},    // 520-byte rows: 8-byte chunks
+      {DType::kFP32, 61, {1, 2}, CollectivePath::kPeer, 28},     // 61 and 122 words: 30 and 29 in the last line
       {DType::kBF16, 4096, {700, 640}, CollectivePath::kPeer, 27},  // 11 MB: past the flagged protocols
   };
 }
