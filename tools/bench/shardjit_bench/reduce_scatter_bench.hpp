@@ -3,8 +3,9 @@
 // object per case: the op with the automatic path (peer memory within a node), the op's NCCL
 // path, raw NCCL on a blocking communicator (the baseline) and on the op's non-blocking one,
 // and the throughput ratio NCCL time / peer time; then the op and the baseline again, replayed
-// from CUDA graphs of 8 calls (the GPU's time per call without host launch work), and in bursts
-// of 32 calls enqueued back to back (GPU time per call, and the host's time per call to enqueue).
+// from CUDA graphs of 8 calls (the GPU's time per call without host launch work: the latency
+// ratio), and in bursts of 32 calls enqueued back to back (GPU time per call, and the host's
+// time per call to enqueue).
 #pragma once
 
 #include <cstdint>
