@@ -263,7 +263,8 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
         bool arrived = !here;
         while (true) {
           if (!arrived && ok) v = ld_volatile_v4_u32(line);
-          const unsigned int line_flag = __shfl_sync(kWarp, v.w[3], flag_lane);  // every lane takes part
+          // Outside the ||: a full-mask shuffle needs all 32 lanes, arrived or not.
+          const unsigned int line_flag = __shfl_sync(kWarp, v.w[3], flag_lane);
           arrived = arrived || line_flag == flag;
           if (__all_sync(kWarp, arrived || !ok)) break;
           if (!arrived && globaltimer_ns() - began > args.sync.timeout_ns) ok = false;
