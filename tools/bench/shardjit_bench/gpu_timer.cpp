@@ -5,6 +5,16 @@
 #include <vector>
 
 namespace shardjit::bench {
+namespace {
+
+// The upper median of `values` (reorders them).
+template <class T>
+T median_of(std::vector<T>& values) {
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
 
 double median_ms(const std::function<void()>& work, cudaStream_t stream, const TimingOptions& options) {
   for (int i = 0; i < options.warmup; ++i) work();
@@ -24,8 +34,7 @@ double median_ms(const std::function<void()>& work, cudaStream_t stream, const T
     times.push_back(ms);
   }
   for (auto& e : events) cudaEventDestroy(e);
-  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return median_of(times);
 }
 
 double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_t stream, const TimingOptions& options) {
@@ -64,11 +73,7 @@ BurstTiming burst_median(const std::function<void()>& work, int calls, cudaStrea
   }
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
-  const auto median = [](std::vector<double>& v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(gpu), median(host)};
+  return {median_of(gpu), median_of(host)};
 }
 
 std::size_t device_free_bytes() {
