@@ -234,7 +234,6 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
     }
   }
 
-  const unsigned int* mine = input + args.chunk_offset[rank] * kWordsPerChunk;
   const long long words = words_of(rank);
   const long long lines = flagged_lines(words);
   const unsigned long long began = globaltimer_ns();
@@ -250,9 +249,7 @@ __device__ __forceinline__ void reduce_scatter_lines(const ReduceScatterArgs& ar
     }
     // This rank's own words are read before any poll (a volatile poll keeps later reads behind
     // it), so that no read stands between the last line's arrival and the sum.
-    Bytes16 own;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) own.w[k] = here && k < data_words && w0 + k < words ? mine[w0 + k] : 0u;
+    const Bytes16 own = line_words(rank, l);
 #pragma unroll
     for (int p = 0; p < WORLD; ++p) {
       Bytes16 v = {{0u, 0u, 0u, 0u}};
