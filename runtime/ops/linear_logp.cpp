@@ -65,7 +65,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
 LinearLogp::Impl::~Impl() = default;
 
 kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                                      const FwdSchedule& plan) const {
+                                                      const SplitPlan& plan) const {
   const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpFwdArgs args{};
   args.hidden = call.in.hidden.data;
@@ -77,7 +77,7 @@ kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, k
   args.hidden_stride = call.hidden_stride;
   args.weight_stride = call.weight_stride;
   args.vocab_start = c.vocab_start;
-  args.schedule = plan;
+  args.group_rows = plan.group_rows;
   args.inv_temperature = 1.0f / c.temperature;
   return args;
 }
@@ -106,13 +106,13 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).sources(); });
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).splits; });
 }
 
-FwdSchedule LinearLogp::Impl::split_plan(std::int64_t n_rows) const {
+SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
-  const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
-  return cut_last_wave(choose_vocab_splits(n_rows, row_bytes, layout.valid_local, tile, gpu), gpu.sm_count);
+  return choose_vocab_splits(n_rows, row_bytes, layout.valid_local, tile,
+                             GpuShape{device.info().sm_count, device.info().l2_bytes});
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
@@ -125,11 +125,11 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
 }
 
 void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
-  const FwdSchedule plan = split_plan(call.n);
-  ensure_workspace(call.n * plan.sources(), stream);
+  const SplitPlan plan = split_plan(call.n);
+  ensure_workspace(call.n * plan.splits, stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), smem_bytes, stream);
-  launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), tile, plan.splits, smem_bytes, stream);
+  launch_logp_combine(*combine, combine_args(call, partials, plan.splits), stream);
 }
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)

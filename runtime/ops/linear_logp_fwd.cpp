@@ -90,21 +90,13 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
   return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
 }
 
-FwdSchedule choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                                const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
   const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
-  const auto plan_for = [&](int splits) {
-    FwdSchedule plan;
-    plan.row_tiles = static_cast<int>(row_tiles);
-    plan.splits = splits;
-    plan.group_rows = (sms + splits - 1) / splits;
-    plan.vocab_tiles = static_cast<int>(vocab_tiles);
-    plan.whole_units = plan.units();
-    return plan;
-  };
+  const auto plan_for = [&](int splits) { return SplitPlan{splits, (sms + splits - 1) / splits}; };
   // The blocks run in groups of group_rows row tiles: that many run at the same time.
   const auto x_fits_in_l2 = [&](int splits) {
     const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
@@ -115,7 +107,7 @@ FwdSchedule choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them.
-  std::optional<FwdSchedule> fallback;
+  std::optional<SplitPlan> fallback;
   for (int splits : kVocabSplitChoices) {
     if (!usable(splits)) break;
     if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
@@ -125,60 +117,20 @@ FwdSchedule choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std
   return fallback.value_or(plan_for(1));
 }
 
-double fwd_tail_tiles(const FwdSchedule& schedule) {
-  const int per = schedule.split_tiles();
-  if (schedule.tail_parts == 0) return per + kFwdPieceTiles;
-  const int cut = schedule.cut_units();
-  const int rounds = (cut * schedule.tail_parts + schedule.part_blocks - 1) / schedule.part_blocks;
-  const double lead = std::min(schedule.tail_lead, per) + kFwdPieceTiles;
-  return std::max(lead, rounds * (schedule.tail_part_tiles + kFwdPieceTiles));
-}
-
-FwdSchedule cut_last_wave(FwdSchedule schedule, int sm_count) {
-  // Cut into more parts than this, a part block's round of pieces costs more in fixed costs
-  // than it balances.
-  constexpr int kMaxTailParts = 4;
-  const int sms = std::max(1, sm_count);
-  const int units = schedule.units();
-  const int per = schedule.split_tiles();
-  const int cut = units % sms;
-  if (cut == 0 || per < 2) return schedule;
-  FwdSchedule best = schedule;
-  best.whole_units = units;
-  best.tail_parts = 0;
-  double best_tiles = fwd_tail_tiles(best);
-  FwdSchedule candidate = best;
-  candidate.whole_units = units - cut;
-  for (int parts = 1; parts <= kMaxTailParts; ++parts) {
-    // The multiprocessors the last wave leaves idle, but never a block without a part.
-    candidate.part_blocks = std::min(sms - cut, cut * parts);
-    for (int lead = 1; lead < per; ++lead) {
-      candidate.tail_parts = parts;
-      candidate.tail_lead = lead;
-      candidate.tail_part_tiles = (per - lead + parts - 1) / parts;
-      const double tiles = fwd_tail_tiles(candidate);
-      if (tiles < best_tiles) {
-        best = candidate;
-        best_tiles = tiles;
-      }
-    }
-  }
-  return best_tiles <= fwd_tail_tiles(schedule) - 1.0 ? best : schedule;
-}
-
-std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for) {
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for) {
   std::int64_t most = 0;
   for (std::int64_t rows = bm; rows < n_rows + bm; rows += bm) {
     const std::int64_t r = std::min(rows, n_rows);
-    most = std::max(most, r * sources_for(r));
+    most = std::max(most, r * splits_for(r));
   }
   return most;
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            unsigned smem_bytes, CUstream stream) {
+                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream) {
   LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(args.schedule.blocks());
+  shape.grid_x = static_cast<unsigned>(splits);
+  shape.grid_y = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_threads);
   shape.smem_bytes = smem_bytes;
   launch(kernel, shape, args, stream);

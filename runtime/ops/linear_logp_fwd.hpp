@@ -67,9 +67,12 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
-// A forward call's launch: the split count, the grouped block order and, where that pays, the cut
-// last wave (templates/linear_logp/fwd_schedule.cuh).
-using kernels::FwdSchedule;
+struct SplitPlan {
+  int splits = 1;
+  // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
+  // wave of one block per multiprocessor holds, ceil(SMs / splits).
+  int group_rows = 1;
+};
 
 // What the split choice needs to know of the GPU.
 struct GpuShape {
@@ -82,37 +85,21 @@ struct GpuShape {
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
 // once per tile). Tensor parallelism passes a wider tolerance (there every split also travels
-// to the other ranks) and a cap that keeps tp x splits within what one combine merges. The
-// schedule runs every unit whole (no cut last wave: see cut_last_wave); group_rows, the row tiles
-// of a group of the block order, is what a wave of one block a multiprocessor holds,
-// ceil(SMs / splits).
-FwdSchedule choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                                const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
-                                int max_splits = kMaxVocabSplits);
-
-// Cuts the units of the last, partial wave (fwd_schedule.cuh) where that ends the forward at
-// least a tile sooner by the estimate of fwd_tail_tiles; otherwise returns `schedule` as it is.
-// Each cut multiplies the partial sources of a split (sources_per_split), so tensor parallelism,
-// whose partials cross NVLink, does not cut.
-FwdSchedule cut_last_wave(FwdSchedule schedule, int sm_count);
-
-// How long the last wave of `schedule` runs, in tiles of one block: its longest block, each
-// piece counted with a fixed cost of kFwdPieceTiles (the partial's store, a new row tile's first
-// slices).
-double fwd_tail_tiles(const FwdSchedule& schedule);
-inline constexpr double kFwdPieceTiles = 0.1;
+// to the other ranks) and a cap that keeps tp x splits within what one combine merges.
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
+                              int max_splits = kMaxVocabSplits);
 
 // Useful tile work over the tile slots the waves occupy when row_tiles x splits blocks of at
 // most ceil(vocab_tiles / splits) tiles run one per multiprocessor.
 double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
 
-// The most partial rows (sources x rows) any call of up to n_rows rows needs, given the partial
-// sources a call of `rows` rows writes. Those depend on the rows only through the number of
-// BM-row tiles, so every tile count is visited (a few thousand at most).
-std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
+// The most partial rows (splits x rows) any call of up to n_rows rows needs, given the split
+// count a call of `rows` rows takes. The split count depends on the rows only through the
+// number of BM-row tiles, so every tile count is visited (a few thousand at most).
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for);
 
-// One block for each of args.schedule.blocks().
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            unsigned smem_bytes, CUstream stream);
+                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);
 
 }  // namespace shardjit

@@ -47,7 +47,7 @@ struct LinearLogp::Impl {
   // The arguments of the two forward kernels for `call`, reading / writing `partials`; the
   // combine merges `sources` partials a row (tp x splits).
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                      const FwdSchedule& plan) const;
+                                      const SplitPlan& plan) const;
   kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials,
                                         int sources) const;
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
@@ -55,7 +55,7 @@ struct LinearLogp::Impl {
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
-  FwdSchedule split_plan(std::int64_t n_rows) const;
+  SplitPlan split_plan(std::int64_t n_rows) const;
 
   Runtime::Impl& runtime;
   LinearLogpLayout layout;
@@ -66,7 +66,7 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> fwd;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
-  DeviceBuffer workspace;  // RowPartial [sources][n_rows]
+  DeviceBuffer workspace;  // RowPartial [splits][n_rows]
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.

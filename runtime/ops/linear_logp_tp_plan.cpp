@@ -47,7 +47,7 @@ int max_tp_splits(int tp) {
   return most;
 }
 
-FwdSchedule tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
+SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   FwdTile tile = layout.split_tile;
   if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
   GpuShape gpu = layout.gpu;
@@ -62,7 +62,7 @@ FwdSchedule tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::in
 std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   const int bm = layout.split_tile.bm > 0 ? layout.split_tile.bm : FwdTile{}.bm;
   return layout.tp * max_partial_rows(n_rows, bm, [&](std::int64_t rows) {
-           return tp_vocab_splits(layout, rows, row_bytes).sources();
+           return tp_vocab_splits(layout, rows, row_bytes).splits;
          });
 }
 

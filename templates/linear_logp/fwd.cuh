@@ -1,22 +1,22 @@
-// Fused forward of LinearLogp on one vocabulary shard: for BM-row tiles of X and ranges of the
+// Fused forward of LinearLogp on one vocabulary shard: for a BM-row tile of X and a split of the
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: args.schedule.blocks() blocks in x. A block works through the pieces its launch position
-// gives it (linear_logp/fwd_schedule.cuh): usually one (row tile, vocabulary split) with the
-// split's tiles, plus the empty partials of that split's other sources; in a cut last wave a
-// lead or a round of parts. Each piece writes its partials to partials[source * n_rows + row],
-// even when its range is empty. Every split but the last has the same length, so the blocks of a
-// wave finish together and the row tiles of the next split start together, reading its W tiles
-// in step (splits that differ by a tile ran ~2 % slower: docs/perf-notes.md). Block:
-// linear_logp_fwd_threads, dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK,
-// STAGES, WGMMA).
+// Grid: splits x row tiles (ceil(n_rows / BM)) blocks (gridDim.x = splits, gridDim.y = row tiles);
+// each block takes its (split s, row tile) from its launch position in the grouped order of
+// LinearLogpFwdArgs, not from blockIdx directly. Of S = gridDim.x splits over the
+// V = ceil(V_VALID / BN) vocabulary tiles, split s walks tiles [s P, min((s + 1) P, V)) with
+// P = ceil(V / S), and writes partials[s * n_rows + row], even when its range is empty. Every
+// split but the last has the same length, so the blocks of a wave finish together and the row
+// tiles of the next split start together, reading its W tiles in step (splits that differ by a
+// tile, [s V / S, (s + 1) V / S), ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_threads,
+// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
-// The K slices of all the block's tiles, across its pieces, form one cp.async stream through a
-// STAGES-deep ring, so the first slices of the next tile are already in flight while the
-// epilogue runs. The portable main loops hand each finished tile to the epilogue
-// logit_chunk_cols(BM, BN) columns at a time through the shared-memory logit tile (LogpEpilogue);
-// the Hopper loop's epilogue reads the accumulators in registers (LogpFragmentEpilogue).
+// The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
+// the first slices of the next tile are already in flight while the epilogue runs. The portable
+// main loops hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a time
+// through the shared-memory logit tile (LogpEpilogue); the Hopper loop's epilogue reads the
+// accumulators in registers (LogpFragmentEpilogue).
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -27,7 +27,6 @@
 #include "linear_logp/fwd_epilogue.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
-#include "linear_logp/fwd_schedule.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
 #include "linear_logp/partials.cuh"
@@ -66,42 +65,35 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  // The splits walk this shard's tiles: a TP rank's plan counts the widest shard's, and a narrower
-  // shard's last splits come out shorter or empty.
-  FwdSchedule schedule = args.schedule;
-  schedule.vocab_tiles = kVocabTiles;
-  const int block = static_cast<int>(blockIdx.x);
-  const int pieces = fwd_block_pieces(schedule, block);
-  if (pieces == 0) return;  // a plan never launches such a block (tests/ops); nothing to write
-  const T* const x = static_cast<const T*>(args.hidden);
-  const T* const w = static_cast<const T*>(args.weight);
+  const TileIndex block = grouped_tile_index(linear_block_index(), gridDim.y, gridDim.x, args.group_rows);
+  const int split = block.n;
+  const long long row0 = static_cast<long long>(block.m) * BM;
+  const long long rows_left = args.n_rows - row0;
+  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
+  const int per_split = (kVocabTiles + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const long long first = static_cast<long long>(split) * per_split;
+  const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
+  const int tile_end = first + per_split < kVocabTiles ? static_cast<int>(first + per_split) : kVocabTiles;
 
-  // Producer: its position in the (piece, tile, K slice) stream, and the ring slot it fills next.
+  // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
+  // barrier before the store.
+  epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
+
+  const T* const w = static_cast<const T*>(args.weight);
   XCopy x_copy;
+  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
   WCopy w_copy;
-  int load_piece = 0;
-  FwdPiece loading = fwd_block_piece(schedule, block, 0);
-  int load_tile = loading.tile_begin;
+  // Producer position in the (tile, K slice) stream, and the ring slot it fills next.
+  int load_tile = tile_begin;
   int load_slice = 0;
   int load_slot = 0;
-  x_copy.set_rows(x, args.hidden_stride, static_cast<long long>(loading.row_tile) * BM, args.n_rows, tid);
-  // Moves past pieces without tiles (left) to the next one that has some.
-  auto seek_tiles = [&]() {
-    while (load_tile >= loading.tile_end && load_piece + 1 < pieces) {
-      loading = fwd_block_piece(schedule, block, ++load_piece);
-      load_tile = loading.tile_begin;
-      if (load_tile < loading.tile_end) {
-        x_copy.set_rows(x, args.hidden_stride, static_cast<long long>(loading.row_tile) * BM, args.n_rows, tid);
-      }
-    }
-  };
-  seek_tiles();
   // Always commits, even past the end of the stream, so that the group count stays in step
   // with the consumer's cp_async_wait_group.
   auto load_next = [&]() {
-    if (load_tile < loading.tile_end) {
+    if (load_tile < tile_end) {
       if (load_slice == 0) {
-        w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID, tid);
+        w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID,
+                        tid);
       }
       const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
       const int k0 = load_slice * BK;
@@ -110,7 +102,6 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
       if (++load_slice == kKSlices) {
         load_slice = 0;
         ++load_tile;
-        seek_tiles();
       }
       load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
     }
@@ -122,32 +113,23 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
 
   Mainloop mainloop;
   int read_slot = 0;
-  for (int i = 0; i < pieces; ++i) {
-    const FwdPiece piece = fwd_block_piece(schedule, block, i);
-    const long long row0 = static_cast<long long>(piece.row_tile) * BM;
-    const long long rows_left = args.n_rows - row0;
-    const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-    // The shared-memory epilogue's statistics: every thread has read the last piece's (store)
-    // before any writes this piece's. Its init is published to the other warps by the first
-    // K-loop barrier, or, for a piece without tiles, by the barrier that opens store.
-    if (i > 0) __syncthreads();
-    epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
-    for (int tile = piece.tile_begin; tile < piece.tile_end; ++tile) {
-      mainloop.clear();
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    mainloop.clear();
 #pragma unroll 1
-      for (int slice = 0; slice < kKSlices; ++slice) {
-        // Makes every thread's copies of this slot visible, and frees the slot that the refill
-        // issued during compute fills.
-        wait_for_slice<Mainloop, STAGES>();
-        const T* const slot = ring + read_slot * kStageElems;
-        mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
-        read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-      }
-      epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
+    for (int slice = 0; slice < kKSlices; ++slice) {
+      // Makes every thread's copies of this slot visible, and frees the slot that the refill
+      // issued during compute fills.
+      wait_for_slice<Mainloop, STAGES>();
+      const T* const slot = ring + read_slot * kStageElems;
+      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     }
-    epilogue.store(args.partials + static_cast<long long>(piece.source) * args.n_rows, row0, args.n_rows, tid);
+    epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
   }
   cp_async_wait_group<0>();
+
+  epilogue.store(args.partials + static_cast<long long>(split) * args.n_rows, row0,
+                 args.n_rows, tid);
 }
 
 }  // namespace kernels

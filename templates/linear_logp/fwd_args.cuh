@@ -1,30 +1,28 @@
 // Arguments of the fused forward kernel (templates/linear_logp/fwd.cuh). Shared verbatim by the
-// host and the kernel, so only built-in types and plain structs of them appear here.
+// host and the kernel, so only built-in types appear here.
 #pragma once
 
-#include "linear_logp/fwd_schedule.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-// Grid: schedule.blocks() blocks in x (linear_logp/fwd_schedule.cuh says what each works on). The
-// units (row tile, split) go in groups of schedule.group_rows row tiles, row tile fastest
-// (common/tile_order.cuh), so that the blocks running at the same time share few row tiles of X,
-// which then stay in L2 across vocabulary tiles, and the blocks that start at about the same
-// time, in the first wave or as earlier ones finish, are row tiles of one split, which read the
-// same W tiles together.
+// Grid: x = vocabulary split, y = row tile; the kernel takes the blocks in groups of group_rows
+// row tiles, row tile fastest (common/tile_order.cuh), so that the blocks running at the same
+// time share few row tiles of X, which then stay in L2 across vocabulary tiles, and the blocks
+// that start at about the same time, in the first wave or as earlier ones finish, are row tiles
+// of one split, which read the same W tiles together.
 struct LinearLogpFwdArgs {
   const void* hidden;       // X [n_rows, H], row stride hidden_stride elements
   const void* weight;       // W [V_LOCAL, H], row stride weight_stride elements
   const void* bias;         // b [V_LOCAL] of the kernel's bias type; unused with NoBias
   const void* targets;      // t [n_rows], global ids of the kernel's target type
-  RowPartial* partials;     // [schedule.sources()][n_rows]: one slice per partial source
+  RowPartial* partials;     // [gridDim.x][n_rows]: one slice per vocabulary split
   long long n_rows;
   long long hidden_stride;
   long long weight_stride;
   long long vocab_start;    // global id of W's row 0
-  FwdSchedule schedule;
+  int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
   float inv_temperature;
 };
 

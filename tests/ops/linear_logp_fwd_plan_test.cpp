@@ -1,8 +1,6 @@
 // How the forward is laid out on the GPU: vocabulary splits and the kernels an op loads.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -36,14 +34,14 @@ TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
 
 
 TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
-  FwdSchedule plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
+  SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
   EXPECT_LE(plan.splits, 8);
   EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
 }
 
 TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   // X is 128 MiB at 16k rows x 4096 bf16: with one split all 128 row tiles would run at once.
-  FwdSchedule plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
+  SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
   EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
 }
 
@@ -63,7 +61,7 @@ TEST(VocabSplits, EfficiencyCountsTheWavesOfTheLongestSplit) {
 }
 
 TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
-  FwdSchedule plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
+  SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
   EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
   EXPECT_LE(plan.splits * 2, 132) << "one wave";
 }
@@ -78,7 +76,7 @@ std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
 TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
   for (std::int64_t vocab : {1, 128, 129, 300, 1000, 128256}) {
     for (std::int64_t n : {1, 300, 16384}) {
-      const FwdSchedule plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
+      const SplitPlan plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
       const std::int64_t tiles = (vocab + 127) / 128;
       EXPECT_LE(plan.splits, tiles) << vocab;
       EXPECT_GE(plan.splits, 1) << vocab;
@@ -99,7 +97,7 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
 
 TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
   for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
-    const FwdSchedule plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
+    const SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
     EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
     EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
   }
@@ -107,94 +105,11 @@ TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
 
 TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
   const FwdTile tile{128, 256, 64, 3};
-  auto sources_for = [&](std::int64_t rows) {
-    return cut_last_wave(choose_vocab_splits(rows, 8192, 128256, tile, kH200), kH200.sm_count).sources();
-  };
-  const std::int64_t bound = max_partial_rows(16384, tile.bm, sources_for);
+  auto splits_for = [&](std::int64_t rows) { return choose_vocab_splits(rows, 8192, 128256, tile, kH200).splits; };
+  const std::int64_t bound = max_partial_rows(16384, tile.bm, splits_for);
   std::int64_t most = 0;
-  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * sources_for(n));
+  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * splits_for(n));
   EXPECT_EQ(bound, most);
-}
-
-// Every (row tile, vocabulary tile) of the shard is computed by exactly one piece, and every
-// partial source of every row tile is written by exactly one piece, whatever the cut.
-void expect_schedule_covers_once(const FwdSchedule& s) {
-  SCOPED_TRACE(std::to_string(s.row_tiles) + " row tiles x " + std::to_string(s.vocab_tiles) + " tiles, " +
-               std::to_string(s.splits) + " splits, " + std::to_string(s.tail_parts) + " parts");
-  std::vector<int> tiles(static_cast<std::size_t>(s.row_tiles) * s.vocab_tiles, 0);
-  std::vector<int> sources(static_cast<std::size_t>(s.row_tiles) * s.sources(), 0);
-  for (int block = 0; block < s.blocks(); ++block) {
-    const int pieces = kernels::fwd_block_pieces(s, block);
-    ASSERT_GE(pieces, 1) << "block " << block << " has nothing to do";
-    for (int i = 0; i < pieces; ++i) {
-      const kernels::FwdPiece p = kernels::fwd_block_piece(s, block, i);
-      ASSERT_TRUE(p.row_tile >= 0 && p.row_tile < s.row_tiles) << block;
-      ASSERT_TRUE(p.source >= 0 && p.source < s.sources()) << block;
-      ASSERT_TRUE(p.tile_begin >= 0 && p.tile_begin <= p.tile_end && p.tile_end <= s.vocab_tiles) << block;
-      ++sources[static_cast<std::size_t>(p.source) * s.row_tiles + p.row_tile];
-      for (int t = p.tile_begin; t < p.tile_end; ++t) ++tiles[static_cast<std::size_t>(p.row_tile) * s.vocab_tiles + t];
-    }
-  }
-  EXPECT_EQ(std::count(tiles.begin(), tiles.end(), 1), static_cast<std::ptrdiff_t>(tiles.size()));
-  EXPECT_EQ(std::count(sources.begin(), sources.end(), 1), static_cast<std::ptrdiff_t>(sources.size()));
-}
-
-TEST(FwdSchedule, EveryTileOnceAndEverySourceOnceWithOrWithoutACut) {
-  for (std::int64_t n : {1, 129, 1000, 4096, 5500, 7500, 16384}) {
-    for (std::int64_t vocab : {1, 300, 3001, 60000, 128256}) {
-      for (const FwdTile& tile : {FwdTile{128, 256, 64, 4, true}, FwdTile{128, 128, 32, 3}}) {
-        const FwdSchedule whole = choose_vocab_splits(n, 8192, vocab, tile, kH200);
-        expect_schedule_covers_once(whole);
-        expect_schedule_covers_once(cut_last_wave(whole, kH200.sm_count));
-        expect_schedule_covers_once(cut_last_wave(whole, 100));
-      }
-    }
-  }
-}
-
-// llama3-8b at 16k rows: 1024 units of 63 tiles are 7 waves of 132 and 100 units. Cut, the last
-// wave's 132 blocks are the 100 leads and 32 blocks of parts, and it ends well before a whole
-// unit's 63 tiles.
-TEST(FwdSchedule, CutsTheLastWaveAt16kRows) {
-  const FwdSchedule whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
-  ASSERT_EQ(whole.units(), 1024);
-  EXPECT_EQ(whole.tail_parts, 0) << "choose_vocab_splits runs every unit whole";
-  const FwdSchedule cut = cut_last_wave(whole, 132);
-  EXPECT_EQ(cut.splits, whole.splits);
-  EXPECT_EQ(cut.whole_units, 924);
-  EXPECT_EQ(cut.blocks(), 8 * 132);
-  EXPECT_GE(cut.tail_parts, 1);
-  EXPECT_EQ(cut.sources(), cut.splits * (1 + cut.tail_parts));
-  EXPECT_LT(fwd_tail_tiles(cut), 0.85 * fwd_tail_tiles(whole));
-  for (int block = cut.whole_units; block < cut.units(); ++block) {
-    const kernels::FwdPiece lead = kernels::fwd_block_piece(cut, block, 0);
-    EXPECT_EQ(lead.tile_begin % cut.split_tiles(), 0) << "a lead starts at its split's first tile";
-  }
-}
-
-// The gpu tier's cut cases (tests/gpu/linear_logp_fwd_test.cpp) are cut on an H200's 132
-// multiprocessors as their comment says.
-TEST(FwdSchedule, TheGpuTestsCutCasesAreCut) {
-  const FwdSchedule bf16 = cut_last_wave(
-      choose_vocab_splits(5500, 64 * 2, 100000, FwdTile{128, 256, 64, 4, true}, kH200), kH200.sm_count);
-  EXPECT_EQ(bf16.tail_parts, 4);
-  EXPECT_GT(bf16.whole_units, 0);
-  EXPECT_GT(bf16.cut_units() * bf16.tail_parts, bf16.part_blocks) << "part blocks take several parts";
-  const FwdSchedule fp32 = cut_last_wave(
-      choose_vocab_splits(7500, 64 * 4, 60000, default_fwd_tile(DType::kFP32, "sm_90a", true), kH200),
-      kH200.sm_count);
-  EXPECT_EQ(fp32.tail_parts, 2);
-  EXPECT_GT(fp32.whole_units, 0);
-}
-
-TEST(FwdSchedule, WholeWavesAndCutsThatGainLessThanATileStayWhole) {
-  FwdSchedule whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
-  EXPECT_EQ(cut_last_wave(whole, 128).tail_parts, 0) << "1024 units are 8 whole waves of 128";
-  whole = choose_vocab_splits(256, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
-  const FwdSchedule decode = cut_last_wave(whole, 132);
-  EXPECT_EQ(decode.tail_parts, 0) << "two row tiles of a few tiles a split: parts would cost more than they save";
-  EXPECT_EQ(decode.sources(), decode.splits);
-  EXPECT_EQ(decode.blocks(), decode.units());
 }
 
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
