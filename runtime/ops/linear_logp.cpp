@@ -77,7 +77,11 @@ kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, k
   args.hidden_stride = call.hidden_stride;
   args.weight_stride = call.weight_stride;
   args.vocab_start = c.vocab_start;
+  args.row_tiles = plan.row_tiles;
+  args.splits = plan.splits;
   args.group_rows = plan.group_rows;
+  args.whole_units = plan.whole_units;
+  args.unit_pieces = plan.unit_pieces;
   args.inv_temperature = 1.0f / c.temperature;
   return args;
 }
@@ -106,13 +110,13 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).splits; });
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).sources(); });
 }
 
 SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
-  return choose_vocab_splits(n_rows, row_bytes, layout.valid_local, tile,
-                             GpuShape{device.info().sm_count, device.info().l2_bytes});
+  const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
+  return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local, tile, gpu), gpu.sm_count);
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
@@ -126,10 +130,10 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
 
 void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
   const SplitPlan plan = split_plan(call.n);
-  ensure_workspace(call.n * plan.splits, stream);
+  ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), tile, plan.splits, smem_bytes, stream);
-  launch_logp_combine(*combine, combine_args(call, partials, plan.splits), stream);
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, smem_bytes, stream);
+  launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
 }
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)

@@ -96,7 +96,15 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
   const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
-  const auto plan_for = [&](int splits) { return SplitPlan{splits, (sms + splits - 1) / splits}; };
+  const auto plan_for = [&](int splits) {
+    SplitPlan plan;
+    plan.splits = splits;
+    plan.group_rows = (sms + splits - 1) / splits;
+    plan.row_tiles = static_cast<int>(row_tiles);
+    plan.vocab_tiles = static_cast<int>(vocab_tiles);
+    plan.whole_units = plan.units();
+    return plan;
+  };
   // The blocks run in groups of group_rows row tiles: that many run at the same time.
   const auto x_fits_in_l2 = [&](int splits) {
     const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
@@ -117,20 +125,29 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   return fallback.value_or(plan_for(1));
 }
 
-std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for) {
+SplitPlan cut_last_waves(SplitPlan plan, int sm_count) {
+  const int sms = std::max(1, sm_count);
+  const int full_waves = plan.units() / sms;
+  const int pieces = (plan.split_tiles() + kFwdPieceTiles - 1) / kFwdPieceTiles;
+  if (full_waves < 1 || plan.units() == sms || pieces < 2) return plan;
+  plan.whole_units = (full_waves - 1) * sms;
+  plan.unit_pieces = pieces;
+  return plan;
+}
+
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for) {
   std::int64_t most = 0;
   for (std::int64_t rows = bm; rows < n_rows + bm; rows += bm) {
     const std::int64_t r = std::min(rows, n_rows);
-    most = std::max(most, r * splits_for(r));
+    most = std::max(most, r * sources_for(r));
   }
   return most;
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream) {
+                            const SplitPlan& plan, unsigned smem_bytes, CUstream stream) {
   LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(splits);
-  shape.grid_y = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
+  shape.grid_x = static_cast<unsigned>(plan.blocks());
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_threads);
   shape.smem_bytes = smem_bytes;
   launch(kernel, shape, args, stream);

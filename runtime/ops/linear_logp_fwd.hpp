@@ -67,11 +67,24 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
+// A forward call's launch (templates/linear_logp/fwd_args.cuh, fwd_block_order.cuh).
 struct SplitPlan {
   int splits = 1;
   // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
   // wave of one block per multiprocessor holds, ceil(SMs / splits).
   int group_rows = 1;
+  int row_tiles = 1;
+  int vocab_tiles = 1;
+  // Units (row tile, split) that run whole; the rest are cut into unit_pieces pieces each
+  // (cut_last_waves). A plan that cuts nothing has whole_units = units() and unit_pieces = 1.
+  int whole_units = 1;
+  int unit_pieces = 1;
+
+  int units() const { return row_tiles * splits; }
+  // Partial sources the combine merges a row.
+  int sources() const { return splits * unit_pieces; }
+  int blocks() const { return whole_units + (units() - whole_units) * unit_pieces; }
+  int split_tiles() const { return (vocab_tiles + splits - 1) / splits; }
 };
 
 // What the split choice needs to know of the GPU.
@@ -85,21 +98,35 @@ struct GpuShape {
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
 // once per tile). Tensor parallelism passes a wider tolerance (there every split also travels
-// to the other ranks) and a cap that keeps tp x splits within what one combine merges.
+// to the other ranks) and a cap that keeps tp x splits within what one combine merges. The plan
+// runs every unit whole; cut_last_waves may then cut the last ones.
 SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
                               int max_splits = kMaxVocabSplits);
+
+// Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
+// partial one after it) into pieces of about kFwdPieceTiles tiles, one block each
+// (templates/linear_logp/fwd_block_order.cuh says why), where there is more than one wave of
+// units and a split has at least two pieces of tiles; otherwise returns `plan` as it is. The
+// pieces multiply the partial sources of a split, so tensor parallelism, whose partials cross
+// NVLink, does not cut.
+SplitPlan cut_last_waves(SplitPlan plan, int sm_count);
+// About a fifth of a multiprocessor's share of a 16k-row forward's tiles at llama3-8b: long
+// enough that a block's fixed costs (prologue, partial store) stay near 1 %, short enough that
+// the last blocks end within a few percent of the kernel of each other.
+inline constexpr int kFwdPieceTiles = 8;
 
 // Useful tile work over the tile slots the waves occupy when row_tiles x splits blocks of at
 // most ceil(vocab_tiles / splits) tiles run one per multiprocessor.
 double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
 
-// The most partial rows (splits x rows) any call of up to n_rows rows needs, given the split
-// count a call of `rows` rows takes. The split count depends on the rows only through the
-// number of BM-row tiles, so every tile count is visited (a few thousand at most).
-std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& splits_for);
+// The most partial rows (sources x rows) any call of up to n_rows rows needs, given the partial
+// sources a call of `rows` rows writes. Those depend on the rows only through the number of
+// BM-row tiles, so every tile count is visited (a few thousand at most).
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
+// One block for each unit and piece of `plan` (SplitPlan::blocks).
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const FwdTile& tile, int splits, unsigned smem_bytes, CUstream stream);
+                            const SplitPlan& plan, unsigned smem_bytes, CUstream stream);
 
 }  // namespace shardjit

@@ -66,7 +66,7 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> fwd;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
-  DeviceBuffer workspace;  // RowPartial [splits][n_rows]
+  DeviceBuffer workspace;  // RowPartial [sources][n_rows]
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.

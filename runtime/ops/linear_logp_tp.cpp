@@ -50,13 +50,13 @@ class ForwardActions final : public PlanActions {
                  int tp, kernels::RowPartial* all, int rank, const PeerCollective* peers)
       : op_(op),
         comm_(comm),
-        splits_(plan.splits),
+        plan_(plan),
         mine_(peers != nullptr ? static_cast<kernels::RowPartial*>(peers->data_on(rank))
-                               : all + static_cast<std::int64_t>(rank) * plan.splits * call.n),
+                               : all + static_cast<std::int64_t>(rank) * plan.sources() * call.n),
         all_(all),
-        bytes_per_rank_(static_cast<std::size_t>(plan.splits * call.n) * sizeof(kernels::RowPartial)),
+        bytes_per_rank_(static_cast<std::size_t>(plan.sources() * call.n) * sizeof(kernels::RowPartial)),
         fwd_(op.fwd_args(call, mine_, plan)),
-        combine_(op.combine_args(call, all, tp * plan.splits)) {
+        combine_(op.combine_args(call, all, tp * plan.sources())) {
     if (peers == nullptr) return;
     for (int q = 0; q < peers->world(); ++q) combine_.rank_partials[q] = static_cast<kernels::RowPartial*>(peers->data_on(q));
     combine_.sync = peers->sync();
@@ -65,7 +65,7 @@ class ForwardActions final : public PlanActions {
 
   void launch(int action, CUstream stream) override {
     if (action == kTpForwardKernel) {
-      launch_linear_logp_fwd(*op_.fwd, fwd_, op_.tile, splits_, op_.smem_bytes, stream);
+      launch_linear_logp_fwd(*op_.fwd, fwd_, plan_, op_.smem_bytes, stream);
     } else if (action == kTpCombine) {
       launch_logp_combine(*op_.combine, combine_, stream);
     } else if (action == kTpPeerCombine) {
@@ -85,7 +85,7 @@ class ForwardActions final : public PlanActions {
  private:
   LinearLogp::Impl& op_;
   Communicator::Impl& comm_;
-  int splits_;
+  SplitPlan plan_;
   kernels::RowPartial* mine_;
   kernels::RowPartial* all_;
   std::size_t bytes_per_rank_;
@@ -198,14 +198,13 @@ void LinearLogpTp::attach_peer_path(LinearLogp::Impl& op) {
 void LinearLogpTp::forward(LinearLogp::Impl& op, const ForwardCall& call, CUstream stream) {
   comm.check_usable("LinearLogp::forward");
   const SplitPlan plan = tp_vocab_splits(layout, call.n, row_bytes);
-  const int splits = plan.splits;
   if (peers && call.n <= peer_rows) {
     peers->check_usable("forward");
     ForwardActions actions(op, comm, call, plan, layout.tp, nullptr, layout.rank, &*peers);
     peer_forward_plan->run(actions, stream);
     return;
   }
-  if (static_cast<std::size_t>(layout.tp) * splits * call.n * sizeof(kernels::RowPartial) > gathered.bytes()) {
+  if (static_cast<std::size_t>(layout.tp) * plan.sources() * call.n * sizeof(kernels::RowPartial) > gathered.bytes()) {
     ensure_gathered(tp_partial_rows(layout, call.n, row_bytes), stream);  // to the peak of any call up to N rows
   }
   ForwardActions actions(op, comm, call, plan, layout.tp, gathered.as<kernels::RowPartial>(), layout.rank, nullptr);

@@ -62,7 +62,7 @@ SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int6
 std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   const int bm = layout.split_tile.bm > 0 ? layout.split_tile.bm : FwdTile{}.bm;
   return layout.tp * max_partial_rows(n_rows, bm, [&](std::int64_t rows) {
-           return tp_vocab_splits(layout, rows, row_bytes).splits;
+           return tp_vocab_splits(layout, rows, row_bytes).sources();
          });
 }
 

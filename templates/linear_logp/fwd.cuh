@@ -2,15 +2,17 @@
 // shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
-// Grid: splits x row tiles (ceil(n_rows / BM)) blocks (gridDim.x = splits, gridDim.y = row tiles);
-// each block takes its (split s, row tile) from its launch position in the grouped order of
-// LinearLogpFwdArgs, not from blockIdx directly. Of S = gridDim.x splits over the
-// V = ceil(V_VALID / BN) vocabulary tiles, split s walks tiles [s P, min((s + 1) P, V)) with
-// P = ceil(V / S), and writes partials[s * n_rows + row], even when its range is empty. Every
-// split but the last has the same length, so the blocks of a wave finish together and the row
-// tiles of the next split start together, reading its W tiles in step (splits that differ by a
-// tile, [s V / S, (s + 1) V / S), ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_threads,
-// dynamic shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
+// Grid: one block per unit or piece of LinearLogpFwdArgs (linear_logp/fwd_block_order.cuh). Of
+// S = args.splits splits over the V = ceil(V_VALID / BN) vocabulary tiles, split s covers tiles
+// [s P, min((s + 1) P, V)) with P = ceil(V / S); a block takes that range for its row tile, or
+// piece c of it ([s P + c Q, s P + (c + 1) Q) within the split, Q = fwd_piece_tiles(P,
+// unit_pieces)), and writes partials[source * n_rows + row] with source = s * unit_pieces + c (c = 0
+// for a whole unit, which also writes empty partials to its split's other sources), even when
+// its range is empty. Every split but the last has the same length, so the blocks of a wave
+// finish together and the row tiles of the next split start together, reading its W tiles in
+// step (splits that differ by a tile, [s V / S, (s + 1) V / S), ran ~2 % slower:
+// docs/perf-notes.md). Block: linear_logp_fwd_threads, dynamic shared memory
+// linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
 // the first slices of the next tile are already in flight while the epilogue runs. The portable
@@ -24,11 +26,13 @@
 #include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
+#include "linear_logp/fwd_block_order.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
+#include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -65,15 +69,20 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const TileIndex block = grouped_tile_index(linear_block_index(), gridDim.y, gridDim.x, args.group_rows);
-  const int split = block.n;
-  const long long row0 = static_cast<long long>(block.m) * BM;
+  const FwdBlockWork work =
+      fwd_block_work(static_cast<int>(blockIdx.x), args.row_tiles, args.splits, args.group_rows, args.whole_units);
+  const long long row0 = static_cast<long long>(work.row_tile) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const int per_split = (kVocabTiles + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
-  const long long first = static_cast<long long>(split) * per_split;
-  const int tile_begin = first < kVocabTiles ? static_cast<int>(first) : kVocabTiles;
-  const int tile_end = first + per_split < kVocabTiles ? static_cast<int>(first + per_split) : kVocabTiles;
+  const int per_split = (kVocabTiles + args.splits - 1) / args.splits;
+  const int split_end = min(kVocabTiles, (work.split + 1) * per_split);
+  int tile_begin = min(kVocabTiles, work.split * per_split);
+  int tile_end = split_end;
+  if (work.piece >= 0) {
+    const int piece_tiles = fwd_piece_tiles(per_split, args.unit_pieces);
+    tile_begin = min(split_end, tile_begin + work.piece * piece_tiles);
+    tile_end = min(split_end, tile_begin + piece_tiles);
+  }
 
   // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
   // barrier before the store.
@@ -128,8 +137,15 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   }
   cp_async_wait_group<0>();
 
-  epilogue.store(args.partials + static_cast<long long>(split) * args.n_rows, row0,
-                 args.n_rows, tid);
+  const int first_source = work.split * args.unit_pieces;
+  const int piece = work.piece < 0 ? 0 : work.piece;
+  epilogue.store(args.partials + static_cast<long long>(first_source + piece) * args.n_rows, row0, args.n_rows, tid);
+  if (work.piece < 0) {
+    for (int c = 1; c < args.unit_pieces; ++c) {
+      store_empty_partials(args.partials + static_cast<long long>(first_source + c) * args.n_rows, row0, args.n_rows,
+                           BM, tid, kThreads);
+    }
+  }
 }
 
 }  // namespace kernels

@@ -7,22 +7,27 @@
 namespace shardjit {
 namespace kernels {
 
-// Grid: x = vocabulary split, y = row tile; the kernel takes the blocks in groups of group_rows
-// row tiles, row tile fastest (common/tile_order.cuh), so that the blocks running at the same
-// time share few row tiles of X, which then stay in L2 across vocabulary tiles, and the blocks
-// that start at about the same time, in the first wave or as earlier ones finish, are row tiles
-// of one split, which read the same W tiles together.
+// Grid: whole_units + (row_tiles x splits - whole_units) x unit_pieces blocks in x; each takes its
+// unit from its launch position (fwd_block_order.cuh). The units go in groups of group_rows row
+// tiles, row tile fastest (common/tile_order.cuh), so that the blocks running at the same time
+// share few row tiles of X, which then stay in L2 across vocabulary tiles, and the blocks that
+// start at about the same time, in the first wave or as earlier ones finish, are row tiles of
+// one split, which read the same W tiles together.
 struct LinearLogpFwdArgs {
   const void* hidden;       // X [n_rows, H], row stride hidden_stride elements
   const void* weight;       // W [V_LOCAL, H], row stride weight_stride elements
   const void* bias;         // b [V_LOCAL] of the kernel's bias type; unused with NoBias
   const void* targets;      // t [n_rows], global ids of the kernel's target type
-  RowPartial* partials;     // [gridDim.x][n_rows]: one slice per vocabulary split
+  RowPartial* partials;     // [splits x unit_pieces][n_rows]: one slice per partial source
   long long n_rows;
   long long hidden_stride;
   long long weight_stride;
   long long vocab_start;    // global id of W's row 0
+  int row_tiles;            // ceil(n_rows / BM)
+  int splits;               // vocabulary splits
   int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
+  int whole_units;          // units that run whole, one block each; the rest are cut into pieces
+  int unit_pieces;          // pieces of a cut unit, and partial sources of a split (>= 1)
   float inv_temperature;
 };
 

@@ -55,12 +55,7 @@ struct LogpEpilogue {
   __device__ __forceinline__ void init(const void* targets, long long row0, long long n_rows,
                                        long long vocab_start, int tid) const {
     for (int r = tid; r < BM; r += THREADS) {
-      RowPartial empty;
-      empty.max = neg_inf();
-      empty.sum = 0.0f;
-      empty.ent = 0.0f;
-      empty.target = neg_inf();
-      stats[r] = empty;
+      stats[r] = empty_partial();
       int col = -1;
       if (row0 + r < n_rows) {
         const long long t = static_cast<long long>(static_cast<const TargetT*>(targets)[row0 + r]);

@@ -31,10 +31,7 @@ struct LogpFragmentEpilogue {
                                        long long vocab_start, int tid) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      run[h].max = neg_inf();
-      run[h].sum = 0.0f;
-      run[h].ent = 0.0f;
-      run[h].target = neg_inf();
+      run[h] = empty_partial();
       target_col[h] = -1;
       const long long row = row0 + Mainloop::fragment_row(tid / 32, tid % 32, h);
       if (row < n_rows) {

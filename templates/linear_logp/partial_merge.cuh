@@ -9,6 +9,25 @@
 namespace shardjit {
 namespace kernels {
 
+// The statistics of an empty column set: the identity of merge_stats and of the combine.
+__device__ __forceinline__ RowPartial empty_partial() {
+  RowPartial empty;
+  empty.max = neg_inf();
+  empty.sum = 0.0f;
+  empty.ent = 0.0f;
+  empty.target = neg_inf();
+  return empty;
+}
+
+// Writes empty partials for the rows [row0, row0 + rows) that exist (below n_rows), `threads`
+// threads striding from `tid`.
+__device__ __forceinline__ void store_empty_partials(RowPartial* out, long long row0, long long n_rows, int rows,
+                                                     int tid, int threads) {
+  for (int r = tid; r < rows; r += threads) {
+    if (row0 + r < n_rows) out[row0 + r] = empty_partial();
+  }
+}
+
 // Folds (max, sum, ent) of one set into `run`; the target field is left alone.
 template <bool ENTROPY>
 __device__ __forceinline__ void merge_stats(RowPartial& run, float max, float sum, float ent) {

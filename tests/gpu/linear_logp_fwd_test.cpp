@@ -182,6 +182,11 @@ const FwdCase kCases[] = {
     // H not a multiple of the 64-wide K slice: the last slice is zero-filled past H.
     {"n129_h200_v3001_ktail", 129, 200, 3001, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
     {"n300_h72_v1000_ktail_fp16", 300, 72, 1000, 0, DType::kFP16},
+    // On 132 multiprocessors the last waves' units are cut into pieces (linear_logp/fwd_block_order.cuh):
+    // whole units that also write empty partials, and pieces, two a unit here and four with the
+    // fp32 tile (n4096_h4096_v128256 above is all pieces).
+    {"n5000_h64_v60000_cut", 5000, 64, 60000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
+    {"n3000_h64_v60000_cut_fp32", 3000, 64, 60000, 0, DType::kFP32},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpFwdTest, ::testing::ValuesIn(kCases),

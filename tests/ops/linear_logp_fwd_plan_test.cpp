@@ -1,10 +1,13 @@
 // How the forward is laid out on the GPU: vocabulary splits and the kernels an op loads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/tile_order.cuh"
+#include "linear_logp/fwd_block_order.cuh"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/ops/prewarm_plan.hpp"
 #include "shardjit/error.hpp"
@@ -105,11 +108,100 @@ TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
 
 TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
   const FwdTile tile{128, 256, 64, 3};
-  auto splits_for = [&](std::int64_t rows) { return choose_vocab_splits(rows, 8192, 128256, tile, kH200).splits; };
-  const std::int64_t bound = max_partial_rows(16384, tile.bm, splits_for);
+  auto sources_for = [&](std::int64_t rows) {
+    return cut_last_waves(choose_vocab_splits(rows, 8192, 128256, tile, kH200), kH200.sm_count).sources();
+  };
+  const std::int64_t bound = max_partial_rows(16384, tile.bm, sources_for);
   std::int64_t most = 0;
-  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * splits_for(n));
+  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * sources_for(n));
   EXPECT_EQ(bound, most);
+}
+
+// The kernel's arithmetic (templates/linear_logp/fwd.cuh) on the host: every (row tile,
+// vocabulary tile) is computed by exactly one block, and every partial source of every row tile
+// is written by exactly one block, with or without cut units.
+void expect_blocks_cover_once(const SplitPlan& p) {
+  SCOPED_TRACE(std::to_string(p.row_tiles) + " row tiles x " + std::to_string(p.vocab_tiles) + " tiles, " +
+               std::to_string(p.splits) + " splits, " + std::to_string(p.whole_units) + " whole units, " +
+               std::to_string(p.unit_pieces) + " pieces");
+  std::vector<int> tiles(static_cast<std::size_t>(p.row_tiles) * p.vocab_tiles, 0);
+  std::vector<int> sources(static_cast<std::size_t>(p.row_tiles) * p.sources(), 0);
+  const int per = p.split_tiles();
+  for (int block = 0; block < p.blocks(); ++block) {
+    const kernels::FwdBlockWork w =
+        kernels::fwd_block_work(block, p.row_tiles, p.splits, p.group_rows, p.whole_units);
+    ASSERT_TRUE(w.row_tile >= 0 && w.row_tile < p.row_tiles && w.split >= 0 && w.split < p.splits) << block;
+    ASSERT_TRUE(w.piece >= -1 && w.piece < p.unit_pieces) << block;
+    const int split_end = std::min(p.vocab_tiles, (w.split + 1) * per);
+    int begin = std::min(p.vocab_tiles, w.split * per);
+    int end = split_end;
+    if (w.piece >= 0) {
+      const int piece_tiles = kernels::fwd_piece_tiles(per, p.unit_pieces);
+      begin = std::min(split_end, begin + w.piece * piece_tiles);
+      end = std::min(split_end, begin + piece_tiles);
+    }
+    for (int t = begin; t < end; ++t) ++tiles[static_cast<std::size_t>(w.row_tile) * p.vocab_tiles + t];
+    const int first = w.split * p.unit_pieces;
+    if (w.piece >= 0) {
+      ++sources[static_cast<std::size_t>(first + w.piece) * p.row_tiles + w.row_tile];
+    } else {
+      for (int c = 0; c < p.unit_pieces; ++c) ++sources[static_cast<std::size_t>(first + c) * p.row_tiles + w.row_tile];
+    }
+  }
+  EXPECT_EQ(std::count(tiles.begin(), tiles.end(), 1), static_cast<std::ptrdiff_t>(tiles.size()));
+  EXPECT_EQ(std::count(sources.begin(), sources.end(), 1), static_cast<std::ptrdiff_t>(sources.size()));
+}
+
+TEST(CutLastWaves, EveryTileOnceAndEverySourceOnce) {
+  for (std::int64_t n : {1, 129, 1000, 3000, 4096, 7500, 16384}) {
+    for (std::int64_t vocab : {1, 300, 3001, 60000, 128256}) {
+      for (const FwdTile& tile : {FwdTile{128, 256, 64, 4, true}, FwdTile{128, 128, 32, 3}}) {
+        const SplitPlan whole = choose_vocab_splits(n, 8192, vocab, tile, kH200);
+        EXPECT_EQ(whole.whole_units, whole.units()) << "choose_vocab_splits runs every unit whole";
+        expect_blocks_cover_once(whole);
+        expect_blocks_cover_once(cut_last_waves(whole, kH200.sm_count));
+        expect_blocks_cover_once(cut_last_waves(whole, 100));
+      }
+    }
+  }
+}
+
+// llama3-8b at 16k rows: 1 024 units of 63 tiles, 7 waves of 132 and 100 units. The last full
+// wave and the partial one are cut into pieces of 8 tiles.
+TEST(CutLastWaves, CutsTheLastTwoWavesIntoPiecesOfAboutEightTiles) {
+  const SplitPlan whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
+  ASSERT_EQ(whole.units(), 1024);
+  const SplitPlan cut = cut_last_waves(whole, 132);
+  EXPECT_EQ(cut.splits, whole.splits);
+  EXPECT_EQ(cut.whole_units, 6 * 132);
+  EXPECT_EQ(cut.unit_pieces, 8);
+  EXPECT_EQ(kernels::fwd_piece_tiles(cut.split_tiles(), cut.unit_pieces), 8);
+  EXPECT_EQ(cut.blocks(), 792 + 232 * 8);
+  EXPECT_EQ(cut.sources(), 64);
+}
+
+TEST(CutLastWaves, OneWaveOrShortSplitsStayWhole) {
+  const FwdTile tile{128, 256, 64, 4, true};
+  const SplitPlan decode = cut_last_waves(choose_vocab_splits(256, 8192, 128256, tile, kH200), 132);
+  EXPECT_EQ(decode.unit_pieces, 1) << "128 units: one wave";
+  EXPECT_EQ(decode.blocks(), decode.units());
+  EXPECT_EQ(decode.sources(), decode.splits);
+  const SplitPlan short_splits = cut_last_waves(choose_vocab_splits(16384, 8192, 3001, tile, kH200), 132);
+  EXPECT_EQ(short_splits.unit_pieces, 1) << "splits of a few tiles: no piece of 8";
+}
+
+// The gpu tier's cut cases (tests/gpu/linear_logp_fwd_test.cpp) are cut on an H200's 132
+// multiprocessors, as their comment says.
+TEST(CutLastWaves, TheGpuTestsCutCasesAreCut) {
+  const SplitPlan bf16 = cut_last_waves(
+      choose_vocab_splits(5000, 64 * 2, 60000, FwdTile{128, 256, 64, 4, true}, kH200), kH200.sm_count);
+  EXPECT_GT(bf16.whole_units, 0);
+  EXPECT_GE(bf16.unit_pieces, 2);
+  const SplitPlan fp32 = cut_last_waves(
+      choose_vocab_splits(3000, 64 * 4, 60000, default_fwd_tile(DType::kFP32, "sm_90a", true), kH200),
+      kH200.sm_count);
+  EXPECT_GT(fp32.whole_units, 0);
+  EXPECT_GE(fp32.unit_pieces, 4);
 }
 
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
