@@ -1,5 +1,5 @@
 // Fused forward of LinearLogp on one vocabulary shard: for a BM-row tile of X and a split of the
-// shard's BN-column vocabulary tiles, the per-row softmax partials (max, sum, entropy term,
+// shard's BN-column vocabulary tiles (or a piece of one), the per-row softmax partials (max, sum, entropy term,
 // target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
 //
 // Grid: one block per unit or piece of LinearLogpFwdArgs (linear_logp/fwd_block_order.cuh). Of
@@ -14,7 +14,7 @@
 // docs/perf-notes.md). Block: linear_logp_fwd_threads, dynamic shared memory
 // linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
-// The K slices of all the split's tiles form one cp.async stream through a STAGES-deep ring, so
+// The K slices of all the block's tiles form one cp.async stream through a STAGES-deep ring, so
 // the first slices of the next tile are already in flight while the epilogue runs. The portable
 // main loops hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a time
 // through the shared-memory logit tile (LogpEpilogue); the Hopper loop's epilogue reads the
