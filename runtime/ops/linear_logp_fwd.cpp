@@ -127,10 +127,9 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
 
 SplitPlan cut_last_waves(SplitPlan plan, int sm_count) {
   const int sms = std::max(1, sm_count);
-  const int full_waves = plan.units() / sms;
   const int pieces = (plan.split_tiles() + kFwdPieceTiles - 1) / kFwdPieceTiles;
-  if (full_waves < 1 || plan.units() == sms || pieces < 2) return plan;
-  plan.whole_units = (full_waves - 1) * sms;
+  if (plan.units() <= sms || pieces < 2) return plan;
+  plan.whole_units = (plan.units() / sms - 1) * sms;
   plan.unit_pieces = pieces;
   return plan;
 }

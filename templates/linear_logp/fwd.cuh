@@ -1,15 +1,15 @@
 // Fused forward of LinearLogp on one vocabulary shard: for a BM-row tile of X and a split of the
-// shard's BN-column vocabulary tiles (or a piece of one), the per-row softmax partials (max, sum, entropy term,
-// target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to memory.
+// shard's BN-column vocabulary tiles (or a piece of one), the per-row softmax partials (max, sum,
+// entropy term, target logit) of z = (X W^T + b) * inv_temperature, without writing any logit to
+// memory.
 //
-// Grid: one block per unit or piece of LinearLogpFwdArgs (linear_logp/fwd_block_order.cuh). Of
-// S = args.splits splits over the V = ceil(V_VALID / BN) vocabulary tiles, split s covers tiles
-// [s P, min((s + 1) P, V)) with P = ceil(V / S); a block takes that range for its row tile, or
-// piece c of it ([s P + c Q, s P + (c + 1) Q) within the split, Q = fwd_piece_tiles(P,
-// unit_pieces)), and writes partials[source * n_rows + row] with source = s * unit_pieces + c (c = 0
-// for a whole unit, which also writes empty partials to its split's other sources), even when
-// its range is empty. Every split but the last has the same length, so the blocks of a wave
-// finish together and the row tiles of the next split start together, reading its W tiles in
+// Grid: one block per unit or piece of LinearLogpFwdArgs. fwd_block_work and fwd_block_tiles
+// (linear_logp/fwd_block_order.cuh) give a block its row tile and its range of the V =
+// ceil(V_VALID / BN) vocabulary tiles: split s's [s P, min((s + 1) P, V)), P = ceil(V / S), or
+// piece c of it. The block writes partials[source * n_rows + row] with source = s * unit_pieces
+// + c (c = 0 for a whole unit, which also writes empty partials to its split's other sources),
+// even when its range is empty. Every split but the last has the same length, so the blocks of
+// a wave finish together and the row tiles of the next split start together, reading its W tiles in
 // step (splits that differ by a tile, [s V / S, (s + 1) V / S), ran ~2 % slower:
 // docs/perf-notes.md). Block: linear_logp_fwd_threads, dynamic shared memory
 // linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
@@ -74,15 +74,11 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   const long long row0 = static_cast<long long>(work.row_tile) * BM;
   const long long rows_left = args.n_rows - row0;
   const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const int per_split = (kVocabTiles + args.splits - 1) / args.splits;
-  const int split_end = min(kVocabTiles, (work.split + 1) * per_split);
-  int tile_begin = min(kVocabTiles, work.split * per_split);
-  int tile_end = split_end;
-  if (work.piece >= 0) {
-    const int piece_tiles = fwd_piece_tiles(per_split, args.unit_pieces);
-    tile_begin = min(split_end, tile_begin + work.piece * piece_tiles);
-    tile_end = min(split_end, tile_begin + piece_tiles);
-  }
+  // This shard's tiles: a TP rank's splits are counted over the widest shard's, and a narrower
+  // shard's last splits come out shorter or empty.
+  const TileRange tiles = fwd_block_tiles(work, args.splits, args.unit_pieces, kVocabTiles);
+  const int tile_begin = tiles.begin;
+  const int tile_end = tiles.end;
 
   // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
   // barrier before the store.

@@ -44,10 +44,35 @@ SHARDJIT_HOST_DEVICE inline FwdBlockWork fwd_block_work(int block, int row_tiles
   return FwdBlockWork{t.m, t.n, piece};
 }
 
+// The smaller of two tile indices, for the host and the kernel alike (NVRTC has no std::min).
+SHARDJIT_HOST_DEVICE constexpr int min_tile(int a, int b) { return a < b ? a : b; }
+
 // Tiles of a piece of a unit whose split has split_tiles tiles; the last pieces may have fewer,
 // or none.
 SHARDJIT_HOST_DEVICE constexpr int fwd_piece_tiles(int split_tiles, int unit_pieces) {
   return (split_tiles + unit_pieces - 1) / unit_pieces;
+}
+
+struct TileRange {
+  int begin;  // vocabulary tiles [begin, end) of the shard; may be empty
+  int end;
+};
+
+// The tiles of `work` over a shard of vocab_tiles tiles: split s covers [s P, min((s + 1) P,
+// vocab_tiles)) with P = ceil(vocab_tiles / splits), and piece c of it the c-th
+// fwd_piece_tiles(P, unit_pieces) tiles of that range.
+SHARDJIT_HOST_DEVICE inline TileRange fwd_block_tiles(const FwdBlockWork& work, int splits, int unit_pieces,
+                                                     int vocab_tiles) {
+  const int per_split = (vocab_tiles + splits - 1) / splits;
+  const int split_end = min_tile(vocab_tiles, (work.split + 1) * per_split);
+  int begin = min_tile(vocab_tiles, work.split * per_split);
+  int end = split_end;
+  if (work.piece >= 0) {
+    const int piece_tiles = fwd_piece_tiles(per_split, unit_pieces);
+    begin = min_tile(split_end, begin + work.piece * piece_tiles);
+    end = min_tile(split_end, begin + piece_tiles);
+  }
+  return TileRange{begin, end};
 }
 
 }  // namespace kernels

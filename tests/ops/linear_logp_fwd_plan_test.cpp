@@ -117,7 +117,7 @@ TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
   EXPECT_EQ(bound, most);
 }
 
-// The kernel's arithmetic (templates/linear_logp/fwd.cuh) on the host: every (row tile,
+// The kernel's block arithmetic (fwd_block_work, fwd_block_tiles) on the host: every (row tile,
 // vocabulary tile) is computed by exactly one block, and every partial source of every row tile
 // is written by exactly one block, with or without cut units.
 void expect_blocks_cover_once(const SplitPlan& p) {
@@ -126,21 +126,13 @@ void expect_blocks_cover_once(const SplitPlan& p) {
                std::to_string(p.unit_pieces) + " pieces");
   std::vector<int> tiles(static_cast<std::size_t>(p.row_tiles) * p.vocab_tiles, 0);
   std::vector<int> sources(static_cast<std::size_t>(p.row_tiles) * p.sources(), 0);
-  const int per = p.split_tiles();
   for (int block = 0; block < p.blocks(); ++block) {
-    const kernels::FwdBlockWork w =
-        kernels::fwd_block_work(block, p.row_tiles, p.splits, p.group_rows, p.whole_units);
+    const kernels::FwdBlockWork w = kernels::fwd_block_work(block, p.row_tiles, p.splits, p.group_rows, p.whole_units);
     ASSERT_TRUE(w.row_tile >= 0 && w.row_tile < p.row_tiles && w.split >= 0 && w.split < p.splits) << block;
     ASSERT_TRUE(w.piece >= -1 && w.piece < p.unit_pieces) << block;
-    const int split_end = std::min(p.vocab_tiles, (w.split + 1) * per);
-    int begin = std::min(p.vocab_tiles, w.split * per);
-    int end = split_end;
-    if (w.piece >= 0) {
-      const int piece_tiles = kernels::fwd_piece_tiles(per, p.unit_pieces);
-      begin = std::min(split_end, begin + w.piece * piece_tiles);
-      end = std::min(split_end, begin + piece_tiles);
-    }
-    for (int t = begin; t < end; ++t) ++tiles[static_cast<std::size_t>(w.row_tile) * p.vocab_tiles + t];
+    const kernels::TileRange r = kernels::fwd_block_tiles(w, p.splits, p.unit_pieces, p.vocab_tiles);
+    ASSERT_TRUE(r.begin >= 0 && r.begin <= r.end && r.end <= p.vocab_tiles) << block;
+    for (int t = r.begin; t < r.end; ++t) ++tiles[static_cast<std::size_t>(w.row_tile) * p.vocab_tiles + t];
     const int first = w.split * p.unit_pieces;
     if (w.piece >= 0) {
       ++sources[static_cast<std::size_t>(first + w.piece) * p.row_tiles + w.row_tile];
