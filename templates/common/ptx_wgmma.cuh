@@ -87,69 +87,24 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor_128b(unsigned int
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
 
-#define SHARDJIT_WGMMA_M64N128K16(TYPE) \
-  asm volatile( \
-      "{\n" \
-      ".reg .pred p;\n" \
-      "setp.ne.b32 p, %66, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-      "%64, %65, p, 1, 1, %67, %68;\n" \
-      "}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
-
-#define SHARDJIT_WGMMA_M64N64K16(TYPE) \
-  asm volatile( \
-      "{\n" \
-      ".reg .pred p;\n" \
-      "setp.ne.b32 p, %34, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-      "%32, %33, p, 1, 1, %35, %36;\n" \
-      "}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
-
-// D[64 x N] (+)= A[64 x 16] * B[16 x N]^T for N = 256, 128 or 64, both operands in shared memory
-// (descriptors above), K contiguous where TRANS_A / TRANS_B is 0 and M / N contiguous where it is 1;
-// fp32 accumulators d[0, N / 2) in the fragment order of the PTX ISA: register 4 j + i of lane l of
-// warp w (of the warpgroup) holds row 16 w + l / 4 + 8 (i / 2), column 8 j + 2 (l % 4) + i % 2.
-// accumulate = 0 overwrites D instead of adding to it. d indexes registers once unrolled: pass
-// constant offsets into the thread's accumulator array.
-template <class T, int N, int TRANS_A, int TRANS_B>
-__device__ __forceinline__ void wgmma_m64nNk16(float* d, unsigned long long desc_a, unsigned long long desc_b,
-                                               int accumulate) {
+// D[64 x 256] (+)= A[64 x 16] * B[16 x 256]^T, both operands in shared memory (descriptors
+// above), K contiguous where TRANS_A / TRANS_B is 0 and M / N contiguous where it is 1; fp32
+// accumulators in the fragment order of the PTX ISA: register
+// 4 j + i of lane l of warp w (of the warpgroup) holds row 16 w + l / 4 + 8 (i / 2), column
+// 8 j + 2 (l % 4) + i % 2. accumulate = 0 overwrites D instead of adding to it.
+template <class T, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
+                                                 unsigned long long desc_b, int accumulate) {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value, "wgmma takes bf16 or fp16 here");
   static_assert((TRANS_A == 0 || TRANS_A == 1) && (TRANS_B == 0 || TRANS_B == 1), "a transpose flag is 0 or 1");
-  static_assert(N == 256 || N == 128 || N == 64, "wgmma tiles of 256, 128 or 64 columns");
-  constexpr bool kBf16 = is_same_type<T, bf16>::value;
-  if constexpr (N == 256) {
-    if constexpr (kBf16) { SHARDJIT_WGMMA_M64N256K16("bf16") } else { SHARDJIT_WGMMA_M64N256K16("f16") }
-  } else if constexpr (N == 128) {
-    if constexpr (kBf16) { SHARDJIT_WGMMA_M64N128K16("bf16") } else { SHARDJIT_WGMMA_M64N128K16("f16") }
+  if constexpr (is_same_type<T, bf16>::value) {
+    SHARDJIT_WGMMA_M64N256K16("bf16")
   } else {
-    if constexpr (kBf16) { SHARDJIT_WGMMA_M64N64K16("bf16") } else { SHARDJIT_WGMMA_M64N64K16("f16") }
+    SHARDJIT_WGMMA_M64N256K16("f16")
   }
 }
 
 #undef SHARDJIT_WGMMA_M64N256K16
-#undef SHARDJIT_WGMMA_M64N128K16
-#undef SHARDJIT_WGMMA_M64N64K16
 
 }  // namespace kernels
 }  // namespace shardjit

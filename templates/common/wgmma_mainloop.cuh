@@ -68,7 +68,7 @@ struct WgmmaOperandTile {
 SHARDJIT_HOST_DEVICE constexpr int wgmma_slices_in_flight(int stages) { return stages >= 4 ? 1 : 0; }
 
 template <class T, int BM, int BN, int BK, int IN_FLIGHT, MmaOperand A_LAYOUT = MmaOperand::kKContiguous,
-          MmaOperand B_LAYOUT = MmaOperand::kKContiguous, int PARTS = 1>
+          MmaOperand B_LAYOUT = MmaOperand::kKContiguous>
 struct WgmmaTileMainloop {
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(BM < 0, "the wgmma main loop needs the sm_90a target (WGMMA = true only on Hopper)");
@@ -78,7 +78,6 @@ struct WgmmaTileMainloop {
   static_assert(BM == 128 && BN == 256 && BK == 64,
                 "the wgmma main loop runs 128 x 256 tiles of 64-wide K slices (128-byte rows)");
   static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
-  static_assert(PARTS == 1 || PARTS == 2 || PARTS == 4, "a slice runs as 1, 2 or 4 column parts");
   static constexpr int kThreads = 256;
   static constexpr int kSlicesInFlight = IN_FLIGHT;
   // The kernel fences its cp.async copies into the async proxy before each slice's barrier.
@@ -102,42 +101,19 @@ struct WgmmaTileMainloop {
   template <class Between>
   __device__ __forceinline__ void compute(const T* a_stage, const T* b_stage, int warp, int /*lane*/,
                                           Between&& between) {
-    issue(a_stage, b_stage, warp);
-    between();
-    wgmma_wait_group<PARTS * IN_FLIGHT>();
+    const unsigned long long a_desc = ATile::descriptor(a_stage, (warp / 4) * kWarpGroupRows);
+    const unsigned long long b_desc = BTile::descriptor(b_stage, 0);
     fence_accumulators();
-  }
-
-  // Issues one BK slice's products, PARTS commit groups, and returns without waiting.
-  __device__ __forceinline__ void issue(const T* a_stage, const T* b_stage, int warp) {
+    wgmma_fence();
 #pragma unroll
-    for (int part = 0; part < PARTS; ++part) issue_part(a_stage, b_stage, warp, part, 1);
-  }
-
-  // Column parts: with PARTS > 1 each slice runs as PARTS wgmma groups, one per BN / PARTS
-  // columns (accumulators [part, part + 1) * kPartAccumulators), so that a kernel can fold a
-  // finished tile part by part, each as soon as its own products are done, while the tensor cores
-  // still work on the later parts and on the next tile's first ones (templates/linear_logp/fwd.cuh).
-  // Every slice is issued in parts, not only a tile's last: ptxas keeps the wgmma of a loop
-  // asynchronous only when each register range is always written by wgmma of the same shape.
-  // A part's accumulators are touched only between the wait that completes its group and the
-  // next wgmma on them.
-  static constexpr int kParts = PARTS;
-  static constexpr int kPartAccumulators = kAccumulators / PARTS;
-
-  // Issues part `part` of the first slice of a new tile: its products overwrite the part's
-  // accumulators (the previous tile's, already consumed). One commit group.
-  __device__ __forceinline__ void restart_part(const T* a_stage, const T* b_stage, int warp, int part) {
-    issue_part(a_stage, b_stage, warp, part, 0);
-  }
-
-  // Waits until at most N committed groups are in flight, part `part`'s among the finished ones,
-  // then hands that part's accumulators (only: the others may still be in flight) back to the
-  // thread's code.
-  template <int N>
-  __device__ __forceinline__ void wait_for_part(int part) {
-    wgmma_wait_group<N>();
-    fence_part(part);
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      wgmma_m64n256k16<T, ATile::kTranspose, BTile::kTranspose>(acc, a_desc + kk * ATile::kStep,
+                                                                b_desc + kk * BTile::kStep, 1);
+    }
+    wgmma_commit_group();
+    between();
+    wgmma_wait_group<IN_FLIGHT>();
+    fence_accumulators();
   }
 
   // Waits for the slices left in flight: call before reading or clearing the accumulators.
@@ -183,32 +159,6 @@ struct WgmmaTileMainloop {
   }
 
  private:
-  // Issues the part's products of one slice, one commit group; accumulate = 0 overwrites the
-  // part's accumulators.
-  __device__ __forceinline__ void issue_part(const T* a_stage, const T* b_stage, int warp, int part,
-                                             int accumulate) {
-    static_assert(BN % (64 * PARTS) == 0, "parts of whole 64-column atoms");
-    constexpr int kPartColumns = BN / PARTS;
-    const unsigned long long a_desc = ATile::descriptor(a_stage, (warp / 4) * kWarpGroupRows);
-    const unsigned long long b_desc = BTile::descriptor(b_stage, part * kPartColumns);
-    fence_part(part);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      wgmma_m64nNk16<T, kPartColumns, ATile::kTranspose, BTile::kTranspose>(
-          acc + part * kPartAccumulators, a_desc + kk * ATile::kStep, b_desc + kk * BTile::kStep,
-          kk == 0 ? accumulate : 1);
-    }
-    wgmma_commit_group();
-  }
-
-  // Only the part's registers: the other parts' products may still be in flight, and touching
-  // their registers would make ptxas serialize every wgmma of the kernel.
-  __device__ __forceinline__ void fence_part(int part) {
-#pragma unroll
-    for (int i = 0; i < kPartAccumulators; ++i) fence_register(acc[part * kPartAccumulators + i]);
-  }
-
   __device__ __forceinline__ void fence_accumulators() {
 #pragma unroll
     for (int i = 0; i < kAccumulators; ++i) fence_register(acc[i]);

@@ -56,10 +56,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   // that it does not push the X tiles out of L2 between their reads (docs/perf-notes.md).
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
-  // The Hopper loop hands each tile over to the next in column parts (below); the portable loops
-  // fold whole tiles.
-  constexpr int kHandOverParts = WGMMA ? 2 : 1;
-  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA, kHandOverParts>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
   using Epilogue = typename conditional_type<WGMMA, LogpFragmentEpilogue<BiasT, TargetT, V_VALID, ENTROPY, Mainloop>,
                                              LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>>::type;
 
@@ -121,61 +118,18 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
 
   Mainloop mainloop;
   int read_slot = 0;
-  // Waits for the next slice of the ring and returns its stage.
-  auto next_stage = [&]() {
-    // Makes every thread's copies of this slot visible, and frees the slot that the refill
-    // issued during compute fills.
-    wait_for_slice<Mainloop, STAGES>();
-    const T* const stage = ring + read_slot * kStageElems;
-    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-    return stage;
-  };
-  mainloop.clear();
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const bool last_tile = tile + 1 == tile_end;
-    // A tile after the first started in the hand-over below, with its first slice; the last
-    // slice of a tile with a tile after it runs in the hand-over too.
-    const int first_slice = kHandOverParts > 1 && tile != tile_begin ? 1 : 0;
-    const int loop_end = kHandOverParts > 1 && !last_tile ? kKSlices - 1 : kKSlices;
+    mainloop.clear();
 #pragma unroll 1
-    for (int slice = first_slice; slice < loop_end; ++slice) {
-      const T* const stage = next_stage();
-      mainloop.compute(stage, stage + BM * BK, warp, lane, load_next);
+    for (int slice = 0; slice < kKSlices; ++slice) {
+      // Makes every thread's copies of this slot visible, and frees the slot that the refill
+      // issued during compute fills.
+      wait_for_slice<Mainloop, STAGES>();
+      const T* const slot = ring + read_slot * kStageElems;
+      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     }
-    if constexpr (kHandOverParts > 1) {
-      if (!last_tile) {
-        // Hand-over to the next tile. Each column part of this tile is folded as soon as its
-        // own products are done, and the next tile's first products of the same columns start
-        // right after it, so the tensor cores work on the other parts while a part is folded.
-        // Groups committed after part p's: the later parts and the next tile's earlier ones.
-        // The last slice is issued here, on the same straight path as the folds, for ptxas to
-        // count the groups in flight (otherwise it serializes every wgmma of the kernel). With
-        // a single K slice, a tile after the first was issued whole by the hand-over before.
-        if (kKSlices > 1 || first_slice == 0) {
-          const T* const stage = next_stage();
-          mainloop.issue(stage, stage + BM * BK, warp);
-          load_next();
-        }
-        // The slice before is done, so the next barrier may free its slot.
-        wgmma_wait_group<kHandOverParts>();
-        const T* const stage = next_stage();
-#pragma unroll
-        for (int part = 0; part < kHandOverParts; ++part) {
-          mainloop.template wait_for_part<kHandOverParts - 1>(part);
-          epilogue.template consume_part<kHandOverParts>(mainloop, part, tile * BN, args.bias,
-                                                         args.inv_temperature, lane);
-          mainloop.restart_part(stage, stage + BM * BK, warp, part);
-          if (part == 0) load_next();
-        }
-      }
-    } else {
-      epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
-      mainloop.clear();
-    }
-  }
-  // The last tile is folded whole (nothing follows it to hand over to).
-  if (kHandOverParts > 1 && tile_begin < tile_end) {
-    epilogue.consume_tile(mainloop, (tile_end - 1) * BN, rows, args.bias, args.inv_temperature, warp, lane);
+    epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
   }
   cp_async_wait_group<0>();
 

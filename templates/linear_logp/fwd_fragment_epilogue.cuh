@@ -47,24 +47,11 @@ struct LogpFragmentEpilogue {
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int /*rows*/, const void* bias,
                                                float inv_temperature, int /*warp*/, int lane) {
     mainloop.finish();
-    consume_part<1>(mainloop, 0, n0, bias, inv_temperature, lane);
-  }
-
-  // Folds column part `part` of PARTS of the tile (column groups [part, part + 1) * kGroups /
-  // PARTS, the accumulators of WgmmaTileMainloop::compute_parts), whose products the caller has
-  // waited for; `part` is a constant once the caller's loop is unrolled. Each part is its own
-  // column set for the running statistics.
-  template <int PARTS>
-  __device__ __forceinline__ void consume_part(Mainloop& mainloop, int part, int n0, const void* bias,
-                                               float inv_temperature, int lane) {
-    static_assert(kGroups % PARTS == 0, "parts of whole column groups");
-    constexpr int kPartGroups = kGroups / PARTS;
-    const int g0 = part * kPartGroups;
     float* const acc = mainloop.acc;
     const int limit = V_VALID - n0;
     if constexpr (kBias) {
 #pragma unroll
-      for (int g = g0; g < g0 + kPartGroups; ++g)
+      for (int g = 0; g < kGroups; ++g)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int col = Mainloop::fragment_col(lane, g, e);
@@ -75,10 +62,10 @@ struct LogpFragmentEpilogue {
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (limit >= (g0 + kPartGroups) * 8) {
-        fold_whole_row<kPartGroups>(acc, g0, h, n0, inv_temperature, lane);
+      if (limit >= Mainloop::kColumnGroups * 8) {
+        fold_whole_row(acc, h, n0, inv_temperature, lane);
       } else {
-        fold_partial_row<kPartGroups>(acc, g0, h, n0, limit, inv_temperature, lane);
+        fold_partial_row(acc, h, n0, limit, inv_temperature, lane);
       }
     }
   }
@@ -109,14 +96,13 @@ struct LogpFragmentEpilogue {
 
   // The row's target logit where this thread holds the target's column, else -inf. Called once
   // a row and tile; the column loop runs only in the tile that holds the target.
-  template <int GROUPS>
-  __device__ __forceinline__ float target_logit(const float* acc, int g0, int h, int n0, float inv_temperature,
+  __device__ __forceinline__ float target_logit(const float* acc, int h, int n0, float inv_temperature,
                                                 int lane) const {
     const int tcol = target_col[h] - n0;
     float target = neg_inf();
-    if (tcol >= g0 * 8 && tcol < (g0 + GROUPS) * 8) {
+    if (tcol >= 0 && tcol < kGroups * 8) {
 #pragma unroll
-      for (int g = g0; g < g0 + GROUPS; ++g)
+      for (int g = 0; g < kGroups; ++g)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           if (Mainloop::fragment_col(lane, g, e) == tcol) target = acc[4 * g + 2 * h + e] * inv_temperature;
@@ -130,12 +116,11 @@ struct LogpFragmentEpilogue {
   // exceeds it); each term is then one FFMA and one ex2:
   // exp(z - max) = 2^((acc - acc_max) * inv_temperature * log2(e)). The max's own term comes out
   // within a rounding of 1 rather than exactly 1; logp_combine keeps logp <= 0 regardless.
-  template <int GROUPS>
-  __device__ __forceinline__ void fold_whole_row(const float* acc, int g0, int h, int n0, float inv_temperature,
+  __device__ __forceinline__ void fold_whole_row(const float* acc, int h, int n0, float inv_temperature,
                                                  int lane) {
-    float acc_max = acc[4 * g0 + 2 * h];
+    float acc_max = acc[2 * h];
 #pragma unroll
-    for (int g = g0; g < g0 + GROUPS; ++g)
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) acc_max = fmaxf(acc_max, acc[4 * g + 2 * h + e]);
     const float tile_max = acc_max * inv_temperature;
@@ -144,7 +129,7 @@ struct LogpFragmentEpilogue {
     float sum = 0.0f;
     float ent = 0.0f;
 #pragma unroll
-    for (int g = g0; g < g0 + GROUPS; ++g)
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float a = acc[4 * g + 2 * h + e];
@@ -153,17 +138,16 @@ struct LogpFragmentEpilogue {
         if (ENTROPY) ent += p * fmaf(a, inv_temperature, -tile_max);
       }
     merge_stats<ENTROPY>(run[h], tile_max, sum, ent);
-    run[h].target = fmaxf(run[h].target, target_logit<GROUPS>(acc, g0, h, n0, inv_temperature, lane));
+    run[h].target = fmaxf(run[h].target, target_logit(acc, h, n0, inv_temperature, lane));
   }
 
   // The shard's last tile, with columns at or past V_VALID (limit = V_VALID - n0 < BN): those are
   // left out, and a thread may hold none of the valid ones.
-  template <int GROUPS>
-  __device__ __forceinline__ void fold_partial_row(const float* acc, int g0, int h, int n0, int limit,
+  __device__ __forceinline__ void fold_partial_row(const float* acc, int h, int n0, int limit,
                                                    float inv_temperature, int lane) {
     float tile_max = neg_inf();
 #pragma unroll
-    for (int g = g0; g < g0 + GROUPS; ++g)
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (Mainloop::fragment_col(lane, g, e) < limit) {
@@ -173,7 +157,7 @@ struct LogpFragmentEpilogue {
     float sum = 0.0f;
     float ent = 0.0f;
 #pragma unroll
-    for (int g = g0; g < g0 + GROUPS; ++g)
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (Mainloop::fragment_col(lane, g, e) < limit) {
@@ -184,7 +168,7 @@ struct LogpFragmentEpilogue {
         }
       }
     merge_stats<ENTROPY>(run[h], tile_max, sum, ent);
-    run[h].target = fmaxf(run[h].target, target_logit<GROUPS>(acc, g0, h, n0, inv_temperature, lane));
+    run[h].target = fmaxf(run[h].target, target_logit(acc, h, n0, inv_temperature, lane));
   }
 };
 
