@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "linear_logp/fwd_args.cuh"
+#include "linear_logp/fwd_block_order.cuh"
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
@@ -84,7 +85,7 @@ struct SplitPlan {
   // Partial sources the combine merges a row.
   int sources() const { return splits * unit_pieces; }
   int blocks() const { return whole_units + (units() - whole_units) * unit_pieces; }
-  int split_tiles() const { return (vocab_tiles + splits - 1) / splits; }
+  int split_tiles() const { return kernels::fwd_split_tiles(vocab_tiles, splits); }
 };
 
 // What the split choice needs to know of the GPU.

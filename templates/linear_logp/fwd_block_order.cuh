@@ -47,6 +47,12 @@ SHARDJIT_HOST_DEVICE inline FwdBlockWork fwd_block_work(int block, int row_tiles
 // The smaller of two tile indices, for the host and the kernel alike (NVRTC has no std::min).
 SHARDJIT_HOST_DEVICE constexpr int min_tile(int a, int b) { return a < b ? a : b; }
 
+// Tiles of every split but the last (which may have fewer, or none) when splits splits share
+// vocab_tiles tiles: the split length of the kernel and of the host's plan (SplitPlan).
+SHARDJIT_HOST_DEVICE constexpr int fwd_split_tiles(int vocab_tiles, int splits) {
+  return (vocab_tiles + splits - 1) / splits;
+}
+
 // Tiles of a piece of a unit whose split has split_tiles tiles; the last pieces may have fewer,
 // or none.
 SHARDJIT_HOST_DEVICE constexpr int fwd_piece_tiles(int split_tiles, int unit_pieces) {
@@ -59,11 +65,11 @@ struct TileRange {
 };
 
 // The tiles of `work` over a shard of vocab_tiles tiles: split s covers [s P, min((s + 1) P,
-// vocab_tiles)) with P = ceil(vocab_tiles / splits), and piece c of it the c-th
+// vocab_tiles)) with P = fwd_split_tiles(vocab_tiles, splits), and piece c of it the c-th
 // fwd_piece_tiles(P, unit_pieces) tiles of that range.
 SHARDJIT_HOST_DEVICE inline TileRange fwd_block_tiles(const FwdBlockWork& work, int splits, int unit_pieces,
                                                      int vocab_tiles) {
-  const int per_split = (vocab_tiles + splits - 1) / splits;
+  const int per_split = fwd_split_tiles(vocab_tiles, splits);
   const int split_end = min_tile(vocab_tiles, (work.split + 1) * per_split);
   int begin = min_tile(vocab_tiles, work.split * per_split);
   int end = split_end;
