@@ -307,6 +307,10 @@ const BwdCase kCases[] = {
      false, 0, 1.0, 0, 1e-3f, true},
     {"n1000_h64_v300_filter_fp32", 1000, 64, 300, 0, DType::kFP32, kNoBias, DType::kInt64, 1.0f, kBoth, false, false, false,
      false, 0, 1.0, 1e-3, 1e-3f, true},
+    // More tiles than a GPU of up to 132 multiprocessors runs at once in every kernel but
+    // grad_weight's (dZ 266, grad_hidden 133): the filter mask of later waves' tiles.
+    {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
+     false, false, false, 0, 1.0, 0, 1e-3f, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpBwdTest, ::testing::ValuesIn(kCases),
