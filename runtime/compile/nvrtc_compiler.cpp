@@ -172,6 +172,11 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
   }
   dump(source, arch, ptx, &compiled, nvrtc_log);
   if (!nvrtc_log.empty()) log().debug("NVRTC log for {} ({}):\n{}", source.spec_text, arch, nvrtc_log);
+  if (wgmma_serialized(compiled)) {
+    log().warn("{} ({}): ptxas runs its wgmma one at a time, a performance loss; the kernel is still correct. "
+               "NVRTC log:\n{}",
+               source.spec_text, arch, nvrtc_log);
+  }
   return compiled;
 }
 
@@ -186,6 +191,10 @@ void NvrtcCompiler::dump(const KernelSource& source, const std::string& arch, co
   if (!nvrtc_log.empty()) write_file(base.string() + ".log", nvrtc_log);
   if (!ptx.empty()) write_file(base.string() + ".ptx", ptx);
   if (compiled != nullptr) write_file(base.string() + ".cubin", compiled->cubin);
+}
+
+bool wgmma_serialized(const CompiledKernel& compiled) {
+  return compiled.log.find("wgmma.mma_async instructions are serialized") != std::string::npos;
 }
 
 }  // namespace shardjit

@@ -24,6 +24,13 @@ struct CompiledKernel {
   std::string log;           // NVRTC's log (warnings), may be empty
 };
 
+// Whether ptxas reported running the kernel's wgmma one at a time (C7515 and kin, "wgmma.mma_async
+// instructions are serialized ..."): the Hopper main loops then lose their overlap of products
+// with everything else, typically a third or more of their speed, while the results stay right.
+// Any value kept live across the K loop or touched between a wgmma and its wait can cause it
+// (docs/perf-notes.md), so every compile is checked and a hit is logged as a warning.
+bool wgmma_serialized(const CompiledKernel& compiled);
+
 class NvrtcCompiler {
  public:
   explicit NvrtcCompiler(std::optional<std::string> dump_dir = std::nullopt);

@@ -58,6 +58,7 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
     EXPECT_GT(compiled.cubin.size(), 1000u) << spec->canonical_text();
     EXPECT_EQ(compiled.cubin.compare(0, 4, "\x7f" "ELF"), 0) << "a CUBIN is an ELF image";
     EXPECT_FALSE(compiled.lowered_name.empty());
+    EXPECT_FALSE(wgmma_serialized(compiled)) << spec->canonical_text() << "\n" << compiled.log;
   }
 }
 
@@ -87,6 +88,17 @@ TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
     EXPECT_NE(message.find("undeclared_name_here"), std::string::npos) << message;
     EXPECT_NE(message.find("demo/broken.cuh:2:"), std::string::npos) << "quotes the template line:\n" << message;
   }
+}
+
+TEST(NvrtcCompiler, SerializedWgmmaIsRecognizedInTheLog) {
+  CompiledKernel compiled;
+  EXPECT_FALSE(wgmma_serialized(compiled));
+  // As ptxas 13.0 words it (here for a GEMM whose alpha was read before its K loop).
+  compiled.log =
+      "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non "
+      "wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in "
+      "the function 'gemm'";
+  EXPECT_TRUE(wgmma_serialized(compiled));
 }
 
 TEST(NvrtcCompiler, DumpFolderReceivesSourcePtxAndCubin) {
