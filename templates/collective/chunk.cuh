@@ -34,15 +34,6 @@ struct RawChunk<4> {
 };
 
 template <class T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ bf16 from_float<bf16>(float x) { return to_bf16(x); }
-template <>
-__device__ __forceinline__ fp16 from_float<fp16>(float x) { return to_fp16(x); }
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-
-template <class T>
 __device__ __forceinline__ unsigned int bits_of(T x) { return x.bits; }
 template <>
 __device__ __forceinline__ unsigned int bits_of<float>(float x) { return __float_as_uint(x); }

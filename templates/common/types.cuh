@@ -69,5 +69,23 @@ __device__ __forceinline__ fp16 to_fp16(float x) {
   return r;
 }
 
+// x rounded to T: the conversion a kernel templated on its element type writes with.
+template <class T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) { return to_bf16(x); }
+template <>
+__device__ __forceinline__ fp16 from_float<fp16>(float x) { return to_fp16(x); }
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+
+// Two adjacent elements of a 16-bit type T, rounded from lo and hi, as one 32-bit word (lo in the
+// low half, where it sits in memory).
+template <class T>
+__device__ __forceinline__ unsigned int pack_pair(float lo, float hi) {
+  static_assert(sizeof(T) == 2, "a pair of 16-bit elements");
+  return static_cast<unsigned int>(from_float<T>(lo).bits) | static_cast<unsigned int>(from_float<T>(hi).bits) << 16;
+}
+
 }  // namespace kernels
 }  // namespace shardjit

@@ -82,6 +82,8 @@ struct WgmmaTileMainloop {
   static constexpr int kSlicesInFlight = IN_FLIGHT;
   // The kernel fences its cp.async copies into the async proxy before each slice's barrier.
   static constexpr bool kAsyncProxyReads = true;
+  static constexpr int kTileRows = BM;
+  static constexpr int kTileCols = BN;
   static constexpr int kWarpGroupRows = 64;
   static constexpr int kAccumulators = BN / 2;  // 64 x BN per warpgroup of 128 threads
   static constexpr int kColumnGroups = BN / 8;

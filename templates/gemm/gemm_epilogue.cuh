@@ -30,20 +30,9 @@ __device__ __forceinline__ void store_pair(float* p, float v0, float v1) {
   *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
 }
 
-__device__ __forceinline__ unsigned int pack_pair(bf16 lo, bf16 hi) {
-  return static_cast<unsigned int>(lo.bits) | static_cast<unsigned int>(hi.bits) << 16;
-}
-
-__device__ __forceinline__ unsigned int pack_pair(fp16 lo, fp16 hi) {
-  return static_cast<unsigned int>(lo.bits) | static_cast<unsigned int>(hi.bits) << 16;
-}
-
-__device__ __forceinline__ void store_pair(bf16* p, float v0, float v1) {
-  *reinterpret_cast<unsigned int*>(p) = pack_pair(to_bf16(v0), to_bf16(v1));
-}
-
-__device__ __forceinline__ void store_pair(fp16* p, float v0, float v1) {
-  *reinterpret_cast<unsigned int*>(p) = pack_pair(to_fp16(v0), to_fp16(v1));
+template <class T>
+__device__ __forceinline__ void store_pair(T* p, float v0, float v1) {
+  *reinterpret_cast<unsigned int*>(p) = pack_pair<T>(v0, v1);
 }
 
 template <class OutT, class AddT>

@@ -14,7 +14,7 @@
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
-// and marked 0 in tile_mask, so that the GEMMs skip it.
+// (by the epilogue) and marked 0 in tile_mask, so that the GEMMs skip it.
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
   unsigned char* const smem = linear_logp_bwd_dz_smem;
   T* const ring = reinterpret_cast<T*>(smem);
-  Epilogue epilogue(smem + linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES));
+  constexpr int kRingBytes = linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES);
+  static_assert(Epilogue::kStagingBytes <= kRingBytes, "the epilogue's staging tile fits in the ring");
+  Epilogue epilogue(smem, smem + kRingBytes);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -118,16 +120,8 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
   }
   cp_async_wait_group<0>();
-  epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
-
-  if constexpr (FILTER) {
-    __syncthreads();
-    const float s = args.scale != nullptr ? *args.scale : 1.0f;
-    // Compared as bits: the threshold is non-negative, and a NaN keeps its tile.
-    const bool keep = *epilogue.tile_max >= __float_as_uint(args.filter_threshold * s);
-    if (!keep) epilogue.store_zero_tile(c0, rows, args, out, warp, lane);
-    if (tid == 0) *mask = keep ? 1 : 0;
-  }
+  const bool keep = epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
+  if (FILTER && tid == 0) *mask = keep ? 1 : 0;
 }
 
 }  // namespace kernels

@@ -11,7 +11,7 @@
 // them with one vector store, so a warp writes a row's COLS values in one go.
 //
 // FILTER: consume also records the largest |dZ| of everything it wrote since init; when the
-// whole block tile (all its chunks) lies below the threshold, the kernel overwrites what was
+// whole block tile (all its chunks) lies below the threshold, consume_tile overwrites what was
 // written with zeros (store_zeros, by the same threads, so in program order).
 #pragma once
 
@@ -34,19 +34,9 @@ __device__ __forceinline__ void store_dz(float* p, const float (&v)[N]) {
 
 template <class T, int N>
 __device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
-  unsigned short bits[N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    if constexpr (is_same_type<T, bf16>::value) {
-      bits[j] = to_bf16(v[j]).bits;
-    } else {
-      bits[j] = to_fp16(v[j]).bits;
-    }
-  }
-  const unsigned int lo = static_cast<unsigned int>(bits[0]) | static_cast<unsigned int>(bits[1]) << 16;
+  const unsigned int lo = pack_pair<T>(v[0], v[1]);
   if constexpr (N == 4) {
-    const unsigned int hi = static_cast<unsigned int>(bits[2]) | static_cast<unsigned int>(bits[3]) << 16;
-    *reinterpret_cast<uint2*>(p) = make_uint2(lo, hi);
+    *reinterpret_cast<uint2*>(p) = make_uint2(lo, pack_pair<T>(v[2], v[3]));
   } else {
     *reinterpret_cast<unsigned int*>(p) = lo;
   }
@@ -90,6 +80,13 @@ __device__ __forceinline__ void fold_tile_max(unsigned int* tile_max, unsigned i
   if (lane == 0) atomicMax(tile_max, local_max);
 }
 
+// FILTER: whether a tile whose largest |dZ| has the bits tile_max keeps its values: compared as
+// bits, since the threshold is non-negative, and a NaN keeps its tile.
+__device__ __forceinline__ bool dz_tile_kept(unsigned int tile_max, const LinearLogpBwdDzArgs& args) {
+  const float s = args.scale != nullptr ? *args.scale : 1.0f;
+  return tile_max >= __float_as_uint(args.filter_threshold * s);
+}
+
 template <class BiasT, class TargetT, class DZ, int BM, int BN, int COLS, int V_VALID, bool FILTER, int THREADS>
 struct DzEpilogue {
   static constexpr int kChunks = BN / COLS;
@@ -105,8 +102,11 @@ struct DzEpilogue {
   BwdRow* rows;            // [BM]
   unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
 
+  // The ring is not written: the logit tile has its own region.
+  static constexpr int kStagingBytes = 0;
+
   // `region`: the epilogue's part of shared memory (templates/linear_logp/bwd_dz_layout.cuh).
-  __device__ explicit DzEpilogue(unsigned char* region)
+  __device__ DzEpilogue(unsigned char* /*ring*/, unsigned char* region)
       : logits(reinterpret_cast<float*>(region)),
         rows(reinterpret_cast<BwdRow*>(region + linear_logp_bwd_dz_rows_offset(BM, BN))),
         tile_max(reinterpret_cast<unsigned int*>(region + linear_logp_bwd_dz_max_offset(BM, BN))) {}
@@ -125,9 +125,11 @@ struct DzEpilogue {
   // Turns the finished tile whose column 0 is shard column n0 (chunk column c0) into dZ for its
   // first `n` rows, written to `out` (the dZ of row 0, column c0), chunk by chunk through the
   // logit tile. The logit tile does not overlap the ring, so chunk 0 may be written while other
-  // warps still read their last slice; a later chunk waits for the one before.
+  // warps still read their last slice; a later chunk waits for the one before. With FILTER, a
+  // tile whose |dZ| all lie below the threshold is then overwritten with zeros; returns whether
+  // it was not. Every thread of the block calls it (it synchronizes the block).
   template <class Mainloop>
-  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int c0, int n, const LinearLogpBwdDzArgs& args,
+  __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n, const LinearLogpBwdDzArgs& args,
                                                DZ* out, int warp, int lane) const {
     static_assert(Mainloop::kSlicesInFlight == 0, "the tile is read from the accumulators once its products are done");
 #pragma unroll
@@ -137,6 +139,13 @@ struct DzEpilogue {
       __syncthreads();
       consume(logits, kLd, n0 + chunk * COLS, c0 + chunk * COLS, n, args, out + chunk * COLS, warp, lane);
     }
+    bool keep = true;
+    if constexpr (FILTER) {
+      __syncthreads();
+      keep = dz_tile_kept(*tile_max, args);
+      if (!keep) store_zero_tile(c0, n, args, out, warp, lane);
+    }
+    return keep;
   }
 
   // Writes zeros to the first `n` rows of the tile at chunk column c0, each element by the thread

@@ -1,12 +1,19 @@
 // dZ epilogue of linear_logp_bwd_dz on the Hopper main loop: the finished tile is turned into dZ
-// straight from the wgmma accumulators, which hold two rows and BN / 4 columns a thread
-// (WgmmaTileMainloop's fragment layout), and written to the chunk's dZ buffer pair by pair. No
-// shared-memory logit tile and no barrier: the ring takes the whole shared memory (a fourth
-// stage, and a slice of wgmma left in flight), and a warp writes its rows as soon as its own
-// products are done. Same formula, zeros, padding and FILTER rule as DzEpilogue
-// (bwd_dz_epilogue.cuh), and the same interface: init, consume_tile, store_zero_tile, tile_max.
+// in place in the wgmma accumulators, which hold two rows and BN / 4 columns a thread
+// (WgmmaTileMainloop's fragment layout), and written out through the ring, free once every
+// warpgroup's products are done (FragmentTileStore, templates/common/fragment_store.cuh). Same
+// formula, zeros, padding and FILTER rule as DzEpilogue (bwd_dz_epilogue.cuh), and the same
+// interface: init, consume_tile, store_zero_tile.
+//
+// A logit costs one FFMA, one ex2 and one FMUL, as in the forward's fold:
+//   dZ = coef_p * 2^(acc * inv_temperature * log2(e) - lse * log2(e))   (+ coef_t at the target),
+// with the target's term added by the one thread that holds it, and the zeros of padding
+// columns, columns past the chunk and rows without a gradient written over the values only in
+// the tiles and rows that have them.
 #pragma once
 
+#include "common/fragment_store.cuh"
+#include "common/math.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
@@ -18,13 +25,23 @@ namespace kernels {
 template <class BiasT, class TargetT, class DZ, int V_VALID, bool FILTER, class Mainloop>
 struct DzFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
+  static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  static constexpr float kLog2e = 1.4426950408889634f;
+  using Store = FragmentTileStore<DZ, Mainloop>;
 
   BwdRow row[2];           // the thread's two rows (fragment_row half 0 and 1)
+  float exp2_offset[2];    // -lse * log2(e) of each
+  unsigned char* staging;  // the ring, for FragmentTileStore
   unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
 
-  // `region`: the epilogue's part of shared memory, the tile max alone.
-  __device__ explicit DzFragmentEpilogue(unsigned char* region) : tile_max(reinterpret_cast<unsigned int*>(region)) {}
+  // Bytes of the ring the epilogue writes once the products are done.
+  static constexpr int kStagingBytes = Store::kBytes;
+
+  // `ring`: the pipeline's stages (at least kStagingBytes); `region`: the epilogue's part of
+  // shared memory, the tile max alone.
+  __device__ DzFragmentEpilogue(unsigned char* ring, unsigned char* region)
+      : staging(ring), tile_max(reinterpret_cast<unsigned int*>(region)) {}
 
   // The tile max is published by the first K-loop barrier.
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) {
@@ -34,58 +51,76 @@ struct DzFragmentEpilogue {
       const long long i = row0 + Mainloop::fragment_row(tid / 32, tid % 32, h);
       row[h] = BwdRow{0.0f, 0.0f, 0.0f, kBwdNoGradient};
       if (i < args.n_rows) row[h] = bwd_row<TargetT, V_VALID>(args, i, s);
+      exp2_offset[h] = -row[h].lse * kLog2e;
     }
     if (FILTER && tid == 0) *tile_max = 0u;
   }
 
-  // dZ of the finished tile whose column 0 is shard column n0 (chunk column c0), for its first
-  // `n` rows, written to `out` (the dZ of row 0, column c0); with FILTER the largest |dZ| is
-  // folded into tile_max.
-  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int c0, int n,
-                                               const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
+  // Writes the dZ of the finished tile whose column 0 is shard column n0 (chunk column c0) for
+  // its first `n` rows to `out` (the dZ of row 0, column c0). With FILTER, a tile whose |dZ| all
+  // lie below the threshold is written as zeros; returns whether it was not. Every thread of the
+  // block calls it (it synchronizes the block).
+  __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n,
+                                               const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) {
     mainloop.finish();
-    const float* const acc = mainloop.acc;
-    const int padded = dz_padded_cols(args);
-    unsigned int local_max = 0u;
+    float* const acc = mainloop.acc;
+    // Columns of the tile with a gradient: below V_VALID and inside the chunk.
+    const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
+    if constexpr (kBias) {
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-      const int col = Mainloop::fragment_col(lane, g, 0);
-      // A pair starts at an even column and the padded width is a multiple of 8: a pair is
-      // wholly inside the written columns or wholly outside.
-      if (c0 + col >= padded) continue;
-      bool valid[2];
-      float bias[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        valid[e] = n0 + col + e < V_VALID && c0 + col + e < args.chunk_cols;
-        bias[e] = 0.0f;
-        if constexpr (kBias) {
-          if (valid[e]) bias[e] = to_float(static_cast<const BiasT*>(args.bias)[n0 + col + e]);
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = Mainloop::fragment_row(warp, lane, h);
-        if (r >= n) continue;
-        float dz[2];
+      for (int g = 0; g < kGroups; ++g)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float z = (acc[4 * g + 2 * h + e] + bias[e]) * args.inv_temperature;
-          const float p = expf(z - row[h].lse);
-          const float value = row[h].coef_p * p + (n0 + col + e == row[h].target ? row[h].coef_t : 0.0f);
-          dz[e] = valid[e] && row[h].target != kBwdNoGradient ? value : 0.0f;
-          // As bits, a NaN is larger than every number and keeps its tile.
-          const unsigned int bits = __float_as_uint(fabsf(dz[e]));
-          local_max = bits > local_max ? bits : local_max;
+          const int col = Mainloop::fragment_col(lane, g, e);
+          const float b = col < valid_cols ? to_float(static_cast<const BiasT*>(args.bias)[n0 + col]) : 0.0f;
+          acc[4 * g + e] += b;
+          acc[4 * g + 2 + e] += b;
         }
-        store_dz(out + r * args.dz_stride + col, dz);
+    }
+    const float scale = args.inv_temperature * kLog2e;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float offset = exp2_offset[h];
+      const float coef_p = row[h].coef_p;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = acc[4 * g + 2 * h + e];
+          v = coef_p * exp2_approx(fmaf(v, scale, offset));
+        }
+      add_target_term(acc, h, n0, lane);
+      if (valid_cols < kCols || row[h].target == kBwdNoGradient) zero_outside(acc, h, valid_cols, lane);
+    }
+
+    if constexpr (FILTER) {
+      unsigned int local_max = 0u;
+#pragma unroll
+      for (int i = 0; i < Mainloop::kAccumulators; ++i) {
+        // As bits, a NaN is larger than every number and keeps its tile.
+        const unsigned int bits = __float_as_uint(fabsf(acc[i]));
+        local_max = bits > local_max ? bits : local_max;
+      }
+      fold_tile_max(tile_max, local_max, lane);
+    }
+    // Every warpgroup's products are done: the ring is free for the staging tile (and the tile
+    // max is complete).
+    __syncthreads();
+    bool keep = true;
+    if constexpr (FILTER) {
+      keep = dz_tile_kept(*tile_max, args);
+      if (!keep) {
+#pragma unroll
+        for (int i = 0; i < Mainloop::kAccumulators; ++i) acc[i] = 0.0f;
       }
     }
-    if constexpr (FILTER) fold_tile_max(tile_max, local_max, lane);
+    const int cols = min_int(kCols, dz_padded_cols(args) - c0);
+    Store::store(acc, staging, out, args.dz_stride, n, cols * static_cast<int>(sizeof(DZ)), warp, lane);
+    return keep;
   }
 
-  // Writes zeros to the first `n` rows of the tile at chunk column c0, each element by the thread
-  // that consume_tile gives it to (so after its dZ, in program order).
+  // Writes zeros to the first `n` rows of the tile at chunk column c0: a tile wholly past V_VALID,
+  // for which no products were computed.
   __device__ __forceinline__ void store_zero_tile(int c0, int n, const LinearLogpBwdDzArgs& args, DZ* out, int warp,
                                                   int lane) const {
     const int padded = dz_padded_cols(args);
@@ -100,6 +135,35 @@ struct DzFragmentEpilogue {
         if (r < n) store_dz(out + r * args.dz_stride + col, zeros);
       }
     }
+  }
+
+ private:
+  __device__ static __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
+
+  // coef_t at the row's target, where this thread holds it: the loop runs only in the one tile
+  // of the row that holds the target.
+  __device__ __forceinline__ void add_target_term(float* acc, int h, int n0, int lane) const {
+    const int tcol = row[h].target - n0;
+    if (tcol < 0 || tcol >= kCols) return;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (Mainloop::fragment_col(lane, g, e) == tcol) acc[4 * g + 2 * h + e] += row[h].coef_t;
+      }
+  }
+
+  // Zeros for the row's columns at or past valid_cols, or for the whole row if it has no gradient
+  // (whatever the logits held: exp of an infinite or NaN logit times a zero coefficient would not
+  // be zero).
+  __device__ __forceinline__ void zero_outside(float* acc, int h, int valid_cols, int lane) const {
+    const int limit = row[h].target == kBwdNoGradient ? 0 : valid_cols;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (Mainloop::fragment_col(lane, g, e) >= limit) acc[4 * g + 2 * h + e] = 0.0f;
+      }
   }
 };
 

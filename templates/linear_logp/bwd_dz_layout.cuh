@@ -9,7 +9,8 @@
 //                                                    tile (see logit_chunk_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
-// and the register epilogue of the Hopper loop (DzFragmentEpilogue) only the tile max.
+// and the register epilogue of the Hopper loop (DzFragmentEpilogue) only the tile max; it stages
+// the finished dZ tile in the ring, once every warpgroup's products are done.
 #pragma once
 
 #include "common/host_device.cuh"
