@@ -55,6 +55,9 @@ __device__ __forceinline__ void cp_async_cg_16_with(unsigned int dst, const void
   }
 }
 
+// Brings the 128-byte line holding `p` into L2, without waiting for it.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ void cp_async_commit_group() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -139,16 +139,28 @@ __global__ void __launch_bounds__(
   Mainloop mainloop;
   mainloop.clear();
   int read_slot = 0;
+  auto run_slices = [&](int& slice, int end) {
 #pragma unroll 1
-  for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) {
-    // Makes every thread's copies of this slot visible, and frees the slot that the refill
-    // issued during compute fills.
-    wait_for_slice<Mainloop, STAGES>();
-    const unsigned char* const stage = gemm_smem + read_slot * kStageBytes;
-    mainloop.compute(reinterpret_cast<const TA*>(stage), reinterpret_cast<const TB*>(stage + kABytes), warp,
-                     lane, load_next);
-    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    for (; slice < end; slice = next_slice(slice + 1)) {
+      // Makes every thread's copies of this slot visible, and frees the slot that the refill
+      // issued during compute fills.
+      wait_for_slice<Mainloop, STAGES>();
+      const unsigned char* const stage = gemm_smem + read_slot * kStageBytes;
+      mainloop.compute(reinterpret_cast<const TA*>(stage), reinterpret_cast<const TB*>(stage + kABytes), warp,
+                       lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    }
+  };
+  // The addend is read from HBM in the epilogue, where nothing overlaps the reads: the block asks
+  // L2 for it a few slices before the end. Between two loops rather than in one: a test in the
+  // loop makes ptxas serialize its wgmma (C7515).
+  int slice = next_slice(0);
+  run_slices(slice, slices - kGemmAddendPrefetchSlices);
+  if (args.addend != nullptr) {
+    gemm_prefetch_addend<AddT, BM, BN, kThreads>(static_cast<const AddT*>(args.addend), args.addend_stride, args.m,
+                                                 args.n, m0, n0, tid);
   }
+  run_slices(slice, slices);
   cp_async_wait_group<0>();
   if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
 

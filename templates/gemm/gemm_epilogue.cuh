@@ -8,6 +8,7 @@
 // time would expose a full memory latency per pair.
 #pragma once
 
+#include "common/ptx.cuh"
 #include "common/types.cuh"
 
 namespace shardjit {
@@ -33,6 +34,28 @@ __device__ __forceinline__ void store_pair(float* p, float v0, float v1) {
 template <class T>
 __device__ __forceinline__ void store_pair(T* p, float v0, float v1) {
   *reinterpret_cast<unsigned int*>(p) = pack_pair<T>(v0, v1);
+}
+
+// K slices before the end of the main loop at which a block asks L2 for its tile of the addend:
+// ~6 us of products on an H200 at 128 x 256 x 64, time for a wave's tiles (17 MiB of fp32) to
+// arrive from HBM, so that the epilogue's batched reads find them in L2.
+constexpr int kGemmAddendPrefetchSlices = 8;
+
+// Prefetches into L2 the addend's part of the BM x BN output tile at (m0, n0), a line a thread at a
+// time. Called once a block, before the epilogue and with no accumulator live in its arguments:
+// a value read here and kept across the wgmma loop could make ptxas serialize it.
+template <class AddT, int BM, int BN, int THREADS>
+__device__ __forceinline__ void gemm_prefetch_addend(const AddT* addend, long long stride, long long m, long long n,
+                                                     long long m0, long long n0, int tid) {
+  constexpr int kLineElems = 128 / static_cast<int>(sizeof(AddT));
+  constexpr int kLinesPerRow = (BN + kLineElems - 1) / kLineElems;
+  constexpr int kLines = BM * kLinesPerRow;
+#pragma unroll
+  for (int i = tid; i < kLines; i += THREADS) {
+    const long long row = m0 + i / kLinesPerRow;
+    const long long col = n0 + (i % kLinesPerRow) * kLineElems;
+    if (row < m && col < n) prefetch_l2(addend + row * stride + col);
+  }
 }
 
 template <class OutT, class AddT>
