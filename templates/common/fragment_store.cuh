@@ -28,7 +28,7 @@ struct FragmentTileStore {
   static constexpr int kElem = static_cast<int>(sizeof(OutT));
   static constexpr int kPitch = Mainloop::kTileCols * kElem + 8 * kElem;
   static constexpr int kBytes = Mainloop::kTileRows * kPitch;
-  static constexpr int kWarpRows = 16;
+  static constexpr int kWarpRows = Mainloop::kWarpGroupRows / 4;
 
   // Writes the tile's first `rows` rows, `row_bytes` bytes of each (a multiple of 16), to `out`
   // (tile element (0, 0); rows `stride` elements apart, a multiple of 16 bytes).

@@ -1,5 +1,6 @@
 // Marks functions that both the host compiler and NVRTC compile, for headers shared by the
-// runtime and the kernels (NVRTC rejects unannotated functions; g++ does not know the keywords).
+// runtime and the kernels (NVRTC rejects unannotated functions; g++ does not know the keywords),
+// and the small helpers such headers share.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -7,3 +8,12 @@
 #else
 #define SHARDJIT_HOST_DEVICE
 #endif
+
+namespace shardjit {
+namespace kernels {
+
+// The smaller of two ints, for the host and the kernels alike (NVRTC has no std::min).
+SHARDJIT_HOST_DEVICE constexpr int min_int(int a, int b) { return a < b ? a : b; }
+
+}  // namespace kernels
+}  // namespace shardjit

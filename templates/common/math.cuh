@@ -5,6 +5,9 @@
 namespace shardjit {
 namespace kernels {
 
+// log2(e): exp(x) = 2^(x * log2(e)), the form the multi-function unit computes (exp2_approx).
+constexpr float kLog2e = 1.4426950408889634f;
+
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // The quiet NaN written into outputs poisoned by bad input (a target id out of range).

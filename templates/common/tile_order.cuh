@@ -23,7 +23,7 @@ struct TileIndex {
 SHARDJIT_HOST_DEVICE inline TileIndex grouped_tile_index(int id, int tiles_m, int tiles_n, int group_rows) {
   const int per_group = group_rows * tiles_n;
   const int first_m = (id / per_group) * group_rows;
-  const int rows = tiles_m - first_m < group_rows ? tiles_m - first_m : group_rows;
+  const int rows = min_int(tiles_m - first_m, group_rows);
   const int in_group = id % per_group;
   return TileIndex{first_m + in_group % rows, in_group / rows};
 }

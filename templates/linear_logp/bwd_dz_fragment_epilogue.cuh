@@ -13,6 +13,7 @@
 #pragma once
 
 #include "common/fragment_store.cuh"
+#include "common/host_device.cuh"
 #include "common/math.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
@@ -27,11 +28,9 @@ struct DzFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
-  static constexpr float kLog2e = 1.4426950408889634f;
   using Store = FragmentTileStore<DZ, Mainloop>;
 
   BwdRow row[2];           // the thread's two rows (fragment_row half 0 and 1)
-  float exp2_offset[2];    // -lse * log2(e) of each
   unsigned char* staging;  // the ring, for FragmentTileStore
   unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
 
@@ -51,7 +50,6 @@ struct DzFragmentEpilogue {
       const long long i = row0 + Mainloop::fragment_row(tid / 32, tid % 32, h);
       row[h] = BwdRow{0.0f, 0.0f, 0.0f, kBwdNoGradient};
       if (i < args.n_rows) row[h] = bwd_row<TargetT, V_VALID>(args, i, s);
-      exp2_offset[h] = -row[h].lse * kLog2e;
     }
     if (FILTER && tid == 0) *tile_max = 0u;
   }
@@ -80,7 +78,7 @@ struct DzFragmentEpilogue {
     const float scale = args.inv_temperature * kLog2e;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float offset = exp2_offset[h];
+      const float offset = -row[h].lse * kLog2e;
       const float coef_p = row[h].coef_p;
 #pragma unroll
       for (int g = 0; g < kGroups; ++g)
@@ -138,8 +136,6 @@ struct DzFragmentEpilogue {
   }
 
  private:
-  __device__ static __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
-
   // coef_t at the row's target, where this thread holds it: the loop runs only in the one tile
   // of the row that holds the target.
   __device__ __forceinline__ void add_target_term(float* acc, int h, int n0, int lane) const {

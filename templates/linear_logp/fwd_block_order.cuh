@@ -44,9 +44,6 @@ SHARDJIT_HOST_DEVICE inline FwdBlockWork fwd_block_work(int block, int row_tiles
   return FwdBlockWork{t.m, t.n, piece};
 }
 
-// The smaller of two tile indices, for the host and the kernel alike (NVRTC has no std::min).
-SHARDJIT_HOST_DEVICE constexpr int min_tile(int a, int b) { return a < b ? a : b; }
-
 // Tiles of every split but the last (which may have fewer, or none) when splits splits share
 // vocab_tiles tiles: the split length of the kernel and of the host's plan (SplitPlan).
 SHARDJIT_HOST_DEVICE constexpr int fwd_split_tiles(int vocab_tiles, int splits) {
@@ -70,13 +67,13 @@ struct TileRange {
 SHARDJIT_HOST_DEVICE inline TileRange fwd_block_tiles(const FwdBlockWork& work, int splits, int unit_pieces,
                                                      int vocab_tiles) {
   const int per_split = fwd_split_tiles(vocab_tiles, splits);
-  const int split_end = min_tile(vocab_tiles, (work.split + 1) * per_split);
-  int begin = min_tile(vocab_tiles, work.split * per_split);
+  const int split_end = min_int(vocab_tiles, (work.split + 1) * per_split);
+  int begin = min_int(vocab_tiles, work.split * per_split);
   int end = split_end;
   if (work.piece >= 0) {
     const int piece_tiles = fwd_piece_tiles(per_split, unit_pieces);
-    begin = min_tile(split_end, begin + work.piece * piece_tiles);
-    end = min_tile(split_end, begin + piece_tiles);
+    begin = min_int(split_end, begin + work.piece * piece_tiles);
+    end = min_int(split_end, begin + piece_tiles);
   }
   return TileRange{begin, end};
 }

@@ -92,8 +92,6 @@ struct LogpFragmentEpilogue {
   }
 
  private:
-  static constexpr float kLog2e = 1.4426950408889634f;
-
   // The row's target logit where this thread holds the target's column, else -inf. Called once
   // a row and tile; the column loop runs only in the tile that holds the target.
   __device__ __forceinline__ float target_logit(const float* acc, int h, int n0, float inv_temperature,
