@@ -111,6 +111,12 @@ void check_gemm(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: BK = 48; expected 16, 32 or 64");
   }
   check_main_loop("gemm", spec, "TA");  // first: its message names what WGMMA needs
+  if (spec.bool_param("TMA") && (!spec.bool_param("WGMMA") || spec.int_param("STAGES") != 4)) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: TMA with WGMMA = " +
+                                                 std::string(spec.bool_param("WGMMA") ? "true" : "false") +
+                                                 ", STAGES = " + std::to_string(spec.int_param("STAGES")) +
+                                                 "; the TMA loop is the wgmma loop's, on four stages");
+  }
   // A 16-bit A runs the tensor-core loop (B has its type, checked above); an fp32 A the FMA loop.
   check_block_tile("gemm", spec, a == "fp32");
 }
@@ -223,6 +229,7 @@ std::vector<TemplateDef> make_registry() {
        int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one"),
+       bool_param("TMA", "with WGMMA: whether a producer warp copies the operands by TMA (four stages)"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
       check_gemm});
   registry.push_back(TemplateDef{

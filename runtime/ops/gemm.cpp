@@ -3,6 +3,7 @@
 #include <span>
 
 #include "gemm/gemm_layout.cuh"
+#include "runtime/ops/gemm_tensor_maps.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/sched/launch.hpp"
 
@@ -33,9 +34,9 @@ constexpr std::span<const GemmTile> kGemmMmaTiles = kGemmTilesWide;
 GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hopper_path) {
   const unsigned limit = smem_limit_for_arch(arch);
   const bool tensor_cores = a == b && a != DType::kFP32;
-  // The Hopper loop where the forward's applies (hopper_logit_tile): 196,608 bytes, four stages,
-  // one slice of wgmma left in flight across each slice barrier.
-  if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true};
+  // The Hopper loop where the forward's applies (hopper_logit_tile): 196,672 bytes, four stages
+  // fed by TMA, one slice of wgmma left in flight.
+  if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true, true};
   if (!tensor_cores) {
     GemmTile tile{128, 128, 16, 3};
     while (tile.stages > 2 && gemm_smem(a, b, tile) > limit) --tile.stages;
@@ -58,24 +59,32 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {
                              {"BK", std::int64_t{tile.bk}},
                              {"STAGES", std::int64_t{tile.stages}},
                              {"WGMMA", tile.wgmma},
+                             {"TMA", tile.tma},
                              {"FILTER", kind.filter}});
 }
 
 unsigned gemm_smem(DType a, DType b, const GemmTile& tile) {
   return static_cast<unsigned>(kernels::gemm_smem_bytes(static_cast<int>(dtype_size(a)),
                                                         static_cast<int>(dtype_size(b)), tile.bm, tile.bn,
-                                                        tile.bk, tile.stages));
+                                                        tile.bk, tile.stages, tile.tma));
 }
 
-void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmTile& tile, unsigned smem_bytes,
-                 CUstream stream) {
+void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
+                 const GemmTile& tile, unsigned smem_bytes, CUstream stream) {
   if (args.m == 0 || args.n == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.m + tile.bm - 1) / tile.bm);
   shape.grid_y = static_cast<unsigned>((args.n + tile.bn - 1) / tile.bn);
-  shape.block_x = static_cast<unsigned>(kernels::gemm_threads);
+  shape.block_x = static_cast<unsigned>(kernels::gemm_block_threads(tile.tma));
   shape.smem_bytes = smem_bytes;
-  launch(kernel, shape, args, stream);
+  kernels::GemmParams params{};
+  params.args = args;
+  if (tile.tma) {
+    // B without rows of data reads as zeros: the product is zero, and a map needs a row.
+    if (params.args.b_rows == 0) params.args.k = 0;
+    encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
+  }
+  launch(kernel, shape, params, stream);
 }
 
 }  // namespace shardjit

@@ -22,6 +22,9 @@ struct GemmTile {
   // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit operands) instead of
   // the portable one (templates/gemm/gemm_mainloop_mma.cuh).
   bool wgmma = false;
+  // With wgmma: the operands copied by TMA from a producer warp (templates/gemm/gemm_tma.cuh)
+  // instead of by cp.async from every thread.
+  bool tma = false;
 };
 
 // What a GEMM kernel is specialized for, besides its tile.
@@ -35,7 +38,7 @@ struct GemmKind {
 };
 
 // Tensor cores (16-bit A and B of one type): on sm_90a with hopper_path (RuntimeConfig,
-// SHARDJIT_HOPPER_PATH) the wgmma loop, 128 x 256 x 64 with four stages; elsewhere mma.sync,
+// SHARDJIT_HOPPER_PATH) the wgmma loop fed by TMA, 128 x 256 x 64 with four stages; elsewhere mma.sync,
 // 128 x 256 x 64 with three stages (128 x 256 x 32 where the arch's shared memory is ~100 KiB).
 // fp32 FMA otherwise: 128 x 128 x 16, three stages, fewer where the arch's shared memory is
 // smaller.
@@ -45,8 +48,9 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);
 
 unsigned gemm_smem(DType a, DType b, const GemmTile& tile);
 
-// Grid from args.m and args.n; nothing is launched when either is zero.
-void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmTile& tile, unsigned smem_bytes,
-                 CUstream stream);
+// Grid from args.m and args.n; nothing is launched when either is zero. The kind is the kernel's
+// (gemm_spec): a TMA tile's maps are encoded from it and args here.
+void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
+                 const GemmTile& tile, unsigned smem_bytes, CUstream stream);
 
 }  // namespace shardjit

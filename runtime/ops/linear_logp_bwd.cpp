@@ -208,7 +208,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       w.addend_stride = call.grad_weight_stride;
       w.m = chunk.cols;
       w.k = n;
-      launch_gemm(*bwd.grad_weight, w, k.gemm_tile, bwd.gemm_smem, stream);
+      launch_gemm(*bwd.grad_weight, w, k.grad_weight_kind, k.gemm_tile, bwd.gemm_smem, stream);
     }
 
     if (call.grad_hidden && n > 0 && (parts & kChunkHidden)) {
@@ -229,7 +229,8 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.out_stride = direct ? call.grad_hidden_stride : acc_stride;
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
-      launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, k.gemm_tile, bwd.gemm_smem, stream);
+      launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, direct ? k.grad_hidden_out_kind : k.grad_hidden_acc_kind,
+                  k.gemm_tile, bwd.gemm_smem, stream);
     }
   };
 
@@ -264,7 +265,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       r.mask_block_cols = dz_tile.bn;
       r.m = n;
       r.n = c.hidden;
-      launch_gemm(*bwd.grad_hidden_out, r, k.gemm_tile, bwd.gemm_smem, stream);
+      launch_gemm(*bwd.grad_hidden_out, r, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, stream);
     } else {
       throw Error(ErrorCode::kInternal, "TP backward: unknown launch action " + std::to_string(action));
     }

@@ -56,7 +56,10 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
                               bias,
                               gemm_spec(weight_kind, gemm_tile),
                               gemm_spec(acc_kind, gemm_tile),
-                              gemm_spec(out_kind, gemm_tile)};
+                              gemm_spec(out_kind, gemm_tile),
+                              weight_kind,
+                              acc_kind,
+                              out_kind};
 }
 
 }  // namespace shardjit

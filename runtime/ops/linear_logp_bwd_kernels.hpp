@@ -25,6 +25,10 @@ struct LinearLogpBwdKernels {
   KernelSpec grad_weight;         // dZ^T X (+ grad_weight) -> grad_weight
   KernelSpec grad_hidden_acc;     // dZ W (+ fp32 buffer) -> fp32 buffer (or grad_hidden for fp32)
   KernelSpec grad_hidden_out;     // dZ W (+ fp32 buffer) -> grad_hidden in config.dtype
+  // What the three GEMM specs are specialized for (launch_gemm takes them).
+  GemmKind grad_weight_kind;
+  GemmKind grad_hidden_acc_kind;
+  GemmKind grad_hidden_out_kind;
 
   // Every spec above once, in a fixed order.
   std::vector<KernelSpec> all() const;

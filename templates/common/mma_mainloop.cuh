@@ -29,6 +29,7 @@ namespace kernels {
 template <MmaOperand LAYOUT, int EXTENT, int BK>
 struct MmaOperandTile {
   static constexpr bool kKContiguous = LAYOUT == MmaOperand::kKContiguous;
+  static_assert(LAYOUT != MmaOperand::kMNContiguousBlocks, "the TMA box layout is read by the wgmma loop only");
   static constexpr int kChunksPerRow = (kKContiguous ? BK : EXTENT) / 8;
 
   // ldmatrix.x4 in which this lane addresses row r8 of the 8 x 8 matrix whose corner is M (or N)

@@ -35,18 +35,23 @@ namespace shardjit {
 namespace kernels {
 
 // Descriptors of one operand tile of 16-bit elements, EXTENT indices of M (A) or N (B) by BK = 64
-// of K, stored by swizzled_chunk_any:
+// of K, in the 128-byte swizzle:
 //   K contiguous, [EXTENT][64]: 128-byte rows, one 1024-byte atom per 8 rows; a k16 step is 32
 //   bytes along the rows;
-//   M / N contiguous, [64][EXTENT]: each 8 K rows are EXTENT / 64 atoms side by side (1024 bytes
-//   apart), the 8-row groups 16 x EXTENT bytes apart; a k16 step is two groups.
+//   M / N contiguous, [64][EXTENT] (swizzled_chunk_any): each 8 K rows are EXTENT / 64 atoms side
+//   by side (1024 bytes apart), the 8-row groups 16 x EXTENT bytes apart; a k16 step is two groups;
+//   M / N contiguous blocks (the TMA boxes): EXTENT / 64 blocks of [64][64], each its 8 atoms
+//   down K (1024 bytes apart), the blocks 64 x 128 bytes apart; a k16 step is two atoms.
 template <MmaOperand LAYOUT, int EXTENT, int BK>
 struct WgmmaOperandTile {
   static_assert(BK == 64 && EXTENT % 64 == 0, "64-wide K slices of whole 64-index atoms");
   static constexpr bool kKContiguous = LAYOUT == MmaOperand::kKContiguous;
+  static constexpr bool kBlocks = LAYOUT == MmaOperand::kMNContiguousBlocks;
   // wgmma's transpose flag: 0 reads the operand K contiguous, 1 M / N contiguous.
   static constexpr int kTranspose = kKContiguous ? 0 : 1;
-  static constexpr unsigned int kGroupBytes = kKContiguous ? 1024u : 16u * EXTENT;
+  // Bytes between 8-row groups along K, and (M / N contiguous) between atoms along M / N.
+  static constexpr unsigned int kGroupBytes = kKContiguous || kBlocks ? 1024u : 16u * EXTENT;
+  static constexpr unsigned int kAtomBytes = kBlocks ? 128u * BK : 1024u;
   // Descriptor units (16 bytes) a k16 step moves the start address.
   static constexpr unsigned long long kStep = kKContiguous ? 32 / 16 : 2 * kGroupBytes / 16;
 
@@ -55,7 +60,7 @@ struct WgmmaOperandTile {
     if constexpr (kKContiguous) {
       return wgmma_descriptor_128b(smem_addr(tile) + static_cast<unsigned int>(first) * 128u, 16u, kGroupBytes);
     } else {
-      return wgmma_descriptor_128b(smem_addr(tile) + static_cast<unsigned int>(first / 64) * 1024u, 1024u,
+      return wgmma_descriptor_128b(smem_addr(tile) + static_cast<unsigned int>(first / 64) * kAtomBytes, kAtomBytes,
                                    kGroupBytes);
     }
   }

@@ -5,9 +5,13 @@
 // sm_90a with WGMMA, mma.sync otherwise; fp32 FMA for fp32 A), then an epilogue policy (store, or
 // accumulate into an existing buffer).
 //
-// Grid: x = ceil(m / BM), y = ceil(n / BN). Block: gemm_threads, dynamic shared memory
-// gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES). Each block owns its output
-// tile and walks K in a fixed order: results do not depend on the launch or the data.
+// Grid: x = ceil(m / BM), y = ceil(n / BN). Block: gemm_block_threads(TMA), dynamic shared
+// memory gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES, TMA). Each block owns its
+// output tile and walks K in a fixed order: results do not depend on the launch or the data.
+//
+// TMA (with WGMMA, sm_90a): the operands are copied by TMA from a producer warp instead of
+// cp.async from every thread (templates/gemm/gemm_tma.cuh); the products and epilogues are the
+// same.
 //
 // FILTER: K slices whose part of A the mask marks as zero are neither loaded nor multiplied.
 #pragma once
@@ -22,6 +26,7 @@
 #include "gemm/gemm_mainloop_mma.cuh"
 #include "gemm/gemm_mainloop_simt.cuh"
 #include "gemm/gemm_tile_copy.cuh"
+#include "gemm/gemm_tma.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -73,20 +78,20 @@ struct GemmMinBlocks<MmaTileMainloop<T, BM, BN, BK, A, B>> {
   static constexpr int value = MmaTileMainloop<T, BM, BN, BK, A, B>::kAccumulators <= 64 ? 2 : 1;
 };
 
-// Row tiles a group of the grouped tile order walks column by column (common/tile_order.cuh).
-constexpr int kGemmGroupRows = 8;
-
 template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
-          int STAGES, bool WGMMA, bool FILTER>
+          int STAGES, bool WGMMA, bool TMA, bool FILTER>
 __global__ void __launch_bounds__(
-    gemm_threads,
+    gemm_block_threads(TMA),
     GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type>::value)
-    gemm(const GemmArgs args) {
+    gemm(const __grid_constant__ GemmParams params) {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
   static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+  static_assert(!TMA || (WGMMA && BM == 128 && BN == 256 && BK == 64 && STAGES == 4 &&
+                         is_same_type<TA, TB>::value && sizeof(TA) == 2),
+                "the TMA loop runs the wgmma tile, 128 x 256 x 64 of 16-bit operands, on four stages");
 
   constexpr int kThreads = gemm_threads;
   constexpr int kABytes = gemm_a_tile_bytes(static_cast<int>(sizeof(TA)), BM, BK);
@@ -95,6 +100,7 @@ __global__ void __launch_bounds__(
   using BCopy = GemmTileCopy<TB, BK, BN, kThreads, true>;
   using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
 
+  const GemmArgs& args = params.args;
   extern __shared__ __align__(128) unsigned char gemm_smem[];
   if constexpr (WGMMA) wgmma_check_alignment(gemm_smem);
   const int tid = threadIdx.x;
@@ -104,18 +110,22 @@ __global__ void __launch_bounds__(
   const long long m0 = static_cast<long long>(tile.m) * BM;
   const long long n0 = static_cast<long long>(tile.n) * BN;
   const int slices = static_cast<int>((args.k + BK - 1) / BK);
-  // A's storage has k rows (A_TRANS) or m; the block's part of it starts at row or column m0.
-  ACopy a_copy;
-  a_copy.set(static_cast<const TA*>(args.a), args.a_stride, m0, A_TRANS ? args.k : args.m, args.a_cols, tid);
-  BCopy b_copy;
-  b_copy.set(static_cast<const TB*>(args.b), args.b_stride, n0, args.b_rows, args.n, tid);
-
   auto next_slice = [&](int slice) {
     if constexpr (FILTER) {
       while (slice < slices && !gemm_slice_active<BM, BK, A_TRANS>(args, m0, slice)) ++slice;
     }
     return slice;
   };
+  if constexpr (TMA) {
+    gemm_tma_tile<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_slice);
+    return;
+  }
+
+  // A's storage has k rows (A_TRANS) or m; the block's part of it starts at row or column m0.
+  ACopy a_copy;
+  a_copy.set(static_cast<const TA*>(args.a), args.a_stride, m0, A_TRANS ? args.k : args.m, args.a_cols, tid);
+  BCopy b_copy;
+  b_copy.set(static_cast<const TB*>(args.b), args.b_stride, n0, args.b_rows, args.n, tid);
 
   // Producer position and the ring slot it fills next. Always commits, even past the end, so
   // that the group count stays in step with the consumer's cp_async_wait_group.

@@ -10,6 +10,8 @@
 // B at or past b_rows read as zeros, so a caller may hide rows of B that hold no data.
 #pragma once
 
+#include "common/tma_descriptor.cuh"
+
 namespace shardjit {
 namespace kernels {
 
@@ -35,6 +37,15 @@ struct GemmArgs {
   long long mask_stride;
   int mask_block_rows;
   int mask_block_cols;
+};
+
+// The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
+// of A's storage and of B, encoded by the host for each launch (runtime/ops/gemm_tensor_maps.cpp);
+// unused (zeros) otherwise.
+struct GemmParams {
+  GemmArgs args;
+  TmaDescriptor a_map;
+  TmaDescriptor b_map;
 };
 
 }  // namespace kernels

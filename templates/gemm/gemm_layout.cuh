@@ -3,7 +3,8 @@
 // both agree by construction; only built-in types and constexpr functions appear here.
 //
 // Layout: stages x { A tile, B tile }, each a BM x BK (A) and BK x BN (B) block of elements,
-// swizzled and filled by cp.async. Every offset is a multiple of 16 bytes.
+// swizzled and filled by cp.async, or by TMA (TMA), then for TMA a full and an empty mbarrier a
+// stage. Every offset is a multiple of 16 bytes.
 #pragma once
 
 #include "common/host_device.cuh"
@@ -12,6 +13,14 @@ namespace shardjit {
 namespace kernels {
 
 constexpr int gemm_threads = 256;
+
+// Row tiles a group of the grouped tile order walks column by column (common/tile_order.cuh).
+constexpr int kGemmGroupRows = 8;
+
+// The TMA-fed loop (templates/gemm/gemm_tma.cuh): the two compute warpgroups and a producer warp.
+constexpr int gemm_tma_threads = gemm_threads + 32;
+
+SHARDJIT_HOST_DEVICE constexpr int gemm_block_threads(bool tma) { return tma ? gemm_tma_threads : gemm_threads; }
 
 SHARDJIT_HOST_DEVICE constexpr int gemm_a_tile_bytes(int a_elem_bytes, int bm, int bk) {
   return bm * bk * a_elem_bytes;
@@ -24,8 +33,8 @@ gemm_stage_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk) {
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
 SHARDJIT_HOST_DEVICE constexpr int
-gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages) {
-  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk);
+gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages, bool tma) {
+  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) + (tma ? 16 * stages : 0);
 }
 
 }  // namespace kernels

@@ -84,12 +84,18 @@ class GemmTileCopy {
 
   // Copies K slice [k0, k0 + BK) of the operand to the tile at shared address `dst`.
   __device__ __forceinline__ void issue(unsigned int dst, long long k0) const {
-    if (!active_) return;
+    if (kActiveThreads < THREADS && !active_) return;
     const T* src;
     // Chunk i is copied when i < rows (the others zero-filled).
     int rows;
     if constexpr (K_ALONG_ROWS) {
       src = src_ + k0 * stride_;
+      // The whole slice holds data: no predicates. Uniform over the block but in the last
+      // column tile, where the chunks past the column limit take the general path.
+      if (inside_ != 0u && k0 + ROWS <= row_limit_) {
+        copy_whole(dst, src);
+        return;
+      }
       // Rows of the slice that hold data, counted from the thread's first, in chunks.
       const long long left = row_limit_ - k0 - row_;
       rows = left <= 0      ? 0
@@ -98,22 +104,41 @@ class GemmTileCopy {
       rows = inside_ != 0u ? rows : 0;
     } else {
       src = src_ + k0;
-      rows = k0 + col_ < col_limit_ ? kChunksPerThread : 0;
+      const bool k_inside = k0 + col_ < col_limit_;
+      if (k_inside && inside_ == kAllRows) {
+        copy_whole(dst, src);
+        return;
+      }
+      rows = k_inside ? kChunksPerThread : 0;
     }
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool copy = i < rows && (K_ALONG_ROWS || (inside_ >> i & 1u) != 0u);
-      const unsigned int slot =
-          kSlotStep ? slot_bytes_ + 16u * static_cast<unsigned int>(i * kRowStep * kChunksPerRow)
-                    : 16u * static_cast<unsigned int>(
-                                swizzled_chunk_any<kChunksPerRow>(row_ + i * kRowStep, chunk_));
       // A zero-filling copy reads nothing, but its address is still kept valid: the operand's.
-      cp_async_cg_16(dst + slot, copy ? src : base_, copy ? 16u : 0u);
+      cp_async_cg_16(dst + chunk_slot(i), copy ? src : base_, copy ? 16u : 0u);
       src += step_;
     }
   }
 
  private:
+  static constexpr unsigned int kAllRows = kChunksPerThread == 32 ? 0xffffffffu : (1u << kChunksPerThread) - 1u;
+
+  // Shared address offset of the thread's chunk i.
+  __device__ __forceinline__ unsigned int chunk_slot(int i) const {
+    return kSlotStep ? slot_bytes_ + 16u * static_cast<unsigned int>(i * kRowStep * kChunksPerRow)
+                     : 16u * static_cast<unsigned int>(swizzled_chunk_any<kChunksPerRow>(row_ + i * kRowStep, chunk_));
+  }
+
+  // Every chunk of the thread holds data: the bulk of the slices, a 64-bit add and a copy a chunk
+  // (the predicated path costs the loop about twice the instructions; docs/perf-notes.md).
+  __device__ __forceinline__ void copy_whole(unsigned int dst, const T* src) const {
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread; ++i) {
+      cp_async_cg_16(dst + chunk_slot(i), src, 16u);
+      src += step_;
+    }
+  }
+
   const T* base_;
   const T* src_;
   long long step_;

@@ -162,9 +162,12 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
     expect_tile(k.gemm_tile, 128, 256, 64, 4, "GEMM, sm_90a");
     EXPECT_TRUE(k.dz_tile.wgmma);
     EXPECT_TRUE(k.gemm_tile.wgmma);
+    EXPECT_TRUE(k.gemm_tile.tma);
+    EXPECT_TRUE(k.grad_weight.bool_param("TMA"));
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 4u * (128 + 256) * 64 * 2 + 16);
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219152u);
-    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 196608u);
+    // The TMA ring's stages and a full and an empty mbarrier each.
+    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 196608u + 4 * 16);
     EXPECT_EQ(k.dz.int_param("BN"), 256);
     EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
     EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
@@ -172,6 +175,7 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
   LinearLogpBwdKernels a100 = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_80").backward;
   expect_tile(a100.dz_tile, 128, 256, 32, 3, "dZ, sm_80");
   expect_tile(a100.gemm_tile, 128, 256, 64, 3, "GEMM, sm_80");
+  EXPECT_FALSE(a100.gemm_tile.tma);
   LinearLogpBwdKernels small = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_86").backward;
   expect_tile(small.dz_tile, 64, 256, 32, 3, "dZ, sm_86");
   expect_tile(small.gemm_tile, 128, 256, 32, 3, "GEMM, sm_86");
@@ -326,6 +330,14 @@ TEST(GemmSpec, WgmmaNeedsSixteenBitOperandsAndItsTile) {
   EXPECT_THROW(gemm_spec(kind, tile), Error);
   kind.a = DType::kFP32;
   EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true}), Error);
+}
+
+TEST(GemmSpec, TmaNeedsTheWgmmaLoopOnFourStages) {
+  GemmKind kind;
+  kind.a = kind.b = DType::kBF16;
+  EXPECT_NO_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true, true}));
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 3, true, true}), Error);  // three stages
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, false, true}), Error);  // the mma.sync loop
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+#include "runtime/ops/gemm_tensor_maps.hpp"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+static_assert(sizeof(CUtensorMap) == sizeof(kernels::TmaDescriptor) &&
+                  alignof(CUtensorMap) == alignof(kernels::TmaDescriptor),
+              "TmaDescriptor holds a CUtensorMap");
+
+// The loop's boxes: 64 elements (128 bytes) along the contiguous dimension, by 64 rows (M / N
+// contiguous operands: K rows) or 128 (A read K contiguous: its M rows).
+constexpr int kBoxCols = 64;
+
+// A row-major [rows][cols] tensor read in boxes of box_rows x 64. A tensor of no rows is described
+// as one row (the driver wants every extent >= 1); the GEMM then reads none of it, k being 0.
+void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::int64_t rows, std::int64_t cols,
+               std::int64_t row_stride, int box_rows) {
+  const cuuint64_t extent[2] = {static_cast<cuuint64_t>(std::max<std::int64_t>(cols, 1)),
+                                static_cast<cuuint64_t>(std::max<std::int64_t>(rows, 1))};
+  const cuuint64_t stride_bytes[1] = {static_cast<cuuint64_t>(row_stride) * dtype_size(dtype)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBoxCols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  SHARDJIT_CU(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap*>(&map),
+      dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      const_cast<void*>(base), extent, stride_bytes, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
+}  // namespace
+
+void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
+  if (dtype != DType::kBF16 && dtype != DType::kFP16) {
+    throw Error(ErrorCode::kInternal,
+                std::string("GEMM TMA maps take bf16 or fp16 operands, not ") + dtype_name(dtype));
+  }
+  const kernels::GemmArgs& args = params.args;
+  // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in 128-row boxes.
+  encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride, a_trans ? 64 : 128);
+  encode_2d(params.b_map, dtype, args.b, args.b_rows, args.n, args.b_stride, 64);
+}
+
+}  // namespace shardjit

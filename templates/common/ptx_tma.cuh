@@ -1,0 +1,59 @@
+// Wrappers over the sm_90 instructions of a TMA-fed ring (templates/gemm/gemm_tma.cuh): mbarriers
+// and the tensor-memory-accelerator copy. One instruction per function, named after it.
+// Shared-memory operands are 32-bit shared-window addresses (smem_addr).
+#pragma once
+
+#include "common/ptx.cuh"
+#include "common/tma_descriptor.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+__device__ __forceinline__ void mbarrier_init(unsigned int bar, unsigned int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+
+// Makes this thread's mbarrier initializations visible to the async proxy (the TMA units that
+// complete bytes on them); a block barrier then publishes them to the other threads.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrives on the barrier and raises the bytes its current phase waits for.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// Arrives on the barrier (releasing this thread's earlier accesses at block scope).
+__device__ __forceinline__ void mbarrier_arrive(unsigned int bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Waits until the phase of the given parity has completed. A fresh barrier is in phase 0, so
+// waiting on parity 1 returns at once (the phase "before" it counts as complete).
+__device__ __forceinline__ void mbarrier_wait_parity(unsigned int bar, unsigned int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// TMA: copies the box at (x, y) (elements; x the contiguous dimension) of the map's tensor into
+// shared memory at dst, zero-filling what lies outside the tensor, and completes its bytes on
+// the barrier `bar` of this block.
+__device__ __forceinline__ void tma_load_2d(unsigned int dst, const TmaDescriptor* map, int x, int y,
+                                            unsigned int bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+
+}  // namespace kernels
+}  // namespace shardjit
