@@ -3,7 +3,7 @@
 #include <span>
 
 #include "gemm/gemm_layout.cuh"
-#include "runtime/ops/gemm_tensor_maps.hpp"
+#include "runtime/ops/tensor_maps.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/sched/launch.hpp"
 

@@ -171,7 +171,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.chunk_cols = static_cast<int>(chunk.cols);
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
-    if (parts & kChunkDz) launch_linear_logp_bwd_dz(*bwd.dz, dz, dz_tile, bwd.dz_smem, stream);
+    if (parts & kChunkDz) {
+      launch_linear_logp_bwd_dz(*bwd.dz, dz, c.dtype, c.hidden, op.layout.valid_local, dz_tile, bwd.dz_smem, stream);
+    }
 
     if (call.grad_bias && (parts & kChunkBias)) {
       kernels::LinearLogpBwdBiasArgs args{};

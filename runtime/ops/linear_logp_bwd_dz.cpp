@@ -3,6 +3,7 @@
 #include <span>
 
 #include "linear_logp/bwd_dz_layout.cuh"
+#include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
@@ -34,7 +35,7 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // 196,624 bytes: the Hopper epilogue works in registers, so the ring takes four stages and
+  // 196,688 bytes: the Hopper epilogue works in registers, so the TMA ring takes four stages and
   // leaves one slice of wgmma in flight, as the forward's.
   if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
@@ -61,15 +62,19 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
   return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
-void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const FwdTile& tile, unsigned smem_bytes, CUstream stream) {
+void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args, DType dtype,
+                               std::int64_t hidden, std::int64_t valid_local, const FwdTile& tile, unsigned smem_bytes,
+                               CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
   shape.grid_y = static_cast<unsigned>((args.chunk_cols + tile.bn - 1) / tile.bn);
-  shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_threads);
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_block_threads(tile.wgmma));
   shape.smem_bytes = smem_bytes;
-  launch(kernel, shape, args, stream);
+  kernels::LinearLogpBwdDzParams params{};
+  params.args = args;
+  if (tile.wgmma) encode_dz_tensor_maps(params, dtype, hidden, valid_local, tile.bm, tile.bn);
+  launch(kernel, shape, params, stream);
 }
 
 }  // namespace shardjit

@@ -40,7 +40,7 @@ struct GemmArgs {
 };
 
 // The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
-// of A's storage and of B, encoded by the host for each launch (runtime/ops/gemm_tensor_maps.cpp);
+// of A's storage and of B, encoded by the host for each launch (runtime/ops/tensor_maps.cpp);
 // unused (zeros) otherwise.
 struct GemmParams {
   GemmArgs args;

@@ -10,8 +10,11 @@
 // walked in groups of kDzGroupRows row tiles (common/tile_order.cuh): a wave then reads a few X
 // row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
 // group's blocks at about the same time and then streamed out (evict-first).
-// Block: linear_logp_bwd_dz_threads, dynamic shared memory
+// Block: linear_logp_bwd_dz_block_threads(WGMMA), dynamic shared memory
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
+//
+// The Hopper loop (WGMMA) is fed by TMA from a producer warp (templates/common/tma_ring.cuh),
+// the portable loops by cp.async from every thread (templates/common/slice_ring.cuh).
 //
 // FILTER: a BM x BN tile whose |dZ| (unscaled) all lie below filter_threshold is written as zeros
 // (by the epilogue) and marked 0 in tile_mask, so that the GEMMs skip it.
@@ -19,7 +22,9 @@
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
+#include "common/ptx_memory.cuh"
 #include "common/tile_order.cuh"
+#include "common/tma_ring.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
@@ -37,8 +42,8 @@ constexpr int kDzGroupRows = 8;
 
 template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int V_VALID, int BM,
           int BN, int BK, int STAGES, bool WGMMA, bool FILTER>
-__global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
-    linear_logp_bwd_dz(const LinearLogpBwdDzArgs args) {
+__global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
+    linear_logp_bwd_dz(const __grid_constant__ LinearLogpBwdDzParams params) {
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
   static_assert(is_same_type<DZ, T>::value || is_same_type<DZ, float>::value,
                 "dZ is kept in the input type or in fp32");
@@ -57,12 +62,13 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
       WGMMA, DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>,
       DzEpilogue<BiasT, TargetT, DZ, BM, BN, logit_chunk_cols(BM, BN), V_VALID, FILTER, kThreads>>::type;
 
+  const LinearLogpBwdDzArgs& args = params.args;
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
   unsigned char* const smem = linear_logp_bwd_dz_smem;
   T* const ring = reinterpret_cast<T*>(smem);
   constexpr int kRingBytes = linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES);
   static_assert(Epilogue::kStagingBytes <= kRingBytes, "the epilogue's staging tile fits in the ring");
-  Epilogue epilogue(smem, smem + kRingBytes);
+  Epilogue epilogue(smem, smem + linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, WGMMA));
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -85,8 +91,35 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_threads, 1)
     return;
   }
 
+  if constexpr (WGMMA) {
+    wgmma_check_alignment(ring);
+    using Ring = TmaRing<STAGES, kStageElems * kElem, BM * BK * kElem>;
+    const Ring ring_of_stages(smem);
+    ring_of_stages.init(tid);
+    if (Ring::is_producer(warp)) {
+      if (lane == 0) {
+        TmaRingCursor<STAGES> at;
+        for (int slice = 0; slice < kKSlices; ++slice) {
+          ring_of_stages.produce(at, [&](unsigned int dst, unsigned int full) {
+            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(row0), full);
+            tma_load_2d(dst + BM * BK * kElem, &params.w_map, slice * BK, n0, full);
+          });
+          at.advance();
+        }
+      }
+      return;
+    }
+    epilogue.init(args, row0, tid);
+    bar_sync(1, kThreads);  // publishes what init wrote to shared memory
+    Mainloop mainloop;
+    mainloop.clear();
+    ring_of_stages.template consume<T>(mainloop, kKSlices, warp, lane);
+    const bool keep = epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
+    if (FILTER && tid == 0) *mask = keep ? 1 : 0;
+    return;
+  }
+
   epilogue.init(args, row0, tid);  // published by the first K-loop barrier
-  if constexpr (WGMMA) wgmma_check_alignment(ring);
 
   XCopy x_copy;
   x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);

@@ -2,6 +2,8 @@
 // host and the kernel, so only built-in types appear here.
 #pragma once
 
+#include "common/tma_descriptor.cuh"
+
 namespace shardjit {
 namespace kernels {
 
@@ -27,6 +29,15 @@ struct LinearLogpBwdDzArgs {
   int chunk_cols;            // columns of the chunk; dZ columns up to the next multiple of 8 are written
   float inv_temperature;
   float filter_threshold;    // FILTER: tiles whose |dZ| are all below it are written as zeros
+};
+
+// The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
+// [n_rows][H] and of W's valid rows [V_VALID][H], encoded by the host for each launch
+// (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
+struct LinearLogpBwdDzParams {
+  LinearLogpBwdDzArgs args;
+  TmaDescriptor x_map;
+  TmaDescriptor w_map;
 };
 
 }  // namespace kernels

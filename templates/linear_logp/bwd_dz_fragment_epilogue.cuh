@@ -15,6 +15,7 @@
 #include "common/fragment_store.cuh"
 #include "common/host_device.cuh"
 #include "common/math.cuh"
+#include "common/ptx_memory.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
@@ -56,8 +57,8 @@ struct DzFragmentEpilogue {
 
   // Writes the dZ of the finished tile whose column 0 is shard column n0 (chunk column c0) for
   // its first `n` rows to `out` (the dZ of row 0, column c0). With FILTER, a tile whose |dZ| all
-  // lie below the threshold is written as zeros; returns whether it was not. Every thread of the
-  // block calls it (it synchronizes the block).
+  // lie below the threshold is written as zeros; returns whether it was not. Every compute thread
+  // calls it (it synchronizes them).
   __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n,
                                                const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) {
     mainloop.finish();
@@ -102,8 +103,8 @@ struct DzFragmentEpilogue {
       fold_tile_max(tile_max, local_max, lane);
     }
     // Every warpgroup's products are done: the ring is free for the staging tile (and the tile
-    // max is complete).
-    __syncthreads();
+    // max is complete). The compute warps only: the ring's producer warp has left.
+    bar_sync(1, Mainloop::kThreads);
     bool keep = true;
     if constexpr (FILTER) {
       keep = dz_tile_kept(*tile_max, args);

@@ -21,6 +21,11 @@ namespace kernels {
 
 constexpr int linear_logp_bwd_dz_threads = 256;
 
+// The Hopper loop adds the producer warp of its TMA ring (templates/common/tma_ring.cuh).
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) {
+  return wgmma ? linear_logp_bwd_dz_threads + 32 : linear_logp_bwd_dz_threads;
+}
+
 // What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
 struct BwdRow {
   float lse;
@@ -47,9 +52,16 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_max_offset(int bm, int bn)
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
+// The Hopper loop (register epilogue): the TMA ring, its 2 x stages mbarriers, the tile max.
+// The portable loops: the cp.async ring, then the logit tile, the rows and the tile max.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_bytes, int bm, int bn, int bk, int stages,
+                                                                   bool register_epilogue) {
+  return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) + (register_epilogue ? 16 * stages : 0);
+}
+
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
-  return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) +
+  return linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, register_epilogue) +
          (register_epilogue ? 16 : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
 }
 

@@ -1,4 +1,4 @@
-#include "runtime/ops/gemm_tensor_maps.hpp"
+#include "runtime/ops/tensor_maps.hpp"
 
 #include <cuda.h>
 
@@ -16,12 +16,19 @@ static_assert(sizeof(CUtensorMap) == sizeof(kernels::TmaDescriptor) &&
                   alignof(CUtensorMap) == alignof(kernels::TmaDescriptor),
               "TmaDescriptor holds a CUtensorMap");
 
-// The loop's boxes: 64 elements (128 bytes) along the contiguous dimension, by 64 rows (M / N
-// contiguous operands: K rows) or 128 (A read K contiguous: its M rows).
+// The loops' boxes: 64 elements (128 bytes) along the contiguous dimension, the 128-byte swizzle's
+// row, by as many rows as the tile has (at most 256, TMA's limit).
 constexpr int kBoxCols = 64;
 
+void check_dtype(DType dtype, const char* what) {
+  if (dtype != DType::kBF16 && dtype != DType::kFP16) {
+    throw Error(ErrorCode::kInternal,
+                std::string(what) + " TMA maps take bf16 or fp16 operands, not " + dtype_name(dtype));
+  }
+}
+
 // A row-major [rows][cols] tensor read in boxes of box_rows x 64. A tensor of no rows is described
-// as one row (the driver wants every extent >= 1); the GEMM then reads none of it, k being 0.
+// as one row (the driver wants every extent >= 1); the callers then read none of it.
 void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::int64_t rows, std::int64_t cols,
                std::int64_t row_stride, int box_rows) {
   const cuuint64_t extent[2] = {static_cast<cuuint64_t>(std::max<std::int64_t>(cols, 1)),
@@ -39,14 +46,19 @@ void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::
 }  // namespace
 
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
-  if (dtype != DType::kBF16 && dtype != DType::kFP16) {
-    throw Error(ErrorCode::kInternal,
-                std::string("GEMM TMA maps take bf16 or fp16 operands, not ") + dtype_name(dtype));
-  }
+  check_dtype(dtype, "GEMM");
   const kernels::GemmArgs& args = params.args;
   // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in 128-row boxes.
   encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride, a_trans ? 64 : 128);
   encode_2d(params.b_map, dtype, args.b, args.b_rows, args.n, args.b_stride, 64);
+}
+
+void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
+                           std::int64_t v_valid, int bm, int bn) {
+  check_dtype(dtype, "dZ kernel");
+  const kernels::LinearLogpBwdDzArgs& args = params.args;
+  encode_2d(params.x_map, dtype, args.hidden, args.n_rows, h, args.hidden_stride, bm);
+  encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
 }
 
 }  // namespace shardjit
