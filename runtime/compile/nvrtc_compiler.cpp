@@ -172,9 +172,9 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
   }
   dump(source, arch, ptx, &compiled, nvrtc_log);
   if (!nvrtc_log.empty()) log().debug("NVRTC log for {} ({}):\n{}", source.spec_text, arch, nvrtc_log);
-  if (wgmma_serialized(compiled)) {
-    log().warn("{} ({}): ptxas runs its wgmma one at a time, a performance loss; the kernel is still correct. "
-               "NVRTC log:\n{}",
+  if (ptxas_performance_loss(compiled)) {
+    log().warn("{} ({}): ptxas reports a performance loss (wgmma run one at a time, or register limits "
+               "ignored); the kernel is still correct. NVRTC log:\n{}",
                source.spec_text, arch, nvrtc_log);
   }
   return compiled;
@@ -193,8 +193,8 @@ void NvrtcCompiler::dump(const KernelSource& source, const std::string& arch, co
   if (compiled != nullptr) write_file(base.string() + ".cubin", compiled->cubin);
 }
 
-bool wgmma_serialized(const CompiledKernel& compiled) {
-  return compiled.log.find("wgmma.mma_async instructions are serialized") != std::string::npos;
+bool ptxas_performance_loss(const CompiledKernel& compiled) {
+  return compiled.log.find("Potential Performance Loss") != std::string::npos;
 }
 
 }  // namespace shardjit

@@ -24,12 +24,16 @@ struct CompiledKernel {
   std::string log;           // NVRTC's log (warnings), may be empty
 };
 
-// Whether ptxas reported running the kernel's wgmma one at a time (C7515 and kin, "wgmma.mma_async
-// instructions are serialized ..."): the Hopper main loops then lose their overlap of products
-// with everything else, typically a third or more of their speed, while the results stay right.
-// Any value kept live across the K loop or touched between a wgmma and its wait can cause it
-// (docs/perf-notes.md), so every compile is checked and a hit is logged as a warning.
-bool wgmma_serialized(const CompiledKernel& compiled);
+// Whether ptxas reported a "Potential Performance Loss" in the kernel. Those seen so far:
+//   C7515: the kernel's wgmma run one at a time ("wgmma.mma_async instructions are serialized
+//          ..."); the Hopper main loops then lose their overlap of products with everything
+//          else, typically a third or more of their speed. Any value kept live across the K loop
+//          or touched between a wgmma and its wait can cause it (docs/perf-notes.md);
+//   C7507: a setmaxnreg ignored ("to maintain minimum register requirements"): the compute
+//          warps of a TMA ring keep the block's even share of registers and spill.
+// The results stay right either way, so every compile is checked and a hit is logged as a
+// warning; the compile tests fail on it.
+bool ptxas_performance_loss(const CompiledKernel& compiled);
 
 class NvrtcCompiler {
  public:

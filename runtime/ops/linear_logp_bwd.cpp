@@ -172,7 +172,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
     if (parts & kChunkDz) {
-      launch_linear_logp_bwd_dz(*bwd.dz, dz, c.dtype, c.hidden, op.layout.valid_local, dz_tile, bwd.dz_smem, stream);
+      launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, bwd.dz_smem, bwd.device.info().sm_count, stream);
     }
 
     if (call.grad_bias && (parts & kChunkBias)) {

@@ -1,5 +1,6 @@
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "linear_logp/bwd_dz_layout.cuh"
@@ -35,8 +36,8 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // 196,688 bytes: the Hopper epilogue works in registers, so the TMA ring takes four stages and
-  // leaves one slice of wgmma in flight, as the forward's.
+  // 231,504 bytes: the Hopper epilogue works in registers, so the TMA ring takes four stages and
+  // leaves one slice of wgmma in flight, as the forward's, beside the epilogue's 34 KiB staging.
   if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
@@ -62,18 +63,24 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
   return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
-void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args, DType dtype,
-                               std::int64_t hidden, std::int64_t valid_local, const FwdTile& tile, unsigned smem_bytes,
-                               CUstream stream) {
+void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
+                               const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
+                               int resident_blocks, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
+  const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
+  const std::int64_t col_tiles = (args.chunk_cols + tile.bn - 1) / tile.bn;
   LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>((args.n_rows + tile.bm - 1) / tile.bm);
-  shape.grid_y = static_cast<unsigned>((args.chunk_cols + tile.bn - 1) / tile.bn);
+  shape.grid_x = static_cast<unsigned>(row_tiles);
+  shape.grid_y = static_cast<unsigned>(col_tiles);
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_block_threads(tile.wgmma));
   shape.smem_bytes = smem_bytes;
   kernels::LinearLogpBwdDzParams params{};
   params.args = args;
-  if (tile.wgmma) encode_dz_tensor_maps(params, dtype, hidden, valid_local, tile.bm, tile.bn);
+  if (tile.wgmma) {
+    shape.grid_x = static_cast<unsigned>(std::clamp<std::int64_t>(row_tiles * col_tiles, 1, std::max(1, resident_blocks)));
+    shape.grid_y = 1;
+    encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
+  }
   launch(kernel, shape, params, stream);
 }
 

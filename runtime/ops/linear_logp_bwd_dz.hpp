@@ -24,11 +24,12 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
-// Grid: row tiles x column tiles of the chunk (args.chunk_cols); nothing for zero rows or columns.
-// The Hopper tile's TMA maps are encoded from args, the inputs' dtype, the hidden size and the
-// shard's valid columns (the kernel's H and V_VALID).
-void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args, DType dtype,
-                               std::int64_t hidden, std::int64_t valid_local, const FwdTile& tile, unsigned smem_bytes,
-                               CUstream stream);
+// Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block; the Hopper tile
+// (tile.wgmma) runs at most `resident_blocks` persistent blocks (the multiprocessors: one block
+// each) and reads X and W through TMA maps encoded here from args and the layout. Nothing is
+// launched for zero rows or columns.
+void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
+                               const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
+                               int resident_blocks, CUstream stream);
 
 }  // namespace shardjit

@@ -55,5 +55,18 @@ __device__ __forceinline__ void tma_load_2d(unsigned int dst, const TmaDescripto
       : "memory");
 }
 
+// Register reconfiguration (sm_90a): every thread of the warpgroup lowers, or raises, the
+// registers it may use to REGS (a multiple of 8, 24 to 256); a raise waits until the block's
+// other warpgroups have given up enough.
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
 }  // namespace kernels
 }  // namespace shardjit

@@ -11,10 +11,20 @@
 // as soon as both warpgroups' products on it are done, three slices ahead, and the compute warps
 // issue nothing but their wgmma and their waits.
 //
+// Block: the two compute warpgroups, then a producer warpgroup of which one warp works
+// (kTmaRingBlockThreads). Registers are allotted per multiprocessor quarter, a warp to a quarter in
+// turn, so a block of 288 threads would leave each thread 168 registers, too few for the
+// compute warps' epilogues. A block of 384 gets 384 x 168 = 64512 registers, which setmaxnreg
+// redistributes: the producer warpgroup gives up all but kProducerRegisters and the compute
+// warpgroups take kComputeRegisters. A raise waits until the block's pool has the registers, so
+// 2 x 128 x kComputeRegisters + 128 x kProducerRegisters must not exceed the pool, or the
+// compute warps wait forever.
+//
 // Shared memory: the stages from the 1024-byte aligned start, then the 2 x STAGES mbarriers.
 #pragma once
 
 #include "common/ptx_tma.cuh"
+#include "common/tma_ring_layout.cuh"
 #include "common/wgmma_mainloop.cuh"
 
 namespace shardjit {
@@ -39,6 +49,12 @@ struct TmaRing {
   static constexpr unsigned int kComputeWarps = 8;
   static constexpr unsigned int kComputeThreads = 32 * kComputeWarps;
   static constexpr int kBarrierBytes = 16 * STAGES;
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kComputeRegisters = 224;
+  // What each of the block's threads starts with: 65536 / 384, in steps of 8.
+  static constexpr int kLaunchRegisters = 65536 / kTmaRingBlockThreads / 8 * 8;
+  static_assert(2 * 128 * kComputeRegisters + 128 * kProducerRegisters <= kTmaRingBlockThreads * kLaunchRegisters,
+                "the compute warps' raise fits the block's pool of registers");
 
   unsigned char* smem;
   unsigned int barriers;
@@ -46,8 +62,19 @@ struct TmaRing {
   __device__ explicit TmaRing(unsigned char* base)
       : smem(base), barriers(smem_addr(base) + STAGES * STAGE_BYTES) {}
 
-  // The producer is the warp after the compute warps.
+  // The block's roles after init, in this shape (ptxas keeps the register split only where the
+  // two sides never meet again):
+  //   if (Ring::in_producer_warpgroup(warp)) {
+  //     Ring::enter_producer();
+  //     if (!Ring::is_producer(warp)) return;
+  //     ...; return;
+  //   }
+  //   Ring::enter_compute();
+  __device__ static bool in_producer_warpgroup(int warp) { return warp >= static_cast<int>(kComputeWarps); }
   __device__ static bool is_producer(int warp) { return warp == static_cast<int>(kComputeWarps); }
+  // The producer warpgroup gives its registers up to the compute warpgroups, which take them.
+  __device__ static void enter_producer() { setmaxnreg_dec<kProducerRegisters>(); }
+  __device__ static void enter_compute() { setmaxnreg_inc<kComputeRegisters>(); }
 
   // Every thread of the block calls it once, before either side starts.
   __device__ void init(int tid) const {
@@ -70,13 +97,14 @@ struct TmaRing {
     load(smem_addr(smem) + static_cast<unsigned int>(at.stage) * STAGE_BYTES, full(at.stage));
   }
 
-  // Compute warps: `count` slices of the ring into the wgmma loop, one slice's products left in
-  // flight while the next is issued; each stage is released once its products are done. The
-  // mainloop's accumulators are final after its finish().
+  // Compute warps: `count` slices of the ring, from the cursor on, into the wgmma loop, one
+  // slice's products left in flight while the next is issued; each stage is released once its
+  // products are done, the last one after the mainloop's finish(). The accumulators are final
+  // on return.
   template <class T, class Mainloop>
-  __device__ __forceinline__ void consume(Mainloop& mainloop, int count, int warp, int lane) const {
+  __device__ __forceinline__ void consume(Mainloop& mainloop, TmaRingCursor<STAGES>& at, int count, int warp,
+                                          int lane) const {
     static_assert(Mainloop::kSlicesInFlight == 1, "the ring releases a stage one slice after its products");
-    TmaRingCursor<STAGES> at;
     int held = -1;  // the stage whose products may still run
     for (int i = 0; i < count; ++i) {
       mbarrier_wait_parity(full(at.stage), at.phase);
@@ -88,6 +116,8 @@ struct TmaRing {
       held = at.stage;
       at.advance();
     }
+    mainloop.finish();
+    if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
   }
 
  private:

@@ -50,7 +50,9 @@ __device__ __forceinline__ void gemm_prefetch_addend(const AddT* addend, long lo
   constexpr int kLineElems = 128 / static_cast<int>(sizeof(AddT));
   constexpr int kLinesPerRow = (BN + kLineElems - 1) / kLineElems;
   constexpr int kLines = BM * kLinesPerRow;
-#pragma unroll
+  // Not unrolled: in the TMA loop's producer warp (THREADS = 32) it is 32 iterations, which
+  // unrolled would not fit the producer's registers.
+#pragma unroll 1
   for (int i = tid; i < kLines; i += THREADS) {
     const long long row = m0 + i / kLinesPerRow;
     const long long col = n0 + (i % kLinesPerRow) * kLineElems;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/tma_ring_layout.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -17,10 +18,9 @@ constexpr int gemm_threads = 256;
 // Row tiles a group of the grouped tile order walks column by column (common/tile_order.cuh).
 constexpr int kGemmGroupRows = 8;
 
-// The TMA-fed loop (templates/gemm/gemm_tma.cuh): the two compute warpgroups and a producer warp.
-constexpr int gemm_tma_threads = gemm_threads + 32;
-
-SHARDJIT_HOST_DEVICE constexpr int gemm_block_threads(bool tma) { return tma ? gemm_tma_threads : gemm_threads; }
+// The TMA-fed loop (templates/gemm/gemm_tma.cuh): the two compute warpgroups and a producer
+// warpgroup (templates/common/tma_ring.cuh).
+SHARDJIT_HOST_DEVICE constexpr int gemm_block_threads(bool tma) { return tma ? kTmaRingBlockThreads : gemm_threads; }
 
 SHARDJIT_HOST_DEVICE constexpr int gemm_a_tile_bytes(int a_elem_bytes, int bm, int bk) {
   return bm * bk * a_elem_bytes;

@@ -41,7 +41,9 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
   const int slices = static_cast<int>((args.k + kBK - 1) / kBK);
   ring.init(tid);
 
-  if (Ring::is_producer(warp)) {
+  if (Ring::in_producer_warpgroup(warp)) {
+    Ring::enter_producer();
+    if (!Ring::is_producer(warp)) return;
     // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
     // together, kGemmAddendPrefetchSlices slices before the compute warps finish (the producer
     // runs about STAGES slices ahead of them).
@@ -79,6 +81,7 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
     }
     return;
   }
+  Ring::enter_compute();
 
   // The compute warps need only how many slices arrive: counted before the loop, so that no mask
   // read sits among its wgmma (ptxas would serialize them, C7515).
@@ -86,8 +89,8 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
   for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) ++count;
   Mainloop mainloop;
   mainloop.clear();
-  ring.template consume<TA>(mainloop, count, warp, lane);
-  mainloop.finish();
+  TmaRingCursor<STAGES> at;
+  ring.template consume<TA>(mainloop, at, count, warp, lane);
 
   const GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
                                           static_cast<const AddT*>(args.addend),

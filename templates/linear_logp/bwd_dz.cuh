@@ -6,10 +6,12 @@
 // in registers (bwd_dz_fragment_epilogue.cuh). The GEMMs of templates/gemm/gemm.cuh then turn
 // dZ into grad_hidden and grad_weight.
 //
-// Grid: x = row tiles (ceil(n_rows / BM)), y = column tiles of the chunk (ceil(chunk_cols / BN)),
-// walked in groups of kDzGroupRows row tiles (common/tile_order.cuh): a wave then reads a few X
-// row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
-// group's blocks at about the same time and then streamed out (evict-first).
+// Tiles: ceil(n_rows / BM) row tiles by ceil(chunk_cols / BN) column tiles of the chunk, walked in
+// groups of kDzGroupRows row tiles (templates/linear_logp/bwd_dz_tile.cuh): a wave then reads a
+// few X row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
+// group's blocks at about the same time and then streamed out. Grid: x = row tiles, y = column
+// tiles, a tile a block; with WGMMA, x = the blocks that are resident at once (at most the
+// tiles), each walking tiles blockIdx.x, blockIdx.x + gridDim.x, ...
 // Block: linear_logp_bwd_dz_block_threads(WGMMA), dynamic shared memory
 // linear_logp_bwd_dz_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
@@ -22,23 +24,18 @@
 
 #include "common/cp_async_tile.cuh"
 #include "common/ptx.cuh"
-#include "common/ptx_memory.cuh"
 #include "common/tile_order.cuh"
-#include "common/tma_ring.cuh"
 #include "common/types.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
-#include "linear_logp/bwd_dz_fragment_epilogue.cuh"
+#include "linear_logp/bwd_dz_hopper.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
+#include "linear_logp/bwd_dz_tile.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
 
 namespace shardjit {
 namespace kernels {
-
-// Row tiles a group of the grouped tile order walks column by column: 8 X row tiles (8 MiB at
-// H = 4096) against the ~16 W tiles of a wave.
-constexpr int kDzGroupRows = 8;
 
 template <class T, class BiasT, class TargetT, class DZ, int H, int V_LOCAL, int V_VALID, int BM,
           int BN, int BK, int STAGES, bool WGMMA, bool FILTER>
@@ -58,103 +55,72 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
   using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
-  using Epilogue = typename conditional_type<
-      WGMMA, DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>,
-      DzEpilogue<BiasT, TargetT, DZ, BM, BN, logit_chunk_cols(BM, BN), V_VALID, FILTER, kThreads>>::type;
+  using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, BN, logit_chunk_cols(BM, BN), V_VALID, FILTER, kThreads>;
 
-  const LinearLogpBwdDzArgs& args = params.args;
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];
   unsigned char* const smem = linear_logp_bwd_dz_smem;
-  T* const ring = reinterpret_cast<T*>(smem);
-  constexpr int kRingBytes = linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES);
-  static_assert(Epilogue::kStagingBytes <= kRingBytes, "the epilogue's staging tile fits in the ring");
-  Epilogue epilogue(smem, smem + linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, WGMMA));
-
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kDzGroupRows);
-  const long long row0 = static_cast<long long>(tile.m) * BM;
-  const long long rows_left = args.n_rows - row0;
-  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  const int c0 = tile.n * BN;            // chunk column of the tile's column 0
-  const int n0 = args.chunk_begin + c0;  // shard column of the same
-  DZ* const out = static_cast<DZ*>(args.dz) + row0 * args.dz_stride + c0;
-  // The mask is [row tile][column tile], whatever order the tiles are walked in.
-  unsigned char* const mask =
-      FILTER ? args.tile_mask + static_cast<long long>(tile.m) * gridDim.y + tile.n : nullptr;
-
-  // A tile wholly in the padding (or past the shard) has no logits to compute.
-  if (n0 >= V_VALID) {
-    epilogue.store_zero_tile(c0, rows, args, out, warp, lane);
-    if (FILTER && tid == 0) *mask = 0;
-    return;
-  }
-
   if constexpr (WGMMA) {
-    wgmma_check_alignment(ring);
-    using Ring = TmaRing<STAGES, kStageElems * kElem, BM * BK * kElem>;
-    const Ring ring_of_stages(smem);
-    ring_of_stages.init(tid);
-    if (Ring::is_producer(warp)) {
-      if (lane == 0) {
-        TmaRingCursor<STAGES> at;
-        for (int slice = 0; slice < kKSlices; ++slice) {
-          ring_of_stages.produce(at, [&](unsigned int dst, unsigned int full) {
-            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(row0), full);
-            tma_load_2d(dst + BM * BK * kElem, &params.w_map, slice * BK, n0, full);
-          });
-          at.advance();
-        }
-      }
+    linear_logp_bwd_dz_hopper<T, BiasT, TargetT, DZ, H, V_VALID, BM, BN, BK, STAGES, FILTER>(params, smem);
+  } else {
+    const LinearLogpBwdDzArgs& args = params.args;
+    T* const ring = reinterpret_cast<T*>(smem);
+    Epilogue epilogue(smem, smem + linear_logp_bwd_dz_ring_bytes(kElem, BM, BN, BK, STAGES));
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const DzTile<DZ, BM, BN, FILTER> tile(args, linear_block_index(), gridDim.x, gridDim.y);
+    const long long row0 = tile.row0;
+    const int rows = tile.rows;
+    const int c0 = tile.c0;
+    const int n0 = tile.n0;
+    DZ* const out = tile.out;
+    unsigned char* const mask = tile.mask;
+
+    // A tile wholly in the padding (or past the shard) has no logits to compute.
+    if (n0 >= V_VALID) {
+      epilogue.store_zero_tile(c0, rows, args, out, warp, lane);
+      if (FILTER && tid == 0) *mask = 0;
       return;
     }
-    epilogue.init(args, row0, tid);
-    bar_sync(1, kThreads);  // publishes what init wrote to shared memory
+
+    epilogue.init(args, row0, tid);  // published by the first K-loop barrier
+
+    XCopy x_copy;
+    x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
+    WCopy w_copy;
+    w_copy.set_rows(static_cast<const T*>(args.weight), args.weight_stride, n0, V_VALID, tid);
+    int load_slice = 0;
+    int load_slot = 0;
+    // Always commits, even past the last slice, so that the group count stays in step with the
+    // consumer's cp_async_wait_group.
+    auto load_next = [&]() {
+      if (load_slice < kKSlices) {
+        const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
+        x_copy.issue(slot, load_slice * BK);
+        w_copy.issue(slot + BM * BK * kElem, load_slice * BK);
+        ++load_slice;
+        load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
+      }
+      cp_async_commit_group();
+    };
+#pragma unroll
+    for (int s = 0; s < ring_prefetch_slices<Mainloop, STAGES>(); ++s) load_next();
+
     Mainloop mainloop;
     mainloop.clear();
-    ring_of_stages.template consume<T>(mainloop, kKSlices, warp, lane);
+    int read_slot = 0;
+#pragma unroll 1
+    for (int slice = 0; slice < kKSlices; ++slice) {
+      wait_for_slice<Mainloop, STAGES>();
+      const T* const slot = ring + read_slot * kStageElems;
+      mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
+      read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    }
+    cp_async_wait_group<0>();
     const bool keep = epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
     if (FILTER && tid == 0) *mask = keep ? 1 : 0;
-    return;
   }
-
-  epilogue.init(args, row0, tid);  // published by the first K-loop barrier
-
-  XCopy x_copy;
-  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
-  WCopy w_copy;
-  w_copy.set_rows(static_cast<const T*>(args.weight), args.weight_stride, n0, V_VALID, tid);
-  int load_slice = 0;
-  int load_slot = 0;
-  // Always commits, even past the last slice, so that the group count stays in step with the
-  // consumer's cp_async_wait_group.
-  auto load_next = [&]() {
-    if (load_slice < kKSlices) {
-      const unsigned int slot = smem_addr(ring + load_slot * kStageElems);
-      x_copy.issue(slot, load_slice * BK);
-      w_copy.issue(slot + BM * BK * kElem, load_slice * BK);
-      ++load_slice;
-      load_slot = load_slot + 1 == STAGES ? 0 : load_slot + 1;
-    }
-    cp_async_commit_group();
-  };
-#pragma unroll
-  for (int s = 0; s < ring_prefetch_slices<Mainloop, STAGES>(); ++s) load_next();
-
-  Mainloop mainloop;
-  mainloop.clear();
-  int read_slot = 0;
-#pragma unroll 1
-  for (int slice = 0; slice < kKSlices; ++slice) {
-    wait_for_slice<Mainloop, STAGES>();
-    const T* const slot = ring + read_slot * kStageElems;
-    mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
-    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-  }
-  cp_async_wait_group<0>();
-  const bool keep = epilogue.consume_tile(mainloop, n0, c0, rows, args, out, warp, lane);
-  if (FILTER && tid == 0) *mask = keep ? 1 : 0;
 }
 
 }  // namespace kernels

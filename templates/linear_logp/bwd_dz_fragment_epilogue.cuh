@@ -1,7 +1,8 @@
 // dZ epilogue of linear_logp_bwd_dz on the Hopper main loop: the finished tile is turned into dZ
 // in place in the wgmma accumulators, which hold two rows and BN / 4 columns a thread
-// (WgmmaTileMainloop's fragment layout), and written out through the ring, free once every
-// warpgroup's products are done (FragmentTileStore, templates/common/fragment_store.cuh). Same
+// (WgmmaTileMainloop's fragment layout), and written out through a staging area of its own, in
+// column parts (FragmentTileStore, templates/common/fragment_store.cuh), so that the ring goes on
+// loading the block's next tile meanwhile. Same
 // formula, zeros, padding and FILTER rule as DzEpilogue (bwd_dz_epilogue.cuh), and the same
 // interface: init, consume_tile, store_zero_tile.
 //
@@ -29,22 +30,28 @@ struct DzFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
-  using Store = FragmentTileStore<DZ, Mainloop>;
+  // Column parts of the staging: 256 bytes of a row's data a part for 16-bit dZ (two parts), 128
+  // for fp32 (eight): at most 34 KiB of staging beside the four 48 KiB stages of the ring.
+  using Store = FragmentTileStore<DZ, Mainloop, sizeof(DZ) == 2 ? 2 : 8>;
 
   BwdRow row[2];           // the thread's two rows (fragment_row half 0 and 1)
-  unsigned char* staging;  // the ring, for FragmentTileStore
-  unsigned int* tile_max;  // FILTER: bits of the largest |dZ| (non-negative floats order as integers)
+  unsigned char* staging;  // kStagingBytes, for FragmentTileStore
+  unsigned int* tile_max;  // FILTER: two of the bits of a tile's largest |dZ| (non-negative floats order as integers)
+  unsigned int* current_max = nullptr;  // the current tile's
 
-  // Bytes of the ring the epilogue writes once the products are done.
   static constexpr int kStagingBytes = Store::kBytes;
+  // Shared memory beside the staging: the tile max, two of them (see init).
+  static constexpr int kRegionBytes = 16;
 
-  // `ring`: the pipeline's stages (at least kStagingBytes); `region`: the epilogue's part of
-  // shared memory, the tile max alone.
-  __device__ DzFragmentEpilogue(unsigned char* ring, unsigned char* region)
-      : staging(ring), tile_max(reinterpret_cast<unsigned int*>(region)) {}
+  // `staging`: kStagingBytes on a 16-byte boundary; `region`: kRegionBytes.
+  __device__ DzFragmentEpilogue(unsigned char* staging_area, unsigned char* region)
+      : staging(staging_area), tile_max(reinterpret_cast<unsigned int*>(region)) {}
 
-  // The tile max is published by the first K-loop barrier.
-  __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) {
+  // Reads the rows' coefficients of the block's tile number `tile_count` (0, 1, ... of this block)
+  // and clears its tile max. The tiles use two tile max in turn, so that this tile's clear
+  // cannot overtake the last tile's reads; the compute warps' barrier after init publishes it.
+  __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid, int tile_count) {
+    current_max = tile_max + (tile_count & 1);
     const float s = args.scale != nullptr ? *args.scale : 1.0f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -52,13 +59,13 @@ struct DzFragmentEpilogue {
       row[h] = BwdRow{0.0f, 0.0f, 0.0f, kBwdNoGradient};
       if (i < args.n_rows) row[h] = bwd_row<TargetT, V_VALID>(args, i, s);
     }
-    if (FILTER && tid == 0) *tile_max = 0u;
+    if (FILTER && tid == 0) *current_max = 0u;
   }
 
   // Writes the dZ of the finished tile whose column 0 is shard column n0 (chunk column c0) for
   // its first `n` rows to `out` (the dZ of row 0, column c0). With FILTER, a tile whose |dZ| all
   // lie below the threshold is written as zeros; returns whether it was not. Every compute thread
-  // calls it (it synchronizes them).
+  // calls it (with FILTER it synchronizes them).
   __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n,
                                                const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) {
     mainloop.finish();
@@ -100,14 +107,14 @@ struct DzFragmentEpilogue {
         const unsigned int bits = __float_as_uint(fabsf(acc[i]));
         local_max = bits > local_max ? bits : local_max;
       }
-      fold_tile_max(tile_max, local_max, lane);
+      fold_tile_max(current_max, local_max, lane);
     }
-    // Every warpgroup's products are done: the ring is free for the staging tile (and the tile
-    // max is complete). The compute warps only: the ring's producer warp has left.
-    bar_sync(1, Mainloop::kThreads);
     bool keep = true;
     if constexpr (FILTER) {
-      keep = dz_tile_kept(*tile_max, args);
+      // Every warp has folded its values into the tile max (the compute warps only: the ring's
+      // producer warp takes no part). A warp stages only its own rows, so nothing else waits.
+      bar_sync(1, Mainloop::kThreads);
+      keep = dz_tile_kept(*current_max, args);
       if (!keep) {
 #pragma unroll
         for (int i = 0; i < Mainloop::kAccumulators; ++i) acc[i] = 0.0f;

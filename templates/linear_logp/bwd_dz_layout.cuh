@@ -14,6 +14,7 @@
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/tma_ring_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
@@ -21,9 +22,9 @@ namespace kernels {
 
 constexpr int linear_logp_bwd_dz_threads = 256;
 
-// The Hopper loop adds the producer warp of its TMA ring (templates/common/tma_ring.cuh).
+// The Hopper loop adds the producer warpgroup of its TMA ring (templates/common/tma_ring.cuh).
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) {
-  return wgmma ? linear_logp_bwd_dz_threads + 32 : linear_logp_bwd_dz_threads;
+  return wgmma ? kTmaRingBlockThreads : linear_logp_bwd_dz_threads;
 }
 
 // What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
@@ -52,8 +53,13 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_max_offset(int bm, int bn)
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
-// The Hopper loop (register epilogue): the TMA ring, its 2 x stages mbarriers, the tile max.
+// The Hopper loop (register epilogue, templates/linear_logp/bwd_dz_hopper.cuh): the TMA ring,
+// its 2 x stages mbarriers, the epilogue's region (two tile max) and its staging area (128 rows
+// of 256 bytes of 16-bit dZ and 16 of padding, or of 128 bytes of fp32 dZ and 32).
 // The portable loops: the cp.async ring, then the logit tile, the rows and the tile max.
+constexpr int linear_logp_bwd_dz_hopper_region_bytes = 16;
+constexpr int linear_logp_bwd_dz_hopper_staging_bytes = 128 * 272;
+
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_bytes, int bm, int bn, int bk, int stages,
                                                                    bool register_epilogue) {
   return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) + (register_epilogue ? 16 * stages : 0);
@@ -62,7 +68,8 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_byt
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
   return linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, register_epilogue) +
-         (register_epilogue ? 16 : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
+         (register_epilogue ? linear_logp_bwd_dz_hopper_region_bytes + linear_logp_bwd_dz_hopper_staging_bytes
+                            : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
 }
 
 }  // namespace kernels

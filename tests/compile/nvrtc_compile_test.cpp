@@ -58,7 +58,7 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
     EXPECT_GT(compiled.cubin.size(), 1000u) << spec->canonical_text();
     EXPECT_EQ(compiled.cubin.compare(0, 4, "\x7f" "ELF"), 0) << "a CUBIN is an ELF image";
     EXPECT_FALSE(compiled.lowered_name.empty());
-    EXPECT_FALSE(wgmma_serialized(compiled)) << spec->canonical_text() << "\n" << compiled.log;
+    EXPECT_FALSE(ptxas_performance_loss(compiled)) << spec->canonical_text() << "\n" << compiled.log;
   }
 }
 
@@ -90,15 +90,21 @@ TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
   }
 }
 
-TEST(NvrtcCompiler, SerializedWgmmaIsRecognizedInTheLog) {
+TEST(NvrtcCompiler, PerformanceLossesAreRecognizedInTheLog) {
   CompiledKernel compiled;
-  EXPECT_FALSE(wgmma_serialized(compiled));
+  EXPECT_FALSE(ptxas_performance_loss(compiled));
   // As ptxas 13.0 words it (here for a GEMM whose alpha was read before its K loop).
   compiled.log =
       "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non "
       "wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in "
       "the function 'gemm'";
-  EXPECT_TRUE(wgmma_serialized(compiled));
+  EXPECT_TRUE(ptxas_performance_loss(compiled));
+  // A producer warpgroup whose code needs more registers than its setmaxnreg leaves it.
+  compiled.log = "ptxas info    : (C7507) Potential Performance Loss: 'setmaxnreg' ignored to maintain minimum "
+                 "register requirements.";
+  EXPECT_TRUE(ptxas_performance_loss(compiled));
+  compiled.log = "linear_logp/combine.cuh(30): warning #39-D: division by zero";
+  EXPECT_FALSE(ptxas_performance_loss(compiled));
 }
 
 TEST(NvrtcCompiler, DumpFolderReceivesSourcePtxAndCubin) {

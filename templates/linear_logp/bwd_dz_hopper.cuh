@@ -1,0 +1,93 @@
+// The dZ kernel on the Hopper loop (templates/linear_logp/bwd_dz.cuh with WGMMA): persistent
+// blocks of two compute warpgroups and a producer warp. Block b of G takes tiles b, b + G, ... of
+// the grouped order, so the running tiles stay one stretch of it, and the producer walks the K
+// slices of all of them through one TMA ring (templates/common/tma_ring.cuh): while the compute
+// warps turn a finished tile into dZ and store it, the ring already loads the next tile's
+// slices, and the stores (bulk copies from the epilogue's own staging area) run under the next
+// tile's products.
+//
+// Shared memory (linear_logp_bwd_dz_smem_bytes): the ring, its mbarriers, the epilogue's region
+// (two tile max), its staging area.
+#pragma once
+
+#include "common/ptx_memory.cuh"
+#include "common/tma_ring.cuh"
+#include "linear_logp/bwd_dz_args.cuh"
+#include "linear_logp/bwd_dz_fragment_epilogue.cuh"
+#include "linear_logp/bwd_dz_layout.cuh"
+#include "linear_logp/bwd_dz_tile.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+template <class T, class BiasT, class TargetT, class DZ, int H, int V_VALID, int BM, int BN, int BK, int STAGES,
+          bool FILTER>
+__device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
+  using Mainloop = WgmmaTileMainloop<T, BM, BN, BK, 1>;
+  using Epilogue = DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>;
+  using Tile = DzTile<DZ, BM, BN, FILTER>;
+  constexpr int kElem = static_cast<int>(sizeof(T));
+  constexpr int kKSlices = (H + BK - 1) / BK;
+  constexpr int kRegion = linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, true);
+  static_assert(Epilogue::kRegionBytes == linear_logp_bwd_dz_hopper_region_bytes &&
+                    Epilogue::kStagingBytes <= linear_logp_bwd_dz_hopper_staging_bytes,
+                "the host sizes the epilogue's shared memory (templates/linear_logp/bwd_dz_layout.cuh)");
+  using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;
+
+  const LinearLogpBwdDzArgs& args = params.args;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int row_tiles = static_cast<int>((args.n_rows + BM - 1) / BM);
+  const int col_tiles = (args.chunk_cols + BN - 1) / BN;
+  const int tiles = row_tiles * col_tiles;
+  wgmma_check_alignment(smem);
+  const Ring ring(smem);
+  ring.init(tid);
+
+  if (Ring::in_producer_warpgroup(warp)) {
+    Ring::enter_producer();
+    if (!Ring::is_producer(warp)) return;
+    if (lane == 0) {
+      TmaRingCursor<STAGES> at;
+      for (int index = blockIdx.x; index < tiles; index += gridDim.x) {
+        const Tile tile(args, index, row_tiles, col_tiles);
+        if (tile.n0 >= V_VALID) continue;  // no products: see below
+        for (int slice = 0; slice < kKSlices; ++slice) {
+          ring.produce(at, [&](unsigned int dst, unsigned int full) {
+            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(tile.row0), full);
+            tma_load_2d(dst + BM * BK * kElem, &params.w_map, slice * BK, tile.n0, full);
+          });
+          at.advance();
+        }
+      }
+    }
+    return;
+  }
+  Ring::enter_compute();
+
+  Epilogue epilogue(smem + kRegion + Epilogue::kRegionBytes, smem + kRegion);
+  TmaRingCursor<STAGES> at;
+  int tile_count = 0;
+  for (int index = blockIdx.x; index < tiles; index += gridDim.x, ++tile_count) {
+    const Tile tile(args, index, row_tiles, col_tiles);
+    // A tile wholly in the padding (or past the shard) has no logits to compute.
+    if (tile.n0 >= V_VALID) {
+      epilogue.store_zero_tile(tile.c0, tile.rows, args, tile.out, warp, lane);
+      if (FILTER && tid == 0) *tile.mask = 0;
+      continue;
+    }
+    epilogue.init(args, tile.row0, tid, tile_count);
+    if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
+    Mainloop mainloop;
+    mainloop.clear();
+    ring.template consume<T>(mainloop, at, kKSlices, warp, lane);
+    const bool keep = epilogue.consume_tile(mainloop, tile.n0, tile.c0, tile.rows, args, tile.out, warp, lane);
+    if (FILTER && tid == 0) *tile.mask = keep ? 1 : 0;
+  }
+  // The last stores' copies must have read the staging area before the block's shared memory goes.
+  Epilogue::Store::wait_reads(lane);
+}
+
+}  // namespace kernels
+}  // namespace shardjit
