@@ -47,9 +47,10 @@ struct DzFragmentEpilogue {
   __device__ DzFragmentEpilogue(unsigned char* staging_area, unsigned char* region)
       : staging(staging_area), tile_max(reinterpret_cast<unsigned int*>(region)) {}
 
-  // Reads the rows' coefficients of the block's tile number `tile_count` (0, 1, ... of this block)
-  // and clears its tile max. The tiles use two tile max in turn, so that this tile's clear
-  // cannot overtake the last tile's reads; the compute warps' barrier after init publishes it.
+  // Reads the rows' coefficients of the block's computed tile number `tile_count` (0, 1, ... of
+  // this block's tiles with products) and clears its tile max. The tiles use two tile max in
+  // turn: this clear and the reads of the tile before last are separated by the last tile's
+  // barriers. The compute warps' barrier after init publishes it.
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid, int tile_count) {
     current_max = tile_max + (tile_count & 1);
     const float s = args.scale != nullptr ? *args.scale : 1.0f;

@@ -68,8 +68,10 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
 
   Epilogue epilogue(smem + kRegion + Epilogue::kRegionBytes, smem + kRegion);
   TmaRingCursor<STAGES> at;
-  int tile_count = 0;
-  for (int index = blockIdx.x; index < tiles; index += gridDim.x, ++tile_count) {
+  // Tiles with products so far: their count picks the tile max (two in turn; init). Tiles of
+  // padding are not counted, since no barrier separates them from their neighbours.
+  int computed = 0;
+  for (int index = blockIdx.x; index < tiles; index += gridDim.x) {
     const Tile tile(args, index, row_tiles, col_tiles);
     // A tile wholly in the padding (or past the shard) has no logits to compute.
     if (tile.n0 >= V_VALID) {
@@ -77,7 +79,7 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
       if (FILTER && tid == 0) *tile.mask = 0;
       continue;
     }
-    epilogue.init(args, tile.row0, tid, tile_count);
+    epilogue.init(args, tile.row0, tid, computed++);
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
