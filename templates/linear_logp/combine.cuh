@@ -26,9 +26,12 @@ constexpr int kLogpCombineThreads = 256;
 
 template <int PEERS>
 __device__ __forceinline__ RowPartial source_partial(const LogpCombineArgs& args, int s, long long row) {
-  if (PEERS == 0) return args.partials[s * args.source_stride + row];
-  const int per_rank = args.sources / PEERS;
-  return args.rank_partials[s / per_rank][(s % per_rank) * args.source_stride + row];
+  if constexpr (PEERS == 0) {
+    return args.partials[s * args.source_stride + row];
+  } else {
+    const int per_rank = args.sources / PEERS;
+    return args.rank_partials[s / per_rank][(s % per_rank) * args.source_stride + row];
+  }
 }
 
 template <class TargetT, bool ENTROPY, int PEERS>
