@@ -80,9 +80,11 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
   kernels::GemmParams params{};
   params.args = args;
   if (tile.tma) {
-    // B without rows of data reads as zeros: the product is zero, and a map needs a row.
+    // B without rows of data reads as zeros: the product is zero (out = addend, or zeros), and
+    // with k = 0 no map is read, so none is encoded: the views of an empty call may hold
+    // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
-    encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
+    if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
   }
   launch(kernel, shape, params, stream);
 }

@@ -3,14 +3,18 @@
 // kernel to place its buffers; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
-//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
-// then the epilogue's region. The shared-memory epilogue (DzEpilogue) keeps there
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async (the
+//                                                    portable loops) or TMA (the Hopper loop)
+// then, on the portable loops, the shared-memory epilogue's (DzEpilogue) region:
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
 //                                                    tile (see logit_chunk_cols)
 //   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
-// and the register epilogue of the Hopper loop (DzFragmentEpilogue) only the tile max; it stages
-// the finished dZ tile in the ring, once every warpgroup's products are done.
+// and on the Hopper loop (templates/linear_logp/bwd_dz_hopper.cuh):
+//   2 x stages mbarriers                             the TMA ring's full and empty barriers
+//   two tile max (16 bytes)                          FILTER, used by the computed tiles in turn
+//   staging [128][272 bytes]                         the register epilogue's (DzFragmentEpilogue)
+//                                                    rows on their way to the bulk copies
 #pragma once
 
 #include "common/host_device.cuh"
