@@ -231,8 +231,11 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.out_stride = direct ? call.grad_hidden_stride : acc_stride;
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
-      launch_gemm(direct ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, direct ? k.grad_hidden_out_kind : k.grad_hidden_acc_kind,
-                  k.gemm_tile, bwd.gemm_smem, stream);
+      if (direct) {
+        launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, stream);
+      } else {
+        launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.gemm_smem, stream);
+      }
     }
   };
 

@@ -77,7 +77,8 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   kernels::LinearLogpBwdDzParams params{};
   params.args = args;
   if (tile.wgmma) {
-    shape.grid_x = static_cast<unsigned>(std::clamp<std::int64_t>(row_tiles * col_tiles, 1, std::max(1, resident_blocks)));
+    const std::int64_t tiles = row_tiles * col_tiles;
+    shape.grid_x = static_cast<unsigned>(std::clamp<std::int64_t>(tiles, 1, std::max(1, resident_blocks)));
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
   }

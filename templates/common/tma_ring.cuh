@@ -45,10 +45,8 @@ struct TmaRingCursor {
 
 template <int STAGES, unsigned int STAGE_BYTES, unsigned int B_OFFSET>
 struct TmaRing {
-  static constexpr unsigned int kStageBytes = STAGE_BYTES;
   static constexpr unsigned int kComputeWarps = 8;
   static constexpr unsigned int kComputeThreads = 32 * kComputeWarps;
-  static constexpr int kBarrierBytes = 16 * STAGES;
   static constexpr int kProducerRegisters = 56;
   static constexpr int kComputeRegisters = 224;
   // What each of the block's threads starts with: 65536 / 384, in steps of 8.

@@ -166,22 +166,12 @@ __global__ void __launch_bounds__(
   // loop makes ptxas serialize its wgmma (C7515).
   int slice = next_slice(0);
   run_slices(slice, slices - kGemmAddendPrefetchSlices);
-  if (args.addend != nullptr) {
-    gemm_prefetch_addend<AddT, BM, BN, kThreads>(static_cast<const AddT*>(args.addend), args.addend_stride, args.m,
-                                                 args.n, m0, n0, tid);
-  }
+  gemm_prefetch_addend<AddT, BM, BN, kThreads>(args, m0, n0, tid);
   run_slices(slice, slices);
   cp_async_wait_group<0>();
   if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
 
-  const GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
-                                          static_cast<const AddT*>(args.addend),
-                                          args.out_stride,
-                                          args.addend_stride,
-                                          args.m,
-                                          args.n,
-                                          args.alpha != nullptr ? *args.alpha : 1.0f};
-  epilogue.store_tile(mainloop, m0, n0, warp, lane);
+  GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
 }
 
 }  // namespace kernels

@@ -10,6 +10,7 @@
 
 #include "common/ptx.cuh"
 #include "common/types.cuh"
+#include "gemm/gemm_args.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -41,12 +42,14 @@ __device__ __forceinline__ void store_pair(T* p, float v0, float v1) {
 // arrive from HBM, so that the epilogue's batched reads find them in L2.
 constexpr int kGemmAddendPrefetchSlices = 8;
 
-// Prefetches into L2 the addend's part of the BM x BN output tile at (m0, n0), a line a thread at a
-// time. Called once a block, before the epilogue and with no accumulator live in its arguments:
-// a value read here and kept across the wgmma loop could make ptxas serialize it.
+// Prefetches into L2 the part of args' addend (of type AddT; none when null) in the BM x BN output
+// tile at (m0, n0), a line a thread at a time. Called once a block, before the epilogue and with
+// no accumulator live in its arguments: a value read here and kept across the wgmma loop could
+// make ptxas serialize it.
 template <class AddT, int BM, int BN, int THREADS>
-__device__ __forceinline__ void gemm_prefetch_addend(const AddT* addend, long long stride, long long m, long long n,
-                                                     long long m0, long long n0, int tid) {
+__device__ __forceinline__ void gemm_prefetch_addend(const GemmArgs& args, long long m0, long long n0, int tid) {
+  if (args.addend == nullptr) return;
+  const AddT* const addend = static_cast<const AddT*>(args.addend);
   constexpr int kLineElems = 128 / static_cast<int>(sizeof(AddT));
   constexpr int kLinesPerRow = (BN + kLineElems - 1) / kLineElems;
   constexpr int kLines = BM * kLinesPerRow;
@@ -56,7 +59,7 @@ __device__ __forceinline__ void gemm_prefetch_addend(const AddT* addend, long lo
   for (int i = tid; i < kLines; i += THREADS) {
     const long long row = m0 + i / kLinesPerRow;
     const long long col = n0 + (i % kLinesPerRow) * kLineElems;
-    if (row < m && col < n) prefetch_l2(addend + row * stride + col);
+    if (row < args.m && col < args.n) prefetch_l2(addend + row * args.addend_stride + col);
   }
 }
 
@@ -64,6 +67,17 @@ template <class OutT, class AddT>
 struct GemmEpilogue {
   // Addend reads in flight per thread: 16 pairs, 32 registers beside the accumulators.
   static constexpr int kAddendBatch = 16;
+
+  // The epilogue of the product args describe.
+  __device__ static GemmEpilogue of(const GemmArgs& args) {
+    return {static_cast<OutT*>(args.out),
+            static_cast<const AddT*>(args.addend),
+            args.out_stride,
+            args.addend_stride,
+            args.m,
+            args.n,
+            args.alpha != nullptr ? *args.alpha : 1.0f};
+  }
 
   OutT* out;
   const AddT* addend;

@@ -34,7 +34,8 @@ gemm_stage_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk) {
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
 SHARDJIT_HOST_DEVICE constexpr int
 gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages, bool tma) {
-  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) + (tma ? 16 * stages : 0);
+  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) +
+         (tma ? tma_ring_barrier_bytes(stages) : 0);
 }
 
 }  // namespace kernels

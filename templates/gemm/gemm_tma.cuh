@@ -52,8 +52,7 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
     TmaRingCursor<STAGES> at;
     for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) {
       if (!prefetched && slice >= prefetch_at) {
-        gemm_prefetch_addend<AddT, kBM, kBN, 32>(static_cast<const AddT*>(args.addend), args.addend_stride, args.m,
-                                                 args.n, m0, n0, lane);
+        gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
         prefetched = true;
       }
       if (lane == 0) {
@@ -76,8 +75,7 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
       at.advance();
     }
     if (!prefetched) {
-      gemm_prefetch_addend<AddT, kBM, kBN, 32>(static_cast<const AddT*>(args.addend), args.addend_stride, args.m,
-                                               args.n, m0, n0, lane);
+      gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
     }
     return;
   }
@@ -92,14 +90,7 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
   TmaRingCursor<STAGES> at;
   ring.template consume<TA>(mainloop, at, count, warp, lane);
 
-  const GemmEpilogue<OutT, AddT> epilogue{static_cast<OutT*>(args.out),
-                                          static_cast<const AddT*>(args.addend),
-                                          args.out_stride,
-                                          args.addend_stride,
-                                          args.m,
-                                          args.n,
-                                          args.alpha != nullptr ? *args.alpha : 1.0f};
-  epilogue.store_tile(mainloop, m0, n0, warp, lane);
+  GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
 }
 
 }  // namespace kernels

@@ -66,7 +66,8 @@ constexpr int linear_logp_bwd_dz_hopper_staging_bytes = 128 * 272;
 
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_bytes, int bm, int bn, int bk, int stages,
                                                                    bool register_epilogue) {
-  return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) + (register_epilogue ? 16 * stages : 0);
+  return linear_logp_bwd_dz_ring_bytes(elem_bytes, bm, bn, bk, stages) +
+         (register_epilogue ? tma_ring_barrier_bytes(stages) : 0);
 }
 
 SHARDJIT_HOST_DEVICE constexpr int
