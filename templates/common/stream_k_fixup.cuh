@@ -1,0 +1,74 @@
+// The pieces of a tile split along K (templates/common/stream_k.cuh) merged into one: each piece
+// stores its fp32 partial sums in its slot, and the last piece to arrive loads every piece's,
+// its own included, and adds them in piece order into its accumulators, then runs the kernel's
+// epilogue. The order, and so the result, does not depend on which piece arrives last, and no
+// block waits for another: a piece that is not last simply moves on.
+//
+// Called by the compute threads only (THREADS of them, thread index ctid), after the main loop's
+// finish(). A slot holds the tile's accumulators thread-major in 16-byte groups, so that each
+// warp stores and loads 512 contiguous bytes at a time.
+#pragma once
+
+#include "common/ptx_memory.cuh"
+#include "common/stream_k.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+// Named barrier of the compute threads' hand-over (bar 1 is the dZ epilogue's).
+constexpr unsigned int kStreamKBarrier = 2;
+
+template <int ACCUMULATORS, int THREADS>
+struct StreamKFixup {
+  static_assert(ACCUMULATORS % 4 == 0, "accumulators go in groups of four");
+  static constexpr int kGroups = ACCUMULATORS / 4;
+  static constexpr long long kSlotFloats = static_cast<long long>(ACCUMULATORS) * THREADS;
+
+  // Whether this block finishes `segment`'s tile with `acc`: a whole tile always; a piece only
+  // if it arrives last, and then `acc` holds the sum of all the pieces on return.
+  __device__ static bool finish(const StreamKPlan& plan, const TileSegment& segment, float (&acc)[ACCUMULATORS],
+                                int ctid) {
+    if (segment.worker < 0 || stream_k_whole(plan, segment)) return true;
+    const TilePieces pieces = stream_k_pieces(plan, segment.tile);
+    float4* const mine = slot(plan, stream_k_slot(plan, segment.tile, segment.worker), ctid);
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      __stcg(mine + g * THREADS, make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]));
+    }
+    // Every thread's stores are visible at the GPU before the block's arrival is counted.
+    __threadfence();
+    bar_sync(kStreamKBarrier, THREADS);
+    bool last = false;
+    if (ctid == 0) {
+      unsigned int* const arrivals = plan.arrivals + (segment.tile - plan.whole_tiles);
+      last = atomicAdd(arrivals, 1u) == static_cast<unsigned int>(pieces.last - pieces.first);
+      // The counter is ready for the next launch: every piece has arrived.
+      if (last) *arrivals = 0;
+    }
+    last = !bar_red_and(kStreamKBarrier, THREADS, !last);
+    if (!last) return false;
+    __threadfence();  // the other pieces' stores, seen through the counter, before the loads
+#pragma unroll
+    for (int i = 0; i < ACCUMULATORS; ++i) acc[i] = 0.0f;
+    for (int worker = pieces.first; worker <= pieces.last; ++worker) {
+      const float4* const part = slot(plan, stream_k_slot(plan, segment.tile, worker), ctid);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const float4 v = __ldcg(part + g * THREADS);
+        acc[4 * g] += v.x;
+        acc[4 * g + 1] += v.y;
+        acc[4 * g + 2] += v.z;
+        acc[4 * g + 3] += v.w;
+      }
+    }
+    return true;
+  }
+
+ private:
+  __device__ static float4* slot(const StreamKPlan& plan, int index, int ctid) {
+    return reinterpret_cast<float4*>(plan.partials + index * kSlotFloats) + ctid;
+  }
+};
+
+}  // namespace kernels
+}  // namespace shardjit
