@@ -70,7 +70,7 @@ unsigned gemm_smem(DType a, DType b, const GemmTile& tile) {
 }
 
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
-                 const GemmTile& tile, unsigned smem_bytes, CUstream stream) {
+                 const GemmTile& tile, unsigned smem_bytes, const StreamKWorkspace& split, CUstream stream) {
   if (args.m == 0 || args.n == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.m + tile.bm - 1) / tile.bm);
@@ -85,6 +85,10 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
+    const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
+    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
+    shape.grid_x = static_cast<unsigned>(kernels::stream_k_grid(params.split, split.resident_blocks(), false));
+    shape.grid_y = 1;
   }
   launch(kernel, shape, params, stream);
 }

@@ -125,6 +125,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     op.tp->before_growth(stream, "LinearLogp backward buffers");  // bounds the wait reserve() does
   }
   bwd.reserve(plan, stream);
+  bwd.reserve_split(plan, n);
   const bool filter = c.grad_filter_threshold > 0.0f;
   const FwdTile& dz_tile = k.dz_tile;
 
@@ -172,7 +173,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
     if (parts & kChunkDz) {
-      launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, bwd.dz_smem, bwd.device.info().sm_count, stream);
+      launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, bwd.dz_smem, bwd.split, stream);
     }
 
     if (call.grad_bias && (parts & kChunkBias)) {
@@ -210,7 +211,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       w.addend_stride = call.grad_weight_stride;
       w.m = chunk.cols;
       w.k = n;
-      launch_gemm(*bwd.grad_weight, w, k.grad_weight_kind, k.gemm_tile, bwd.gemm_smem, stream);
+      launch_gemm(*bwd.grad_weight, w, k.grad_weight_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
     }
 
     if (call.grad_hidden && n > 0 && (parts & kChunkHidden)) {
@@ -232,9 +233,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
       if (direct) {
-        launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, stream);
+        launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
       } else {
-        launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.gemm_smem, stream);
+        launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
       }
     }
   };
@@ -270,7 +271,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       r.mask_block_cols = dz_tile.bn;
       r.m = n;
       r.n = c.hidden;
-      launch_gemm(*bwd.grad_hidden_out, r, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, stream);
+      launch_gemm(*bwd.grad_hidden_out, r, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
     } else {
       throw Error(ErrorCode::kInternal, "TP backward: unknown launch action " + std::to_string(action));
     }

@@ -65,7 +65,7 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
-                               int resident_blocks, CUstream stream) {
+                               const StreamKWorkspace& split, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
   const std::int64_t col_tiles = (args.chunk_cols + tile.bn - 1) / tile.bn;
@@ -77,8 +77,9 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   kernels::LinearLogpBwdDzParams params{};
   params.args = args;
   if (tile.wgmma) {
-    const std::int64_t tiles = row_tiles * col_tiles;
-    shape.grid_x = static_cast<unsigned>(std::clamp<std::int64_t>(tiles, 1, std::max(1, resident_blocks)));
+    const int slices = static_cast<int>((layout.config.hidden + tile.bk - 1) / tile.bk);
+    params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices);
+    shape.grid_x = static_cast<unsigned>(kernels::stream_k_grid(params.split, std::max(1, split.resident_blocks()), true));
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
   }

@@ -11,6 +11,7 @@
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
+#include "runtime/sched/stream_k_workspace.hpp"
 
 namespace shardjit {
 
@@ -25,11 +26,12 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
 // Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block; the Hopper tile
-// (tile.wgmma) runs at most `resident_blocks` persistent blocks (the multiprocessors: one block
-// each) and reads X and W through TMA maps encoded here from args and the layout. Nothing is
-// launched for zero rows or columns.
+// (tile.wgmma) runs at most split.resident_blocks() persistent blocks (the multiprocessors: one
+// block each), splits its last waves' tiles along K in `split` (templates/common/stream_k.cuh)
+// and reads X and W through TMA maps encoded here from args and the layout. Nothing is launched
+// for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
-                               int resident_blocks, CUstream stream);
+                               const StreamKWorkspace& split, CUstream stream);
 
 }  // namespace shardjit

@@ -1,5 +1,7 @@
 #include "runtime/ops/linear_logp_bwd_state.hpp"
 
+#include <algorithm>
+
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
@@ -51,9 +53,16 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   for (const auto* gemm : {&grad_weight, &grad_hidden_acc, &grad_hidden_out}) allow_dynamic_smem(**gemm, gemm_smem);
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
+  // The Hopper kernels split the tiles of small grids along K (templates/common/stream_k.cuh).
+  if (specs->gemm_tile.tma || specs->dz_tile.wgmma) {
+    split = StreamKWorkspace(device, std::max(specs->gemm_tile.bm * specs->gemm_tile.bn,
+                                              specs->dz_tile.bm * specs->dz_tile.bn));
+  }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
     reserve(plan(c.max_rows, true), nullptr);
+    // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
+    if (specs->gemm_tile.tma || specs->dz_tile.wgmma) split.allocate();
   }
 }
 
@@ -76,6 +85,30 @@ void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
   grow(dz_buffer, plan.dz_bytes, device, stream, "dZ chunk");
   grow(accumulator, plan.accumulator_bytes, device, stream, "grad_hidden accumulator");
   grow(mask, plan.mask_bytes, device, stream, "filter mask");
+}
+
+void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows) {
+  if (split.allocated() || split.resident_blocks() == 0 || n_rows == 0 || plan.chunks == 0) return;
+  const LinearLogpConfig& c = layout.config;
+  const FwdTile& dz_tile = specs->dz_tile;
+  const GemmTile& gemm = specs->gemm_tile;
+  auto tiles = [](std::int64_t rows, std::int64_t cols, int bm, int bn) {
+    return static_cast<int>(std::min<std::int64_t>((rows + bm - 1) / bm * ((cols + bn - 1) / bn), 1 << 30));
+  };
+  auto slices = [](std::int64_t k, int bk) { return static_cast<int>(std::min<std::int64_t>((k + bk - 1) / bk, 1 << 30)); };
+  // Per chunk: dZ [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over K = n_rows,
+  // grad_hidden [n_rows x hidden] over K = cols. Every chunk but the last has the first's width.
+  bool splits = false;
+  for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
+    const std::int64_t cols = plan.chunk(index).cols;
+    splits = splits || (dz_tile.wgmma && split.splits(tiles(n_rows, cols, dz_tile.bm, dz_tile.bn),
+                                                      slices(c.hidden, dz_tile.bk)));
+    if (gemm.tma) {
+      splits = splits || split.splits(tiles(cols, c.hidden, gemm.bm, gemm.bn), slices(n_rows, gemm.bk)) ||
+               split.splits(tiles(n_rows, c.hidden, gemm.bm, gemm.bn), slices(cols, gemm.bk));
+    }
+  }
+  if (splits) split.allocate();
 }
 
 }  // namespace shardjit

@@ -15,6 +15,7 @@
 #include "runtime/ops/linear_logp_bwd_plan.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/sched/stream_k_workspace.hpp"
 
 namespace shardjit {
 
@@ -31,6 +32,10 @@ struct LinearLogpBwdState {
   // so a growth waits for it first (as the forward's workspace does; config.max_rows avoids it).
   void reserve(const BwdChunkPlan& plan, CUstream stream);
 
+  // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
+  // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
+  void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows);
+
   const LinearLogpLayout& layout;
   const DeviceContext& device;
   std::optional<LinearLogpBwdKernels> specs;
@@ -46,6 +51,7 @@ struct LinearLogpBwdState {
   DeviceBuffer accumulator;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
+  StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
 };
 
 }  // namespace shardjit

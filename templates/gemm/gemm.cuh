@@ -10,8 +10,8 @@
 // output tile and walks K in a fixed order: results do not depend on the launch or the data.
 //
 // TMA (with WGMMA, sm_90a): the operands are copied by TMA from a producer warp instead of
-// cp.async from every thread (templates/gemm/gemm_tma.cuh); the products and epilogues are the
-// same.
+// cp.async from every thread, and a grid of few tiles is split along K (templates/gemm/
+// gemm_tma.cuh); the products and epilogues are the same. Grid: stream_k_grid, x only.
 //
 // FILTER: K slices whose part of A the mask marks as zero are neither loaded nor multiplied.
 #pragma once
@@ -106,20 +106,22 @@ __global__ void __launch_bounds__(
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);
-  const long long m0 = static_cast<long long>(tile.m) * BM;
-  const long long n0 = static_cast<long long>(tile.n) * BN;
-  const int slices = static_cast<int>((args.k + BK - 1) / BK);
-  auto next_slice = [&](int slice) {
+  // The first slice at or after `slice`, before `end`, that the rows from tile_m0 need.
+  auto next_active_slice = [&](long long tile_m0, int slice, int end) {
     if constexpr (FILTER) {
-      while (slice < slices && !gemm_slice_active<BM, BK, A_TRANS>(args, m0, slice)) ++slice;
+      while (slice < end && !gemm_slice_active<BM, BK, A_TRANS>(args, tile_m0, slice)) ++slice;
     }
     return slice;
   };
   if constexpr (TMA) {
-    gemm_tma_tile<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_slice);
+    gemm_tma<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_active_slice);
     return;
   }
+  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);
+  const long long m0 = static_cast<long long>(tile.m) * BM;
+  const long long n0 = static_cast<long long>(tile.n) * BN;
+  const int slices = static_cast<int>((args.k + BK - 1) / BK);
+  auto next_slice = [&](int slice) { return next_active_slice(m0, slice, slices); };
 
   // A's storage has k rows (A_TRANS) or m; the block's part of it starts at row or column m0.
   ACopy a_copy;

@@ -10,6 +10,7 @@
 // B at or past b_rows read as zeros, so a caller may hide rows of B that hold no data.
 #pragma once
 
+#include "common/stream_k.cuh"
 #include "common/tma_descriptor.cuh"
 
 namespace shardjit {
@@ -40,12 +41,14 @@ struct GemmArgs {
 };
 
 // The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
-// of A's storage and of B, encoded by the host for each launch (runtime/ops/tensor_maps.cpp);
-// unused (zeros) otherwise.
+// of A's storage and of B, encoded by the host for each launch (runtime/ops/tensor_maps.cpp), and
+// the split of its tiles among the blocks (templates/common/stream_k.cuh); unused (zeros)
+// otherwise.
 struct GemmParams {
   GemmArgs args;
   TmaDescriptor a_map;
   TmaDescriptor b_map;
+  StreamKPlan split;
 };
 
 }  // namespace kernels

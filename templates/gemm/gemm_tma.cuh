@@ -7,8 +7,14 @@
 // bytes a row), K contiguous ones as 128-byte rows: what wgmma reads. Boxes past the tensors'
 // extents arrive as zeros, so rows past m, columns past a_cols and rows of B past b_rows read as
 // zeros as in the cp.async copiers.
+//
+// A block takes one tile of the grouped order; a grid of few tiles is split along K instead, a
+// run of slices across tiles a block (templates/common/stream_k.cuh), whose segments the
+// producer walks ahead of the compute warps through one ring.
 #pragma once
 
+#include "common/stream_k.cuh"
+#include "common/stream_k_fixup.cuh"
 #include "common/tile_order.cuh"
 #include "common/tma_ring.cuh"
 #include "gemm/gemm_args.cuh"
@@ -19,7 +25,7 @@ namespace shardjit {
 namespace kernels {
 
 template <class TA, class OutT, class AddT, bool A_TRANS, int STAGES, class NextSlice>
-__device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned char* smem, NextSlice&& next_slice) {
+__device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char* smem, NextSlice&& next_slice) {
   constexpr int kBM = 128;
   constexpr int kBN = 256;
   constexpr int kBK = 64;
@@ -30,67 +36,86 @@ __device__ __forceinline__ void gemm_tma_tile(const GemmParams& params, unsigned
   using Mainloop = WgmmaTileMainloop<TA, kBM, kBN, kBK, 1,
                                      A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
                                      MmaOperand::kMNContiguousBlocks>;
+  using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
   const GemmArgs& args = params.args;
+  const StreamKPlan& plan = params.split;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const Ring ring(smem);
-  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);
-  const int m0 = tile.m * kBM;
-  const int n0 = tile.n * kBN;
-  const int slices = static_cast<int>((args.k + kBK - 1) / kBK);
+  const int tiles_m = static_cast<int>((args.m + kBM - 1) / kBM);
+  const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
+  // The corner (m0, n0) of the segment's tile in the grouped order.
+  auto corner = [&](const TileSegment& segment, int& m0, int& n0) {
+    const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kGemmGroupRows);
+    m0 = tile.m * kBM;
+    n0 = tile.n * kBN;
+  };
   ring.init(tid);
 
   if (Ring::in_producer_warpgroup(warp)) {
     Ring::enter_producer();
     if (!Ring::is_producer(warp)) return;
-    // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
-    // together, kGemmAddendPrefetchSlices slices before the compute warps finish (the producer
-    // runs about STAGES slices ahead of them).
-    const int prefetch_at = slices - kGemmAddendPrefetchSlices + STAGES;
-    bool prefetched = args.addend == nullptr;
     TmaRingCursor<STAGES> at;
-    for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) {
-      if (!prefetched && slice >= prefetch_at) {
-        gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
-        prefetched = true;
-      }
-      if (lane == 0) {
-        const int k0 = slice * kBK;
-        ring.produce(at, [&](unsigned int dst, unsigned int full) {
-          if constexpr (A_TRANS) {
-            // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
-            tma_load_2d(dst, &params.a_map, m0, k0, full);
-            tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
-          } else {
-            tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: 128 rows of 128 bytes
-          }
+    for_each_segment(plan, [&](const TileSegment& segment) {
+      int m0, n0;
+      corner(segment, m0, n0);
+      // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
+      // together, kGemmAddendPrefetchSlices slices before the compute warps finish (the producer
+      // runs about STAGES slices ahead of them).
+      const int prefetch_at = segment.end - kGemmAddendPrefetchSlices + STAGES;
+      bool prefetched = args.addend == nullptr;
+      for (int slice = next_slice(m0, segment.begin, segment.end); slice < segment.end;
+           slice = next_slice(m0, slice + 1, segment.end)) {
+        if (!prefetched && slice >= prefetch_at) {
+          gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
+          prefetched = true;
+        }
+        if (lane == 0) {
+          const int k0 = slice * kBK;
+          ring.produce(at, [&](unsigned int dst, unsigned int full) {
+            if constexpr (A_TRANS) {
+              // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
+              tma_load_2d(dst, &params.a_map, m0, k0, full);
+              tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
+            } else {
+              tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: 128 rows of 128 bytes
+            }
 #pragma unroll
-          for (int j = 0; j < kBN / kBox; ++j) {
-            tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
-          }
-        });
+            for (int j = 0; j < kBN / kBox; ++j) {
+              tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+            }
+          });
+        }
+        __syncwarp();
+        at.advance();
       }
-      __syncwarp();
-      at.advance();
-    }
-    if (!prefetched) {
-      gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
-    }
+      if (!prefetched) {
+        gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
+      }
+    });
     return;
   }
   Ring::enter_compute();
 
-  // The compute warps need only how many slices arrive: counted before the loop, so that no mask
-  // read sits among its wgmma (ptxas would serialize them, C7515).
-  int count = 0;
-  for (int slice = next_slice(0); slice < slices; slice = next_slice(slice + 1)) ++count;
-  Mainloop mainloop;
-  mainloop.clear();
   TmaRingCursor<STAGES> at;
-  ring.template consume<TA>(mainloop, at, count, warp, lane);
-
-  GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
+  for_each_segment(plan, [&](const TileSegment& segment) {
+    int m0, n0;
+    corner(segment, m0, n0);
+    // The compute warps need only how many slices arrive: counted before the loop, so that no
+    // mask read sits among its wgmma (ptxas would serialize them, C7515).
+    int count = 0;
+    for (int slice = next_slice(m0, segment.begin, segment.end); slice < segment.end;
+         slice = next_slice(m0, slice + 1, segment.end)) {
+      ++count;
+    }
+    Mainloop mainloop;
+    mainloop.clear();
+    ring.template consume<TA>(mainloop, at, count, warp, lane);
+    if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
+      GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
+    }
+  });
 }
 
 }  // namespace kernels

@@ -2,6 +2,7 @@
 // host and the kernel, so only built-in types appear here.
 #pragma once
 
+#include "common/stream_k.cuh"
 #include "common/tma_descriptor.cuh"
 
 namespace shardjit {
@@ -38,6 +39,7 @@ struct LinearLogpBwdDzParams {
   LinearLogpBwdDzArgs args;
   TmaDescriptor x_map;
   TmaDescriptor w_map;
+  StreamKPlan split;  // the Hopper loop's tiles among its blocks (templates/common/stream_k.cuh)
 };
 
 }  // namespace kernels

@@ -4,13 +4,17 @@
 // slices of all of them through one TMA ring (templates/common/tma_ring.cuh): while the compute
 // warps turn a finished tile into dZ and store it, the ring already loads the next tile's
 // slices, and the stores (bulk copies from the epilogue's own staging area) run under the next
-// tile's products.
+// tile's products. A grid of few tiles is split along K instead, a run of slices a block
+// (templates/common/stream_k.cuh); the piece of a tile that arrives last merges the pieces' sums
+// and writes the tile.
 //
 // Shared memory (linear_logp_bwd_dz_smem_bytes): the ring, its mbarriers, the epilogue's region
 // (two tile max), its staging area.
 #pragma once
 
 #include "common/ptx_memory.cuh"
+#include "common/stream_k.cuh"
+#include "common/stream_k_fixup.cuh"
 #include "common/tma_ring.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_fragment_epilogue.cuh"
@@ -27,20 +31,22 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
   using Epilogue = DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>;
   using Tile = DzTile<DZ, BM, BN, FILTER>;
   constexpr int kElem = static_cast<int>(sizeof(T));
-  constexpr int kKSlices = (H + BK - 1) / BK;
   constexpr int kRegion = linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, true);
   static_assert(Epilogue::kRegionBytes == linear_logp_bwd_dz_hopper_region_bytes &&
                     Epilogue::kStagingBytes <= linear_logp_bwd_dz_hopper_staging_bytes,
                 "the host sizes the epilogue's shared memory (templates/linear_logp/bwd_dz_layout.cuh)");
+  constexpr int kKSlices = (H + BK - 1) / BK;
   using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;
 
+  using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
+
   const LinearLogpBwdDzArgs& args = params.args;
+  const StreamKPlan& plan = params.split;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int row_tiles = static_cast<int>((args.n_rows + BM - 1) / BM);
   const int col_tiles = (args.chunk_cols + BN - 1) / BN;
-  const int tiles = row_tiles * col_tiles;
   wgmma_check_alignment(smem);
   const Ring ring(smem);
   ring.init(tid);
@@ -50,17 +56,17 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
     if (!Ring::is_producer(warp)) return;
     if (lane == 0) {
       TmaRingCursor<STAGES> at;
-      for (int index = blockIdx.x; index < tiles; index += gridDim.x) {
-        const Tile tile(args, index, row_tiles, col_tiles);
-        if (tile.n0 >= V_VALID) continue;  // no products: see below
-        for (int slice = 0; slice < kKSlices; ++slice) {
+      for_each_segment(plan, [&](const TileSegment& segment) {
+        const Tile tile(args, segment.tile, row_tiles, col_tiles);
+        if (tile.n0 >= V_VALID) return;  // no products: see below
+        for (int slice = segment.begin; slice < segment.end; ++slice) {
           ring.produce(at, [&](unsigned int dst, unsigned int full) {
             tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(tile.row0), full);
             tma_load_2d(dst + BM * BK * kElem, &params.w_map, slice * BK, tile.n0, full);
           });
           at.advance();
         }
-      }
+      });
     }
     return;
   }
@@ -68,25 +74,32 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
 
   Epilogue epilogue(smem + kRegion + Epilogue::kRegionBytes, smem + kRegion);
   TmaRingCursor<STAGES> at;
-  // Tiles with products so far: their count picks the tile max (two in turn; init). Tiles of
+  // Segments with products so far: their count picks the tile max (two in turn; init). Tiles of
   // padding are not counted, since no barrier separates them from their neighbours.
   int computed = 0;
-  for (int index = blockIdx.x; index < tiles; index += gridDim.x) {
-    const Tile tile(args, index, row_tiles, col_tiles);
-    // A tile wholly in the padding (or past the shard) has no logits to compute.
-    if (tile.n0 >= V_VALID) {
-      epilogue.store_zero_tile(tile.c0, tile.rows, args, tile.out, warp, lane);
-      if (FILTER && tid == 0) *tile.mask = 0;
-      continue;
+  for_each_segment(plan, [&](const TileSegment& segment) {
+    // A tile wholly in the padding (or past the shard) has no logits to compute; its first
+    // piece writes it.
+    if (const Tile tile(args, segment.tile, row_tiles, col_tiles); tile.n0 >= V_VALID) {
+      if (segment.begin == 0) {
+        epilogue.store_zero_tile(tile.c0, tile.rows, args, tile.out, warp, lane);
+        if (FILTER && tid == 0) *tile.mask = 0;
+      }
+      return;
+    } else {
+      epilogue.init(args, tile.row0, tid, computed++);
     }
-    epilogue.init(args, tile.row0, tid, computed++);
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume<T>(mainloop, at, kKSlices, warp, lane);
+    // A whole tile's extent is a constant, for the loop's unrolling (for_each_segment).
+    ring.template consume<T>(mainloop, at, segment.worker < 0 ? kKSlices : segment.end - segment.begin, warp, lane);
+    if (!Fixup::finish(plan, segment, mainloop.acc, tid)) return;
+    // Placed again rather than kept across the main loop, whose registers are all taken.
+    const Tile tile(args, segment.tile, row_tiles, col_tiles);
     const bool keep = epilogue.consume_tile(mainloop, tile.n0, tile.c0, tile.rows, args, tile.out, warp, lane);
     if (FILTER && tid == 0) *tile.mask = keep ? 1 : 0;
-  }
+  });
   // The last stores' copies must have read the staging area before the block's shared memory goes.
   Epilogue::Store::wait_reads(lane);
 }

@@ -309,6 +309,11 @@ const BwdCase kCases[] = {
      false, 0, 1.0, 1e-3, 1e-3f, true},
     // More tiles than a GPU of up to 132 multiprocessors runs at once in every kernel but
     // grad_weight's (dZ 266, grad_hidden 133): the filter mask of later waves' tiles.
+    // Grids that fill at most half of an H200's 132 multiprocessors, split along K by the Hopper
+    // kernels (templates/common/stream_k.cuh): dZ's 54 tiles of 16 slices, grad_weight's 48 of
+    // 18 and grad_hidden's 36 of 24, each tile in two to four pieces.
+    {"n1100_h1024_v1500_split_k", 1100, 1024, 1500, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
+     true},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
 };

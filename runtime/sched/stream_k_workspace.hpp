@@ -1,0 +1,40 @@
+// Device memory of the Hopper kernels' tiles split along K (templates/common/stream_k.cuh): a
+// partial-sum slot for the first and the last piece of each block's run, and a counter a split
+// tile. One workspace serves every kernel of an op, since they run in the order of its stream.
+// It is allocated only once a call may split (allocate); until then nothing is split.
+#pragma once
+
+#include <cstddef>
+
+#include "common/stream_k.cuh"
+#include "runtime/driver/device.hpp"
+
+namespace shardjit {
+
+class StreamKWorkspace {
+ public:
+  StreamKWorkspace() = default;
+  // For tiles of `tile_accumulators` fp32 sums on the device's multiprocessors, one block each.
+  StreamKWorkspace(const DeviceContext& device, int tile_accumulators);
+
+  // Whether a launch of `tiles` tiles of `slices` K slices would split them.
+  bool splits(int tiles, int slices) const {
+    return kernels::stream_k_splits(tiles, slices, resident_blocks_);
+  }
+  // Allocates the workspace, once (the counters start at zero, and each launch leaves them so).
+  void allocate();
+  bool allocated() const { return buffer_.bytes() > 0; }
+
+  // The plan of a launch of `tiles` tiles of `slices` K slices each; unsplit until allocated.
+  kernels::StreamKPlan plan(int tiles, int slices) const;
+
+  int resident_blocks() const { return resident_blocks_; }
+
+ private:
+  const DeviceContext* device_ = nullptr;
+  DeviceBuffer buffer_;
+  int resident_blocks_ = 0;
+  std::size_t partial_bytes_ = 0;
+};
+
+}  // namespace shardjit
