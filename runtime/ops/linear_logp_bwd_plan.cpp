@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/stream_k.cuh"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -71,6 +72,23 @@ BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
     plan.accumulator_bytes = static_cast<std::size_t>(in.n_rows * in.hidden) * sizeof(float);
   }
   return plan;
+}
+
+bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
+                      std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident) {
+  if (n_rows <= 0 || plan.chunks <= 0) return false;
+  auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
+    const std::int64_t tiles = ceil_div(rows, tile.rows) * ceil_div(cols, tile.cols);
+    if (tiles > resident) return false;  // never split; and it may not fit an int
+    const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
+    return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident);
+  };
+  for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
+    const std::int64_t cols = plan.chunk(index).cols;
+    if (dz && splits(n_rows, cols, hidden, *dz)) return true;
+    if (gemm && (splits(cols, hidden, n_rows, *gemm) || splits(n_rows, hidden, cols, *gemm))) return true;
+  }
+  return false;
 }
 
 }  // namespace shardjit

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "shardjit/linear_logp.hpp"
 
@@ -45,6 +46,21 @@ struct BwdPlanInput {
   bool hidden_accumulator = false;  // grad_hidden of a 16-bit dtype is accumulated in fp32
   bool filter = false;
 };
+
+// A Hopper kernel's tile, for bwd_splits_tiles: its rows, columns and K slice.
+struct BwdTileShape {
+  int rows = 128;
+  int cols = 256;
+  int k = 64;
+};
+
+// Whether a Hopper kernel of a call of n_rows rows splits its tiles along K (templates/common/
+// stream_k.cuh) on `resident` blocks, and so needs the split workspace: per chunk, dZ
+// [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over K = n_rows, grad_hidden
+// [n_rows x hidden] over K = cols. A kernel left out (no value) runs the portable loop. Every
+// chunk but the last has the first's width.
+bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
+                      std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident);
 
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver).
 // Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.

@@ -88,27 +88,16 @@ void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
 }
 
 void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows) {
-  if (split.allocated() || split.resident_blocks() == 0 || n_rows == 0 || plan.chunks == 0) return;
-  const LinearLogpConfig& c = layout.config;
+  if (split.allocated() || split.resident_blocks() == 0) return;
+  auto hopper = [](bool on, int rows, int cols, int k) {
+    return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
+  };
   const FwdTile& dz_tile = specs->dz_tile;
   const GemmTile& gemm = specs->gemm_tile;
-  auto tiles = [](std::int64_t rows, std::int64_t cols, int bm, int bn) {
-    return static_cast<int>(std::min<std::int64_t>((rows + bm - 1) / bm * ((cols + bn - 1) / bn), 1 << 30));
-  };
-  auto slices = [](std::int64_t k, int bk) { return static_cast<int>(std::min<std::int64_t>((k + bk - 1) / bk, 1 << 30)); };
-  // Per chunk: dZ [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over K = n_rows,
-  // grad_hidden [n_rows x hidden] over K = cols. Every chunk but the last has the first's width.
-  bool splits = false;
-  for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
-    const std::int64_t cols = plan.chunk(index).cols;
-    splits = splits || (dz_tile.wgmma && split.splits(tiles(n_rows, cols, dz_tile.bm, dz_tile.bn),
-                                                      slices(c.hidden, dz_tile.bk)));
-    if (gemm.tma) {
-      splits = splits || split.splits(tiles(cols, c.hidden, gemm.bm, gemm.bn), slices(n_rows, gemm.bk)) ||
-               split.splits(tiles(n_rows, c.hidden, gemm.bm, gemm.bn), slices(cols, gemm.bk));
-    }
+  if (bwd_splits_tiles(plan, n_rows, layout.config.hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
+                       hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks())) {
+    split.allocate();
   }
-  if (splits) split.allocate();
 }
 
 }  // namespace shardjit

@@ -342,5 +342,23 @@ TEST(GemmSpec, TmaNeedsTheWgmmaLoopOnFourStages) {
   EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, false, true}), Error);  // the mma.sync loop
 }
 
+// Whether a call needs the split workspace (templates/common/stream_k.cuh), on 132
+// multiprocessors with the Hopper tiles: only when a kernel's grid fills at most half of them.
+TEST(BwdSplits, OnlyCallsWithAGridOfFewTilesSplit) {
+  const BwdTileShape dz{128, 256, 64};
+  const BwdTileShape gemm{128, 256, 64};
+  // llama3-8b-16k: 4096, 1024 and 2048 tiles a chunk (the last chunk's fewer, still > 66).
+  const BwdChunkPlan large = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_FALSE(bwd_splits_tiles(large, 16384, 4096, dz, gemm, 132));
+  // llama3-8b-decode: grad_hidden is 2 x 16 = 32 tiles of 2004 slices.
+  const BwdChunkPlan decode = plan_bwd_chunks(input(256, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(bwd_splits_tiles(decode, 256, 4096, dz, gemm, 132));
+  EXPECT_FALSE(bwd_splits_tiles(decode, 256, 4096, dz, std::nullopt, 132)) << "the portable GEMMs never split";
+  EXPECT_FALSE(bwd_splits_tiles(decode, 0, 4096, dz, gemm, 132)) << "no rows, no kernels";
+  // A narrow vocabulary shard: dZ 8 x 2 = 16 tiles.
+  const BwdChunkPlan narrow = plan_bwd_chunks(input(1024, 500, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(bwd_splits_tiles(narrow, 1024, 4096, dz, std::nullopt, 132));
+}
+
 }  // namespace
 }  // namespace shardjit
