@@ -50,7 +50,7 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);
 unsigned gemm_smem(DType a, DType b, const GemmTile& tile);
 
 // Grid from args.m and args.n; nothing is launched when either is zero. The kind is the kernel's
-// (gemm_spec): a TMA tile's maps are encoded from it and args here, and its last waves' tiles are
+// (gemm_spec): a TMA tile's maps are encoded from it and args here, and a grid of few tiles is
 // split along K in `split` (templates/common/stream_k.cuh).
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
                  const GemmTile& tile, unsigned smem_bytes, const StreamKWorkspace& split, CUstream stream);

@@ -27,7 +27,7 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 
 // Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block; the Hopper tile
 // (tile.wgmma) runs at most split.resident_blocks() persistent blocks (the multiprocessors: one
-// block each), splits its last waves' tiles along K in `split` (templates/common/stream_k.cuh)
+// block each), splits a grid of few tiles along K in `split` (templates/common/stream_k.cuh)
 // and reads X and W through TMA maps encoded here from args and the layout. Nothing is launched
 // for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,

@@ -62,7 +62,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
     ScopedContext scope(device);
     reserve(plan(c.max_rows, true), nullptr);
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
-    if (specs->gemm_tile.tma || specs->dz_tile.wgmma) split.allocate();
+    split.allocate();
   }
 }
 

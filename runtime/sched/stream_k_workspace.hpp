@@ -17,11 +17,8 @@ class StreamKWorkspace {
   // For tiles of `tile_accumulators` fp32 sums on the device's multiprocessors, one block each.
   StreamKWorkspace(const DeviceContext& device, int tile_accumulators);
 
-  // Whether a launch of `tiles` tiles of `slices` K slices would split them.
-  bool splits(int tiles, int slices) const {
-    return kernels::stream_k_splits(tiles, slices, resident_blocks_);
-  }
-  // Allocates the workspace, once (the counters start at zero, and each launch leaves them so).
+  // Allocates the workspace, once (the counters start at zero, and each launch leaves them so);
+  // nothing for a workspace built without a device (the portable path).
   void allocate();
   bool allocated() const { return buffer_.bytes() > 0; }
 
