@@ -38,15 +38,19 @@ struct FragmentTileStore {
 
   // Writes the tile's first `rows` rows, `row_bytes` bytes of each (a multiple of 16), to `out`
   // (tile element (0, 0); rows `stride` elements apart, a multiple of 16 bytes), through the
-  // staging area at `staging` (16-byte aligned).
-  static __device__ __forceinline__ void store(const float* values, unsigned char* staging, OutT* out, long long stride,
-                                               int rows, int row_bytes, int warp, int lane) {
+  // staging area at `staging` (16-byte aligned). Before a part is staged, `prepare(first, count)`
+  // may still compute its values, those of column groups [first, first + count): it runs before
+  // the wait for the previous part's copies, beside them.
+  template <class Prepare>
+  static __device__ __forceinline__ void store(float* values, unsigned char* staging, OutT* out, long long stride,
+                                               int rows, int row_bytes, int warp, int lane, Prepare&& prepare) {
     const int warp_row0 = Mainloop::fragment_row(warp, 0, 0);
     unsigned char* const warp_staging = staging + warp_row0 * kPitch;
 #pragma unroll
     for (int part = 0; part < PARTS; ++part) {
       const int part_bytes = min_int(kPartBytes, row_bytes - part * kPartBytes);
       if (part_bytes <= 0) break;
+      prepare(part * kPartGroups, kPartGroups);
       wait_reads(lane);
       stage_part(values + 4 * part * kPartGroups, warp_staging, lane);
       fence_proxy_async_shared();

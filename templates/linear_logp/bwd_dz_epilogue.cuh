@@ -44,21 +44,39 @@ __device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
 
 constexpr int kBwdNoGradient = -2;
 
-// What the epilogues need of row i (< n_rows) of the call; s is the storage scale.
-template <class TargetT, int V_VALID>
-__device__ __forceinline__ BwdRow bwd_row(const LinearLogpBwdDzArgs& args, long long i, float s) {
-  BwdRow row;
-  row.lse = 0.0f;
-  row.coef_t = 0.0f;
-  row.coef_p = 0.0f;
-  row.target = kBwdNoGradient;
-  const long long t = static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]);
+// Row i's inputs as read from memory, none of them looked at yet. The reads depend only on i,
+// so a kernel can issue them when a tile starts and derive the row (bwd_row) after the tile's
+// products: the reads' latency then passes under the products instead of delaying the first
+// of them, as a target read and a branch on it would.
+struct BwdRowInputs {
+  long long target;  // the row's global target id; -1 for a row past n_rows
+  float g;           // grad_logp[i]
+  float h;           // grad_lse[i]
+  float lse;
+};
+
+template <class TargetT>
+__device__ __forceinline__ BwdRowInputs read_bwd_row_inputs(const LinearLogpBwdDzArgs& args, long long i) {
+  if (i >= args.n_rows) return BwdRowInputs{-1, 0.0f, 0.0f, 0.0f};
+  return BwdRowInputs{static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]),
+                      args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f,
+                      args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f, args.lse[i]};
+}
+
+// The storage scale s, read as the row inputs are.
+__device__ __forceinline__ float read_bwd_scale(const LinearLogpBwdDzArgs& args) {
+  return args.scale != nullptr ? *args.scale : 1.0f;
+}
+
+// What the epilogues need of a row, from its inputs; s is the storage scale.
+template <int V_VALID>
+__device__ __forceinline__ BwdRow bwd_row(const BwdRowInputs& in, const LinearLogpBwdDzArgs& args, float s) {
+  BwdRow row{0.0f, 0.0f, 0.0f, kBwdNoGradient};
+  const long long t = in.target;
   if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
-    const float g = args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f;
-    const float h = args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f;
-    row.lse = args.lse[i];
-    row.coef_t = g * s * args.inv_temperature;
-    row.coef_p = (h - g) * s * args.inv_temperature;
+    row.lse = in.lse;
+    row.coef_t = in.g * s * args.inv_temperature;
+    row.coef_p = (in.h - in.g) * s * args.inv_temperature;
     const long long col = t - args.vocab_start;
     row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
   }
@@ -112,12 +130,9 @@ struct DzEpilogue {
         tile_max(reinterpret_cast<unsigned int*>(region + linear_logp_bwd_dz_max_offset(BM, BN))) {}
 
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) const {
-    const float s = args.scale != nullptr ? *args.scale : 1.0f;
+    const float s = read_bwd_scale(args);
     for (int r = tid; r < BM; r += THREADS) {
-      const long long i = row0 + r;
-      BwdRow row{0.0f, 0.0f, 0.0f, kBwdNoGradient};
-      if (i < args.n_rows) row = bwd_row<TargetT, V_VALID>(args, i, s);
-      rows[r] = row;
+      rows[r] = bwd_row<V_VALID>(read_bwd_row_inputs<TargetT>(args, row0 + r), args, s);
     }
     if (FILTER && tid == 0) *tile_max = 0u;
   }

@@ -34,7 +34,8 @@ struct DzFragmentEpilogue {
   // for fp32 (eight): at most 34 KiB of staging beside the four 48 KiB stages of the ring.
   using Store = FragmentTileStore<DZ, Mainloop, sizeof(DZ) == 2 ? 2 : 8>;
 
-  BwdRow row[2];           // the thread's two rows (fragment_row half 0 and 1)
+  BwdRowInputs input[2];   // the thread's two rows (fragment_row half 0 and 1), as read
+  float scale_input;       // the storage scale, as read
   unsigned char* staging;  // kStagingBytes, for FragmentTileStore
   unsigned int* tile_max;  // FILTER: two of the bits of a tile's largest |dZ| (non-negative floats order as integers)
   unsigned int* current_max = nullptr;  // the current tile's
@@ -47,18 +48,17 @@ struct DzFragmentEpilogue {
   __device__ DzFragmentEpilogue(unsigned char* staging_area, unsigned char* region)
       : staging(staging_area), tile_max(reinterpret_cast<unsigned int*>(region)) {}
 
-  // Reads the rows' coefficients of the block's computed tile number `tile_count` (0, 1, ... of
-  // this block's tiles with products) and clears its tile max. The tiles use two tile max in
-  // turn: this clear and the reads of the tile before last are separated by the last tile's
-  // barriers. The compute warps' barrier after init publishes it.
+  // Issues the reads of the rows' inputs of the block's computed tile number `tile_count` (0, 1,
+  // ... of this block's tiles with products) and clears its tile max. Nothing looks at the values
+  // before consume_tile, so the reads complete under the tile's products. The tiles use two tile
+  // max in turn: this clear and the reads of the tile before last are separated by the last
+  // tile's barriers. The compute warps' barrier after init publishes it.
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid, int tile_count) {
     current_max = tile_max + (tile_count & 1);
-    const float s = args.scale != nullptr ? *args.scale : 1.0f;
+    scale_input = read_bwd_scale(args);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const long long i = row0 + Mainloop::fragment_row(tid / 32, tid % 32, h);
-      row[h] = BwdRow{0.0f, 0.0f, 0.0f, kBwdNoGradient};
-      if (i < args.n_rows) row[h] = bwd_row<TargetT, V_VALID>(args, i, s);
+      input[h] = read_bwd_row_inputs<TargetT>(args, row0 + Mainloop::fragment_row(tid / 32, tid % 32, h));
     }
     if (FILTER && tid == 0) *current_max = 0u;
   }
@@ -67,40 +67,44 @@ struct DzFragmentEpilogue {
   // its first `n` rows to `out` (the dZ of row 0, column c0). With FILTER, a tile whose |dZ| all
   // lie below the threshold is written as zeros; returns whether it was not. Every compute thread
   // calls it (with FILTER it synchronizes them).
+  //
+  // Without FILTER each column part of the store is turned into dZ just before it is staged, so
+  // that the part's arithmetic runs while the previous part's copies read the staging area.
   __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n,
                                                const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
+    BwdRow row[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row[h] = bwd_row<V_VALID>(input[h], args, scale_input);
     // Columns of the tile with a gradient: below V_VALID and inside the chunk.
     const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
-    if constexpr (kBias) {
+    // dZ in place of column groups [first, first + count) of the accumulators.
+    auto to_dz = [&](int first, int count) {
+      if constexpr (kBias) add_bias(acc, first, count, n0, valid_cols, args, lane);
+      const float scale = args.inv_temperature * kLog2e;
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g)
+      for (int h = 0; h < 2; ++h) {
+        const float offset = -row[h].lse * kLog2e;
+        const float coef_p = row[h].coef_p;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = Mainloop::fragment_col(lane, g, e);
-          const float b = col < valid_cols ? to_float(static_cast<const BiasT*>(args.bias)[n0 + col]) : 0.0f;
-          acc[4 * g + e] += b;
-          acc[4 * g + 2 + e] += b;
-        }
-    }
-    const float scale = args.inv_temperature * kLog2e;
+        for (int g = first; g < first + count; ++g)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float offset = -row[h].lse * kLog2e;
-      const float coef_p = row[h].coef_p;
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = acc[4 * g + 2 * h + e];
-          v = coef_p * exp2_approx(fmaf(v, scale, offset));
-        }
-      add_target_term(acc, h, n0, lane);
-      if (valid_cols < kCols || row[h].target == kBwdNoGradient) zero_outside(acc, h, valid_cols, lane);
-    }
-
-    if constexpr (FILTER) {
+          for (int e = 0; e < 2; ++e) {
+            float& v = acc[4 * g + 2 * h + e];
+            v = coef_p * exp2_approx(fmaf(v, scale, offset));
+          }
+        add_target_term(acc, row[h], h, first, count, n0, lane);
+        if (valid_cols < kCols || row[h].target == kBwdNoGradient) zero_outside(acc, row[h], h, first, count, valid_cols, lane);
+      }
+    };
+    const int cols = min_int(kCols, dz_padded_cols(args) - c0);
+    const int row_bytes = cols * static_cast<int>(sizeof(DZ));
+    if constexpr (!FILTER) {
+      Store::store(acc, staging, out, args.dz_stride, n, row_bytes, warp, lane, to_dz);
+      return true;
+    } else {
+      to_dz(0, kGroups);
       unsigned int local_max = 0u;
 #pragma unroll
       for (int i = 0; i < Mainloop::kAccumulators; ++i) {
@@ -109,21 +113,17 @@ struct DzFragmentEpilogue {
         local_max = bits > local_max ? bits : local_max;
       }
       fold_tile_max(current_max, local_max, lane);
-    }
-    bool keep = true;
-    if constexpr (FILTER) {
       // Every warp has folded its values into the tile max (the compute warps only: the ring's
       // producer warp takes no part). A warp stages only its own rows, so nothing else waits.
       bar_sync(1, Mainloop::kThreads);
-      keep = dz_tile_kept(*current_max, args);
+      const bool keep = dz_tile_kept(*current_max, args);
       if (!keep) {
 #pragma unroll
         for (int i = 0; i < Mainloop::kAccumulators; ++i) acc[i] = 0.0f;
       }
+      Store::store(acc, staging, out, args.dz_stride, n, row_bytes, warp, lane, [](int, int) {});
+      return keep;
     }
-    const int cols = min_int(kCols, dz_padded_cols(args) - c0);
-    Store::store(acc, staging, out, args.dz_stride, n, cols * static_cast<int>(sizeof(DZ)), warp, lane);
-    return keep;
   }
 
   // Writes zeros to the first `n` rows of the tile at chunk column c0: a tile wholly past V_VALID,
@@ -145,26 +145,42 @@ struct DzFragmentEpilogue {
   }
 
  private:
-  // coef_t at the row's target, where this thread holds it: the loop runs only in the one tile
-  // of the row that holds the target.
-  __device__ __forceinline__ void add_target_term(float* acc, int h, int n0, int lane) const {
-    const int tcol = row[h].target - n0;
-    if (tcol < 0 || tcol >= kCols) return;
+  // The bias of the tile's columns in column groups [first, first + count), added to both rows.
+  static __device__ __forceinline__ void add_bias(float* acc, int first, int count, int n0, int valid_cols,
+                                                  const LinearLogpBwdDzArgs& args, int lane) {
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g)
+    for (int g = first; g < first + count; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        if (Mainloop::fragment_col(lane, g, e) == tcol) acc[4 * g + 2 * h + e] += row[h].coef_t;
+        const int col = Mainloop::fragment_col(lane, g, e);
+        const float b = col < valid_cols ? to_float(static_cast<const BiasT*>(args.bias)[n0 + col]) : 0.0f;
+        acc[4 * g + e] += b;
+        acc[4 * g + 2 + e] += b;
       }
   }
 
-  // Zeros for the row's columns at or past valid_cols, or for the whole row if it has no gradient
-  // (whatever the logits held: exp of an infinite or NaN logit times a zero coefficient would not
-  // be zero).
-  __device__ __forceinline__ void zero_outside(float* acc, int h, int valid_cols, int lane) const {
-    const int limit = row[h].target == kBwdNoGradient ? 0 : valid_cols;
+  // coef_t at row half h's target, where this thread holds it among column groups [first, first +
+  // count): the loop runs only in the one tile of the row that holds the target.
+  static __device__ __forceinline__ void add_target_term(float* acc, const BwdRow& row, int h, int first, int count,
+                                                         int n0, int lane) {
+    const int tcol = row.target - n0;
+    if (tcol < 0 || tcol >= kCols) return;
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g)
+    for (int g = first; g < first + count; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (Mainloop::fragment_col(lane, g, e) == tcol) acc[4 * g + 2 * h + e] += row.coef_t;
+      }
+  }
+
+  // Zeros for row half h's columns at or past valid_cols among column groups [first, first +
+  // count), or for all of them if the row has no gradient (whatever the logits held: exp of an
+  // infinite or NaN logit times a zero coefficient would not be zero).
+  static __device__ __forceinline__ void zero_outside(float* acc, const BwdRow& row, int h, int first, int count,
+                                                      int valid_cols, int lane) {
+    const int limit = row.target == kBwdNoGradient ? 0 : valid_cols;
+#pragma unroll
+    for (int g = first; g < first + count; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (Mainloop::fragment_col(lane, g, e) >= limit) acc[4 * g + 2 * h + e] = 0.0f;
