@@ -85,6 +85,7 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
+    params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
     params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
     shape.grid_x = static_cast<unsigned>(kernels::stream_k_grid(params.split, split.resident_blocks(), false));

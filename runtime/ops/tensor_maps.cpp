@@ -16,9 +16,9 @@ static_assert(sizeof(CUtensorMap) == sizeof(kernels::TmaDescriptor) &&
                   alignof(CUtensorMap) == alignof(kernels::TmaDescriptor),
               "TmaDescriptor holds a CUtensorMap");
 
-// The loops' boxes: 64 elements (128 bytes) along the contiguous dimension, the 128-byte swizzle's
-// row, by as many rows as the tile has (at most 256, TMA's limit).
-constexpr int kBoxCols = 64;
+// The loops' boxes: 128 bytes along the contiguous dimension (64 16-bit elements, 32 fp32), the
+// 128-byte swizzle's row, by as many rows as the tile has (at most 256, TMA's limit).
+constexpr int kBoxBytes = 128;
 
 void check_dtype(DType dtype, const char* what) {
   if (dtype != DType::kBF16 && dtype != DType::kFP16) {
@@ -27,20 +27,26 @@ void check_dtype(DType dtype, const char* what) {
   }
 }
 
-// A row-major [rows][cols] tensor read in boxes of box_rows x 64. A tensor of no rows is described
-// as one row (the driver wants every extent >= 1); the callers then read none of it.
+CUtensorMapDataType tma_data_type(DType dtype) {
+  if (dtype == DType::kBF16) return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  if (dtype == DType::kFP16) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (dtype == DType::kFP32) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  throw Error(ErrorCode::kInternal, std::string("no TMA data type for ") + dtype_name(dtype));
+}
+
+// A row-major [rows][cols] tensor read in boxes of box_rows x 128 bytes. A tensor of no rows is
+// described as one row (the driver wants every extent >= 1); the callers then read none of it.
 void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::int64_t rows, std::int64_t cols,
                std::int64_t row_stride, int box_rows) {
   const cuuint64_t extent[2] = {static_cast<cuuint64_t>(std::max<std::int64_t>(cols, 1)),
                                 static_cast<cuuint64_t>(std::max<std::int64_t>(rows, 1))};
   const cuuint64_t stride_bytes[1] = {static_cast<cuuint64_t>(row_stride) * dtype_size(dtype)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBoxCols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBoxBytes / dtype_size(dtype)), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
-  SHARDJIT_CU(cuTensorMapEncodeTiled(
-      reinterpret_cast<CUtensorMap*>(&map),
-      dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-      const_cast<void*>(base), extent, stride_bytes, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  SHARDJIT_CU(cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(&map), tma_data_type(dtype), 2,
+                                     const_cast<void*>(base), extent, stride_bytes, box, element_strides,
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
 }  // namespace
@@ -51,6 +57,15 @@ void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_tr
   // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in 128-row boxes.
   encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride, a_trans ? 64 : 128);
   encode_2d(params.b_map, dtype, args.b, args.b_rows, args.n, args.b_stride, 64);
+}
+
+bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm) {
+  const kernels::GemmArgs& args = params.args;
+  const auto base = reinterpret_cast<std::uintptr_t>(args.addend);
+  const std::int64_t stride_bytes = args.addend_stride * static_cast<std::int64_t>(dtype_size(dtype));
+  if (args.addend == nullptr || base % 16 != 0 || stride_bytes % 16 != 0) return false;
+  encode_2d(params.addend_map, dtype, args.addend, args.m, args.n, args.addend_stride, bm);
+  return true;
 }
 
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,

@@ -1,9 +1,10 @@
 // TMA maps of the operands of the TMA-fed Hopper loops (templates/common/tma_ring.cuh): the GEMM's
-// A storage ([m][a_cols], or [k][a_cols] with a_trans) and B ([b_rows][n]), and the dZ kernel's X
-// ([n_rows][H]) and W ([V_VALID][H]); 16-bit, row-major, read in boxes 128 bytes wide with the
-// 128-byte swizzle that wgmma reads. Encoded on the host for each launch from the launch's
-// pointers, by the driver, without touching the device. The callers' view checks guarantee what
-// TMA needs: 16-byte aligned bases and row strides.
+// A storage ([m][a_cols], or [k][a_cols] with a_trans), B ([b_rows][n]) and addend ([m][n], fp32
+// or 16-bit), and the dZ kernel's X ([n_rows][H]) and W ([V_VALID][H]); row-major, read in boxes
+// 128 bytes wide with the 128-byte swizzle that wgmma reads. Encoded on the host for each launch
+// from the launch's pointers, by the driver, without touching the device. The callers' view
+// checks guarantee what TMA needs of the operands: 16-byte aligned bases and row strides; an
+// addend without them is not described (encode_gemm_addend_map).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,11 @@ namespace shardjit {
 
 // Fills params.a_map and params.b_map for params.args; dtype is A's and B's (bf16 or fp16).
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans);
+
+// Fills params.addend_map for params.args' addend of type dtype, read in tiles of bm rows, where
+// TMA can read it (a 16-byte aligned base and row stride); returns whether it did. Without an
+// addend it does nothing and returns false.
+bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
 
 // Fills params.x_map and params.w_map for params.args and a tile of bm x bn (bn <= 256); dtype
 // is X's and W's (bf16 or fp16), v_valid the rows of W read (the shard's valid columns), h the

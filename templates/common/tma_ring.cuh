@@ -87,12 +87,26 @@ struct TmaRing {
   }
 
   // Producer, one thread: waits until the cursor's stage is free, then lets `load(dst, bar)`
-  // issue its copies into it (shared address dst, completing on mbarrier bar) for STAGE_BYTES.
+  // issue its copies into it (shared address dst, completing on mbarrier bar) for `bytes`
+  // (at most STAGE_BYTES).
   template <class Load>
-  __device__ __forceinline__ void produce(const TmaRingCursor<STAGES>& at, Load&& load) const {
+  __device__ __forceinline__ void produce(const TmaRingCursor<STAGES>& at, Load&& load,
+                                          unsigned int bytes = STAGE_BYTES) const {
     mbarrier_wait_parity(empty(at.stage), at.phase ^ 1u);
-    mbarrier_arrive_expect_tx(full(at.stage), STAGE_BYTES);
+    mbarrier_arrive_expect_tx(full(at.stage), bytes);
     load(smem_addr(smem) + static_cast<unsigned int>(at.stage) * STAGE_BYTES, full(at.stage));
+  }
+
+  // Compute warps, for a stage that holds something other than a K slice (an epilogue's input):
+  // waits until the cursor's stage is filled and returns it; release gives it back once every
+  // compute warp has read what it needs of it.
+  __device__ __forceinline__ const unsigned char* acquire(const TmaRingCursor<STAGES>& at) const {
+    mbarrier_wait_parity(full(at.stage), at.phase);
+    return smem + at.stage * STAGE_BYTES;
+  }
+  __device__ __forceinline__ void release(const TmaRingCursor<STAGES>& at, int lane) const {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty(at.stage));
   }
 
   // Compute warps: `count` slices of the ring, from the cursor on, into the wgmma loop, one

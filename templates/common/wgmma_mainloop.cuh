@@ -141,6 +141,8 @@ struct WgmmaTileMainloop {
   // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
   // index once the caller's loop is unrolled), as MmaTileMainloop::pair.
   static constexpr int kPairs = kAccumulators / 2;
+  // The first column of pair i's column group: pair i's column less its lane's offset (< 8).
+  __device__ static constexpr int pair_group_col(int i) { return (i / 2) * 8; }
   __device__ __forceinline__ AccumulatorPair pair(int i, int warp, int lane) const {
     const int g = i / 2;
     const int h = i % 2;

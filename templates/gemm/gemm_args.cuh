@@ -41,13 +41,18 @@ struct GemmArgs {
 };
 
 // The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
-// of A's storage and of B, encoded by the host for each launch (runtime/ops/tensor_maps.cpp), and
+// of A's storage, of B and of the addend, encoded by the host for each launch (runtime/ops/tensor_maps.cpp), and
 // the split of its tiles among the blocks (templates/common/stream_k.cuh); unused (zeros)
 // otherwise.
 struct GemmParams {
   GemmArgs args;
   TmaDescriptor a_map;
   TmaDescriptor b_map;
+  // The addend's map, when stage_addend: the addend tile is then brought into the ring by TMA
+  // after the tile's K slices (templates/gemm/gemm_staged_addend.cuh); otherwise the epilogue
+  // reads it from global memory.
+  TmaDescriptor addend_map;
+  int stage_addend;
   StreamKPlan split;
 };
 

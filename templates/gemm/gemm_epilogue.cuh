@@ -87,11 +87,23 @@ struct GemmEpilogue {
   long long n;
   float alpha;
 
-  // Writes the main loop's tile, whose corner is output element (m0, n0). A pair's col is even
-  // and n a multiple of 8, so a pair is either wholly inside or wholly outside.
+  // Writes the main loop's tile, whose corner is output element (m0, n0), with the addend read
+  // from global memory. A pair's col is even and n a multiple of 8, so a pair is either wholly
+  // inside or wholly outside.
   template <class Mainloop>
   __device__ __forceinline__ void store_tile(const Mainloop& mainloop, long long m0, long long n0, int warp,
                                              int lane) const {
+    store_tile(mainloop, m0, n0, warp, lane, [&](int, const AccumulatorPair&, long long row, long long col) {
+      return addend != nullptr && row < m && col < n ? load_pair(addend + row * addend_stride + col)
+                                                     : make_float2(0.0f, 0.0f);
+    });
+  }
+
+  // The same with the addend of pair i (p, at output element (row, col)) from read_addend(i, p,
+  // row, col).
+  template <class Mainloop, class ReadAddend>
+  __device__ __forceinline__ void store_tile(const Mainloop& mainloop, long long m0, long long n0, int warp, int lane,
+                                             ReadAddend&& read_addend) const {
     constexpr int kBatch = Mainloop::kPairs < kAddendBatch ? Mainloop::kPairs : kAddendBatch;
     static_assert(Mainloop::kPairs % kBatch == 0, "the pairs split into whole batches");
 #pragma unroll
@@ -100,10 +112,7 @@ struct GemmEpilogue {
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
-        const long long row = m0 + p.row;
-        const long long col = n0 + p.col;
-        add[i] = addend != nullptr && row < m && col < n ? load_pair(addend + row * addend_stride + col)
-                                                         : make_float2(0.0f, 0.0f);
+        add[i] = read_addend(first + i, p, m0 + p.row, n0 + p.col);
       }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {

@@ -8,6 +8,9 @@
 // extents arrive as zeros, so rows past m, columns past a_cols and rows of B past b_rows read as
 // zeros as in the cp.async copiers.
 //
+// An addend (the accumulation of grad_hidden over vocabulary chunks) comes into the ring after the
+// tile's K slices, where the host could describe it to TMA (templates/gemm/gemm_staged_addend.cuh).
+//
 // A block takes one tile of the grouped order; a grid of few tiles is split along K instead, a
 // run of slices across tiles a block (templates/common/stream_k.cuh), whose segments the
 // producer walks ahead of the compute warps through one ring.
@@ -20,6 +23,7 @@
 #include "gemm/gemm_args.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_layout.cuh"
+#include "gemm/gemm_staged_addend.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -37,8 +41,14 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
                                      A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
                                      MmaOperand::kMNContiguousBlocks>;
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
+  using Addend = StagedAddend<AddT, kBM, kBN, kABytes + kBK * kBN * 2>;
   const GemmArgs& args = params.args;
   const StreamKPlan& plan = params.split;
+  // Whole tiles take their addend through the ring; the pieces of a split tile do not know which
+  // of them finishes it, and the one that does reads it from global memory.
+  auto stages_addend = [&](const TileSegment& segment) {
+    return params.stage_addend != 0 && stream_k_whole(plan, segment);
+  };
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -93,6 +103,20 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       if (!prefetched) {
         gemm_prefetch_addend<AddT, kBM, kBN, 32>(args, m0, n0, lane);
       }
+      if (stages_addend(segment)) {
+        for (int s = 0; s < Addend::kStages; ++s) {
+          if (lane == 0) {
+            ring.produce(
+                at,
+                [&](unsigned int dst, unsigned int full) {
+                  Addend::load_stage(s, dst, &params.addend_map, m0, n0, full);
+                },
+                Addend::stage_bytes(s));
+          }
+          __syncwarp();
+          at.advance();
+        }
+      }
     });
     return;
   }
@@ -112,7 +136,19 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     Mainloop mainloop;
     mainloop.clear();
     ring.template consume<TA>(mainloop, at, count, warp, lane);
-    if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
+    if (stages_addend(segment)) {
+      Addend addend;
+      TmaRingCursor<STAGES> stage_at = at;
+#pragma unroll
+      for (int s = 0; s < Addend::kStages; ++s, stage_at.advance()) addend.stage[s] = ring.acquire(stage_at);
+      GemmEpilogue<OutT, AddT>::of(args).store_tile(
+          mainloop, m0, n0, warp, lane, [&](int i, const AccumulatorPair& p, long long, long long) {
+            const int group_col = Mainloop::pair_group_col(i);
+            return addend.pair(p.row, group_col, p.col - group_col);
+          });
+#pragma unroll
+      for (int s = 0; s < Addend::kStages; ++s, at.advance()) ring.release(at, lane);
+    } else if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
       GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
     }
   });
