@@ -5,8 +5,11 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define SHARDJIT_HOST_DEVICE __host__ __device__
+// The same, always inlined into the kernels (a loop over segments around their main loops).
+#define SHARDJIT_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
 #else
 #define SHARDJIT_HOST_DEVICE
+#define SHARDJIT_HOST_DEVICE_INLINE inline
 #endif
 
 namespace shardjit {

@@ -4,11 +4,8 @@
 // At llama3-8b-decode (256 rows) grad_hidden is 32 tiles of 2004 K slices: one block a tile
 // would leave 100 of 132 multiprocessors idle for the whole kernel. When a kernel's tiles cannot
 // fill half the GPU, their slices are taken as one sequence, tile after tile, and cut into
-// `workers` equal runs, one a block ("stream-K"):
-//
-//   tiles [0, whole_tiles)        whole, block b takes b, b + grid, ...;
-//   tiles [whole_tiles, tiles)    their slices in one sequence, cut into `workers` runs; worker j
-//                                 is block grid - workers + j.
+// `workers` equal runs, one a block ("stream-K"); otherwise every tile is computed whole, by one
+// block a tile or by persistent blocks taking tiles b, b + grid, ...
 //
 // A run covers parts of one to a few tiles. A tile cut between runs (its pieces) is finished by
 // the last of its pieces to arrive (templates/common/stream_k_fixup.cuh): every piece stores its
@@ -32,14 +29,13 @@ namespace kernels {
 struct StreamKPlan {
   int tiles;                // of the kernel's tile order
   int slices;               // K slices a tile
-  int whole_tiles;          // tiles [0, whole_tiles) are computed whole
-  int workers;              // blocks that split the rest; 0 when nothing is split
+  int workers;              // blocks that split the tiles, one run each; 0 when nothing is split
   float* partials;          // 2 x workers tiles of fp32 partial sums (StreamKFixup)
-  unsigned int* arrivals;   // a counter a split tile, zero between launches
+  unsigned int* arrivals;   // a counter a tile, zero between launches
 };
 
-// Part of one tile a block computes: K slices [begin, end) of tile `tile`. worker < 0 for a
-// whole tile.
+// Part of one tile a block computes: K slices [begin, end) of tile `tile`; `worker` is the block's
+// run in a split plan, < 0 unsplit.
 struct TileSegment {
   int tile;
   int begin;
@@ -57,115 +53,84 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resi
          static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
 }
 
-// The plan of such a launch; the caller sets the workspace pointers. Unsplit, every tile is
-// whole.
+// The plan of such a launch; the caller sets the workspace pointers.
 SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident) {
-  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr};
+  StreamKPlan plan{tiles, slices, 0, nullptr, nullptr};
   if (!stream_k_splits(tiles, slices, resident)) return plan;
-  plan.whole_tiles = 0;
   const long long workers = static_cast<long long>(tiles) * slices / kStreamKMinSlices;
   plan.workers = static_cast<int>(workers < resident ? workers : resident);
   return plan;
 }
 
-// Blocks to launch: `persistent` kernels walk their whole tiles with a grid of at most `resident`
-// blocks; the others launch one block a whole tile, then the workers.
+// Blocks to launch: a split plan's workers; unsplit, one block a tile, or for `persistent`
+// kernels at most `resident` blocks walking the tiles.
 SHARDJIT_HOST_DEVICE inline int stream_k_grid(const StreamKPlan& plan, int resident, bool persistent) {
-  if (persistent) {
-    const int whole = plan.whole_tiles < resident ? plan.whole_tiles : resident;
-    return whole > plan.workers ? whole : plan.workers;
-  }
-  return plan.whole_tiles + plan.workers;
+  if (plan.workers > 0) return plan.workers;
+  return persistent && resident < plan.tiles ? resident : plan.tiles;
 }
 
-SHARDJIT_HOST_DEVICE inline long long stream_k_split_slices(const StreamKPlan& plan) {
-  return static_cast<long long>(plan.tiles - plan.whole_tiles) * plan.slices;
-}
-
-// Where worker j's run starts in the split tiles' slice sequence (j = workers: its end).
+// Where worker j's run starts in the slice sequence of all tiles (j = workers: its end).
 SHARDJIT_HOST_DEVICE inline long long stream_k_run_begin(const StreamKPlan& plan, int worker) {
-  return stream_k_split_slices(plan) * worker / plan.workers;
+  return static_cast<long long>(plan.tiles) * plan.slices * worker / plan.workers;
 }
 
 // The worker whose run holds position `at` of the sequence.
 SHARDJIT_HOST_DEVICE inline int stream_k_worker_at(const StreamKPlan& plan, long long at) {
-  return static_cast<int>(((at + 1) * plan.workers - 1) / stream_k_split_slices(plan));
+  return static_cast<int>(((at + 1) * plan.workers - 1) / (static_cast<long long>(plan.tiles) * plan.slices));
 }
 
-// The pieces of split tile `tile`: the workers first..last, in K order.
+// The pieces of a tile of a split plan: the workers first..last, in K order.
 struct TilePieces {
   int first;
   int last;
 };
 
 SHARDJIT_HOST_DEVICE inline TilePieces stream_k_pieces(const StreamKPlan& plan, int tile) {
-  const long long begin = static_cast<long long>(tile - plan.whole_tiles) * plan.slices;
+  const long long begin = static_cast<long long>(tile) * plan.slices;
   return {stream_k_worker_at(plan, begin), stream_k_worker_at(plan, begin + plan.slices - 1)};
 }
 
-// The partial-sum slot of worker j's piece of split tile `tile`: 2 j for the first piece of its
-// run, 2 j + 1 for the last (a run's pieces in between are whole tiles, which need none).
+// The partial-sum slot of worker j's piece of tile `tile`: 2 j for the first piece of its run,
+// 2 j + 1 for the last (a run's pieces in between are whole tiles, which need none).
 SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile, int worker) {
-  const long long begin = static_cast<long long>(tile - plan.whole_tiles) * plan.slices;
+  const long long begin = static_cast<long long>(tile) * plan.slices;
   return 2 * worker + (begin <= stream_k_run_begin(plan, worker) ? 0 : 1);
 }
 
-// A block's segments, in the order it computes them: whole tiles, then its run's pieces. The walk
-// keeps four ints, and is handed the plan and the grid again at each step: kernels keep it live
-// across their main loops, at full registers, while the plan stays in the parameter space.
-struct StreamKWalk {
-  int next_whole;  // the next whole tile
-  int worker;      // < 0: the block is no worker
-  int at;          // position in the split sequence
-  int end;         // end of the block's run
-
-  SHARDJIT_HOST_DEVICE StreamKWalk(const StreamKPlan& plan, int block, int grid)
-      : next_whole(block), worker(block - (grid - plan.workers)), at(0), end(0) {
-    if (plan.workers > 0 && worker >= 0) {
-      at = static_cast<int>(stream_k_run_begin(plan, worker));
-      end = static_cast<int>(stream_k_run_begin(plan, worker + 1));
-    } else {
-      worker = -1;
-    }
-  }
-
-  // The next segment into `segment`; false when the block is done.
-  SHARDJIT_HOST_DEVICE bool next(const StreamKPlan& plan, int grid, TileSegment& segment) {
-    if (next_whole < plan.whole_tiles) {
-      segment = TileSegment{next_whole, 0, plan.slices, -1};
-      next_whole += grid;
-      return true;
-    }
-    if (at >= end) return false;
-    const int split_tile = at / plan.slices;
-    const int first = split_tile * plan.slices;
-    const int stop = end < first + plan.slices ? end : first + plan.slices;
-    segment = TileSegment{plan.whole_tiles + split_tile, at - first, stop - first, worker};
-    at = stop;
-    return true;
-  }
-};
-
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-// Calls run(segment) for each of the block's segments, in order. Unsplit, the block's whole
-// tiles go through a loop of their own, in which every segment has the same constant extent, so
-// that the compiler knows where a ring of stages stands at each tile's start and unrolls the
-// main loop by its stages (through the walk it issues about a third more instructions a slice).
+// Calls run(segment) for each segment of block `block` of `grid`, in order (the kernels pass
+// their block index and grid; the host tests walk every block). Unsplit, the tiles go through
+// loops of their own, in which every segment has the same constant extent, so that the compiler
+// knows where a ring of stages stands at each tile's start and unrolls the main loop by its
+// stages (through the split walk it issues about a third more instructions a slice).
 template <class Run>
-__device__ __forceinline__ void for_each_segment(const StreamKPlan& plan, Run&& run) {
-  const int grid = static_cast<int>(gridDim.x);
+SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
   if (plan.workers == 0 && plan.tiles <= grid) {  // one tile a block
-    if (static_cast<int>(blockIdx.x) < plan.tiles) run(TileSegment{static_cast<int>(blockIdx.x), 0, plan.slices, -1});
+    if (block < plan.tiles) run(TileSegment{block, 0, plan.slices, -1});
     return;
   }
   if (plan.workers == 0) {
-    for (int tile = static_cast<int>(blockIdx.x); tile < plan.tiles; tile += grid) {
-      run(TileSegment{tile, 0, plan.slices, -1});
-    }
+    for (int tile = block; tile < plan.tiles; tile += grid) run(TileSegment{tile, 0, plan.slices, -1});
     return;
   }
-  StreamKWalk walk(plan, static_cast<int>(blockIdx.x), grid);
-  for (TileSegment segment; walk.next(plan, grid, segment);) run(segment);
+  if (block >= plan.workers) return;
+  // The run, cut at tile boundaries; kept in two ints across the kernels' main loops, at full
+  // registers, while the plan stays in the parameter space.
+  int at = static_cast<int>(stream_k_run_begin(plan, block));
+  const int end = static_cast<int>(stream_k_run_begin(plan, block + 1));
+  while (at < end) {
+    const int tile = at / plan.slices;
+    const int first = tile * plan.slices;
+    const int stop = end < first + plan.slices ? end : first + plan.slices;
+    run(TileSegment{tile, at - first, stop - first, block});
+    at = stop;
+  }
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// This block's segments.
+template <class Run>
+__device__ __forceinline__ void for_each_segment(const StreamKPlan& plan, Run&& run) {
+  for_each_segment(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
 }
 #endif
 

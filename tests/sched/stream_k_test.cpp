@@ -28,30 +28,28 @@ Walked walk_all(const kernels::StreamKPlan& plan, int grid) {
   w.covered.assign(static_cast<std::size_t>(plan.tiles) * plan.slices, 0);
   w.slices_per_block.assign(static_cast<std::size_t>(grid), 0);
   for (int block = 0; block < grid; ++block) {
-    kernels::StreamKWalk walk(plan, block, grid);
-    for (kernels::TileSegment s; walk.next(plan, grid, s);) {
+    kernels::for_each_segment(plan, block, grid, [&](const kernels::TileSegment& s) {
       EXPECT_TRUE(s.tile >= 0 && s.tile < plan.tiles) << "block " << block;
       EXPECT_TRUE(0 <= s.begin && s.begin < s.end && s.end <= plan.slices) << "block " << block;
       for (int k = s.begin; k < s.end; ++k) ++w.covered[static_cast<std::size_t>(s.tile) * plan.slices + k];
       w.slices_per_block[static_cast<std::size_t>(block)] += s.end - s.begin;
+      EXPECT_EQ(s.worker >= 0, plan.workers > 0) << "a split plan's segments, and only those, have a worker";
       if (s.worker >= 0 && !kernels::stream_k_whole(plan, s)) {
         w.pieces[s.tile].insert(s.worker);
         const int slot = kernels::stream_k_slot(plan, s.tile, s.worker);
         EXPECT_TRUE(w.slots.insert(slot).second) << "slot " << slot << " used twice";
         EXPECT_TRUE(slot >= 0 && slot < 2 * plan.workers);
-        EXPECT_GE(s.tile, plan.whole_tiles);
       }
-    }
+    });
   }
   return w;
 }
 
-// A plan as plan_stream_k makes it, or with whole tiles before the split ones (which the walk
-// supports for persistent kernels), checked on the host: every tile-slice once, the pieces and
-// slots consistent.
+// A plan walked on the host as the kernels walk it: every tile-slice once, the pieces and slots
+// consistent.
 void check_walk(const kernels::StreamKPlan& plan, int grid) {
-  SCOPED_TRACE(testing::Message() << plan.tiles << " tiles of " << plan.slices << " slices, " << plan.whole_tiles
-                                  << " whole, " << plan.workers << " workers, grid " << grid);
+  SCOPED_TRACE(testing::Message() << plan.tiles << " tiles of " << plan.slices << " slices, " << plan.workers
+                                  << " workers, grid " << grid);
   const Walked w = walk_all(plan, grid);
   for (std::size_t i = 0; i < w.covered.size(); ++i) ASSERT_EQ(w.covered[i], 1) << "tile-slice " << i;
   for (const auto& [tile, workers] : w.pieces) {
@@ -69,7 +67,7 @@ TEST(StreamK, EverySliceOfEveryTileOnce) {
   for (auto [tiles, slices, resident, persistent] :
        {std::tuple{32, 2004, 132, false}, {36, 71, 132, false}, {54, 16, 132, true}, {6, 64, 132, true},
         {1, 1, 132, false}, {3, 5, 132, false}, {66, 35, 132, false}, {4096, 64, 132, true}, {1024, 256, 132, false},
-        {20, 100, 40, true}}) {
+        {20, 100, 40, true}, {16032, 4, 132, true}}) {
     const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, resident);
     const int grid = kernels::stream_k_grid(plan, resident, persistent);
     ASSERT_GE(grid, 1);
@@ -77,30 +75,25 @@ TEST(StreamK, EverySliceOfEveryTileOnce) {
       EXPECT_LE(grid, resident);
     }
     EXPECT_LE(plan.workers, resident);
-    EXPECT_LE(2 * (plan.tiles - plan.whole_tiles), resident) << "the workspace has a counter a split tile";
+    if (plan.workers > 0) {
+      EXPECT_LE(2 * plan.tiles, resident) << "the workspace has a counter a split tile";
+    }
     check_walk(plan, grid);
-  }
-  // Whole tiles, then split ones, walked by a persistent grid and by one block a whole tile.
-  for (auto [tiles, slices, whole, workers] : {std::tuple{300, 64, 132, 132}, {266, 4, 132, 67}, {40, 7, 13, 5}}) {
-    const kernels::StreamKPlan plan{tiles, slices, whole, workers, nullptr, nullptr};
-    check_walk(plan, kernels::stream_k_grid(plan, 132, true));
-    check_walk(plan, kernels::stream_k_grid(plan, 132, false));
   }
 }
 
 TEST(StreamK, OnlyGridsOfFewTilesAreSplit) {
   EXPECT_EQ(kernels::plan_stream_k(4096, 64, 132).workers, 0) << "31 waves: the last one's gap is not worth it";
   EXPECT_EQ(kernels::plan_stream_k(67, 128, 132).workers, 0) << "more than half the GPU";
-  EXPECT_EQ(kernels::plan_stream_k(67, 128, 132).whole_tiles, 67);
   EXPECT_EQ(kernels::plan_stream_k(100, 0, 132).workers, 0) << "no K: nothing to split";
   EXPECT_EQ(kernels::plan_stream_k(10, 64, 0).workers, 0) << "no workspace: nothing is split";
   EXPECT_EQ(kernels::plan_stream_k(1, 1, 132).workers, 0) << "too little K to be worth a partial sum";
   const kernels::StreamKPlan decode = kernels::plan_stream_k(32, 2004, 132);
-  EXPECT_EQ(decode.whole_tiles, 0);
   EXPECT_EQ(decode.workers, 132);
   EXPECT_EQ(kernels::plan_stream_k(6, 8, 132).workers, 6) << "runs of at least 8 slices";
   EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(4096, 64, 132), 132, true), 132);
   EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(4096, 64, 132), 132, false), 4096);
+  EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(100, 64, 132), 132, true), 100);
 }
 
 // grad_hidden at llama3-8b-decode: 32 tiles of 2004 slices. Split, every block computes about
