@@ -314,6 +314,11 @@ const BwdCase kCases[] = {
     // 18 and grad_hidden's 36 of 24, each tile in two to four pieces.
     {"n1100_h1024_v1500_split_k", 1100, 1024, 1500, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
      true},
+    // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
+    // on an H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
+    // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.
+    {"n2200_h1024_v4600_chunks_acc_staged", 2200, 1024, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
+     false, true, false, false, 2200 * 2 * 2304},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
 };
