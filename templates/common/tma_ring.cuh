@@ -1,8 +1,10 @@
 // A ring of STAGES shared-memory stages filled by TMA from a producer warp and read by the wgmma
 // loop of two compute warpgroups (the Hopper GEMM and dZ kernels). Each stage holds an A tile
-// and, at B_OFFSET, a B tile, STAGE_BYTES in all, and has a pair of mbarriers:
+// and, at B_OFFSET, a B tile, STAGE_BYTES in all (or an epilogue's input, such as the GEMM's
+// addend tile, taken with acquire and given back with release), and has a pair of mbarriers:
 //   full[s]:  the producer's arrive.expect_tx of the stage's bytes; completes when they landed;
-//   empty[s]: one arrival per compute warp once its products on the stage are done.
+//   empty[s]: one arrival per compute warp once its products on the stage (or its reads of it)
+//             are done.
 // Waits are parity waits: the j-th fill of a stage is its phase j.
 //
 // Why not the cp.async ring of the other loops (templates/common/slice_ring.cuh): there every
@@ -30,7 +32,8 @@
 namespace shardjit {
 namespace kernels {
 
-// The stage and phase a side of the ring is at; both sides walk the same slices in order.
+// The stage and phase a side of the ring is at; both sides walk the same stages in order (K slices
+// and any epilogue inputs between them).
 template <int STAGES>
 struct TmaRingCursor {
   int stage = 0;

@@ -5,9 +5,11 @@
 // sm_90a with WGMMA, mma.sync otherwise; fp32 FMA for fp32 A), then an epilogue policy (store, or
 // accumulate into an existing buffer).
 //
-// Grid: x = ceil(m / BM), y = ceil(n / BN). Block: gemm_block_threads(TMA), dynamic shared
-// memory gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES, TMA). Each block owns its
-// output tile and walks K in a fixed order: results do not depend on the launch or the data.
+// Grid: x = ceil(m / BM), y = ceil(n / BN); with TMA, x only (stream_k_grid: a block a tile, or
+// persistent blocks, or the runs of a split). Block: gemm_block_threads(TMA), dynamic shared
+// memory gemm_smem_bytes(sizeof(TA), sizeof(TB), BM, BN, BK, STAGES, TMA). Each output tile is
+// computed by one block walking K in a fixed order, or by a split's pieces added in piece order:
+// results do not depend on the launch or the data.
 //
 // TMA (with WGMMA, sm_90a): the operands are copied by TMA from a producer warp instead of
 // cp.async from every thread, and a grid of few tiles is split along K (templates/gemm/

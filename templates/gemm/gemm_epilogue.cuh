@@ -1,7 +1,8 @@
 // Store / accumulate epilogue of the GEMM: out = alpha * acc + addend, two adjacent columns at a
-// time, in the output's type. Reading the addend and writing the output happen in the same
-// thread for the same element, so the addend may be the output itself (in-place accumulation);
-// every element belongs to one thread of one block, which keeps the result deterministic.
+// time, in the output's type. Every element's addend is read before its output is written (by
+// the same thread from global memory, or by TMA into shared memory before the epilogue starts),
+// so the addend may be the output itself (in-place accumulation); every element belongs to one
+// thread of one block, which keeps the result deterministic.
 //
 // The addend is read kAddendBatch pairs at a time before any of them is written: the output may
 // alias it, so the compiler must keep each read behind the writes before it, and one read at a
@@ -39,11 +40,12 @@ __device__ __forceinline__ void store_pair(T* p, float v0, float v1) {
 
 // K slices before the end of the main loop at which a block asks L2 for its tile of the addend:
 // ~6 us of products on an H200 at 128 x 256 x 64, time for a wave's tiles (17 MiB of fp32) to
-// arrive from HBM, so that the epilogue's batched reads find them in L2.
+// arrive from HBM, so that the epilogue's batched reads, or the TMA loads of a staged addend
+// (templates/gemm/gemm_staged_addend.cuh) in the last slices, find them in L2.
 constexpr int kGemmAddendPrefetchSlices = 8;
 
 // Prefetches into L2 the part of args' addend (of type AddT; none when null) in the BM x BN output
-// tile at (m0, n0), a line a thread at a time. Called once a block, before the epilogue and with
+// tile at (m0, n0), a line a thread at a time. Called once a tile, before the epilogue and with
 // no accumulator live in its arguments: a value read here and kept across the wgmma loop could
 // make ptxas serialize it.
 template <class AddT, int BM, int BN, int THREADS>

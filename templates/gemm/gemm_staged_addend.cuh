@@ -8,8 +8,8 @@
 // takes kStages stages (three for fp32, two for 16-bit). The compute warps acquire the stages
 // after their products, read their pairs and release them.
 //
-// The 128-byte swizzle keeps the epilogue's reads free of bank conflicts: a warp reads two
-// columns of 8 rows per pair, rows 128 bytes apart, and the swizzle puts the 8 rows' 16-byte
+// The 128-byte swizzle keeps the epilogue's reads free of bank conflicts: for each pair index a
+// warp reads 8 columns of 8 rows, rows 128 bytes apart, and the swizzle puts the 8 rows' 16-byte
 // chunks in 8 different places.
 #pragma once
 

@@ -8,12 +8,14 @@
 // extents arrive as zeros, so rows past m, columns past a_cols and rows of B past b_rows read as
 // zeros as in the cp.async copiers.
 //
-// An addend (the accumulation of grad_hidden over vocabulary chunks) comes into the ring after the
-// tile's K slices, where the host could describe it to TMA (templates/gemm/gemm_staged_addend.cuh).
+// An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
+// comes into the ring after a whole tile's K slices, where the host could describe it to TMA
+// (templates/gemm/gemm_staged_addend.cuh); the epilogue reads it there.
 //
-// A block takes one tile of the grouped order; a grid of few tiles is split along K instead, a
-// run of slices across tiles a block (templates/common/stream_k.cuh), whose segments the
-// producer walks ahead of the compute warps through one ring.
+// A block takes one tile of the grouped order, or, as the host chooses for short tiles, walks
+// tiles b, b + grid, ... persistently; a grid of few tiles is split along K instead, a run of
+// slices across tiles a block (templates/common/stream_k.cuh). The producer walks the block's
+// segments ahead of the compute warps through one ring.
 #pragma once
 
 #include "common/stream_k.cuh"
@@ -42,6 +44,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
                                      MmaOperand::kMNContiguousBlocks>;
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
   using Addend = StagedAddend<AddT, kBM, kBN, kABytes + kBK * kBN * 2>;
+  static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
   const GemmArgs& args = params.args;
   const StreamKPlan& plan = params.split;
   // Whole tiles take their addend through the ring; the pieces of a split tile do not know which

@@ -1,0 +1,34 @@
+// The GEMM's addend map (runtime/ops/tensor_maps.cpp): an addend TMA cannot describe (a base or a
+// row stride that is not a multiple of 16 bytes) or no addend at all leaves the map unencoded
+// and the kernel on its global reads. Decided before the driver is asked, so it runs on the CPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "runtime/ops/tensor_maps.hpp"
+
+namespace shardjit {
+namespace {
+
+kernels::GemmParams params_with_addend(std::uintptr_t address, long long stride) {
+  kernels::GemmParams params{};
+  params.args.addend = reinterpret_cast<const void*>(address);
+  params.args.addend_stride = stride;
+  params.args.m = 300;
+  params.args.n = 512;
+  return params;
+}
+
+TEST(TensorMaps, AddendsTmaCannotDescribeStayOnGlobalReads) {
+  kernels::GemmParams none{};
+  EXPECT_FALSE(encode_gemm_addend_map(none, DType::kFP32, 128)) << "no addend";
+  kernels::GemmParams misaligned_base = params_with_addend(0x10008, 512);
+  EXPECT_FALSE(encode_gemm_addend_map(misaligned_base, DType::kFP32, 128));
+  kernels::GemmParams odd_stride = params_with_addend(0x10000, 513);
+  EXPECT_FALSE(encode_gemm_addend_map(odd_stride, DType::kFP32, 128)) << "513 x 4 bytes a row";
+  kernels::GemmParams odd_stride_bf16 = params_with_addend(0x10000, 516);
+  EXPECT_FALSE(encode_gemm_addend_map(odd_stride_bf16, DType::kBF16, 128)) << "516 x 2 bytes a row";
+}
+
+}  // namespace
+}  // namespace shardjit
