@@ -16,6 +16,7 @@ inline void check_cuda(cudaError_t rc, const char* what) {
 struct TimingOptions {
   int warmup = 5;
   int iterations = 20;
+  double energy_seconds = 0;  // > 0: also the board's energy per call, over about this long (NVML)
 };
 
 // Median milliseconds of `work` enqueued on `stream`.

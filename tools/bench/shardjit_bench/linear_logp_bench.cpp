@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "board_energy.hpp"
 #include "device_data.hpp"
 #include "shardjit/shardjit.hpp"
 
@@ -97,6 +99,11 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   };
   const double fused_ms = median_ms(fused, stream, timing);
   const std::size_t free_after = device_free_bytes();
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const BoardEnergy meter(device);
+  std::optional<EnergyPerCall> fused_energy;
+  if (timing.energy_seconds > 0) fused_energy = meter.measure(fused, stream, timing.energy_seconds);
 
   // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
   // unfused LM head computes them.
@@ -113,11 +120,11 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
                  "cublasGemmEx");
   };
   const double gemm_ms = median_ms(gemm, stream, timing);
+  std::optional<EnergyPerCall> gemm_energy;
+  if (timing.energy_seconds > 0) gemm_energy = meter.measure(gemm, stream, timing.energy_seconds);
   const double flops = 2.0 * static_cast<double>(c.n) * static_cast<double>(c.vocab) * static_cast<double>(c.hidden);
 
   cudaDeviceProp prop{};
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   nlohmann::json row = {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
                         {"case", c.name},
@@ -134,6 +141,15 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
                         {"extra_bytes", free_before > free_after ? free_before - free_after : 0},
                         {"device", prop.name},
                         {"date", today()}};
+  if (timing.energy_seconds > 0 && !(fused_energy && gemm_energy)) {
+    row["energy"] = "not measured: NVML or its energy counter is unavailable";
+  } else if (fused_energy && gemm_energy) {
+    row["fused_joules"] = fused_energy->joules;
+    row["gemm_joules"] = gemm_energy->joules;
+    row["energy_ratio"] = fused_energy->joules / gemm_energy->joules;
+    row["fused_watts"] = fused_energy->watts;
+    row["gemm_watts"] = gemm_energy->watts;
+  }
   std::printf("%s\n", row.dump().c_str());
   std::fflush(stdout);
 

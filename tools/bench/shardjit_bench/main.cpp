@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   TimingOptions timing;
   app.add_option("--warmup", timing.warmup, "untimed runs first")->check(CLI::PositiveNumber);
   app.add_option("--iters", timing.iterations, "timed runs; the median is reported")->check(CLI::PositiveNumber);
+  app.add_option("--energy", timing.energy_seconds,
+                 "linear-logp: also measure the board's energy per call (NVML) over about this many seconds "
+                 "for the op and for the baseline")
+      ->check(CLI::NonNegativeNumber);
 
   auto* logp = app.add_subcommand("linear-logp", "fused forward vs cuBLAS GEMM of the same shape");
   std::string shapes = "../shared/bench/shapes.json", only, dtype_text = "bf16";
