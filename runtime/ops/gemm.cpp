@@ -1,11 +1,10 @@
 #include "runtime/ops/gemm.hpp"
 
-#include <algorithm>
 #include <span>
 
 #include "gemm/gemm_layout.cuh"
-#include "runtime/ops/tensor_maps.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
+#include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
@@ -97,8 +96,7 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
     params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
     const bool persistent = slices <= kGemmPersistentMaxSlices;
-    shape.grid_x =
-        static_cast<unsigned>(kernels::stream_k_grid(params.split, std::max(1, split.resident_blocks()), persistent));
+    shape.grid_x = static_cast<unsigned>(split.grid(params.split, persistent));
     shape.grid_y = 1;
   }
   launch(kernel, shape, params, stream);

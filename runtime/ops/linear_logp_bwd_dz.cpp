@@ -1,6 +1,5 @@
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 
-#include <algorithm>
 #include <span>
 
 #include "linear_logp/bwd_dz_layout.cuh"
@@ -79,7 +78,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   if (tile.wgmma) {
     const int slices = static_cast<int>((layout.config.hidden + tile.bk - 1) / tile.bk);
     params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices);
-    shape.grid_x = static_cast<unsigned>(kernels::stream_k_grid(params.split, std::max(1, split.resident_blocks()), true));
+    shape.grid_x = static_cast<unsigned>(split.grid(params.split, true));
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
   }

@@ -27,6 +27,11 @@ class StreamKWorkspace {
 
   int resident_blocks() const { return resident_blocks_; }
 
+  // Blocks to launch for `plan` (stream_k_grid on this device's resident blocks, at least one).
+  int grid(const kernels::StreamKPlan& plan, bool persistent) const {
+    return kernels::stream_k_grid(plan, resident_blocks_ > 0 ? resident_blocks_ : 1, persistent);
+  }
+
  private:
   const DeviceContext* device_ = nullptr;
   DeviceBuffer buffer_;

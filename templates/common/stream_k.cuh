@@ -120,7 +120,7 @@ SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int b
   while (at < end) {
     const int tile = at / plan.slices;
     const int first = tile * plan.slices;
-    const int stop = end < first + plan.slices ? end : first + plan.slices;
+    const int stop = min_int(end, first + plan.slices);
     run(TileSegment{tile, at - first, stop - first, block});
     at = stop;
   }

@@ -100,8 +100,8 @@ struct TmaRing {
     load(smem_addr(smem) + static_cast<unsigned int>(at.stage) * STAGE_BYTES, full(at.stage));
   }
 
-  // Compute warps, for a stage that holds something other than a K slice (an epilogue's input):
-  // waits until the cursor's stage is filled and returns it; release gives it back once every
+  // Compute warps: waits until the cursor's stage is filled and returns it. For a stage that holds
+  // something other than a K slice (an epilogue's input), release gives it back once every
   // compute warp has read what it needs of it.
   __device__ __forceinline__ const unsigned char* acquire(const TmaRingCursor<STAGES>& at) const {
     mbarrier_wait_parity(full(at.stage), at.phase);
@@ -122,8 +122,7 @@ struct TmaRing {
     static_assert(Mainloop::kSlicesInFlight == 1, "the ring releases a stage one slice after its products");
     int held = -1;  // the stage whose products may still run
     for (int i = 0; i < count; ++i) {
-      mbarrier_wait_parity(full(at.stage), at.phase);
-      const unsigned char* const stage = smem + at.stage * STAGE_BYTES;
+      const unsigned char* const stage = acquire(at);
       // Issues this slice's products and waits for the previous slice's: its stage is free.
       mainloop.compute(reinterpret_cast<const T*>(stage), reinterpret_cast<const T*>(stage + B_OFFSET), warp, lane,
                        [] {});

@@ -11,9 +11,9 @@
 // computed by one block walking K in a fixed order, or by a split's pieces added in piece order:
 // results do not depend on the launch or the data.
 //
-// TMA (with WGMMA, sm_90a): the operands are copied by TMA from a producer warp instead of
-// cp.async from every thread, and a grid of few tiles is split along K (templates/gemm/
-// gemm_tma.cuh); the products and epilogues are the same. Grid: stream_k_grid, x only.
+// TMA (with WGMMA, sm_90a): the operands (and the addend) are copied by TMA from a producer warp
+// instead of cp.async from every thread (templates/gemm/gemm_tma.cuh); the products and
+// epilogues are the same.
 //
 // FILTER: K slices whose part of A the mask marks as zero are neither loaded nor multiplied.
 #pragma once

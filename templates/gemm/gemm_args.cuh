@@ -41,9 +41,9 @@ struct GemmArgs {
 };
 
 // The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
-// of A's storage, of B and of the addend, encoded by the host for each launch (runtime/ops/tensor_maps.cpp), and
-// the split of its tiles among the blocks (templates/common/stream_k.cuh); unused (zeros)
-// otherwise.
+// of A's storage, of B and of the addend, encoded by the host for each launch
+// (runtime/ops/tensor_maps.cpp), and the split of its tiles among the blocks
+// (templates/common/stream_k.cuh); unused (zeros) otherwise.
 struct GemmParams {
   GemmArgs args;
   TmaDescriptor a_map;

@@ -38,12 +38,13 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   constexpr int kBox = 64;                                 // a box is 64 elements (128 bytes) wide
   constexpr unsigned int kABytes = kBM * kBK * 2;
   constexpr unsigned int kBlockBytes = kBK * kBox * 2;     // one 64 x 64 box
-  using Ring = TmaRing<STAGES, kABytes + kBK * kBN * 2, kABytes>;
+  constexpr unsigned int kStageBytes = kABytes + kBK * kBN * 2;
+  using Ring = TmaRing<STAGES, kStageBytes, kABytes>;
   using Mainloop = WgmmaTileMainloop<TA, kBM, kBN, kBK, 1,
                                      A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
                                      MmaOperand::kMNContiguousBlocks>;
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
-  using Addend = StagedAddend<AddT, kBM, kBN, kABytes + kBK * kBN * 2>;
+  using Addend = StagedAddend<AddT, kBM, kBN, kStageBytes>;
   static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
   const GemmArgs& args = params.args;
   const StreamKPlan& plan = params.split;

@@ -101,7 +101,7 @@ __device__ __forceinline__ void fold_tile_max(unsigned int* tile_max, unsigned i
 // FILTER: whether a tile whose largest |dZ| has the bits tile_max keeps its values: compared as
 // bits, since the threshold is non-negative, and a NaN keeps its tile.
 __device__ __forceinline__ bool dz_tile_kept(unsigned int tile_max, const LinearLogpBwdDzArgs& args) {
-  const float s = args.scale != nullptr ? *args.scale : 1.0f;
+  const float s = read_bwd_scale(args);
   return tile_max >= __float_as_uint(args.filter_threshold * s);
 }
 
