@@ -319,6 +319,11 @@ const BwdCase kCases[] = {
     // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.
     {"n2200_h1024_v4600_chunks_acc_staged", 2200, 1024, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
      false, true, false, false, 2200 * 2 * 2304},
+    // Split plans whose runs hold whole tiles, so that their addends come through the ring
+    // (stream_k_whole): on an H200 grad_weight's 10 tiles of 2 slices in two runs, grad_hidden's 2
+    // of 10, dZ's 3 of 8.
+    {"n100_h512_v600_split_whole_acc", 100, 512, 600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
+     true},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
 };
