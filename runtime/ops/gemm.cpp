@@ -96,16 +96,8 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
     params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
     const bool persistent = slices <= kGemmPersistentMaxSlices;
-    const int tiles_m = static_cast<int>(shape.grid_x);
-    const int tiles_n = static_cast<int>(shape.grid_y);
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, persistent));
     shape.grid_y = 1;
-    // Whole tiles one a block run as row pairs (templates/gemm/gemm_tma.cuh).
-    if (!kind.filter && params.split.workers == 0 && !persistent && tiles_m >= 2) {
-      params.row_pairs = 1;
-      shape.cluster_x = 2;
-      shape.grid_x = static_cast<unsigned>(2 * ((tiles_m + 1) / 2) * tiles_n);
-    }
   }
   launch(kernel, shape, params, stream);
 }

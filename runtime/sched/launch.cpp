@@ -2,21 +2,10 @@
 
 namespace shardjit {
 
-void launch_with_attributes(const LoadedKernel& kernel, const LaunchShape& shape, void** params, CUstream stream) {
-  CUlaunchAttribute attributes[2]{};
-  unsigned count = 0;
-  if (shape.early_start) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[count].value.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  if (shape.cluster_x > 1) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[count].value.clusterDim.x = shape.cluster_x;
-    attributes[count].value.clusterDim.y = 1;
-    attributes[count].value.clusterDim.z = 1;
-    ++count;
-  }
+void launch_early_start(const LoadedKernel& kernel, const LaunchShape& shape, void** params, CUstream stream) {
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig config{};
   config.gridDimX = shape.grid_x;
   config.gridDimY = shape.grid_y;
@@ -26,8 +15,8 @@ void launch_with_attributes(const LoadedKernel& kernel, const LaunchShape& shape
   config.blockDimZ = 1;
   config.sharedMemBytes = shape.smem_bytes;
   config.hStream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
   SHARDJIT_CU(cuLaunchKernelEx(&config, kernel.function, params, nullptr));
 }
 

@@ -20,19 +20,15 @@ struct LaunchShape {
   // back-to-back calls. Only for kernels that call griddep_wait (common/ptx_memory.cuh) before
   // touching memory; the stream's order is otherwise kept, in graphs too.
   bool early_start = false;
-  // Blocks a cluster along x (devices of compute capability 9.0 and later), for kernels whose
-  // blocks share shared memory; grid_x is then a multiple of it.
-  unsigned cluster_x = 1;
 };
 
-// The launch of a shape with early_start or clusters (cuLaunchKernelEx and its attributes).
-void launch_with_attributes(const LoadedKernel& kernel, const LaunchShape& shape, void** params, CUstream stream);
+void launch_early_start(const LoadedKernel& kernel, const LaunchShape& shape, void** params, CUstream stream);
 
 template <class Args>
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, const Args& args, CUstream stream) {
   void* params[] = {const_cast<Args*>(&args)};
-  if (shape.early_start || shape.cluster_x > 1) {
-    launch_with_attributes(kernel, shape, params, stream);
+  if (shape.early_start) {
+    launch_early_start(kernel, shape, params, stream);
     return;
   }
   SHARDJIT_CU(cuLaunchKernel(kernel.function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x, 1, 1,

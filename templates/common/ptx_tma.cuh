@@ -55,43 +55,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned int dst, const TmaDescripto
       : "memory");
 }
 
-// TMA to every block of the cluster in `blocks` (a bit a block rank): the box lands at offset
-// dst of each one's shared memory and completes its bytes on the barrier at offset bar of each.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned int dst, const TmaDescriptor* map, int x, int y,
-                                                      unsigned int bar, unsigned short blocks) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar), "h"(blocks)
-      : "memory");
-}
-
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned int cluster_block_rank() {
-  unsigned int rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
-
-// The address, in the cluster's shared window, of offset `addr` of block `rank`'s shared memory.
-__device__ __forceinline__ unsigned int mapa_shared(unsigned int addr, unsigned int rank) {
-  unsigned int mapped;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(addr), "r"(rank));
-  return mapped;
-}
-
-// Arrives on an mbarrier of any block of the cluster (a mapa_shared address). Its release is at
-// block scope: enough to say that this thread's reads of a stage are done (the ring's only use),
-// where a release at cluster scope would cost a fence of the whole GPU (MEMBAR.ALL.GPU) an arrival.
-__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned int bar) {
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-// Every thread of every block of the cluster meets here.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 // Register reconfiguration (sm_90a): every thread of the warpgroup lowers, or raises, the
 // registers it may use to REGS (a multiple of 8, 24 to 256); a raise waits until the block's
 // other warpgroups have given up enough.

@@ -23,13 +23,6 @@
 // compute warps wait forever.
 //
 // Shared memory: the stages from the 1024-byte aligned start, then the 2 x STAGES mbarriers.
-//
-// In a cluster of CLUSTER blocks whose rings run in step (the same stages in the same order), a
-// producer may also fill its peers' stages (a multicast copy: templates/gemm/gemm_tma.cuh). A
-// stage is then free only once every block's compute warps are done with it, so each compute
-// warp arrives on the empty barrier of that stage in every block of the cluster, and every thread
-// of the cluster meets at exit (exit()) so that no block leaves while a peer may still write to its
-// shared memory or arrive on its barriers.
 #pragma once
 
 #include "common/ptx_tma.cuh"
@@ -53,9 +46,8 @@ struct TmaRingCursor {
   }
 };
 
-template <int STAGES, unsigned int STAGE_BYTES, unsigned int B_OFFSET, int CLUSTER = 1>
+template <int STAGES, unsigned int STAGE_BYTES, unsigned int B_OFFSET>
 struct TmaRing {
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "rings of one block or of a cluster of two");
   static constexpr unsigned int kComputeWarps = 8;
   static constexpr unsigned int kComputeThreads = 32 * kComputeWarps;
   static constexpr int kProducerRegisters = 56;
@@ -90,31 +82,11 @@ struct TmaRing {
     if (tid == 0) {
       for (int s = 0; s < STAGES; ++s) {
         mbarrier_init(full(s), 1);
-        mbarrier_init(empty(s), kComputeWarps * CLUSTER);
+        mbarrier_init(empty(s), kComputeWarps);
       }
       fence_mbarrier_init();
     }
-    // The peers' barriers are initialized before any copy or arrival reaches them.
-    if constexpr (CLUSTER > 1) {
-      cluster_sync();
-    } else {
-      __syncthreads();
-    }
-  }
-
-  // Every thread of the block, last thing before it exits.
-  __device__ static void exit() {
-    if constexpr (CLUSTER > 1) cluster_sync();
-  }
-
-  // Compute warps, lane 0: the warp is done with stage s.
-  __device__ __forceinline__ void arrive_empty(int s) const {
-    if constexpr (CLUSTER > 1) {
-#pragma unroll
-      for (unsigned int rank = 0; rank < CLUSTER; ++rank) mbarrier_arrive_cluster(mapa_shared(empty(s), rank));
-    } else {
-      mbarrier_arrive(empty(s));
-    }
+    __syncthreads();
   }
 
   // Producer, one thread: waits until the cursor's stage is free, then lets `load(dst, bar)`
@@ -137,7 +109,7 @@ struct TmaRing {
   }
   __device__ __forceinline__ void release(const TmaRingCursor<STAGES>& at, int lane) const {
     __syncwarp();
-    if (lane == 0) arrive_empty(at.stage);
+    if (lane == 0) mbarrier_arrive(empty(at.stage));
   }
 
   // Compute warps: `count` slices of the ring, from the cursor on, into the wgmma loop, one
@@ -154,12 +126,12 @@ struct TmaRing {
       // Issues this slice's products and waits for the previous slice's: its stage is free.
       mainloop.compute(reinterpret_cast<const T*>(stage), reinterpret_cast<const T*>(stage + B_OFFSET), warp, lane,
                        [] {});
-      if (held >= 0 && lane == 0) arrive_empty(held);
+      if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
       held = at.stage;
       at.advance();
     }
     mainloop.finish();
-    if (held >= 0 && lane == 0) arrive_empty(held);
+    if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
   }
 
  private:

@@ -116,14 +116,7 @@ __global__ void __launch_bounds__(
     return slice;
   };
   if constexpr (TMA) {
-    // Row pairs need both blocks of a cluster to walk the same K slices, which a filter would not.
-    if constexpr (!FILTER) {
-      if (params.row_pairs != 0) {
-        gemm_tma<TA, OutT, AddT, A_TRANS, STAGES, 2>(params, gemm_smem, next_active_slice);
-        return;
-      }
-    }
-    gemm_tma<TA, OutT, AddT, A_TRANS, STAGES, 1>(params, gemm_smem, next_active_slice);
+    gemm_tma<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_active_slice);
     return;
   }
   const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);

@@ -53,9 +53,6 @@ struct GemmParams {
   // reads it from global memory.
   TmaDescriptor addend_map;
   int stage_addend;
-  // Nonzero: the blocks run in clusters of two that share the B tile (templates/gemm/gemm_tma.cuh);
-  // the plan is then unsplit, one tile a block.
-  int row_pairs;
   StreamKPlan split;
 };
 

@@ -16,13 +16,6 @@
 // tiles b, b + grid, ... persistently; a grid of few tiles is split along K instead, a run of
 // slices across tiles a block (templates/common/stream_k.cuh). The producer walks the block's
 // segments ahead of the compute warps through one ring.
-//
-// Row pairs (CLUSTER = 2, the host's choice for grids of whole tiles one a block): the blocks run
-// in clusters of two, which take row tiles m and m + 1 of one column tile and so the same B tile.
-// Each block copies half of B's boxes and multicasts them into both blocks' stages, so B comes
-// from L2 once for two tiles: 32 KiB a block a slice instead of 48. The
-// pairs follow the grouped order of 256-row tiles; a pair's second tile past the last row tile
-// computes zeros and stores nothing.
 #pragma once
 
 #include "common/stream_k.cuh"
@@ -37,24 +30,7 @@
 namespace shardjit {
 namespace kernels {
 
-// Calls run(segment, m0, n0) for each of the block's segments, (m0, n0) the corner of its tile in
-// the grouped order: the plan's segments, or with CLUSTER = 2 the block's tile of its row pair.
-template <int CLUSTER, int BM, int BN, class Run>
-__device__ __forceinline__ void gemm_tma_walk(const StreamKPlan& plan, int tiles_m, int tiles_n, int rank, Run&& run) {
-  if constexpr (CLUSTER > 1) {
-    const int pair_rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-    const int pair_index = static_cast<int>(blockIdx.x) / CLUSTER;
-    const TileIndex pair = grouped_tile_index(pair_index, pair_rows, tiles_n, kGemmGroupRows / CLUSTER);
-    run(TileSegment{pair_index, 0, plan.slices, -1}, (pair.m * CLUSTER + rank) * BM, pair.n * BN);
-  } else {
-    for_each_segment(plan, [&](const TileSegment& segment) {
-      const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kGemmGroupRows);
-      run(segment, tile.m * BM, tile.n * BN);
-    });
-  }
-}
-
-template <class TA, class OutT, class AddT, bool A_TRANS, int STAGES, int CLUSTER, class NextSlice>
+template <class TA, class OutT, class AddT, bool A_TRANS, int STAGES, class NextSlice>
 __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char* smem, NextSlice&& next_slice) {
   constexpr int kBM = 128;
   constexpr int kBN = 256;
@@ -63,7 +39,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   constexpr unsigned int kABytes = kBM * kBK * 2;
   constexpr unsigned int kBlockBytes = kBK * kBox * 2;     // one 64 x 64 box
   constexpr unsigned int kStageBytes = kABytes + kBK * kBN * 2;
-  using Ring = TmaRing<STAGES, kStageBytes, kABytes, CLUSTER>;
+  using Ring = TmaRing<STAGES, kStageBytes, kABytes>;
   using Mainloop = WgmmaTileMainloop<TA, kBM, kBN, kBK, 1,
                                      A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
                                      MmaOperand::kMNContiguousBlocks>;
@@ -83,17 +59,21 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   const Ring ring(smem);
   const int tiles_m = static_cast<int>((args.m + kBM - 1) / kBM);
   const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
-  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_block_rank()) : 0;
+  // The corner (m0, n0) of the segment's tile in the grouped order.
+  auto corner = [&](const TileSegment& segment, int& m0, int& n0) {
+    const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kGemmGroupRows);
+    m0 = tile.m * kBM;
+    n0 = tile.n * kBN;
+  };
   ring.init(tid);
 
   if (Ring::in_producer_warpgroup(warp)) {
     Ring::enter_producer();
-    if (!Ring::is_producer(warp)) {
-      Ring::exit();
-      return;
-    }
+    if (!Ring::is_producer(warp)) return;
     TmaRingCursor<STAGES> at;
-    gemm_tma_walk<CLUSTER, kBM, kBN>(plan, tiles_m, tiles_n, rank, [&](const TileSegment& segment, int m0, int n0) {
+    for_each_segment(plan, [&](const TileSegment& segment) {
+      int m0, n0;
+      corner(segment, m0, n0);
       // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
       // together, kGemmAddendPrefetchSlices slices before the compute warps finish (the producer
       // runs about STAGES slices ahead of them).
@@ -115,19 +95,9 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
             } else {
               tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: 128 rows of 128 bytes
             }
-            if constexpr (CLUSTER > 1) {
-              // This block's share of B's boxes, into every block of the cluster.
-              constexpr int kShare = kBN / kBox / CLUSTER;
 #pragma unroll
-              for (int j = rank * kShare; j < (rank + 1) * kShare; ++j) {
-                tma_load_2d_multicast(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full,
-                                      static_cast<unsigned short>((1u << CLUSTER) - 1u));
-              }
-            } else {
-#pragma unroll
-              for (int j = 0; j < kBN / kBox; ++j) {
-                tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
-              }
+            for (int j = 0; j < kBN / kBox; ++j) {
+              tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
             }
           });
         }
@@ -152,13 +122,14 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
         }
       }
     });
-    Ring::exit();
     return;
   }
   Ring::enter_compute();
 
   TmaRingCursor<STAGES> at;
-  gemm_tma_walk<CLUSTER, kBM, kBN>(plan, tiles_m, tiles_n, rank, [&](const TileSegment& segment, int m0, int n0) {
+  for_each_segment(plan, [&](const TileSegment& segment) {
+    int m0, n0;
+    corner(segment, m0, n0);
     // The compute warps need only how many slices arrive: counted before the loop, so that no
     // mask read sits among its wgmma (ptxas would serialize them, C7515).
     int count = 0;
@@ -185,7 +156,6 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
     }
   });
-  Ring::exit();
 }
 
 }  // namespace kernels

@@ -319,11 +319,10 @@ const BwdCase kCases[] = {
     // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.
     {"n2200_h1024_v4600_chunks_acc_staged", 2200, 1024, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
      false, true, false, false, 2200 * 2 * 2304},
-    // Row pairs on an H200 (templates/gemm/gemm_tma.cuh): grad_hidden's 17 row tiles and
-    // grad_weight's 35 (with its addend staged) are odd, so the last pair's second block of each
-    // column computes a tile past the last row; fp16 operands.
-    {"n2100_h1024_v4400_row_pairs_odd", 2100, 1024, 4400, 0, DType::kFP16, kNoBias, DType::kInt32, 1.0f, kBoth, false,
-     true},
+    // fp16 operands through the TMA GEMMs, one tile a block, on odd row-tile counts: grad_hidden's
+    // 17 and grad_weight's 35, whose addend (grad_weight +=, fp16) comes through the ring.
+    {"n2100_h1024_v4400_odd_row_tiles_fp16", 2100, 1024, 4400, 0, DType::kFP16, kNoBias, DType::kInt32, 1.0f, kBoth,
+     false, true},
     // Split plans whose runs hold whole tiles, so that their addends come through the ring
     // (stream_k_whole): on an H200 grad_weight's 10 tiles of 2 slices in two runs, grad_hidden's 2
     // of 10, dZ's 3 of 8.
