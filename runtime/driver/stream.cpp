@@ -4,6 +4,7 @@
 
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/logging.hpp"
+#include "shardjit/error.hpp"
 
 namespace shardjit {
 
@@ -71,6 +72,14 @@ bool stream_is_capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   SHARDJIT_CU(cuStreamIsCapturing(stream, &status));
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+void check_growth_outside_capture(CUstream stream, const std::string& what) {
+  // The legacy stream (an op's build passes it) is never captured.
+  if (stream == nullptr || !stream_is_capturing(stream)) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              what + " would have to grow during CUDA graph capture; build the op with max_rows >= the largest "
+                     "row count of a call, or run one call of that size before capturing");
 }
 
 }  // namespace shardjit

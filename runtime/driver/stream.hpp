@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 #include "runtime/driver/device.hpp"
 
 namespace shardjit {
@@ -50,5 +52,10 @@ class OwnedEvent {
 
 // Whether `stream` is being captured into a CUDA graph (then nothing may synchronize with it).
 bool stream_is_capturing(CUstream stream);
+
+// An op's buffer `what` must grow for a call on `stream`. Throws kInvalidArgument, naming the
+// remedy, when the stream is being captured: the growth would synchronize and allocate inside the
+// capture, which the driver refuses with an error that names neither.
+void check_growth_outside_capture(CUstream stream, const std::string& what);
 
 }  // namespace shardjit

@@ -122,10 +122,10 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   if (tp_reduce) plan.accumulator_bytes = static_cast<std::size_t>(op.tp->accumulator_bytes(n));
   if (op.tp && (plan.dz_bytes > bwd.dz_buffer.bytes() || plan.accumulator_bytes > bwd.accumulator.bytes() ||
                 plan.mask_bytes > bwd.mask.bytes())) {
-    op.tp->before_growth(stream, "LinearLogp backward buffers");  // bounds the wait reserve() does
+    op.tp->before_growth(stream, "backward buffers");  // bounds the wait reserve() does
   }
   bwd.reserve(plan, stream);
-  bwd.reserve_split(plan, n);
+  bwd.reserve_split(plan, n, stream);
   const bool filter = c.grad_filter_threshold > 0.0f;
   const FwdTile& dz_tile = k.dz_tile;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
@@ -23,6 +24,7 @@ void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
 
 void grow(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream, const char* what) {
   if (bytes <= buffer.bytes()) return;
+  check_growth_outside_capture(stream, std::string("LinearLogp backward: the ") + what);
   if (buffer.bytes() > 0) SHARDJIT_CU(cuStreamSynchronize(stream));
   log().debug("LinearLogp backward {} grows to {} bytes", what, bytes);
   buffer = DeviceBuffer();  // free first: the two may not fit together
@@ -87,7 +89,7 @@ void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
   grow(mask, plan.mask_bytes, device, stream, "filter mask");
 }
 
-void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows) {
+void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {
   if (split.allocated() || split.resident_blocks() == 0) return;
   auto hopper = [](bool on, int rows, int cols, int k) {
     return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
@@ -96,6 +98,7 @@ void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_
   const GemmTile& gemm = specs->gemm_tile;
   if (bwd_splits_tiles(plan, n_rows, layout.config.hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
                        hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks())) {
+    check_growth_outside_capture(stream, "LinearLogp backward: the split-tile workspace");
     split.allocate();
   }
 }

@@ -34,7 +34,7 @@ struct LinearLogpBwdState {
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
-  void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows);
+  void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream);
 
   const LinearLogpLayout& layout;
   const DeviceContext& device;

@@ -166,7 +166,12 @@ std::int64_t LinearLogpTp::accumulator_bytes(std::int64_t n_rows) const {
 void LinearLogpTp::ensure_gathered(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
   if (bytes <= gathered.bytes()) return;
-  if (gathered.bytes() > 0) before_growth(stream, "LinearLogp partials buffer");
+  // A first growth has nothing to wait for, but must not happen during a capture either.
+  if (gathered.bytes() > 0) {
+    before_growth(stream, "partials buffer");
+  } else {
+    check_growth_outside_capture(stream, "LinearLogp (tensor parallel): the partials buffer");
+  }
   log().debug("LinearLogp (tensor parallel) partials buffer grows to {} bytes", bytes);
   gathered = DeviceBuffer();
   gathered = DeviceBuffer(device_, bytes);
@@ -228,12 +233,7 @@ void LinearLogpTp::wait(CUstream stream, const char* what) {
 }
 
 void LinearLogpTp::before_growth(CUstream stream, const char* what) {
-  if (stream_is_capturing(stream)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string("LinearLogp (tensor parallel): ") + what +
-                    " would have to grow during CUDA graph capture; build the op with max_rows >= the largest "
-                    "row count of a call");
-  }
+  check_growth_outside_capture(stream, std::string("LinearLogp (tensor parallel): the ") + what);
   // Earlier calls may still use the old buffers, on the caller's stream or the comm stream.
   wait(stream, what);
   wait(comm.stream.get(), what);

@@ -51,6 +51,7 @@ struct GraphCase {
   bool backward = false;
   bool grad_weight_fp32 = false;
   std::int64_t dz_tiles = 0;  // backward workspace in 128-column tiles of dZ (several chunks); 0: default
+  bool sized_at_build = true;  // max_rows = n; otherwise 0, and the first call allocates
 };
 
 std::ostream& operator<<(std::ostream& os, const GraphCase& c) { return os << c.name; }
@@ -215,7 +216,8 @@ class Fixture {
     config.target_dtype = c_.targets;
     config.temperature = c_.temperature;
     config.want_entropy = c_.entropy;
-    config.max_rows = c_.n;  // every workspace sized at build: nothing is allocated during capture
+    // Every workspace sized at build, so that nothing is allocated during capture.
+    config.max_rows = c_.sized_at_build ? c_.n : 0;
     config.want_backward = c_.backward;
     config.grad_weight_fp32 = c_.grad_weight_fp32;
     // dZ tiles of 128 columns over the rows rounded up to 256, in the dZ dtype (16-bit here).
@@ -311,6 +313,28 @@ const GraphCase kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GraphCaptureTest, ::testing::ValuesIn(kCases),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// Without max_rows a first call inside a capture would have to allocate its workspace: refused
+// with an error that names the remedy, before anything is enqueued, so that the capture ends
+// clean and the stream stays usable (the eager call after it matches the reference).
+TEST(GraphCaptureGrowthTest, GrowthDuringCaptureIsRefusedByName) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  GraphCase c{"grow_n300_h128_v5000", 300, 128, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, true};
+  c.sized_at_build = false;
+  const DeviceContext& device = testing::test_device();
+  ScopedContext scope(device);
+  OwnedStream stream(device);
+  Fixture f(c);
+  f.refill(7300);
+  try {
+    const CapturedGraph graph(stream.get(), [&] { f.enqueue(stream.get()); });
+    ADD_FAILURE() << "a capture that had to allocate was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_rows"), std::string::npos) << e.what();
+  }
+  f.expect_matches_reference(f.run(stream.get(), [&] { f.enqueue(stream.get()); }));
+}
 
 }  // namespace
 }  // namespace shardjit

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -31,6 +32,7 @@ struct FwdCase {
   bool entropy = false;
   bool ignore_rows = false;
   std::int64_t row_stride = 0;  // hidden row stride; 0: packed
+  float bias_offset = 0;         // added to every bias value (an fp32 bias)
 };
 
 std::ostream& operator<<(std::ostream& os, const FwdCase& c) { return os << c.name; }
@@ -72,6 +74,12 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
   const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
   p.weight_values = testing::random_values(seed + 1, static_cast<std::size_t>(c.vocab * c.hidden), w_scale, c.dtype, w_bytes);
   if (c.bias) p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c.vocab), 1.0f, *c.bias, b_bytes);
+  if (c.bias_offset != 0) {
+    EXPECT_EQ(*c.bias, DType::kFP32) << "the offset is added to an fp32 bias";
+    for (float& b : p.bias_values) b += c.bias_offset;
+    b_bytes.resize(p.bias_values.size() * sizeof(float));
+    std::memcpy(b_bytes.data(), p.bias_values.data(), b_bytes.size());
+  }
 
   std::mt19937_64 rng(seed + 3);
   std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
@@ -177,6 +185,10 @@ const FwdCase kCases[] = {
     {"n7_h5120_v128256_pad", 7, 5120, 128256, 128000, DType::kBF16, std::nullopt, DType::kInt32},
     {"n7_h64_v1_fp32", 7, 64, 1, 0, DType::kFP32},
     {"n1_h4096_v128256_fp16", 1, 4096, 128256, 0, DType::kFP16},
+    // Every logit below -140, where exp would underflow against a running max that started at 0
+    // instead of -inf: lse, logp and entropy must still match.
+    {"n300_h128_v5000_negative_logits", 300, 128, 5000, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.0f, true, false,
+     0, -150.0f},
     {"n1000_h4096_v300_fp32", 1000, 4096, 300, 0, DType::kFP32, DType::kBF16, DType::kInt32, 0.5f, true, true},
     {"n129_h2048_v300_strided", 129, 2048, 300, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, false, 2056},
     // H not a multiple of the 64-wide K slice: the last slice is zero-filled past H.
