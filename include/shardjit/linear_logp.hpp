@@ -76,7 +76,9 @@ struct LinearLogpGrads {
   MatrixView weight;  // [V_local, H], fp32 if config.grad_weight_fp32, else config.dtype
   VectorView bias;    // [V_local], fp32 if config.grad_weight_fp32, else config.bias_dtype
   // true: grad_weight and grad_bias += this call's gradients (accumulation over micro-batches,
-  // in fp32 before the one rounding to the output dtype); false: overwritten.
+  // in fp32 before the one rounding to the output dtype); false: overwritten. With 16-bit
+  // gradients each call rounds the running sum, so over many micro-batches small terms are lost:
+  // set config.grad_weight_fp32 for an fp32 running sum (the op warns once otherwise).
   bool accumulate = false;
 };
 

@@ -45,7 +45,7 @@ std::string KernelCache::key(const KernelSpec& spec, const std::string& arch) {
   inputs.library_version = SHARDJIT_VERSION_STRING;
   inputs.source = flattened(spec.def().file);
   inputs.spec_text = spec.canonical_text();
-  inputs.nvrtc_version = NvrtcCompiler::version();
+  inputs.nvrtc_version = NvrtcCompiler::identity();
   inputs.arch = arch;
   inputs.options = NvrtcCompiler::compile_options(arch);
   return cache_key(inputs);

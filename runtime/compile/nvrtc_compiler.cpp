@@ -1,5 +1,6 @@
 #include "runtime/compile/nvrtc_compiler.hpp"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -101,6 +102,24 @@ std::string NvrtcCompiler::version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+std::string NvrtcCompiler::identity() {
+  static const std::string id = [] {
+    std::string text = version();
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) != 0 && info.dli_fname != nullptr) {
+      // The file's size too: some packagings name the library by its major version only.
+      std::error_code ec;
+      std::filesystem::path real = std::filesystem::canonical(info.dli_fname, ec);
+      if (ec) real = info.dli_fname;
+      text += " " + real.filename().string();
+      const std::uintmax_t bytes = std::filesystem::file_size(real, ec);
+      if (!ec) text += " (" + std::to_string(bytes) + " bytes)";
+    }
+    return text;
+  }();
+  return id;
+}
+
 std::vector<std::string> NvrtcCompiler::supported_archs() {
   int count = 0;
   SHARDJIT_NVRTC(nvrtcGetNumSupportedArchs(&count));
@@ -145,6 +164,9 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
                           nvrtcGetErrorString(rc) + ")\n" + nvrtc_log;
     std::string quoted = quote_offending_lines(source.source, nvrtc_log);
     if (!quoted.empty()) message += "\noffending template lines:\n" + quoted;
+    // The specialized source is what a bug report needs; it is kept only in a dump folder.
+    message += dump_dir_ ? "\nspecialized source: " + dump_path(source, arch) + ".cu"
+                         : "\nset SHARDJIT_DUMP_DIR to a folder to keep the specialized source";
     log().error("{}", message);
     throw Error(ErrorCode::kCompileFailed, message);
   }
@@ -186,11 +208,15 @@ void NvrtcCompiler::dump(const KernelSource& source, const std::string& arch, co
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(*dump_dir_, ec);
-  fs::path base = fs::path(*dump_dir_) / (safe_file_name(source.spec_text) + "." + arch);
-  write_file(base.string() + ".cu", source.source);
-  if (!nvrtc_log.empty()) write_file(base.string() + ".log", nvrtc_log);
-  if (!ptx.empty()) write_file(base.string() + ".ptx", ptx);
-  if (compiled != nullptr) write_file(base.string() + ".cubin", compiled->cubin);
+  const std::string base = dump_path(source, arch);
+  write_file(base + ".cu", source.source);
+  if (!nvrtc_log.empty()) write_file(base + ".log", nvrtc_log);
+  if (!ptx.empty()) write_file(base + ".ptx", ptx);
+  if (compiled != nullptr) write_file(base + ".cubin", compiled->cubin);
+}
+
+std::string NvrtcCompiler::dump_path(const KernelSource& source, const std::string& arch) const {
+  return (std::filesystem::path(*dump_dir_) / (safe_file_name(source.spec_text) + "." + arch)).string();
 }
 
 bool ptxas_performance_loss(const CompiledKernel& compiled) {

@@ -41,6 +41,10 @@ class NvrtcCompiler {
 
   // "MAJOR.MINOR" of the NVRTC library loaded in this process.
   static std::string version();
+  // version(), the file the library resolves to and its size ("13.0 libnvrtc.so.13 (109338064
+  // bytes)"), which tell patch releases apart: part of every cache key, since their compilers
+  // may emit other code.
+  static std::string identity();
   // Targets this NVRTC can build CUBINs for: "sm_75", ..., "sm_90", "sm_90a", ...
   static std::vector<std::string> supported_archs();
   // Throws Error(kInvalidArgument) naming the supported targets when `arch` is not one of them.
@@ -53,6 +57,8 @@ class NvrtcCompiler {
  private:
   void dump(const KernelSource& source, const std::string& arch, const std::string& ptx,
             const CompiledKernel* compiled, const std::string& log) const;
+  // The dump folder's files of `source` for `arch`, without their extension.
+  std::string dump_path(const KernelSource& source, const std::string& arch) const;
   std::optional<std::string> dump_dir_;
 };
 

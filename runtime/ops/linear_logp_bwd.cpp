@@ -5,6 +5,7 @@
 // (tp_backward_plan in runtime/ops/linear_logp_tp_plan.hpp).
 #include <algorithm>
 
+#include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_bias.hpp"
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
@@ -112,6 +113,13 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   const BwdCall call = check_call(c, k, in, lse, grad_logp, grad_lse, grads);
   if (!call.grad_hidden && !call.grad_weight && !call.grad_bias) return;
   const std::int64_t n = call.n;
+  if (grads.accumulate && (call.grad_weight || call.grad_bias) && !c.grad_weight_fp32 &&
+      c.dtype != DType::kFP32 && !bwd.warned_16bit_accumulation.exchange(true)) {
+    log().warn("LinearLogp::backward accumulates grad_weight / grad_bias in {}: each call rounds the running "
+               "sum to it, so many micro-batches lose the small terms; set LinearLogpConfig::grad_weight_fp32 "
+               "for an fp32 running sum (said once per op)",
+               dtype_name(c.dtype));
+  }
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);

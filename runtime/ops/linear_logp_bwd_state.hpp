@@ -3,9 +3,10 @@
 // Built with the op: kernels are loaded only when the config asks for the backward.
 #pragma once
 
-#include <cstdint>
 #include <cuda.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -52,6 +53,8 @@ struct LinearLogpBwdState {
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
+  // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.
+  std::atomic<bool> warned_16bit_accumulation{false};
 };
 
 }  // namespace shardjit

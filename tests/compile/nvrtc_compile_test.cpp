@@ -87,7 +87,26 @@ TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {
     EXPECT_EQ(e.code(), ErrorCode::kCompileFailed);
     EXPECT_NE(message.find("undeclared_name_here"), std::string::npos) << message;
     EXPECT_NE(message.find("demo/broken.cuh:2:"), std::string::npos) << "quotes the template line:\n" << message;
+    EXPECT_NE(message.find("SHARDJIT_DUMP_DIR"), std::string::npos) << "says how to keep the source:\n" << message;
   }
+  // With a dump folder the message names the file that holds the specialized source.
+  testing::TempDir dir;
+  try {
+    NvrtcCompiler(dir.path().string()).compile(source, "sm_80");
+    FAIL() << "expected a compile error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const std::string::size_type at = message.find("specialized source: ");
+    ASSERT_NE(at, std::string::npos) << message;
+    const std::string path = message.substr(at + 20, message.find('\n', at) - at - 20);
+    EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  }
+}
+
+TEST(NvrtcCompiler, IdentityNamesTheVersionAndTheLibrary) {
+  const std::string identity = NvrtcCompiler::identity();
+  EXPECT_EQ(identity.rfind(NvrtcCompiler::version() + " ", 0), 0u) << identity;
+  EXPECT_GT(identity.size(), NvrtcCompiler::version().size() + 1) << identity;
 }
 
 TEST(NvrtcCompiler, PerformanceLossesAreRecognizedInTheLog) {
