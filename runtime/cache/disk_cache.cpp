@@ -234,23 +234,47 @@ VerifyResult DiskCache::verify(bool remove_bad) {
 GcResult DiskCache::gc(std::uint64_t max_bytes) {
   require_writable("collect garbage");
   GcResult result;
-  KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
-  result.bytes_before = sum_sizes(scan.entries);
-  const auto now = fs::file_time_type::clock::now();
-  for (const ScannedFile& temp : scan.temps) {
-    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++result.removed_temp_files;
+  result.bytes_before = total_bytes();
+  result.removed = evict_lru(max_bytes, fs::path(), &result.removed_temp_files);
+  // Lock files whose key has no entry: left by evictions before lock files were removed with
+  // their entries, or by compiles that failed.
+  std::error_code error;
+  for (fs::directory_iterator it(cache_locks_dir(dir_), error); !error && it != fs::directory_iterator();
+       it.increment(error)) {
+    const fs::path& path = it->path();
+    if (path.extension() != ".lock") continue;
+    const std::string key = path.stem().string();
+    if (!is_cache_key(key) || fs::exists(entry_path(key))) continue;
+    if (remove_free_lock(key)) ++result.removed_lock_files;
   }
-  result.removed = evict_lru(max_bytes, fs::path());
   result.bytes_after = total_bytes();
   return result;
+}
+
+bool DiskCache::remove_free_lock(const std::string& key) const {
+  const fs::path path = cache_locks_dir(dir_) / (key + ".lock");
+  std::error_code error;
+  if (!fs::exists(path, error)) return false;
+  try {
+    FileLock lock(path, std::chrono::milliseconds(0));
+    lock.remove_file();
+    return true;
+  } catch (const Error&) {
+    return false;  // held: its key is being compiled, or the lock cannot be opened
+  }
 }
 
 std::uint64_t DiskCache::total_bytes() const {
   return sum_sizes(scan_kernels(cache_kernels_dir(dir_)).entries);
 }
 
-std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) {
-  std::vector<ScannedFile> entries = scan_kernels(cache_kernels_dir(dir_)).entries;
+std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep, std::size_t* removed_temps) {
+  KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
+  const auto now = fs::file_time_type::clock::now();
+  for (const ScannedFile& temp : scan.temps) {
+    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path) && removed_temps != nullptr) ++*removed_temps;
+  }
+  std::vector<ScannedFile>& entries = scan.entries;
   std::uint64_t total = sum_sizes(entries);
   if (total <= max_bytes) return 0;
   std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
@@ -261,6 +285,7 @@ std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) 
     if (total <= max_bytes) break;
     if (!keep.empty() && file.path.filename() == keep.filename()) continue;
     if (!remove_file(file.path)) continue;
+    remove_free_lock(file.path.stem().string());
     log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
                file.path.string(), file.size, max_bytes);
     total -= file.size;

@@ -45,6 +45,7 @@ struct VerifyResult {
 struct GcResult {
   std::size_t removed = 0;             // entries evicted
   std::size_t removed_temp_files = 0;  // stale temporary files (older than an hour) removed
+  std::size_t removed_lock_files = 0;  // lock files of keys without an entry, not held
   std::uint64_t bytes_before = 0;
   std::uint64_t bytes_after = 0;
 };
@@ -69,8 +70,9 @@ class DiskCache {
   std::optional<CacheEntry> load(const std::string& key);
 
   // Publishes entry atomically as kernels/<entry.key>.sjk, then evicts least recently used
-  // entries while the total exceeds the cap. Error(kCacheError) when the cache is read-only or a
-  // write fails (naming the file and the reason); nothing partial is left behind.
+  // entries (and their lock files) while the total exceeds the cap, and removes temporary files
+  // older than an hour. Error(kCacheError) when the cache is read-only or a write fails (naming
+  // the file and the reason); nothing partial is left behind.
   void store(const CacheEntry& entry);
 
   // Compiles a key once across processes: takes locks/<key>.lock, loads again, else calls
@@ -87,7 +89,8 @@ class DiskCache {
   VerifyResult verify(bool remove_bad);
 
   // Evicts least recently used entries until their total is at most max_bytes, and removes
-  // temporary files older than an hour (left by crashed writers). Needs a writable cache.
+  // temporary files older than an hour (left by crashed writers) and the lock files of keys
+  // that have no entry, unless held. Needs a writable cache.
   GcResult gc(std::uint64_t max_bytes);
 
   std::uint64_t total_bytes() const;
@@ -96,7 +99,12 @@ class DiskCache {
   void require_writable(const char* action) const;
   std::optional<CacheEntry> reject_entry(const std::string& key, const std::filesystem::path& path,
                                          const FileIdentity& identity, const std::string& reason);
-  std::size_t evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep);
+  // Evicts entries as gc and store say; returns how many, and the stale temporary files removed
+  // in *removed_temps when given.
+  std::size_t evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep,
+                        std::size_t* removed_temps = nullptr);
+  // Deletes the lock file of `key` when no one holds it; false when held or absent.
+  bool remove_free_lock(const std::string& key) const;
 
   std::filesystem::path dir_;
   std::uint64_t max_bytes_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,9 +35,10 @@ bool try_flock(int fd, const std::filesystem::path& path) {
   }
 }
 
-// Polls with a growing sleep rather than blocking in flock, so that the wait is bounded.
-void wait_for_lock(int fd, const std::filesystem::path& path, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+// Polls with a growing sleep rather than blocking in flock, so that the wait is bounded: until
+// `deadline`, the end of the caller's `timeout`.
+void wait_for_lock(int fd, const std::filesystem::path& path, Clock::time_point deadline,
+                   std::chrono::milliseconds timeout) {
   auto pause = std::chrono::milliseconds(1);
   bool logged = false;
   while (!try_flock(fd, path)) {
@@ -58,19 +60,40 @@ void wait_for_lock(int fd, const std::filesystem::path& path, std::chrono::milli
   }
 }
 
+// Whether the open file fd is the file at path (not one deleted, or replaced, since it was opened).
+bool locks_the_path(int fd, const std::filesystem::path& path) {
+  struct stat opened {};
+  struct stat named {};
+  if (::fstat(fd, &opened) != 0) lock_error("inspect", path, errno);
+  if (::lstat(path.c_str(), &named) != 0) {
+    if (errno == ENOENT) return false;
+    lock_error("inspect", path, errno);
+  }
+  return opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+}
+
 }  // namespace
 
 FileLock::FileLock(const std::filesystem::path& path, std::chrono::milliseconds timeout)
     : path_(path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) lock_error("open", path, errno);
-  try {
-    wait_for_lock(fd, path_, timeout);
-  } catch (...) {
-    ::close(fd);
-    throw;
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) lock_error("open", path, errno);
+    bool current = false;
+    try {
+      wait_for_lock(fd, path_, deadline, timeout);
+      current = locks_the_path(fd, path_);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (current) {
+      fd_ = fd;
+      return;
+    }
+    ::close(fd);  // its holder deleted the file meanwhile: lock the one at the path now
   }
-  fd_ = fd;
 }
 
 FileLock::~FileLock() { release(); }
@@ -85,6 +108,10 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
+}
+
+void FileLock::remove_file() noexcept {
+  if (fd_ >= 0) ::unlink(path_.c_str());
 }
 
 void FileLock::release() noexcept {

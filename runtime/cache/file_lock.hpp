@@ -1,8 +1,10 @@
 // An exclusive advisory lock on a file, held for the lifetime of a FileLock.
 //
 // flock(2): the kernel releases it when the holder closes the file or dies, so a crashed process
-// never leaves the cache locked. The lock file is created (mode 0600) and never deleted: deleting
-// a lock file lets two processes hold "the" lock on two different files.
+// never leaves the cache locked. The lock file is created (mode 0600). Only its holder deletes it
+// (remove_file), and every taker checks, once its flock is granted, that the file it locked is
+// still the one at the path, and starts again if not: so two processes never hold "the" lock
+// on two different files, and lock files need not pile up.
 //
 // Two FileLocks on one path exclude each other even inside one process (each opens its own file
 // description). A child forked while a lock is held shares it until one of them closes it.
@@ -28,6 +30,10 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+
+  // Deletes the lock file, still held (its key needs no lock any more: its entry was evicted).
+  // A process waiting on the old file finds it gone once granted, and opens the path again.
+  void remove_file() noexcept;
 
  private:
   void release() noexcept;

@@ -325,6 +325,38 @@ TEST(DiskCache, GcEvictsToTheCapAndRemovesStaleTempFiles) {
   EXPECT_EQ(count_temp_files(cache.dir()), 0u);
 }
 
+// Evicting an entry deletes its lock file; gc deletes the lock files of keys without an entry
+// unless they are held; a store sweeps stale temporary files as gc does.
+TEST(DiskCache, LockFilesGoWithTheirEntriesAndHeldOnesStay) {
+  TempDir temp;
+  const std::uint64_t entry_bytes = encode_entry(test_entry("a")).size();
+  DiskCache cache(temp.path() / "cache", 2 * entry_bytes, true);
+  const fs::path locks = cache_locks_dir(cache.dir());
+  auto lock_of = [&](const char* name) { return locks / (test_key(name) + ".lock"); };
+  cache.get_or_create(test_key("a"), [] { return test_entry("a"); });
+  set_age(cache.entry_path(test_key("a")), std::chrono::seconds(1000));
+  cache.get_or_create(test_key("b"), [] { return test_entry("b"); });
+  EXPECT_TRUE(fs::exists(lock_of("a")));
+  const fs::path stale = cache_kernels_dir(cache.dir()) / ".tmp-1-00000000000000aa";
+  write_bytes(stale, "partial");
+  set_age(stale, std::chrono::hours(2));
+  cache.get_or_create(test_key("c"), [] { return test_entry("c"); });  // evicts "a", the oldest
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+  EXPECT_FALSE(fs::exists(lock_of("a"))) << "the evicted entry's lock file";
+  EXPECT_TRUE(fs::exists(lock_of("b")));
+  EXPECT_FALSE(fs::exists(stale)) << "the store sweeps stale temporary files";
+
+  // Orphans: one free, one held by a writer at work.
+  { FileLock make(lock_of("d")); }
+  FileLock held(lock_of("e"));
+  const GcResult result = cache.gc(kNoCap);
+  EXPECT_EQ(result.removed_lock_files, 1u);
+  EXPECT_FALSE(fs::exists(lock_of("d")));
+  EXPECT_TRUE(fs::exists(lock_of("e")));
+  EXPECT_TRUE(fs::exists(lock_of("b"))) << "a key with an entry keeps its lock file";
+  EXPECT_EQ(cache.load(test_key("b")), test_entry("b"));
+}
+
 TEST(DiskCache, ListShowsEntriesAndUnreadableOnesButNotTempFiles) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);

@@ -4,8 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -54,7 +57,7 @@ pid_t spawn_holder(const std::filesystem::path& path) {
   return got == 1 ? pid : -1;
 }
 
-TEST(FileLock, CreatesLockFileWithMode0600AndNeverDeletesIt) {
+TEST(FileLock, CreatesLockFileWithMode0600AndLeavesItOnRelease) {
   TempDir temp;
   const auto path = temp.path() / "k.lock";
   {
@@ -112,6 +115,31 @@ TEST(FileLock, OtherProcessTimesOutWhileHeldAndTakesItAfterTheHolderIsKilled) {
   // The kernel released the flock with the dead process; the file is still there.
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(lock_failure(path, 2000ms), "");
+}
+
+// A holder deletes the file while another thread waits on it: once granted, the waiter finds its
+// file gone and locks a new one at the path, which a third taker then cannot take.
+TEST(FileLock, WaiterOnADeletedFileLocksTheOneAtThePath) {
+  TempDir temp;
+  const auto path = temp.path() / "k.lock";
+  std::optional<FileLock> holder(std::in_place, path);
+  std::atomic<bool> waiting{false};
+  std::optional<FileLock> waiter;
+  std::thread thread([&] {
+    waiting = true;
+    waiter.emplace(path, 5000ms);
+  });
+  while (!waiting) std::this_thread::yield();
+  std::this_thread::sleep_for(50ms);  // the waiter is in its polling loop on the old file
+  holder->remove_file();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  holder.reset();
+  thread.join();
+  ASSERT_TRUE(waiter.has_value());
+  EXPECT_TRUE(std::filesystem::exists(path)) << "the waiter locks a file at the path";
+  EXPECT_NE(lock_failure(path, 0ms), "") << "a third taker must find the waiter's lock";
+  waiter.reset();
+  EXPECT_EQ(lock_failure(path, 0ms), "");
 }
 
 TEST(FileLock, UnopenableLockFileNamesThePath) {

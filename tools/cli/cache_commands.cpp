@@ -107,6 +107,9 @@ int run_gc(const GlobalOptions& globals, const std::optional<std::string>& max_s
   if (result.removed_temp_files > 0) {
     std::printf("gc: removed %zu stale temporary files left by interrupted writers\n", result.removed_temp_files);
   }
+  if (result.removed_lock_files > 0) {
+    std::printf("gc: removed %zu lock files of kernels that have no entry\n", result.removed_lock_files);
+  }
   return kExitOk;
 }
 
