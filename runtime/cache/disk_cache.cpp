@@ -244,7 +244,8 @@ GcResult DiskCache::gc(std::uint64_t max_bytes) {
     const fs::path& path = it->path();
     if (path.extension() != ".lock") continue;
     const std::string key = path.stem().string();
-    if (!is_cache_key(key) || fs::exists(entry_path(key))) continue;
+    std::error_code exists_error;
+    if (!is_cache_key(key) || fs::exists(entry_path(key), exists_error) || exists_error) continue;
     if (remove_free_lock(key)) ++result.removed_lock_files;
   }
   result.bytes_after = total_bytes();

@@ -2,9 +2,9 @@
 //
 // flock(2): the kernel releases it when the holder closes the file or dies, so a crashed process
 // never leaves the cache locked. The lock file is created (mode 0600). Only its holder deletes it
-// (remove_file), and every taker checks, once its flock is granted, that the file it locked is
-// still the one at the path, and starts again if not: so two processes never hold "the" lock
-// on two different files, and lock files need not pile up.
+// (remove_file), as the last thing it does with the lock, and every taker checks, once its flock
+// is granted, that the file it locked is still the one at the path, and starts again if not: so
+// no two takers are ever both past that check on different files, and lock files need not pile up.
 //
 // Two FileLocks on one path exclude each other even inside one process (each opens its own file
 // description). A child forked while a lock is held shares it until one of them closes it.
@@ -32,7 +32,8 @@ class FileLock {
   const std::filesystem::path& path() const { return path_; }
 
   // Deletes the lock file, still held (its key needs no lock any more: its entry was evicted).
-  // A process waiting on the old file finds it gone once granted, and opens the path again.
+  // The holder's last act with the lock: a new taker may lock a new file at the path at once. A
+  // process waiting on the old file finds it gone once granted, and opens the path again.
   void remove_file() noexcept;
 
  private:

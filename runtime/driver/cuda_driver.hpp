@@ -66,6 +66,7 @@ namespace shardjit {
   X(cuGraphInstantiateWithFlags)     \
   X(cuGraphLaunch)                   \
   X(cuGraphExecDestroy)              \
+  X(cuGraphGetNodes)                 \
   X(cuGraphDestroy)
 
 struct DriverApi {

@@ -113,12 +113,15 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   const BwdCall call = check_call(c, k, in, lse, grad_logp, grad_lse, grads);
   if (!call.grad_hidden && !call.grad_weight && !call.grad_bias) return;
   const std::int64_t n = call.n;
-  if (grads.accumulate && (call.grad_weight || call.grad_bias) && !c.grad_weight_fp32 &&
-      c.dtype != DType::kFP32 && !bwd.warned_16bit_accumulation.exchange(true)) {
-    log().warn("LinearLogp::backward accumulates grad_weight / grad_bias in {}: each call rounds the running "
-               "sum to it, so many micro-batches lose the small terms; set LinearLogpConfig::grad_weight_fp32 "
-               "for an fp32 running sum (said once per op)",
-               dtype_name(c.dtype));
+  // grad_weight is kept in config.dtype and grad_bias in config.bias_dtype, unless grad_weight_fp32.
+  const bool weight_16bit = call.grad_weight && c.dtype != DType::kFP32;
+  const bool bias_16bit = call.grad_bias && c.bias_dtype && *c.bias_dtype != DType::kFP32;
+  if (grads.accumulate && !c.grad_weight_fp32 && (weight_16bit || bias_16bit) &&
+      !bwd.warned_16bit_accumulation.exchange(true)) {
+    log().warn("LinearLogp::backward accumulates {} in {}: each call rounds the running sum to it, so many "
+               "micro-batches lose the small terms; set LinearLogpConfig::grad_weight_fp32 for an fp32 running "
+               "sum (said once per op)",
+               weight_16bit ? "grad_weight" : "grad_bias", dtype_name(weight_16bit ? c.dtype : *c.bias_dtype));
   }
 
   auto stream = static_cast<CUstream>(stream_handle);

@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -32,6 +31,20 @@ std::string lock_failure(const std::filesystem::path& path, std::chrono::millise
     return error.what();
   }
   return "";
+}
+
+// How many of this process's descriptors are open on the file at `path`.
+int descriptors_on(const std::filesystem::path& path) {
+  std::error_code error;
+  const std::filesystem::path target = std::filesystem::canonical(path, error);
+  if (error) return 0;
+  int count = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    std::error_code link_error;
+    if (std::filesystem::read_symlink(it->path(), link_error) == target && !link_error) ++count;
+  }
+  return count;
 }
 
 // A child process that takes the lock, tells the parent through a pipe, and waits to be killed.
@@ -123,14 +136,12 @@ TEST(FileLock, WaiterOnADeletedFileLocksTheOneAtThePath) {
   TempDir temp;
   const auto path = temp.path() / "k.lock";
   std::optional<FileLock> holder(std::in_place, path);
-  std::atomic<bool> waiting{false};
   std::optional<FileLock> waiter;
-  std::thread thread([&] {
-    waiting = true;
-    waiter.emplace(path, 5000ms);
-  });
-  while (!waiting) std::this_thread::yield();
-  std::this_thread::sleep_for(50ms);  // the waiter is in its polling loop on the old file
+  std::thread thread([&] { waiter.emplace(path, 5000ms); });
+  // Until the waiter has the old file open too (the holder's descriptor is the first).
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (descriptors_on(path) < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(descriptors_on(path), 2) << "the waiter did not open the lock file";
   holder->remove_file();
   EXPECT_FALSE(std::filesystem::exists(path));
   holder.reset();

@@ -128,8 +128,9 @@ class Fixture {
     h_.upload(h_values_.data(), n4_);
   }
 
-  // Enqueues the op's calls on `stream` (what the graph captures).
-  void enqueue(CUstream stream) {
+  // Enqueues the op's calls on `stream` (what the graph captures): the forward, then the backward
+  // where the case has one and with_backward.
+  void enqueue(CUstream stream, bool with_backward = true) {
     LinearLogpInputs in;
     in.hidden = {x_.data(), c_.dtype, c_.n, c_.hidden, 0};
     in.weight = {w_.data(), c_.dtype, c_.vocab, c_.hidden, 0};
@@ -140,7 +141,7 @@ class Fixture {
     out.lse = {lse_.data(), DType::kFP32, c_.n};
     if (c_.entropy) out.entropy = {entropy_.data(), DType::kFP32, c_.n};
     op_.forward(in, out, stream);
-    if (!c_.backward) return;
+    if (!c_.backward || !with_backward) return;
     LinearLogpGrads grads;
     grads.hidden = {gx_.data(), c_.dtype, c_.n, c_.hidden, 0};
     grads.weight = {gw_.data(), grad_weight_dtype(), c_.vocab, c_.hidden, 0};
@@ -314,9 +315,30 @@ const GraphCase kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Shapes, GraphCaptureTest, ::testing::ValuesIn(kCases),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
-// Without max_rows a first call inside a capture would have to allocate its workspace: refused
-// with an error that names the remedy, before anything is enqueued, so that the capture ends
-// clean and the stream stays usable (the eager call after it matches the reference).
+// Runs `enqueue` inside a capture of `stream`, expecting it to be refused with kInvalidArgument;
+// returns the error's message, and in *nodes the nodes of the ended capture.
+std::string refused_capture(CUstream stream, const std::function<void()>& enqueue, std::size_t* nodes) {
+  TEST_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  std::string message;
+  try {
+    enqueue();
+    ADD_FAILURE() << "a capture that had to allocate was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    message = e.what();
+  }
+  CUgraph graph = nullptr;
+  TEST_CU(cuStreamEndCapture(stream, &graph));
+  *nodes = 0;
+  TEST_CU(cuGraphGetNodes(graph, nullptr, nodes));
+  TEST_CU(cuGraphDestroy(graph));
+  return message;
+}
+
+// Without max_rows a first call inside a capture would have to allocate: refused with an error
+// that names the remedy, before the refused call enqueues anything, so that the capture ends
+// clean and the stream stays usable (the eager call after it matches the reference). First the
+// forward's workspace, then, after an eager forward, the backward's buffers.
 TEST(GraphCaptureGrowthTest, GrowthDuringCaptureIsRefusedByName) {
   if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
   GraphCase c{"grow_n300_h128_v5000", 300, 128, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, true};
@@ -326,13 +348,17 @@ TEST(GraphCaptureGrowthTest, GrowthDuringCaptureIsRefusedByName) {
   OwnedStream stream(device);
   Fixture f(c);
   f.refill(7300);
-  try {
-    const CapturedGraph graph(stream.get(), [&] { f.enqueue(stream.get()); });
-    ADD_FAILURE() << "a capture that had to allocate was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("max_rows"), std::string::npos) << e.what();
-  }
+  std::size_t nodes = 0;
+  std::string message = refused_capture(stream.get(), [&] { f.enqueue(stream.get()); }, &nodes);
+  EXPECT_NE(message.find("partials workspace"), std::string::npos) << message;
+  EXPECT_NE(message.find("max_rows"), std::string::npos) << message;
+  EXPECT_EQ(nodes, 0u) << "the refused forward enqueued work";
+
+  f.run(stream.get(), [&] { f.enqueue(stream.get(), false); });
+  message = refused_capture(stream.get(), [&] { f.enqueue(stream.get()); }, &nodes);
+  EXPECT_NE(message.find("LinearLogp backward"), std::string::npos) << message;
+  EXPECT_NE(message.find("max_rows"), std::string::npos) << message;
+
   f.expect_matches_reference(f.run(stream.get(), [&] { f.enqueue(stream.get()); }));
 }
 

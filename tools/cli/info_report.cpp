@@ -92,7 +92,8 @@ std::vector<KnobReport> probe_knobs() {
 InfoReport collect_info(const RuntimeConfig& config) {
   InfoReport report;
   report.version = version();
-  report.nvrtc_version = NvrtcCompiler::identity();
+  report.nvrtc_version = NvrtcCompiler::version();
+  report.nvrtc_identity = NvrtcCompiler::identity();
   report.nvrtc_archs = NvrtcCompiler::supported_archs();
   probe_driver(report);
   probe_nccl(report);

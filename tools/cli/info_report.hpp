@@ -29,7 +29,8 @@ struct KnobReport {
 
 struct InfoReport {
   std::string version;
-  std::string nvrtc_version;
+  std::string nvrtc_version;   // MAJOR.MINOR
+  std::string nvrtc_identity;  // with the library file and size (part of every cache key)
   std::vector<std::string> nvrtc_archs;
   std::optional<std::string> driver_version;  // "13.0"
   std::string driver_problem;                 // set when driver_version is not
