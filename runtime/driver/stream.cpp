@@ -82,4 +82,14 @@ void check_growth_outside_capture(CUstream stream, const std::string& what) {
                      "row count of a call, or run one call of that size before capturing");
 }
 
+void grow_buffer_for_stream(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream,
+                            const std::string& what) {
+  if (bytes <= buffer.bytes()) return;
+  check_growth_outside_capture(stream, what);
+  if (buffer.bytes() > 0) SHARDJIT_CU(cuStreamSynchronize(stream));
+  log().debug("{} grows to {} bytes", what, bytes);
+  buffer = DeviceBuffer();
+  buffer = DeviceBuffer(device, bytes);
+}
+
 }  // namespace shardjit

@@ -58,4 +58,11 @@ bool stream_is_capturing(CUstream stream);
 // capture, which the driver refuses with an error that names neither.
 void check_growth_outside_capture(CUstream stream, const std::string& what);
 
+// Grows `buffer` to at least `bytes` for a call on `stream`, whose queued work may still read the
+// old buffer: refused during capture (check_growth_outside_capture), otherwise the stream is
+// drained and the old buffer freed before the new one is allocated (the two may not fit
+// together). Nothing happens when the buffer is already large enough.
+void grow_buffer_for_stream(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream,
+                            const std::string& what);
+
 }  // namespace shardjit

@@ -11,7 +11,6 @@
 
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
-#include "runtime/logging.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_impl.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
@@ -122,12 +121,7 @@ SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows) const {
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
-  if (bytes <= workspace.bytes()) return;
-  check_growth_outside_capture(stream, "LinearLogp: the partials workspace");
-  // Work queued earlier may still read the old buffer.
-  if (workspace.bytes() > 0) SHARDJIT_CU(cuStreamSynchronize(stream));
-  log().debug("LinearLogp workspace grows to {} bytes", bytes);
-  workspace = DeviceBuffer(device, bytes);
+  grow_buffer_for_stream(workspace, bytes, device, stream, "LinearLogp: the partials workspace");
 }
 
 void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {

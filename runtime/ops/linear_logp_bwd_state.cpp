@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
-#include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_dz.hpp"
 #include "runtime/sched/launch.hpp"
@@ -20,15 +18,6 @@ void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
                     " bytes of shared memory per block; device " + std::to_string(device.info().ordinal) + " (" +
                     device.info().name + ") allows " + std::to_string(device.info().smem_per_block_optin));
   }
-}
-
-void grow(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream, const char* what) {
-  if (bytes <= buffer.bytes()) return;
-  check_growth_outside_capture(stream, std::string("LinearLogp backward: the ") + what);
-  if (buffer.bytes() > 0) SHARDJIT_CU(cuStreamSynchronize(stream));
-  log().debug("LinearLogp backward {} grows to {} bytes", what, bytes);
-  buffer = DeviceBuffer();  // free first: the two may not fit together
-  buffer = DeviceBuffer(device, bytes);
 }
 
 }  // namespace
@@ -84,9 +73,10 @@ BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) con
 }
 
 void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
-  grow(dz_buffer, plan.dz_bytes, device, stream, "dZ chunk");
-  grow(accumulator, plan.accumulator_bytes, device, stream, "grad_hidden accumulator");
-  grow(mask, plan.mask_bytes, device, stream, "filter mask");
+  grow_buffer_for_stream(dz_buffer, plan.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
+  grow_buffer_for_stream(accumulator, plan.accumulator_bytes, device, stream,
+                         "LinearLogp backward: the grad_hidden accumulator");
+  grow_buffer_for_stream(mask, plan.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
 }
 
 void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {

@@ -29,8 +29,8 @@ struct LinearLogpBwdState {
   // The chunk plan of a call of n_rows rows (see plan_bwd_chunks).
   BwdChunkPlan plan(std::int64_t n_rows, bool grad_hidden) const;
 
-  // Grows the buffers to what `plan` needs. Work queued on `stream` may still use the old ones,
-  // so a growth waits for it first (as the forward's workspace does; config.max_rows avoids it).
+  // Grows the buffers to what `plan` needs (grow_buffer_for_stream: work queued on `stream` may
+  // still use the old ones, so a growth waits for it first; config.max_rows avoids it).
   void reserve(const BwdChunkPlan& plan, CUstream stream);
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
