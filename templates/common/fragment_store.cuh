@@ -16,6 +16,7 @@
 // when store returns; before anything else writes it, or before the block exits, wait_reads.
 #pragma once
 
+#include "common/fragment_store_layout.cuh"
 #include "common/host_device.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_bulk.cuh"

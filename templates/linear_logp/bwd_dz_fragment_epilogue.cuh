@@ -30,9 +30,7 @@ struct DzFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
-  // Column parts of the staging: 256 bytes of a row's data a part for 16-bit dZ (two parts), 128
-  // for fp32 (eight): at most 34 KiB of staging beside the four 48 KiB stages of the ring.
-  using Store = FragmentTileStore<DZ, Mainloop, sizeof(DZ) == 2 ? 2 : 8>;
+  using Store = FragmentTileStore<DZ, Mainloop, fragment_store_parts(sizeof(DZ))>;
 
   BwdRowInputs input[2];   // the thread's two rows (fragment_row half 0 and 1), as read
   float scale_input;       // the storage scale, as read

@@ -33,7 +33,7 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kRegion = linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, true);
   static_assert(Epilogue::kRegionBytes == linear_logp_bwd_dz_hopper_region_bytes &&
-                    Epilogue::kStagingBytes <= linear_logp_bwd_dz_hopper_staging_bytes,
+                    Epilogue::kStagingBytes <= kFragmentStagingBytes,
                 "the host sizes the epilogue's shared memory (templates/linear_logp/bwd_dz_layout.cuh)");
   constexpr int kKSlices = (H + BK - 1) / BK;
   using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;

@@ -17,6 +17,7 @@
 //                                                    rows on their way to the bulk copies
 #pragma once
 
+#include "common/fragment_store_layout.cuh"
 #include "common/host_device.cuh"
 #include "common/tma_ring_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
@@ -58,11 +59,10 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_max_offset(int bm, int bn)
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
 // The Hopper loop (register epilogue, templates/linear_logp/bwd_dz_hopper.cuh): the TMA ring,
-// its 2 x stages mbarriers, the epilogue's region (two tile max) and its staging area (128 rows
-// of 256 bytes of 16-bit dZ and 16 of padding, or of 128 bytes of fp32 dZ and 32).
+// its 2 x stages mbarriers, the epilogue's region (two tile max) and its staging area
+// (kFragmentStagingBytes, templates/common/fragment_store_layout.cuh).
 // The portable loops: the cp.async ring, then the logit tile, the rows and the tile max.
 constexpr int linear_logp_bwd_dz_hopper_region_bytes = 16;
-constexpr int linear_logp_bwd_dz_hopper_staging_bytes = 128 * 272;
 
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_bytes, int bm, int bn, int bk, int stages,
                                                                    bool register_epilogue) {
@@ -73,7 +73,7 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_byt
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
   return linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, register_epilogue) +
-         (register_epilogue ? linear_logp_bwd_dz_hopper_region_bytes + linear_logp_bwd_dz_hopper_staging_bytes
+         (register_epilogue ? linear_logp_bwd_dz_hopper_region_bytes + kFragmentStagingBytes
                             : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
 }
 
