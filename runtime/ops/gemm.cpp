@@ -1,11 +1,14 @@
 #include "runtime/ops/gemm.hpp"
 
+#include <cstdint>
 #include <span>
+#include <string>
 
 #include "gemm/gemm_layout.cuh"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
 
 namespace shardjit {
 
@@ -44,13 +47,15 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
   // The Hopper loop where the forward's applies (hopper_logit_tile): 196,672 bytes, four stages
   // fed by TMA, one slice of wgmma left in flight.
   if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true, true};
+  // Without TMA a kernel's shared memory does not depend on its output's type.
+  const GemmKind kind{a, b};
   if (!tensor_cores) {
     GemmTile tile{128, 128, 16, 3};
-    while (tile.stages > 2 && gemm_smem(a, b, tile) > limit) --tile.stages;
+    while (tile.stages > 2 && gemm_smem(kind, tile) > limit) --tile.stages;
     return tile;
   }
   for (const GemmTile& tile : kGemmMmaTiles) {
-    if (gemm_smem(a, b, tile) <= limit) return tile;
+    if (gemm_smem(kind, tile) <= limit) return tile;
   }
   return kGemmMmaTiles.back();
 }
@@ -70,20 +75,20 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {
                              {"FILTER", kind.filter}});
 }
 
-unsigned gemm_smem(DType a, DType b, const GemmTile& tile) {
-  return static_cast<unsigned>(kernels::gemm_smem_bytes(static_cast<int>(dtype_size(a)),
-                                                        static_cast<int>(dtype_size(b)), tile.bm, tile.bn,
-                                                        tile.bk, tile.stages, tile.tma));
+unsigned gemm_smem(const GemmKind& kind, const GemmTile& tile) {
+  return static_cast<unsigned>(kernels::gemm_smem_bytes(
+      static_cast<int>(dtype_size(kind.a)), static_cast<int>(dtype_size(kind.b)), static_cast<int>(dtype_size(kind.out)),
+      tile.bm, tile.bn, tile.bk, tile.stages, tile.tma));
 }
 
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
-                 const GemmTile& tile, unsigned smem_bytes, const StreamKWorkspace& split, CUstream stream) {
+                 const GemmTile& tile, const StreamKWorkspace& split, CUstream stream) {
   if (args.m == 0 || args.n == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((args.m + tile.bm - 1) / tile.bm);
   shape.grid_y = static_cast<unsigned>((args.n + tile.bn - 1) / tile.bn);
   shape.block_x = static_cast<unsigned>(kernels::gemm_block_threads(tile.tma));
-  shape.smem_bytes = smem_bytes;
+  shape.smem_bytes = gemm_smem(kind, tile);
   kernels::GemmParams params{};
   params.args = args;
   if (tile.tma) {
@@ -91,6 +96,14 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // with k = 0 no map is read, so none is encoded: the views of an empty call may hold
     // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
+    // Its 16-bit tiles go out by bulk copies of whole rows (GemmEpilogue::write_tile); the ops'
+    // views are checked for this (view_checks.hpp), and their own buffers are allocated so.
+    const auto out_base = reinterpret_cast<std::uintptr_t>(args.out);
+    if (dtype_size(kind.out) == 2 &&
+        (out_base % 16 != 0 || (args.out_stride * static_cast<std::int64_t>(dtype_size(kind.out))) % 16 != 0)) {
+      throw Error(ErrorCode::kInternal, "the TMA GEMM's 16-bit output must be 16-byte aligned with rows a multiple "
+                                        "of 16 bytes apart (row stride " + std::to_string(args.out_stride) + ")");
+    }
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);

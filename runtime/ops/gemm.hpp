@@ -47,13 +47,14 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
 
 KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile);
 
-unsigned gemm_smem(DType a, DType b, const GemmTile& tile);
+// Dynamic shared memory of the kernel of `kind` on `tile` (its launches use exactly this).
+unsigned gemm_smem(const GemmKind& kind, const GemmTile& tile);
 
 // Grid from args.m and args.n; nothing is launched when either is zero. The kind is the kernel's
 // (gemm_spec): a TMA tile's maps (the addend's too) are encoded from it and args here, tiles of
 // few K slices are walked by persistent blocks, and a grid of few tiles is split along K in
 // `split` (templates/common/stream_k.cuh).
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
-                 const GemmTile& tile, unsigned smem_bytes, const StreamKWorkspace& split, CUstream stream);
+                 const GemmTile& tile, const StreamKWorkspace& split, CUstream stream);
 
 }  // namespace shardjit

@@ -222,7 +222,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       w.addend_stride = call.grad_weight_stride;
       w.m = chunk.cols;
       w.k = n;
-      launch_gemm(*bwd.grad_weight, w, k.grad_weight_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
+      launch_gemm(*bwd.grad_weight, w, k.grad_weight_kind, k.gemm_tile, bwd.split, stream);
     }
 
     if (call.grad_hidden && n > 0 && (parts & kChunkHidden)) {
@@ -244,9 +244,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
       if (direct) {
-        launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
+        launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.split, stream);
       } else {
-        launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
+        launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.split, stream);
       }
     }
   };
@@ -282,7 +282,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       r.mask_block_cols = dz_tile.bn;
       r.m = n;
       r.n = c.hidden;
-      launch_gemm(*bwd.grad_hidden_out, r, k.grad_hidden_out_kind, k.gemm_tile, bwd.gemm_smem, bwd.split, stream);
+      launch_gemm(*bwd.grad_hidden_out, r, k.grad_hidden_out_kind, k.gemm_tile, bwd.split, stream);
     } else {
       throw Error(ErrorCode::kInternal, "TP backward: unknown launch action " + std::to_string(action));
     }

@@ -7,11 +7,20 @@
 // The addend is read kAddendBatch pairs at a time before any of them is written: the output may
 // alias it, so the compiler must keep each read behind the writes before it, and one read at a
 // time would expose a full memory latency per pair.
+//
+// The Hopper loop's 16-bit tiles go out through shared memory instead (stage_tile): each column
+// part's values are computed in place in the accumulators and staged, and bulk copies write whole
+// rows (FragmentTileStore, templates/common/fragment_store.cuh). The block then goes on, or exits,
+// once the copies have read the staging area, while their writes drain. An fp32 tile (128 KiB)
+// would pass the 34 KiB staging area in eight parts, each waiting for the last one's copies:
+// measured slower than its direct stores (docs/perf-notes.md), so write_tile keeps those.
 #pragma once
 
+#include "common/fragment_store.cuh"
 #include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "gemm/gemm_args.cuh"
+#include "gemm/gemm_layout.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -89,15 +98,21 @@ struct GemmEpilogue {
   long long n;
   float alpha;
 
+  // The addend pair at output element (row, col), read from global memory (zeros where there is
+  // none). A pair's col is even and n a multiple of 8, so a pair is either wholly inside or wholly
+  // outside.
+  __device__ __forceinline__ float2 global_addend(long long row, long long col) const {
+    return addend != nullptr && row < m && col < n ? load_pair(addend + row * addend_stride + col)
+                                                   : make_float2(0.0f, 0.0f);
+  }
+
   // Writes the main loop's tile, whose corner is output element (m0, n0), with the addend read
-  // from global memory. A pair's col is even and n a multiple of 8, so a pair is either wholly
-  // inside or wholly outside.
+  // from global memory.
   template <class Mainloop>
   __device__ __forceinline__ void store_tile(const Mainloop& mainloop, long long m0, long long n0, int warp,
                                              int lane) const {
     store_tile(mainloop, m0, n0, warp, lane, [&](int, const AccumulatorPair&, long long row, long long col) {
-      return addend != nullptr && row < m && col < n ? load_pair(addend + row * addend_stride + col)
-                                                     : make_float2(0.0f, 0.0f);
+      return global_addend(row, col);
     });
   }
 
@@ -126,6 +141,65 @@ struct GemmEpilogue {
         }
       }
     }
+  }
+
+  // The Hopper loop's store (WgmmaTileMainloop's fragments): out must be 16-byte aligned, its rows
+  // a multiple of 16 bytes apart. The staging area may still be read by copies when stage_tile
+  // returns; before the block exits, TileStore::wait_reads.
+  template <class Mainloop>
+  using TileStore = FragmentTileStore<OutT, Mainloop, fragment_store_parts(sizeof(OutT))>;
+
+  // Writes the main loop's tile, corner (m0, n0), through `staging` (TileStore::kBytes), the
+  // addend of pair i (p, at output element (row, col)) from read_addend(i, p, row, col).
+  template <class Mainloop, class ReadAddend>
+  __device__ __forceinline__ void stage_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
+                                             int warp, int lane, ReadAddend&& read_addend) const {
+    using Store = TileStore<Mainloop>;
+    // A batch of a part's addend pairs read before any is used (see kAddendBatch).
+    constexpr int kBatchGroups = Store::kPartGroups < kAddendBatch / 2 ? Store::kPartGroups : kAddendBatch / 2;
+    static_assert(Store::kPartGroups % kBatchGroups == 0, "a part is whole batches");
+    const long long rows = m - m0 < Mainloop::kTileRows ? m - m0 : Mainloop::kTileRows;
+    const long long cols = n - n0 < Mainloop::kTileCols ? n - n0 : Mainloop::kTileCols;
+    float* const acc = mainloop.acc;
+    Store::store(acc, staging, out + m0 * out_stride + n0, out_stride, static_cast<int>(rows),
+                 static_cast<int>(cols) * static_cast<int>(sizeof(OutT)), warp, lane, [&](int first, int) {
+#pragma unroll
+                   for (int g0 = 0; g0 < Store::kPartGroups; g0 += kBatchGroups) {
+                     // Pair i = 2 g + h holds acc[2 i] and acc[2 i + 1] (WgmmaTileMainloop::pair).
+                     const int i0 = 2 * (first + g0);
+                     float2 add[2 * kBatchGroups];
+#pragma unroll
+                     for (int j = 0; j < 2 * kBatchGroups; ++j) {
+                       const AccumulatorPair p = mainloop.pair(i0 + j, warp, lane);
+                       add[j] = read_addend(i0 + j, p, m0 + p.row, n0 + p.col);
+                     }
+#pragma unroll
+                     for (int j = 0; j < 2 * kBatchGroups; ++j) {
+                       acc[2 * (i0 + j)] = alpha * acc[2 * (i0 + j)] + add[j].x;
+                       acc[2 * (i0 + j) + 1] = alpha * acc[2 * (i0 + j) + 1] + add[j].y;
+                     }
+                   }
+                 });
+  }
+
+  // The Hopper loop's write of a tile: stage_tile for a 16-bit output, store_tile for fp32.
+  template <class Mainloop, class ReadAddend>
+  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
+                                             int warp, int lane, ReadAddend&& read_addend) const {
+    if constexpr (gemm_tma_stages_output(sizeof(OutT))) {
+      stage_tile(mainloop, staging, m0, n0, warp, lane, read_addend);
+    } else {
+      store_tile(mainloop, m0, n0, warp, lane, read_addend);
+    }
+  }
+
+  // The same with the addend read from global memory.
+  template <class Mainloop>
+  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
+                                             int warp, int lane) const {
+    write_tile(mainloop, staging, m0, n0, warp, lane, [&](int, const AccumulatorPair&, long long row, long long col) {
+      return global_addend(row, col);
+    });
   }
 };
 

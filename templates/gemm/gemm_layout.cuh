@@ -4,10 +4,13 @@
 //
 // Layout: stages x { A tile, B tile }, each a BM x BK (A) and BK x BN (B) block of elements,
 // swizzled and filled by cp.async, or by TMA (TMA), then for TMA a full and an empty mbarrier a
-// stage. Every offset is a multiple of 16 bytes.
+// stage and, for a 16-bit output, the epilogue's staging area (kFragmentStagingBytes,
+// templates/common/fragment_store_layout.cuh).
+// Every offset is a multiple of 16 bytes.
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/fragment_store_layout.cuh"
 #include "common/tma_ring_layout.cuh"
 
 namespace shardjit {
@@ -31,11 +34,21 @@ gemm_stage_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk) {
   return gemm_a_tile_bytes(a_elem_bytes, bm, bk) + bk * bn * b_elem_bytes;
 }
 
-// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+// Where the TMA loop's staging area starts: after the ring and its mbarriers.
 SHARDJIT_HOST_DEVICE constexpr int
-gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages, bool tma) {
-  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) +
-         (tma ? tma_ring_barrier_bytes(stages) : 0);
+gemm_tma_staging_offset(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages) {
+  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) + tma_ring_barrier_bytes(stages);
+}
+
+// Whether the TMA loop stages its output tile (GemmEpilogue::write_tile): 16-bit outputs only.
+SHARDJIT_HOST_DEVICE constexpr bool gemm_tma_stages_output(int out_elem_bytes) { return out_elem_bytes == 2; }
+
+// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+SHARDJIT_HOST_DEVICE constexpr int gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int out_elem_bytes, int bm,
+                                                   int bn, int bk, int stages, bool tma) {
+  if (!tma) return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk);
+  return gemm_tma_staging_offset(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) +
+         (gemm_tma_stages_output(out_elem_bytes) ? kFragmentStagingBytes : 0);
 }
 
 }  // namespace kernels

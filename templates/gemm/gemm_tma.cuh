@@ -10,7 +10,10 @@
 //
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
-// (templates/gemm/gemm_staged_addend.cuh); the epilogue reads it there.
+// (templates/gemm/gemm_staged_addend.cuh); the epilogue reads it there. A 16-bit tile goes out
+// through a staging area after the ring's mbarriers (GemmEpilogue::write_tile), so that the
+// block's next tile, or the next block, starts once bulk copies have read it, not once every
+// store was issued from the registers; an fp32 tile is stored from the registers.
 //
 // A block takes one tile of the grouped order, or, as the host chooses for short tiles, walks
 // tiles b, b + grid, ... persistently; a grid of few tiles is split along K instead, a run of
@@ -46,6 +49,10 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
   using Addend = StagedAddend<AddT, kBM, kBN, kStageBytes>;
   static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
+  using Epilogue = GemmEpilogue<OutT, AddT>;
+  using Store = typename Epilogue::template TileStore<Mainloop>;
+  static_assert(!gemm_tma_stages_output(sizeof(OutT)) || Store::kBytes <= kFragmentStagingBytes,
+                "the host sizes the staging area (gemm/gemm_layout.cuh)");
   const GemmArgs& args = params.args;
   const StreamKPlan& plan = params.split;
   // Whole tiles take their addend through the ring; the pieces of a split tile do not know which
@@ -126,6 +133,8 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   }
   Ring::enter_compute();
 
+  // For a 16-bit output (the host sizes shared memory by the output's type).
+  unsigned char* const staging = smem + gemm_tma_staging_offset(2, 2, kBM, kBN, kBK, STAGES);
   TmaRingCursor<STAGES> at;
   for_each_segment(plan, [&](const TileSegment& segment) {
     int m0, n0;
@@ -145,17 +154,19 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       TmaRingCursor<STAGES> stage_at = at;
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, stage_at.advance()) addend.stage[s] = ring.acquire(stage_at);
-      GemmEpilogue<OutT, AddT>::of(args).store_tile(
-          mainloop, m0, n0, warp, lane, [&](int i, const AccumulatorPair& p, long long, long long) {
+      Epilogue::of(args).write_tile(
+          mainloop, staging, m0, n0, warp, lane, [&](int i, const AccumulatorPair& p, long long, long long) {
             const int group_col = Mainloop::pair_group_col(i);
             return addend.pair(p.row, group_col, p.col - group_col);
           });
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, at.advance()) ring.release(at, lane);
     } else if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
-      GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
+      Epilogue::of(args).write_tile(mainloop, staging, m0, n0, warp, lane);
     }
   });
+  // The last tile's copies must have read the staging area before the block's shared memory goes.
+  if constexpr (gemm_tma_stages_output(sizeof(OutT))) Store::wait_reads(lane);
 }
 
 }  // namespace kernels

@@ -168,8 +168,11 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 4u * (128 + 256) * 64 * 2 + 4 * 16 + 16 + 128 * 272);
     EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch("sm_90a"));
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219152u);
-    // The TMA ring's stages and a full and an empty mbarrier each.
-    EXPECT_EQ(gemm_smem(dtype, dtype, k.gemm_tile), 196608u + 4 * 16);
+    // The TMA ring's stages, a full and an empty mbarrier each, and for a 16-bit output the
+    // epilogue's staging rows.
+    EXPECT_EQ(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), 196608u + 4 * 16 + 128 * 272);
+    EXPECT_EQ(gemm_smem(k.grad_hidden_acc_kind, k.gemm_tile), 196608u + 4 * 16) << "fp32 accumulator";
+    EXPECT_LE(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), smem_limit_for_arch("sm_90a"));
     EXPECT_EQ(k.dz.int_param("BN"), 256);
     EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
     EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
@@ -236,7 +239,9 @@ TEST(BwdKernels, DzTileFitsTheArch) {
     for (DType dtype : {DType::kBF16, DType::kFP32}) {
       LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), arch).backward;
       EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch(arch)) << arch;
-      EXPECT_LE(gemm_smem(k.dz_dtype, dtype, k.gemm_tile), smem_limit_for_arch(arch)) << arch;
+      for (const GemmKind& kind : {k.grad_weight_kind, k.grad_hidden_acc_kind, k.grad_hidden_out_kind}) {
+        EXPECT_LE(gemm_smem(kind, k.gemm_tile), smem_limit_for_arch(arch)) << arch;
+      }
     }
   }
 }
@@ -311,7 +316,7 @@ TEST(GemmSpec, HopperTileWhereTheForwardHasOne) {
   EXPECT_EQ(hopper.bn, 256);
   EXPECT_EQ(hopper.bk, 64);
   EXPECT_EQ(hopper.stages, 4);
-  EXPECT_LE(gemm_smem(DType::kBF16, DType::kBF16, hopper), smem_limit_for_arch("sm_90a"));
+  EXPECT_LE(gemm_smem(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16}, hopper), smem_limit_for_arch("sm_90a"));
   EXPECT_TRUE(default_gemm_tile(DType::kFP16, DType::kFP16, "sm_90a", true).wgmma);
   // Not: the Hopper path off, an fp32 A (the FMA loop), other targets.
   const GemmTile portable = default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", false);
