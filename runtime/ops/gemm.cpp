@@ -44,8 +44,8 @@ constexpr std::span<const GemmTile> kGemmMmaTiles = kGemmTilesWide;
 GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hopper_path) {
   const unsigned limit = smem_limit_for_arch(arch);
   const bool tensor_cores = a == b && a != DType::kFP32;
-  // The Hopper loop where the forward's applies (hopper_logit_tile): 196,672 bytes, four stages
-  // fed by TMA, one slice of wgmma left in flight.
+  // The Hopper loop where the forward's applies (hopper_logit_tile): four stages fed by TMA, one
+  // slice of wgmma left in flight; 196,672 bytes, and 231,488 with a 16-bit output's staging area.
   if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true, true};
   // Without TMA a kernel's shared memory does not depend on its output's type.
   const GemmKind kind{a, b};
@@ -99,10 +99,12 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // Its 16-bit tiles go out by bulk copies of whole rows (GemmEpilogue::write_tile); the ops'
     // views are checked for this (view_checks.hpp), and their own buffers are allocated so.
     const auto out_base = reinterpret_cast<std::uintptr_t>(args.out);
-    if (dtype_size(kind.out) == 2 &&
-        (out_base % 16 != 0 || (args.out_stride * static_cast<std::int64_t>(dtype_size(kind.out))) % 16 != 0)) {
-      throw Error(ErrorCode::kInternal, "the TMA GEMM's 16-bit output must be 16-byte aligned with rows a multiple "
-                                        "of 16 bytes apart (row stride " + std::to_string(args.out_stride) + ")");
+    const auto out_elem = static_cast<std::int64_t>(dtype_size(kind.out));
+    if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem)) &&
+        (out_base % 16 != 0 || (args.out_stride * out_elem) % 16 != 0 || args.n % 8 != 0)) {
+      throw Error(ErrorCode::kInternal, "the TMA GEMM's 16-bit output must be 16-byte aligned, with rows a multiple "
+                                        "of 16 bytes apart and long (row stride " + std::to_string(args.out_stride) +
+                                        ", n " + std::to_string(args.n) + ")");
     }
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <utility>
 
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/gemm.hpp"
@@ -32,11 +31,15 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
   check_smem("dZ", dz_smem, device);
   // Each GEMM kernel's shared memory depends on its output's type (gemm_smem).
-  const std::pair<const GemmKind*, std::shared_ptr<const LoadedKernel>*> gemms[] = {
-      {&specs->grad_weight_kind, &grad_weight},
-      {&specs->grad_hidden_acc_kind, &grad_hidden_acc},
-      {&specs->grad_hidden_out_kind, &grad_hidden_out}};
-  for (const auto& [kind, kernel] : gemms) check_smem("GEMM", gemm_smem(*kind, specs->gemm_tile), device);
+  struct Gemm {
+    const char* name;
+    const GemmKind* kind;
+    std::shared_ptr<const LoadedKernel>* kernel;
+  };
+  const Gemm gemms[] = {{"grad_weight GEMM", &specs->grad_weight_kind, &grad_weight},
+                        {"grad_hidden accumulating GEMM", &specs->grad_hidden_acc_kind, &grad_hidden_acc},
+                        {"grad_hidden GEMM", &specs->grad_hidden_out_kind, &grad_hidden_out}};
+  for (const Gemm& gemm : gemms) check_smem(gemm.name, gemm_smem(*gemm.kind, specs->gemm_tile), device);
 
   const std::string hint = prewarm_command(layout, device.arch(), runtime.config.hopper_path);
   auto load = [&](const KernelSpec& spec) { return runtime.load(spec, c.device, hint); };
@@ -47,7 +50,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   grad_weight = load(specs->grad_weight);
   grad_hidden_acc = load(specs->grad_hidden_acc);
   grad_hidden_out = load(specs->grad_hidden_out);
-  for (const auto& [kind, kernel] : gemms) allow_dynamic_smem(**kernel, gemm_smem(*kind, specs->gemm_tile));
+  for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
   // The Hopper kernels split the tiles of small grids along K (templates/common/stream_k.cuh).

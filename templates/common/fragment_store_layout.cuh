@@ -13,8 +13,8 @@ namespace kernels {
 // stages.
 SHARDJIT_HOST_DEVICE constexpr int fragment_store_parts(int out_elem_bytes) { return out_elem_bytes == 2 ? 2 : 8; }
 
-// The staging area of either: 128 rows of 256 bytes and 16 of padding (16-bit), or of 128 and 32
-// (fp32).
+// The staging area: 128 rows of 256 bytes and 16 of padding, a 16-bit part's; an fp32 part's rows
+// (128 bytes and 32) take less.
 constexpr int kFragmentStagingBytes = 128 * 272;
 
 }  // namespace kernels

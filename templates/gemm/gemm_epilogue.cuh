@@ -10,8 +10,9 @@
 //
 // The Hopper loop's 16-bit tiles go out through shared memory instead (stage_tile): each column
 // part's values are computed in place in the accumulators and staged, and bulk copies write whole
-// rows (FragmentTileStore, templates/common/fragment_store.cuh). The block then goes on, or exits,
-// once the copies have read the staging area, while their writes drain. An fp32 tile (128 KiB)
+// rows (FragmentTileStore, templates/common/fragment_store.cuh). The block goes on to its next
+// tile at once and waits for the copies' reads only before it stages again or exits, while their
+// writes drain. An fp32 tile (128 KiB)
 // would pass the 34 KiB staging area in eight parts, each waiting for the last one's copies:
 // measured slower than its direct stores (docs/perf-notes.md), so write_tile keeps those.
 #pragma once
@@ -106,14 +107,17 @@ struct GemmEpilogue {
                                                    : make_float2(0.0f, 0.0f);
   }
 
+  // A read_addend (below) from global memory.
+  __device__ __forceinline__ auto global_reader() const {
+    return [this](int, const AccumulatorPair&, long long row, long long col) { return global_addend(row, col); };
+  }
+
   // Writes the main loop's tile, whose corner is output element (m0, n0), with the addend read
   // from global memory.
   template <class Mainloop>
   __device__ __forceinline__ void store_tile(const Mainloop& mainloop, long long m0, long long n0, int warp,
                                              int lane) const {
-    store_tile(mainloop, m0, n0, warp, lane, [&](int, const AccumulatorPair&, long long row, long long col) {
-      return global_addend(row, col);
-    });
+    store_tile(mainloop, m0, n0, warp, lane, global_reader());
   }
 
   // The same with the addend of pair i (p, at output element (row, col)) from read_addend(i, p,
@@ -163,6 +167,7 @@ struct GemmEpilogue {
     float* const acc = mainloop.acc;
     Store::store(acc, staging, out + m0 * out_stride + n0, out_stride, static_cast<int>(rows),
                  static_cast<int>(cols) * static_cast<int>(sizeof(OutT)), warp, lane, [&](int first, int) {
+                   // A part is Store::kPartGroups groups (the unnamed count), a constant here.
 #pragma unroll
                    for (int g0 = 0; g0 < Store::kPartGroups; g0 += kBatchGroups) {
                      // Pair i = 2 g + h holds acc[2 i] and acc[2 i + 1] (WgmmaTileMainloop::pair).
@@ -197,9 +202,7 @@ struct GemmEpilogue {
   template <class Mainloop>
   __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
                                              int warp, int lane) const {
-    write_tile(mainloop, staging, m0, n0, warp, lane, [&](int, const AccumulatorPair&, long long row, long long col) {
-      return global_addend(row, col);
-    });
+    write_tile(mainloop, staging, m0, n0, warp, lane, global_reader());
   }
 };
 

@@ -171,11 +171,18 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
     // The TMA ring's stages, a full and an empty mbarrier each, and for a 16-bit output the
     // epilogue's staging rows.
     EXPECT_EQ(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), 196608u + 4 * 16 + 128 * 272);
+    EXPECT_EQ(gemm_smem(k.grad_weight_kind, k.gemm_tile), 196608u + 4 * 16 + 128 * 272);
     EXPECT_EQ(gemm_smem(k.grad_hidden_acc_kind, k.gemm_tile), 196608u + 4 * 16) << "fp32 accumulator";
     EXPECT_LE(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), smem_limit_for_arch("sm_90a"));
     EXPECT_EQ(k.dz.int_param("BN"), 256);
     EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
     EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
+    // An fp32 grad_weight is stored from the registers: no staging area.
+    LinearLogpConfig fp32_weight = backward_config(dtype);
+    fp32_weight.grad_weight_fp32 = true;
+    LinearLogpBwdKernels kw = *linear_logp_kernels(resolve_layout(fp32_weight), "sm_90a").backward;
+    EXPECT_EQ(kw.grad_weight_kind.out, DType::kFP32);
+    EXPECT_EQ(gemm_smem(kw.grad_weight_kind, kw.gemm_tile), 196608u + 4 * 16);
   }
   LinearLogpBwdKernels a100 = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_80").backward;
   expect_tile(a100.dz_tile, 128, 256, 32, 3, "dZ, sm_80");
