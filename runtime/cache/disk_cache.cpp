@@ -234,8 +234,10 @@ VerifyResult DiskCache::verify(bool remove_bad) {
 GcResult DiskCache::gc(std::uint64_t max_bytes) {
   require_writable("collect garbage");
   GcResult result;
-  result.bytes_before = total_bytes();
-  result.removed = evict_lru(max_bytes, fs::path(), &result.removed_temp_files);
+  const Eviction eviction = evict_lru(max_bytes, fs::path());
+  result.bytes_before = eviction.bytes_before;
+  result.removed = eviction.entries;
+  result.removed_temp_files = eviction.temp_files;
   // Lock files whose key has no entry: left by evictions before lock files were removed with
   // their entries, or by compiles that failed.
   std::error_code error;
@@ -269,19 +271,20 @@ std::uint64_t DiskCache::total_bytes() const {
   return sum_sizes(scan_kernels(cache_kernels_dir(dir_)).entries);
 }
 
-std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep, std::size_t* removed_temps) {
+DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) {
+  Eviction eviction;
   KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
   const auto now = fs::file_time_type::clock::now();
   for (const ScannedFile& temp : scan.temps) {
-    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path) && removed_temps != nullptr) ++*removed_temps;
+    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++eviction.temp_files;
   }
   std::vector<ScannedFile>& entries = scan.entries;
   std::uint64_t total = sum_sizes(entries);
-  if (total <= max_bytes) return 0;
+  eviction.bytes_before = total;
+  if (total <= max_bytes) return eviction;
   std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
     return a.mtime != b.mtime ? a.mtime < b.mtime : a.path < b.path;
   });
-  std::size_t removed = 0;
   for (const ScannedFile& file : entries) {
     if (total <= max_bytes) break;
     if (!keep.empty() && file.path.filename() == keep.filename()) continue;
@@ -290,9 +293,9 @@ std::size_t DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep, 
     log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
                file.path.string(), file.size, max_bytes);
     total -= file.size;
-    ++removed;
+    ++eviction.entries;
   }
-  return removed;
+  return eviction;
 }
 
 }  // namespace shardjit

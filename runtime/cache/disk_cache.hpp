@@ -99,10 +99,14 @@ class DiskCache {
   void require_writable(const char* action) const;
   std::optional<CacheEntry> reject_entry(const std::string& key, const std::filesystem::path& path,
                                          const FileIdentity& identity, const std::string& reason);
-  // Evicts entries as gc and store say; returns how many, and the stale temporary files removed
-  // in *removed_temps when given.
-  std::size_t evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep,
-                        std::size_t* removed_temps = nullptr);
+  // What evict_lru did, from its one scan of the kernels folder.
+  struct Eviction {
+    std::size_t entries = 0;        // evicted
+    std::size_t temp_files = 0;     // stale temporary files removed
+    std::uint64_t bytes_before = 0;  // the entries' total when scanned
+  };
+  // Evicts entries (never `keep`) and removes stale temporary files, as gc and store say.
+  Eviction evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep);
   // Deletes the lock file of `key` when no one holds it; false when held or absent.
   bool remove_free_lock(const std::string& key) const;
 
