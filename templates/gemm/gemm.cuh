@@ -7,9 +7,9 @@
 //
 // Grid: x = ceil(m / BM), y = ceil(n / BN); with TMA, x only (stream_k_grid: a block a tile, or
 // persistent blocks, or the runs of a split). Block: gemm_block_threads(TMA), dynamic shared
-// memory gemm_smem_bytes(sizeof(TA), sizeof(TB), sizeof(OutT), BM, BN, BK, STAGES, TMA). Each output tile is
-// computed by one block walking K in a fixed order, or by a split's pieces added in piece order:
-// results do not depend on the launch or the data.
+// memory gemm_smem_bytes(sizeof(TA), sizeof(TB), sizeof(OutT), BM, BN, BK, STAGES, TMA). Each
+// output tile is computed by one block walking K in a fixed order, or by a split's pieces added
+// in piece order: results do not depend on the launch or the data.
 //
 // TMA (with WGMMA, sm_90a): the operands (and the addend) are copied by TMA from a producer warp
 // instead of cp.async from every thread (templates/gemm/gemm_tma.cuh); the products and

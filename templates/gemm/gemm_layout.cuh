@@ -5,12 +5,11 @@
 // Layout: stages x { A tile, B tile }, each a BM x BK (A) and BK x BN (B) block of elements,
 // swizzled and filled by cp.async, or by TMA (TMA), then for TMA a full and an empty mbarrier a
 // stage and, for a 16-bit output, the epilogue's staging area (kFragmentStagingBytes,
-// templates/common/fragment_store_layout.cuh).
-// Every offset is a multiple of 16 bytes.
+// templates/common/fragment_store_layout.cuh). Every offset is a multiple of 16 bytes.
 #pragma once
 
-#include "common/host_device.cuh"
 #include "common/fragment_store_layout.cuh"
+#include "common/host_device.cuh"
 #include "common/tma_ring_layout.cuh"
 
 namespace shardjit {

@@ -134,7 +134,8 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   Ring::enter_compute();
 
   // For a 16-bit output (the host sizes shared memory by the output's type).
-  unsigned char* const staging = smem + gemm_tma_staging_offset(2, 2, kBM, kBN, kBK, STAGES);
+  constexpr int kElem = static_cast<int>(sizeof(TA));
+  unsigned char* const staging = smem + gemm_tma_staging_offset(kElem, kElem, kBM, kBN, kBK, STAGES);
   TmaRingCursor<STAGES> at;
   for_each_segment(plan, [&](const TileSegment& segment) {
     int m0, n0;
