@@ -128,7 +128,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   const SplitPlan plan = split_plan(call.n);
   ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, smem_bytes, stream);
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, layout, tile, smem_bytes, stream);
   launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "linear_logp/fwd_layout.cuh"
+#include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
 
 namespace shardjit {
@@ -23,8 +24,8 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // 196,608 bytes: four stages, and one slice of wgmma left in flight across each slice barrier
-  // (templates/linear_logp/logit_mainloop.cuh).
+  // 196,672 bytes: the TMA ring's four stages and their mbarriers, one slice of wgmma left in
+  // flight (templates/linear_logp/fwd_hopper.cuh).
   if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
@@ -144,12 +145,18 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const SplitPlan& plan, unsigned smem_bytes, CUstream stream) {
+                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            unsigned smem_bytes, CUstream stream) {
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(plan.blocks());
-  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_threads);
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
   shape.smem_bytes = smem_bytes;
-  launch(kernel, shape, args, stream);
+  kernels::LinearLogpFwdParams params{};
+  params.args = args;
+  if (tile.wgmma) {
+    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
+  }
+  launch(kernel, shape, params, stream);
 }
 
 }  // namespace shardjit

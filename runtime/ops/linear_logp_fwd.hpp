@@ -126,8 +126,10 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 // BM-row tiles, so every tile count is visited (a few thousand at most).
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
-// One block for each unit and piece of `plan` (SplitPlan::blocks).
+// One block for each unit and piece of `plan` (SplitPlan::blocks), of the kernel built for `tile`
+// and `layout`; the Hopper loop's TMA maps are encoded here, from the arguments' pointers.
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const SplitPlan& plan, unsigned smem_bytes, CUstream stream);
+                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            unsigned smem_bytes, CUstream stream);
 
 }  // namespace shardjit

@@ -49,6 +49,17 @@ void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
+// X [n_rows][H] in boxes of bm rows and W's valid rows [V_VALID][H] in boxes of bn, for a kernel
+// that recomputes logit tiles (the forward's and the dZ kernel's parameters name them alike).
+template <class Params>
+void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t v_valid, int bm, int bn,
+                       const char* what) {
+  check_dtype(dtype, what);
+  const auto& args = params.args;
+  encode_2d(params.x_map, dtype, args.hidden, args.n_rows, h, args.hidden_stride, bm);
+  encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
+}
+
 }  // namespace
 
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
@@ -70,10 +81,12 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm) {
 
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
                            std::int64_t v_valid, int bm, int bn) {
-  check_dtype(dtype, "dZ kernel");
-  const kernels::LinearLogpBwdDzArgs& args = params.args;
-  encode_2d(params.x_map, dtype, args.hidden, args.n_rows, h, args.hidden_stride, bm);
-  encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
+  encode_logit_maps(params, dtype, h, v_valid, bm, bn, "dZ kernel");
+}
+
+void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
+                            std::int64_t v_valid, int bm, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, bm, bn, "forward");
 }
 
 }  // namespace shardjit

@@ -1,7 +1,7 @@
 // TMA maps of the operands of the TMA-fed Hopper loops (templates/common/tma_ring.cuh): the GEMM's
 // A storage ([m][a_cols], or [k][a_cols] with a_trans), B ([b_rows][n]) and addend ([m][n], fp32
-// or 16-bit), and the dZ kernel's X ([n_rows][H]) and W ([V_VALID][H]); row-major, read in boxes
-// 128 bytes wide with the 128-byte swizzle that wgmma reads. Encoded on the host for each launch
+// or 16-bit), and the forward's and the dZ kernel's X ([n_rows][H]) and W ([V_VALID][H]);
+// row-major, read in boxes 128 bytes wide with the 128-byte swizzle that wgmma reads. Encoded on the host for each launch
 // from the launch's pointers, by the driver, without touching the device. The callers' view
 // checks guarantee what TMA needs of the operands: 16-byte aligned bases and row strides; an
 // addend without them is not described (encode_gemm_addend_map).
@@ -11,6 +11,7 @@
 
 #include "gemm/gemm_args.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
+#include "linear_logp/fwd_args.cuh"
 #include "shardjit/dtype.hpp"
 
 namespace shardjit {
@@ -28,5 +29,9 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
 // hidden size.
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
                            std::int64_t v_valid, int bm, int bn);
+
+// The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh).
+void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
+                            std::int64_t v_valid, int bm, int bn);
 
 }  // namespace shardjit

@@ -55,6 +55,16 @@ __device__ __forceinline__ void tma_load_2d(unsigned int dst, const TmaDescripto
       : "memory");
 }
 
+// tma_load_2d with an L2 cache policy for the lines it brings in (l2_policy, common/ptx.cuh).
+__device__ __forceinline__ void tma_load_2d_hint(unsigned int dst, const TmaDescriptor* map, int x, int y,
+                                                 unsigned int bar, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // Register reconfiguration (sm_90a): every thread of the warpgroup lowers, or raises, the
 // registers it may use to REGS (a multiple of 8, 24 to 256); a raise waits until the block's
 // other warpgroups have given up enough.

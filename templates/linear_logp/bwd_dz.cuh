@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(WGMMA), 1)
   constexpr bool kStridedCopy = BM * BN > 16384;
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
-  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK>::type;
   using Epilogue = DzEpilogue<BiasT, TargetT, DZ, BM, BN, logit_chunk_cols(BM, BN), V_VALID, FILTER, kThreads>;
 
   extern __shared__ __align__(128) unsigned char linear_logp_bwd_dz_smem[];

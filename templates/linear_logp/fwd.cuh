@@ -8,17 +8,18 @@
 // ceil(V_VALID / BN) vocabulary tiles: split s's [s P, min((s + 1) P, V)), P = ceil(V / S), or
 // piece c of it. The block writes partials[source * n_rows + row] with source = s * unit_pieces
 // + c (c = 0 for a whole unit, which also writes empty partials to its split's other sources),
-// even when its range is empty. Every split but the last has the same length, so the blocks of
-// a wave finish together and the row tiles of the next split start together, reading its W tiles in
-// step (splits that differ by a tile, [s V / S, (s + 1) V / S), ran ~2 % slower:
-// docs/perf-notes.md). Block: linear_logp_fwd_threads, dynamic shared memory
-// linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
+// even when its range is empty (fwd_block_partials.cuh). Every split but the last has the same
+// length, so the blocks of a wave finish together and the row tiles of the next split start
+// together, reading its W tiles in step (splits that differ by a tile, [s V / S, (s + 1) V / S),
+// ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_block_threads(WGMMA), dynamic
+// shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
-// The K slices of all the block's tiles form one cp.async stream through a STAGES-deep ring, so
-// the first slices of the next tile are already in flight while the epilogue runs. The portable
-// main loops hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a time
-// through the shared-memory logit tile (LogpEpilogue); the Hopper loop's epilogue reads the
-// accumulators in registers (LogpFragmentEpilogue).
+// The K slices of all the block's tiles form one stream through a STAGES-deep ring, so the first
+// slices of the next tile are already in flight while the epilogue runs. The Hopper loop
+// (WGMMA) is fed by TMA from a producer warp and folds each tile from the accumulators in
+// registers (linear_logp/fwd_hopper.cuh). The portable main loops are fed by cp.async from
+// every thread and hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a
+// time through the shared-memory logit tile (LogpEpilogue).
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -27,23 +28,20 @@
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block_order.cuh"
+#include "linear_logp/fwd_block_partials.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
-#include "linear_logp/fwd_fragment_epilogue.cuh"
+#include "linear_logp/fwd_hopper.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
-#include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
-          int BK, int STAGES, bool WGMMA, bool ENTROPY>
-__global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
-    linear_logp_fwd(const LinearLogpFwdArgs args) {
-  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
-
+// The portable main loops (mma.sync, or fp32 FMA), fed by cp.async from every thread.
+template <class T, class BiasT, class TargetT, int H, int V_VALID, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+__device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs& args, unsigned char* smem) {
   constexpr int kThreads = linear_logp_fwd_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
@@ -56,15 +54,12 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   // that it does not push the X tiles out of L2 between their reads (docs/perf-notes.md).
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
-  using Mainloop = typename LogitMainloop<T, BM, BN, BK, STAGES, WGMMA>::type;
-  using Epilogue = typename conditional_type<WGMMA, LogpFragmentEpilogue<BiasT, TargetT, V_VALID, ENTROPY, Mainloop>,
-                                             LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>>::type;
+  using Mainloop = typename LogitMainloop<T, BM, BN, BK>::type;
+  using Epilogue = LogpEpilogue<BiasT, TargetT, BM, BN, V_VALID, ENTROPY, kThreads>;
 
-  extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
-  T* const ring = reinterpret_cast<T*>(linear_logp_fwd_smem);
-  Epilogue epilogue(linear_logp_fwd_smem + linear_logp_fwd_ring_bytes(kElem, BM, BN, BK, STAGES));
+  T* const ring = reinterpret_cast<T*>(smem);
+  Epilogue epilogue(smem + linear_logp_fwd_ring_bytes(kElem, BM, BN, BK, STAGES));
   constexpr int kStageElems = (BM + BN) * BK;
-  if constexpr (WGMMA) wgmma_check_alignment(ring);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -133,14 +128,20 @@ __global__ void __launch_bounds__(linear_logp_fwd_threads, 1)
   }
   cp_async_wait_group<0>();
 
-  const int first_source = work.split * args.unit_pieces;
-  const int piece = work.piece < 0 ? 0 : work.piece;
-  epilogue.store(args.partials + static_cast<long long>(first_source + piece) * args.n_rows, row0, args.n_rows, tid);
-  if (work.piece < 0) {
-    for (int c = 1; c < args.unit_pieces; ++c) {
-      store_empty_partials(args.partials + static_cast<long long>(first_source + c) * args.n_rows, row0, args.n_rows,
-                           BM, tid, kThreads);
-    }
+  store_block_partials(epilogue, args, work, row0, BM, tid, kThreads);
+}
+
+template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
+          int BK, int STAGES, bool WGMMA, bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_block_threads(WGMMA), 1)
+    linear_logp_fwd(const __grid_constant__ LinearLogpFwdParams params) {
+  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
+  if constexpr (WGMMA) {
+    linear_logp_fwd_hopper<T, BiasT, TargetT, H, V_VALID, BM, BN, BK, STAGES, ENTROPY>(params, linear_logp_fwd_smem);
+  } else {
+    linear_logp_fwd_portable<T, BiasT, TargetT, H, V_VALID, BM, BN, BK, STAGES, ENTROPY>(params.args,
+                                                                                      linear_logp_fwd_smem);
   }
 }
 

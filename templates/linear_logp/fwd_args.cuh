@@ -2,6 +2,7 @@
 // host and the kernel, so only built-in types appear here.
 #pragma once
 
+#include "common/tma_descriptor.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -29,6 +30,15 @@ struct LinearLogpFwdArgs {
   int whole_units;          // units that run whole, one block each; the rest are cut into pieces
   int unit_pieces;          // pieces of a cut unit, and partial sources of a split (>= 1)
   float inv_temperature;
+};
+
+// The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
+// [n_rows][H] and of W's valid rows [V_VALID][H], encoded by the host for each launch
+// (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
+struct LinearLogpFwdParams {
+  LinearLogpFwdArgs args;
+  TmaDescriptor x_map;
+  TmaDescriptor w_map;
 };
 
 }  // namespace kernels

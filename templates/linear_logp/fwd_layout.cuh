@@ -3,9 +3,13 @@
 // both agree by construction; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
-//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async
-// then, for the epilogue that takes the tile through shared memory (LogpEpilogue; the Hopper
-// loop's epilogue works on the accumulators in registers and needs none of it):
+//   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async (the
+//                                                    portable loops) or TMA (the Hopper loop)
+// then, on the Hopper loop (templates/linear_logp/fwd_hopper.cuh), whose epilogue works on the
+// accumulators in registers:
+//   2 x stages mbarriers                             the TMA ring's full and empty barriers
+// and on the portable loops, for the epilogue that takes the tile through shared memory
+// (LogpEpilogue):
 //   logit tile [bm][cols + pad]                      fp32 accumulators of `cols` columns of one
 //                                                    vocabulary tile (see logit_chunk_cols)
 //   running statistics [bm] RowPartial               per row of the row tile
@@ -13,12 +17,18 @@
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/tma_ring_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
 
 constexpr int linear_logp_fwd_threads = 256;
+
+// The Hopper loop adds the producer warpgroup of its TMA ring (templates/common/tma_ring.cuh).
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_block_threads(bool wgmma) {
+  return wgmma ? kTmaRingBlockThreads : linear_logp_fwd_threads;
+}
 
 // Eight floats of padding shift consecutive logit rows by 8 banks, so the mma accumulator
 // stores (8 rows x 8 columns per half warp, 2 floats each) hit 32 different banks.
@@ -44,16 +54,18 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_target_offset(int bm, int bn)
   return linear_logp_fwd_stats_offset(bm, bn) + bm * 16;
 }
 
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_epilogue_bytes(int bm, int bn, bool register_epilogue) {
-  return register_epilogue ? 0 : linear_logp_fwd_target_offset(bm, bn) + bm * 4;
+// What follows the ring: the TMA ring's mbarriers on the Hopper loop (wgmma), else the
+// shared-memory epilogue's region.
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_epilogue_bytes(int bm, int bn, int stages, bool wgmma) {
+  return wgmma ? tma_ring_barrier_bytes(stages) : linear_logp_fwd_target_offset(bm, bn) + bm * 4;
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
-// register_epilogue is the kernel's WGMMA parameter.
+// wgmma is the kernel's WGMMA parameter.
 SHARDJIT_HOST_DEVICE constexpr int
-linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
+linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool wgmma) {
   return linear_logp_fwd_ring_bytes(elem_bytes, bm, bn, bk, stages) +
-         linear_logp_fwd_epilogue_bytes(bm, bn, register_epilogue);
+         linear_logp_fwd_epilogue_bytes(bm, bn, stages, wgmma);
 }
 
 }  // namespace kernels
