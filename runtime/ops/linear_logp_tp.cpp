@@ -8,7 +8,6 @@
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
-#include "runtime/logging.hpp"
 #include "runtime/ops/linear_logp_tp_plan.hpp"
 #include "runtime/ops/logp_combine.hpp"
 #include "shardjit/error.hpp"
@@ -166,15 +165,10 @@ std::int64_t LinearLogpTp::accumulator_bytes(std::int64_t n_rows) const {
 void LinearLogpTp::ensure_gathered(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
   if (bytes <= gathered.bytes()) return;
-  // A first growth has nothing to wait for, but must not happen during a capture either.
-  if (gathered.bytes() > 0) {
-    before_growth(stream, "partials buffer");
-  } else {
-    check_growth_outside_capture(stream, "LinearLogp (tensor parallel): the partials buffer");
-  }
-  log().debug("LinearLogp (tensor parallel) partials buffer grows to {} bytes", bytes);
-  gathered = DeviceBuffer();
-  gathered = DeviceBuffer(device_, bytes);
+  // The old buffer may still be read on the comm stream too, which grow_buffer_for_stream does
+  // not know of; a first growth has nothing to wait for.
+  if (gathered.bytes() > 0) before_growth(stream, "partials buffer");
+  grow_buffer_for_stream(gathered, bytes, device_, stream, "LinearLogp (tensor parallel): the partials buffer");
 }
 
 void LinearLogpTp::attach_peer_path(LinearLogp::Impl& op) {
