@@ -63,7 +63,7 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 }
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz, unsigned smem_bytes,
                                const StreamKWorkspace& split, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
@@ -81,6 +81,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, true));
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
+    if (dtype_size(dz) == 2) encode_dz_output_map(params, dz);
   }
   launch(kernel, shape, params, stream);
 }

@@ -28,10 +28,10 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 // Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block; the Hopper tile
 // (tile.wgmma) runs at most split.resident_blocks() persistent blocks (the multiprocessors: one
 // block each), splits a grid of few tiles along K in `split` (templates/common/stream_k.cuh)
-// and reads X and W through TMA maps encoded here from args and the layout. Nothing is launched
-// for zero rows or columns.
+// and reads X and W, and writes a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps
+// encoded here from args and the layout. Nothing is launched for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, unsigned smem_bytes,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz, unsigned smem_bytes,
                                const StreamKWorkspace& split, CUstream stream);
 
 }  // namespace shardjit

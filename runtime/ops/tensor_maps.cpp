@@ -84,6 +84,13 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
   encode_logit_maps(params, dtype, h, v_valid, bm, bn, "dZ kernel");
 }
 
+void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
+  check_dtype(dz, "dZ output");
+  const kernels::LinearLogpBwdDzArgs& args = params.args;
+  const std::int64_t padded_cols = (args.chunk_cols + 7) / 8 * 8;
+  encode_2d(params.dz_map, dz, args.dz, args.n_rows, padded_cols, args.dz_stride, 16);
+}
+
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
                             std::int64_t v_valid, int bm, int bn) {
   encode_logit_maps(params, dtype, h, v_valid, bm, bn, "forward");

@@ -30,6 +30,10 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
                            std::int64_t v_valid, int bm, int bn);
 
+// Fills params.dz_map for params.args' dZ buffer of 16-bit type dz ([n_rows][chunk columns up to
+// the next multiple of 8], row stride dz_stride), written in boxes of 16 rows x 64 columns.
+void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
+
 // The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
                             std::int64_t v_valid, int bm, int bn);

@@ -65,6 +65,15 @@ __device__ __forceinline__ void tma_load_2d_hint(unsigned int dst, const TmaDesc
       : "memory");
 }
 
+// TMA: writes the box at (x, y) of the map's tensor from shared memory at src, leaving out what
+// lies outside the tensor. Completes in this thread's bulk groups (bulk_commit_group,
+// bulk_wait_group_read_all: common/ptx_bulk.cuh); the source must be fenced into the async proxy.
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, int x, int y, unsigned int src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(x),
+               "r"(y), "r"(src)
+               : "memory");
+}
+
 // Register reconfiguration (sm_90a): every thread of the warpgroup lowers, or raises, the
 // registers it may use to REGS (a multiple of 8, 24 to 256); a raise waits until the block's
 // other warpgroups have given up enough.

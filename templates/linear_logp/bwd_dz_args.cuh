@@ -33,12 +33,13 @@ struct LinearLogpBwdDzArgs {
 };
 
 // The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
-// [n_rows][H] and of W's valid rows [V_VALID][H], encoded by the host for each launch
+// [n_rows][H], of W's valid rows [V_VALID][H] and of a 16-bit dZ, encoded by the host for each launch
 // (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
 struct LinearLogpBwdDzParams {
   LinearLogpBwdDzArgs args;
   TmaDescriptor x_map;
   TmaDescriptor w_map;
+  TmaDescriptor dz_map;  // 16-bit dZ [n_rows][padded chunk columns], written in 16 x 64 boxes
   StreamKPlan split;  // the Hopper loop's tiles among its blocks (templates/common/stream_k.cuh)
 };
 

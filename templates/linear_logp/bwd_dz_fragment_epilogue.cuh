@@ -13,6 +13,7 @@
 // the tiles and rows that have them.
 #pragma once
 
+#include "common/fragment_box_store.cuh"
 #include "common/fragment_store.cuh"
 #include "common/host_device.cuh"
 #include "common/math.cuh"
@@ -30,11 +31,15 @@ struct DzFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
-  using Store = FragmentTileStore<DZ, Mainloop, fragment_store_parts(sizeof(DZ))>;
+  // 16-bit dZ goes out in boxes of the dZ map (one TMA store a box), fp32 dZ a row at a time.
+  static constexpr bool kBoxes = sizeof(DZ) == 2;
+  using Store = typename conditional_type<kBoxes, FragmentTileBoxStore<DZ, Mainloop, fragment_store_parts(sizeof(DZ))>,
+                                          FragmentTileStore<DZ, Mainloop, fragment_store_parts(sizeof(DZ))>>::type;
 
   BwdRowInputs input[2];   // the thread's two rows (fragment_row half 0 and 1), as read
   float scale_input;       // the storage scale, as read
-  unsigned char* staging;  // kStagingBytes, for FragmentTileStore
+  unsigned char* staging;  // kStagingBytes, for the Store
+  const TmaDescriptor* dz_map;  // 16-bit dZ: the chunk's [n_rows][padded columns]
   unsigned int* tile_max;  // FILTER: two of the bits of a tile's largest |dZ| (non-negative floats order as integers)
   unsigned int* current_max = nullptr;  // the current tile's
 
@@ -42,9 +47,9 @@ struct DzFragmentEpilogue {
   // Shared memory beside the staging: the tile max, two of them (see init).
   static constexpr int kRegionBytes = 16;
 
-  // `staging`: kStagingBytes on a 16-byte boundary; `region`: kRegionBytes.
-  __device__ DzFragmentEpilogue(unsigned char* staging_area, unsigned char* region)
-      : staging(staging_area), tile_max(reinterpret_cast<unsigned int*>(region)) {}
+  // `staging`: kStagingBytes on a 1024-byte boundary; `region`: kRegionBytes.
+  __device__ DzFragmentEpilogue(unsigned char* staging_area, unsigned char* region, const TmaDescriptor* map)
+      : staging(staging_area), dz_map(map), tile_max(reinterpret_cast<unsigned int*>(region)) {}
 
   // Issues the reads of the rows' inputs of the block's computed tile number `tile_count` (0, 1,
   // ... of this block's tiles with products) and clears its tile max. Nothing looks at the values
@@ -68,7 +73,7 @@ struct DzFragmentEpilogue {
   //
   // Without FILTER each column part of the store is turned into dZ just before it is staged, so
   // that the part's arithmetic runs while the previous part's copies read the staging area.
-  __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, int n,
+  __device__ __forceinline__ bool consume_tile(Mainloop& mainloop, int n0, int c0, long long row0, int n,
                                                const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
@@ -96,10 +101,8 @@ struct DzFragmentEpilogue {
         if (valid_cols < kCols || row[h].target == kBwdNoGradient) zero_outside(acc, row[h], h, first, count, valid_cols, lane);
       }
     };
-    const int cols = min_int(kCols, dz_padded_cols(args) - c0);
-    const int row_bytes = cols * static_cast<int>(sizeof(DZ));
     if constexpr (!FILTER) {
-      Store::store(acc, staging, out, args.dz_stride, n, row_bytes, warp, lane, to_dz);
+      store_tile(acc, c0, row0, n, args, out, warp, lane, to_dz);
       return true;
     } else {
       to_dz(0, kGroups);
@@ -119,7 +122,7 @@ struct DzFragmentEpilogue {
 #pragma unroll
         for (int i = 0; i < Mainloop::kAccumulators; ++i) acc[i] = 0.0f;
       }
-      Store::store(acc, staging, out, args.dz_stride, n, row_bytes, warp, lane, [](int, int) {});
+      store_tile(acc, c0, row0, n, args, out, warp, lane, [](int, int) {});
       return keep;
     }
   }
@@ -143,6 +146,18 @@ struct DzFragmentEpilogue {
   }
 
  private:
+  // The tile's first n rows and the chunk's padded columns, through the Store (see its store).
+  template <class Prepare>
+  __device__ __forceinline__ void store_tile(float* acc, int c0, long long row0, int n, const LinearLogpBwdDzArgs& args,
+                                             DZ* out, int warp, int lane, Prepare&& prepare) const {
+    if constexpr (kBoxes) {
+      Store::store(acc, staging, dz_map, c0, row0, warp, lane, prepare);
+    } else {
+      const int cols = min_int(kCols, dz_padded_cols(args) - c0);
+      Store::store(acc, staging, out, args.dz_stride, n, cols * static_cast<int>(sizeof(DZ)), warp, lane, prepare);
+    }
+  }
+
   // The bias of the tile's columns in column groups [first, first + count), added to both rows.
   static __device__ __forceinline__ void add_bias(float* acc, int first, int count, int n0, int valid_cols,
                                                   const LinearLogpBwdDzArgs& args, int lane) {

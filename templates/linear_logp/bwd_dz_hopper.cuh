@@ -72,7 +72,7 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
   }
   Ring::enter_compute();
 
-  Epilogue epilogue(smem + kRegion + Epilogue::kRegionBytes, smem + kRegion);
+  Epilogue epilogue(smem + linear_logp_bwd_dz_staging_offset(kElem, BM, BN, BK, STAGES), smem + kRegion, &params.dz_map);
   TmaRingCursor<STAGES> at;
   // Segments with products so far: their count picks the tile max (two in turn; init). Tiles of
   // padding are not counted, since no barrier separates them from their neighbours.
@@ -97,7 +97,8 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
     if (!Fixup::finish(plan, segment, mainloop.acc, tid)) return;
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
-    const bool keep = epilogue.consume_tile(mainloop, tile.n0, tile.c0, tile.rows, args, tile.out, warp, lane);
+    const bool keep =
+        epilogue.consume_tile(mainloop, tile.n0, tile.c0, tile.row0, tile.rows, args, tile.out, warp, lane);
     if (FILTER && tid == 0) *tile.mask = keep ? 1 : 0;
   });
   // The last stores' copies must have read the staging area before the block's shared memory goes.

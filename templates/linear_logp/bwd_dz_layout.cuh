@@ -13,8 +13,8 @@
 // and on the Hopper loop (templates/linear_logp/bwd_dz_hopper.cuh):
 //   2 x stages mbarriers                             the TMA ring's full and empty barriers
 //   two tile max (16 bytes)                          FILTER, used by the computed tiles in turn
-//   staging [128][272 bytes]                         the register epilogue's (DzFragmentEpilogue)
-//                                                    rows on their way to the bulk copies
+//   staging (kFragmentStagingBytes, on a 1024-byte   the register epilogue's (DzFragmentEpilogue)
+//   boundary)                                        rows or boxes on their way out
 #pragma once
 
 #include "common/fragment_store_layout.cuh"
@@ -70,11 +70,20 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_region_offset(int elem_byt
          (register_epilogue ? tma_ring_barrier_bytes(stages) : 0);
 }
 
+// The Hopper loop's staging area: on the next 1024-byte boundary after the region, as the 128-byte
+// swizzle of a 16-bit dZ's boxes needs (templates/common/fragment_box_store.cuh).
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_staging_offset(int elem_bytes, int bm, int bn, int bk,
+                                                                    int stages) {
+  return (linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, true) +
+          linear_logp_bwd_dz_hopper_region_bytes + 1023) /
+         1024 * 1024;
+}
+
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_bwd_dz_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool register_epilogue) {
-  return linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, register_epilogue) +
-         (register_epilogue ? linear_logp_bwd_dz_hopper_region_bytes + kFragmentStagingBytes
-                            : linear_logp_bwd_dz_max_offset(bm, bn) + 16);
+  return register_epilogue ? linear_logp_bwd_dz_staging_offset(elem_bytes, bm, bn, bk, stages) + kFragmentStagingBytes
+                           : linear_logp_bwd_dz_region_offset(elem_bytes, bm, bn, bk, stages, false) +
+                                 linear_logp_bwd_dz_max_offset(bm, bn) + 16;
 }
 
 }  // namespace kernels
