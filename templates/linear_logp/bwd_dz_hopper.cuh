@@ -3,8 +3,8 @@
 // the grouped order, so the running tiles stay one stretch of it, and the producer walks the K
 // slices of all of them through one TMA ring (templates/common/tma_ring.cuh): while the compute
 // warps turn a finished tile into dZ and store it, the ring already loads the next tile's
-// slices, and the stores (bulk copies from the epilogue's own staging area) run under the next
-// tile's products. A grid of few tiles is split along K instead, a run of slices a block
+// slices, and the stores (TMA box stores, or bulk copies for fp32, from the epilogue's own
+// staging area) run under the next tile's products. A grid of few tiles is split along K instead, a run of slices a block
 // (templates/common/stream_k.cuh); the piece of a tile that arrives last merges the pieces' sums
 // and writes the tile.
 //
