@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/cache/sha256.hpp"
+#include "runtime/compile/template_registry.hpp"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
@@ -129,19 +131,19 @@ std::int64_t fwd_tuning_rows(const LinearLogpConfig& config) {
 }
 
 std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& arch, const std::string& device_name,
-                           bool hopper_path, std::int64_t rows) {
+                           bool hopper_path, std::int64_t rows, std::string_view kernel_source) {
   const LinearLogpConfig& c = layout.config;
   return "linear_logp_fwd tile; device=" + device_name + "; arch=" + arch + "; hopper_path=" +
          (hopper_path ? "1" : "0") + "; T=" + dtype_name(c.dtype) +
          "; BiasT=" + (c.bias_dtype ? dtype_name(*c.bias_dtype) : "none") + "; TargetT=" + dtype_name(c.target_dtype) +
          "; H=" + std::to_string(c.hidden) + "; V_LOCAL=" + std::to_string(c.vocab_local) +
          "; V_VALID=" + std::to_string(layout.valid_local) + "; ENTROPY=" + (c.want_entropy ? "1" : "0") +
-         "; rows=" + std::to_string(rows);
+         "; rows=" + std::to_string(rows) + "; source=" + sha256_hex(kernel_source).substr(0, 16);
 }
 
 std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device) {
   return fwd_tuning_key(layout, device.arch(), device.info().name, runtime.config.hopper_path,
-                        fwd_tuning_rows(layout.config));
+                        fwd_tuning_rows(layout.config), runtime.cache.sources().flatten(find_template("linear_logp_fwd").file));
 }
 
 TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,

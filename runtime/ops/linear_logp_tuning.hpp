@@ -34,9 +34,11 @@ std::optional<FwdTile> parse_fwd_tile_name(std::string_view name);
 // (64 to 16384), or 4096 when the op was built without max_rows.
 std::int64_t fwd_tuning_rows(const LinearLogpConfig& config);
 
-// What a forward tuning record is kept under: everything the choice depends on.
+// What a forward tuning record is kept under: everything the choice depends on, the candidates'
+// code included (`kernel_source`: the forward template as compiled, flattened), so that a record
+// timed on kernels since changed is not taken for the current ones.
 std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& arch, const std::string& device_name,
-                           bool hopper_path, std::int64_t rows);
+                           bool hopper_path, std::int64_t rows, std::string_view kernel_source);
 
 // The key of a single-GPU op of `layout` on `device` under the runtime's settings: the one
 // tuned_fwd_tile reads and writes.

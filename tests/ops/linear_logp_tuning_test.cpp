@@ -71,15 +71,18 @@ TEST(FwdTuning, RowsArePowersOfTwoOfMaxRows) {
 
 TEST(FwdTuning, KeysTellApartWhatTheChoiceDependsOn) {
   const LinearLogpLayout layout = small_layout();
-  const std::string key = fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 4096);
-  EXPECT_EQ(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 4096));
-  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H100 80GB HBM3", true, 4096));
-  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", false, 4096));
-  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 64));
-  EXPECT_NE(key, fwd_tuning_key(small_layout(DType::kFP16), "sm_90a", "NVIDIA H200", true, 4096));
+  const std::string source = "template <class T> __global__ void linear_logp_fwd();";
+  const std::string key = fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 4096, source);
+  EXPECT_EQ(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 4096, source));
+  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H100 80GB HBM3", true, 4096, source));
+  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", false, 4096, source));
+  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 64, source));
+  EXPECT_NE(key, fwd_tuning_key(small_layout(DType::kFP16), "sm_90a", "NVIDIA H200", true, 4096, source));
   LinearLogpConfig entropy = layout.config;
   entropy.want_entropy = true;
-  EXPECT_NE(key, fwd_tuning_key(resolve_layout(entropy), "sm_90a", "NVIDIA H200", true, 4096));
+  EXPECT_NE(key, fwd_tuning_key(resolve_layout(entropy), "sm_90a", "NVIDIA H200", true, 4096, source));
+  // Records timed on other kernel code are not this code's.
+  EXPECT_NE(key, fwd_tuning_key(layout, "sm_90a", "NVIDIA H200", true, 4096, source + " "));
   EXPECT_EQ(key.find('\n'), std::string::npos);
 }
 
