@@ -35,8 +35,9 @@ constexpr std::span<const FwdTile> kDzTiles = kDzTilesWide;
 }  // namespace
 
 FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  // 231,504 bytes: the Hopper epilogue works in registers, so the TMA ring takes four stages and
-  // leaves one slice of wgmma in flight, as the forward's, beside the epilogue's 34 KiB staging.
+  // 232,448 bytes, the opt-in limit: the Hopper epilogue works in registers, so the TMA ring
+  // takes four stages and leaves one slice of wgmma in flight, as the forward's, beside the
+  // epilogue's 34 KiB staging area on its 1024-byte boundary.
   if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
   const unsigned limit = smem_limit_for_arch(arch);
   if (dtype == DType::kFP32) {
