@@ -40,7 +40,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
                                   fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device))),
       tile(kernels.tile) {
   const LinearLogpConfig& c = layout.config;
-  smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
+  const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
   if (smem_bytes > device.info().smem_per_block_optin) {
     throw Error(ErrorCode::kInvalidArgument,
                 "LinearLogp needs " + std::to_string(smem_bytes) + " bytes of shared memory per block; device " +
@@ -128,7 +128,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   const SplitPlan plan = split_plan(call.n);
   ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, layout, tile, smem_bytes, stream);
+  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, layout, tile, stream);
   launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
 }
 

@@ -184,7 +184,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
     if (parts & kChunkDz) {
-      launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, k.dz_dtype, bwd.dz_smem, bwd.split, stream);
+      launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, k.dz_dtype, bwd.split, stream);
     }
 
     if (call.grad_bias && (parts & kChunkBias)) {

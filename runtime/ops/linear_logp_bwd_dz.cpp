@@ -64,7 +64,7 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 }
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz, unsigned smem_bytes,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
@@ -73,7 +73,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   shape.grid_x = static_cast<unsigned>(row_tiles);
   shape.grid_y = static_cast<unsigned>(col_tiles);
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_dz_block_threads(tile.wgmma));
-  shape.smem_bytes = smem_bytes;
+  shape.smem_bytes = linear_logp_bwd_dz_smem(layout.config.dtype, tile);
   kernels::LinearLogpBwdDzParams params{};
   params.args = args;
   if (tile.wgmma) {

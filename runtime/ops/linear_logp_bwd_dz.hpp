@@ -25,13 +25,14 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
-// Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block; the Hopper tile
-// (tile.wgmma) runs at most split.resident_blocks() persistent blocks (the multiprocessors: one
-// block each), splits a grid of few tiles along K in `split` (templates/common/stream_k.cuh)
-// and reads X and W, and writes a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps
-// encoded here from args and the layout. Nothing is launched for zero rows or columns.
+// Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block, with
+// linear_logp_bwd_dz_smem's shared memory; the Hopper tile (tile.wgmma) runs at most
+// split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
+// of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
+// a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
+// layout. Nothing is launched for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz, unsigned smem_bytes,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream);
 
 }  // namespace shardjit

@@ -28,7 +28,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
     : layout(op_layout), device(op_device), specs(kernels.backward) {
   if (!specs) return;
   const LinearLogpConfig& c = layout.config;
-  dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
+  const unsigned dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
   check_smem("dZ", dz_smem, device);
   // Each GEMM kernel's shared memory depends on its output's type (gemm_smem).
   struct Gemm {

@@ -46,7 +46,6 @@ struct LinearLogpBwdState {
   std::shared_ptr<const LoadedKernel> grad_weight;
   std::shared_ptr<const LoadedKernel> grad_hidden_acc;
   std::shared_ptr<const LoadedKernel> grad_hidden_out;
-  unsigned dz_smem = 0;
   DeviceBuffer dz_buffer;
   DeviceBuffer accumulator;
   DeviceBuffer mask;

@@ -146,11 +146,11 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            unsigned smem_bytes, CUstream stream) {
+                            CUstream stream) {
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(plan.blocks());
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
-  shape.smem_bytes = smem_bytes;
+  shape.smem_bytes = linear_logp_fwd_smem(layout.config.dtype, tile);
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {

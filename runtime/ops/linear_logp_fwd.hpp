@@ -127,9 +127,10 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
 // One block for each unit and piece of `plan` (SplitPlan::blocks), of the kernel built for `tile`
-// and `layout`; the Hopper loop's TMA maps are encoded here, from the arguments' pointers.
+// and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
+// here, from the arguments' pointers.
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            unsigned smem_bytes, CUstream stream);
+                            CUstream stream);
 
 }  // namespace shardjit

@@ -62,7 +62,6 @@ struct LinearLogp::Impl {
   DeviceContext& device;
   LinearLogpKernels kernels;
   FwdTile tile;
-  unsigned smem_bytes = 0;
   std::shared_ptr<const LoadedKernel> fwd;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks

@@ -64,7 +64,7 @@ class ForwardActions final : public PlanActions {
 
   void launch(int action, CUstream stream) override {
     if (action == kTpForwardKernel) {
-      launch_linear_logp_fwd(*op_.fwd, fwd_, plan_, op_.layout, op_.tile, op_.smem_bytes, stream);
+      launch_linear_logp_fwd(*op_.fwd, fwd_, plan_, op_.layout, op_.tile, stream);
     } else if (action == kTpCombine) {
       launch_logp_combine(*op_.combine, combine_, stream);
     } else if (action == kTpPeerCombine) {
