@@ -8,7 +8,7 @@
 // ceil(V_VALID / BN) vocabulary tiles: split s's [s P, min((s + 1) P, V)), P = ceil(V / S), or
 // piece c of it. The block writes partials[source * n_rows + row] with source = s * unit_pieces
 // + c (c = 0 for a whole unit, which also writes empty partials to its split's other sources),
-// even when its range is empty (fwd_block_partials.cuh). Every split but the last has the same
+// even when its range is empty (fwd_block.cuh). Every split but the last has the same
 // length, so the blocks of a wave finish together and the row tiles of the next split start
 // together, reading its W tiles in step (splits that differ by a tile, [s V / S, (s + 1) V / S),
 // ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_block_threads(WGMMA), dynamic
@@ -27,8 +27,7 @@
 #include "common/tile_order.cuh"
 #include "common/types.cuh"
 #include "linear_logp/fwd_args.cuh"
-#include "linear_logp/fwd_block_order.cuh"
-#include "linear_logp/fwd_block_partials.cuh"
+#include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
 #include "linear_logp/fwd_hopper.cuh"
 #include "linear_logp/fwd_layout.cuh"
@@ -64,33 +63,24 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const FwdBlockWork work =
-      fwd_block_work(static_cast<int>(blockIdx.x), args.row_tiles, args.splits, args.group_rows, args.whole_units);
-  const long long row0 = static_cast<long long>(work.row_tile) * BM;
-  const long long rows_left = args.n_rows - row0;
-  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
-  // This shard's tiles: a TP rank's splits are counted over the widest shard's, and a narrower
-  // shard's last splits come out shorter or empty.
-  const TileRange tiles = fwd_block_tiles(work, args.splits, args.unit_pieces, kVocabTiles);
-  const int tile_begin = tiles.begin;
-  const int tile_end = tiles.end;
+  const FwdBlock block = fwd_block<BM, kVocabTiles>(args);
 
   // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
   // barrier before the store.
-  epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
+  epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, tid);
 
   const T* const w = static_cast<const T*>(args.weight);
   XCopy x_copy;
-  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, row0, args.n_rows, tid);
+  x_copy.set_rows(static_cast<const T*>(args.hidden), args.hidden_stride, block.row0, args.n_rows, tid);
   WCopy w_copy;
   // Producer position in the (tile, K slice) stream, and the ring slot it fills next.
-  int load_tile = tile_begin;
+  int load_tile = block.tiles.begin;
   int load_slice = 0;
   int load_slot = 0;
   // Always commits, even past the end of the stream, so that the group count stays in step
   // with the consumer's cp_async_wait_group.
   auto load_next = [&]() {
-    if (load_tile < tile_end) {
+    if (load_tile < block.tiles.end) {
       if (load_slice == 0) {
         w_copy.set_rows(w, args.weight_stride, static_cast<long long>(load_tile) * BN, V_VALID,
                         tid);
@@ -113,7 +103,7 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
 
   Mainloop mainloop;
   int read_slot = 0;
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
+  for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
     mainloop.clear();
 #pragma unroll 1
     for (int slice = 0; slice < kKSlices; ++slice) {
@@ -124,11 +114,11 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
       mainloop.compute(slot, slot + BM * BK, warp, lane, load_next);
       read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     }
-    epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
+    epilogue.consume_tile(mainloop, tile * BN, block.rows, args.bias, args.inv_temperature, warp, lane);
   }
   cp_async_wait_group<0>();
 
-  store_block_partials(epilogue, args, work, row0, BM, tid, kThreads);
+  store_block_partials(epilogue, args, block, BM, tid, kThreads);
 }
 
 template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,

@@ -21,8 +21,7 @@
 #include "common/ptx.cuh"
 #include "common/tma_ring.cuh"
 #include "linear_logp/fwd_args.cuh"
-#include "linear_logp/fwd_block_order.cuh"
-#include "linear_logp/fwd_block_partials.cuh"
+#include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 
 namespace shardjit {
@@ -41,12 +40,7 @@ __device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const FwdBlockWork work =
-      fwd_block_work(static_cast<int>(blockIdx.x), args.row_tiles, args.splits, args.group_rows, args.whole_units);
-  const long long row0 = static_cast<long long>(work.row_tile) * BM;
-  // This shard's tiles: a TP rank's splits are counted over the widest shard's, and a narrower
-  // shard's last splits come out shorter or empty.
-  const TileRange tiles = fwd_block_tiles(work, args.splits, args.unit_pieces, kVocabTiles);
+  const FwdBlock block = fwd_block<BM, kVocabTiles>(args);
   wgmma_check_alignment(smem);
   const Ring ring(smem);
   ring.init(tid);
@@ -57,11 +51,11 @@ __device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams
     if (lane == 0) {
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
       TmaRingCursor<STAGES> at;
-      for (int tile = tiles.begin; tile < tiles.end; ++tile) {
+      for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
         for (int slice = 0; slice < kKSlices; ++slice) {
           // Rows past n_rows, columns past V_VALID and K past H come in as zeros.
           ring.produce(at, [&](unsigned int dst, unsigned int full) {
-            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(row0), full);
+            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
             tma_load_2d_hint(dst + BM * BK * kElem, &params.w_map, slice * BK, tile * BN, full, w_policy);
           });
           at.advance();
@@ -72,19 +66,17 @@ __device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams
   }
   Ring::enter_compute();
 
-  const long long rows_left = args.n_rows - row0;
-  const int rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
   Epilogue epilogue(nullptr);
-  epilogue.init(args.targets, row0, args.n_rows, args.vocab_start, tid);
+  epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, tid);
   TmaRingCursor<STAGES> at;
   Mainloop mainloop;
-  for (int tile = tiles.begin; tile < tiles.end; ++tile) {
+  for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
     mainloop.clear();
     ring.template consume<T>(mainloop, at, kKSlices, warp, lane);
-    epilogue.consume_tile(mainloop, tile * BN, rows, args.bias, args.inv_temperature, warp, lane);
+    epilogue.consume_tile(mainloop, tile * BN, block.rows, args.bias, args.inv_temperature, warp, lane);
   }
 
-  store_block_partials(epilogue, args, work, row0, BM, tid, Ring::kComputeThreads);
+  store_block_partials(epilogue, args, block, BM, tid, Ring::kComputeThreads);
 }
 
 }  // namespace kernels
