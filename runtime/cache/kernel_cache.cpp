@@ -32,7 +32,7 @@ KernelCache::KernelCache(const RuntimeConfig& config)
   disk_ = std::make_unique<DiskCache>(config.cache_dir, config.cache_max_bytes, writable);
 }
 
-const std::string& KernelCache::flattened(const std::string& file) {
+const std::string& KernelCache::flattened(const std::string& file) const {
   std::lock_guard<std::mutex> lock(flattened_mutex_);
   auto found = flattened_.find(file);
   if (found == flattened_.end()) found = flattened_.emplace(file, sources_.flatten(file)).first;

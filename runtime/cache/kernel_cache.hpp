@@ -39,8 +39,11 @@ class KernelCache {
   const TemplateSources& sources() const { return sources_; }
   bool jit_enabled() const { return jit_; }
 
+  // The template `file` flattened (TemplateSources::flatten), as its kernels' keys hash it; made
+  // once per file and process.
+  const std::string& flattened(const std::string& file) const;
+
  private:
-  const std::string& flattened(const std::string& file);
   std::shared_ptr<const CompiledKernel> load_or_compile(const KernelSpec& spec, const std::string& arch,
                                                         const std::string& prewarm_hint,
                                                         KernelOrigin* origin);
@@ -50,8 +53,8 @@ class KernelCache {
   NvrtcCompiler compiler_;
   std::unique_ptr<DiskCache> disk_;
   MemoryCache memory_;
-  std::mutex flattened_mutex_;
-  std::map<std::string, std::string> flattened_;  // template file -> flattened source
+  mutable std::mutex flattened_mutex_;
+  mutable std::map<std::string, std::string> flattened_;  // template file -> flattened source
 };
 
 }  // namespace shardjit

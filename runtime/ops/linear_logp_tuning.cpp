@@ -143,7 +143,7 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
 
 std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device) {
   return fwd_tuning_key(layout, device.arch(), device.info().name, runtime.config.hopper_path,
-                        fwd_tuning_rows(layout.config), runtime.cache.sources().flatten(find_template("linear_logp_fwd").file));
+                        fwd_tuning_rows(layout.config), runtime.cache.flattened(find_template("linear_logp_fwd").file));
 }
 
 TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,
