@@ -96,8 +96,9 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // with k = 0 no map is read, so none is encoded: the views of an empty call may hold
     // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
-    // Its 16-bit tiles go out by bulk copies of whole rows (GemmEpilogue::write_tile); the ops'
-    // views are checked for this (view_checks.hpp), and their own buffers are allocated so.
+    // Its 16-bit tiles go out by TMA stores through a map of the output (GemmEpilogue::write_tile);
+    // the ops' views are checked for what TMA needs (view_checks.hpp), and their own buffers are
+    // allocated so.
     const auto out_base = reinterpret_cast<std::uintptr_t>(args.out);
     const auto out_elem = static_cast<std::int64_t>(dtype_size(kind.out));
     if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem)) &&
@@ -108,6 +109,7 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     }
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
+    if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem))) encode_gemm_output_map(params, kind.out);
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
     params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
     const bool persistent = slices <= kGemmPersistentMaxSlices;

@@ -79,6 +79,12 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm) {
   return true;
 }
 
+void encode_gemm_output_map(kernels::GemmParams& params, DType dtype) {
+  check_dtype(dtype, "GEMM output");
+  const kernels::GemmArgs& args = params.args;
+  encode_2d(params.out_map, dtype, args.out, args.m, args.n, args.out_stride, 16);
+}
+
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
                            std::int64_t v_valid, int bm, int bn) {
   encode_logit_maps(params, dtype, h, v_valid, bm, bn, "dZ kernel");

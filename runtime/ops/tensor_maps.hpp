@@ -1,10 +1,11 @@
 // TMA maps of the operands of the TMA-fed Hopper loops (templates/common/tma_ring.cuh): the GEMM's
-// A storage ([m][a_cols], or [k][a_cols] with a_trans), B ([b_rows][n]) and addend ([m][n], fp32
-// or 16-bit), and the forward's and the dZ kernel's X ([n_rows][H]) and W ([V_VALID][H]);
-// row-major, read in boxes 128 bytes wide with the 128-byte swizzle that wgmma reads. Encoded on the host for each launch
-// from the launch's pointers, by the driver, without touching the device. The callers' view
-// checks guarantee what TMA needs of the operands: 16-byte aligned bases and row strides; an
-// addend without them is not described (encode_gemm_addend_map).
+// A storage ([m][a_cols], or [k][a_cols] with a_trans), B ([b_rows][n]), addend ([m][n], fp32
+// or 16-bit) and 16-bit output ([m][n]); the forward's and the dZ kernel's X ([n_rows][H]) and
+// W ([V_VALID][H]), and the dZ kernel's 16-bit output. Row-major, in boxes 128 bytes wide with
+// the 128-byte swizzle that wgmma reads (and the box stores write). Encoded on the host for each
+// launch from the launch's pointers, by the driver, without touching the device. The callers'
+// view checks guarantee what TMA needs of the operands: 16-byte aligned bases and row strides;
+// an addend without them is not described (encode_gemm_addend_map).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,10 @@ void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_tr
 // TMA can read it (a 16-byte aligned base and row stride); returns whether it did. Without an
 // addend it does nothing and returns false.
 bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
+
+// Fills params.out_map for params.args' 16-bit output of type dtype ([m][n]), written in boxes of
+// 16 rows x 64 columns.
+void encode_gemm_output_map(kernels::GemmParams& params, DType dtype);
 
 // Fills params.x_map and params.w_map for params.args and a tile of bm x bn (bn <= 256); dtype
 // is X's and W's (bf16 or fp16), v_valid the rows of W read (the shard's valid columns), h the

@@ -41,7 +41,7 @@ struct GemmArgs {
 };
 
 // The kernel's parameter: the arguments and, for the TMA-fed Hopper loop (TMA), the tensor maps
-// of A's storage, of B and of the addend, encoded by the host for each launch
+// of A's storage, of B, of the addend and of a 16-bit output, encoded by the host for each launch
 // (runtime/ops/tensor_maps.cpp), and the split of its tiles among the blocks
 // (templates/common/stream_k.cuh); unused (zeros) otherwise.
 struct GemmParams {
@@ -52,6 +52,9 @@ struct GemmParams {
   // after the tile's K slices (templates/gemm/gemm_staged_addend.cuh); otherwise the epilogue
   // reads it from global memory.
   TmaDescriptor addend_map;
+  // A 16-bit output's map ([m][n] at out), written in 16 x 64 boxes
+  // (templates/common/fragment_box_store.cuh).
+  TmaDescriptor out_map;
   int stage_addend;
   StreamKPlan split;
 };

@@ -9,15 +9,16 @@
 // time would expose a full memory latency per pair.
 //
 // The Hopper loop's 16-bit tiles go out through shared memory instead (stage_tile): each column
-// part's values are computed in place in the accumulators and staged, and bulk copies write whole
-// rows (FragmentTileStore, templates/common/fragment_store.cuh). The block goes on to its next
-// tile at once and waits for the copies' reads only before it stages again or exits, while their
-// writes drain. An fp32 tile (128 KiB)
-// would pass the 34 KiB staging area in eight parts, each waiting for the last one's copies:
-// measured slower than its direct stores (docs/perf-notes.md), so write_tile keeps those.
+// part's values are computed in place in the accumulators and staged, and TMA stores write them
+// in boxes of the output's map (FragmentTileBoxStore, templates/common/fragment_box_store.cuh).
+// The block goes on to its next tile at once and waits for the stores' reads only before it
+// stages again or exits, while their writes drain. An fp32 tile (128 KiB) would pass the 34 KiB
+// staging area in eight parts, each waiting for the last one's copies: measured slower than its
+// direct stores (docs/perf-notes.md), so write_tile keeps those.
 #pragma once
 
-#include "common/fragment_store.cuh"
+#include "common/fragment_box_store.cuh"
+#include "common/fragment_store_layout.cuh"
 #include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "gemm/gemm_args.cuh"
@@ -147,26 +148,25 @@ struct GemmEpilogue {
     }
   }
 
-  // The Hopper loop's store (WgmmaTileMainloop's fragments): out must be 16-byte aligned, its rows
-  // a multiple of 16 bytes apart. The staging area may still be read by copies when stage_tile
+  // The Hopper loop's store of a 16-bit tile (WgmmaTileMainloop's fragments) in boxes of the
+  // output's map, [m][n] at out. The staging area may still be read by the stores when stage_tile
   // returns; before the block exits, TileStore::wait_reads.
   template <class Mainloop>
-  using TileStore = FragmentTileStore<OutT, Mainloop, fragment_store_parts(sizeof(OutT))>;
+  using TileStore = FragmentTileBoxStore<OutT, Mainloop, fragment_store_parts(sizeof(OutT))>;
 
-  // Writes the main loop's tile, corner (m0, n0), through `staging` (TileStore::kBytes), the
-  // addend of pair i (p, at output element (row, col)) from read_addend(i, p, row, col).
+  // Writes the main loop's tile, corner (m0, n0), through `staging` (TileStore::kBytes) and
+  // out_map, the addend of pair i (p, at output element (row, col)) from read_addend(i, p, row,
+  // col).
   template <class Mainloop, class ReadAddend>
-  __device__ __forceinline__ void stage_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
-                                             int warp, int lane, ReadAddend&& read_addend) const {
+  __device__ __forceinline__ void stage_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,
+                                             long long m0, long long n0, int warp, int lane,
+                                             ReadAddend&& read_addend) const {
     using Store = TileStore<Mainloop>;
     // A batch of a part's addend pairs read before any is used (see kAddendBatch).
     constexpr int kBatchGroups = Store::kPartGroups < kAddendBatch / 2 ? Store::kPartGroups : kAddendBatch / 2;
     static_assert(Store::kPartGroups % kBatchGroups == 0, "a part is whole batches");
-    const long long rows = m - m0 < Mainloop::kTileRows ? m - m0 : Mainloop::kTileRows;
-    const long long cols = n - n0 < Mainloop::kTileCols ? n - n0 : Mainloop::kTileCols;
     float* const acc = mainloop.acc;
-    Store::store(acc, staging, out + m0 * out_stride + n0, out_stride, static_cast<int>(rows),
-                 static_cast<int>(cols) * static_cast<int>(sizeof(OutT)), warp, lane, [&](int first, int) {
+    Store::store(acc, staging, out_map, static_cast<int>(n0), m0, warp, lane, [&](int first, int) {
                    // A part is Store::kPartGroups groups (the unnamed count), a constant here.
 #pragma unroll
                    for (int g0 = 0; g0 < Store::kPartGroups; g0 += kBatchGroups) {
@@ -189,10 +189,11 @@ struct GemmEpilogue {
 
   // The Hopper loop's write of a tile: stage_tile for a 16-bit output, store_tile for fp32.
   template <class Mainloop, class ReadAddend>
-  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
-                                             int warp, int lane, ReadAddend&& read_addend) const {
+  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,
+                                             long long m0, long long n0, int warp, int lane,
+                                             ReadAddend&& read_addend) const {
     if constexpr (gemm_tma_stages_output(sizeof(OutT))) {
-      stage_tile(mainloop, staging, m0, n0, warp, lane, read_addend);
+      stage_tile(mainloop, staging, out_map, m0, n0, warp, lane, read_addend);
     } else {
       store_tile(mainloop, m0, n0, warp, lane, read_addend);
     }
@@ -200,9 +201,9 @@ struct GemmEpilogue {
 
   // The same with the addend read from global memory.
   template <class Mainloop>
-  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, long long m0, long long n0,
-                                             int warp, int lane) const {
-    write_tile(mainloop, staging, m0, n0, warp, lane, global_reader());
+  __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,
+                                             long long m0, long long n0, int warp, int lane) const {
+    write_tile(mainloop, staging, out_map, m0, n0, warp, lane, global_reader());
   }
 };
 

@@ -33,10 +33,17 @@ gemm_stage_bytes(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk) {
   return gemm_a_tile_bytes(a_elem_bytes, bm, bk) + bk * bn * b_elem_bytes;
 }
 
-// Where the TMA loop's staging area starts: after the ring and its mbarriers.
+// Where the TMA loop's ring and its mbarriers end.
+SHARDJIT_HOST_DEVICE constexpr int
+gemm_tma_ring_end(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages) {
+  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) + tma_ring_barrier_bytes(stages);
+}
+
+// Where the TMA loop's staging area starts: on the first 1024-byte boundary after the ring's
+// end, as the 128-byte swizzle of the output's boxes needs.
 SHARDJIT_HOST_DEVICE constexpr int
 gemm_tma_staging_offset(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int bk, int stages) {
-  return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk) + tma_ring_barrier_bytes(stages);
+  return (gemm_tma_ring_end(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) + 1023) / 1024 * 1024;
 }
 
 // Whether the TMA loop stages its output tile (GemmEpilogue::write_tile): 16-bit outputs only.
@@ -46,8 +53,9 @@ SHARDJIT_HOST_DEVICE constexpr bool gemm_tma_stages_output(int out_elem_bytes) {
 SHARDJIT_HOST_DEVICE constexpr int gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int out_elem_bytes, int bm,
                                                    int bn, int bk, int stages, bool tma) {
   if (!tma) return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk);
-  return gemm_tma_staging_offset(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) +
-         (gemm_tma_stages_output(out_elem_bytes) ? kFragmentStagingBytes : 0);
+  return gemm_tma_stages_output(out_elem_bytes)
+             ? gemm_tma_staging_offset(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) + kFragmentStagingBytes
+             : gemm_tma_ring_end(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages);
 }
 
 }  // namespace kernels

@@ -50,9 +50,10 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   using Addend = StagedAddend<AddT, kBM, kBN, kStageBytes>;
   static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
   using Epilogue = GemmEpilogue<OutT, AddT>;
-  using Store = typename Epilogue::template TileStore<Mainloop>;
-  static_assert(!gemm_tma_stages_output(sizeof(OutT)) || Store::kBytes <= kFragmentStagingBytes,
-                "the host sizes the staging area (gemm/gemm_layout.cuh)");
+  if constexpr (gemm_tma_stages_output(sizeof(OutT))) {
+    static_assert(Epilogue::template TileStore<Mainloop>::kBytes <= kFragmentStagingBytes,
+                  "the host sizes the staging area (gemm/gemm_layout.cuh)");
+  }
   const GemmArgs& args = params.args;
   const StreamKPlan& plan = params.split;
   // Whole tiles take their addend through the ring; the pieces of a split tile do not know which
@@ -156,18 +157,19 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, stage_at.advance()) addend.stage[s] = ring.acquire(stage_at);
       Epilogue::of(args).write_tile(
-          mainloop, staging, m0, n0, warp, lane, [&](int i, const AccumulatorPair& p, long long, long long) {
+          mainloop, staging, &params.out_map, m0, n0, warp, lane,
+          [&](int i, const AccumulatorPair& p, long long, long long) {
             const int group_col = Mainloop::pair_group_col(i);
             return addend.pair(p.row, group_col, p.col - group_col);
           });
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, at.advance()) ring.release(at, lane);
     } else if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
-      Epilogue::of(args).write_tile(mainloop, staging, m0, n0, warp, lane);
+      Epilogue::of(args).write_tile(mainloop, staging, &params.out_map, m0, n0, warp, lane);
     }
   });
-  // The last tile's copies must have read the staging area before the block's shared memory goes.
-  if constexpr (gemm_tma_stages_output(sizeof(OutT))) Store::wait_reads(lane);
+  // The last tile's stores must have read the staging area before the block's shared memory goes.
+  if constexpr (gemm_tma_stages_output(sizeof(OutT))) Epilogue::template TileStore<Mainloop>::wait_reads(lane);
 }
 
 }  // namespace kernels
