@@ -14,7 +14,8 @@
 // The block goes on to its next tile at once and waits for the stores' reads only before it
 // stages again or exits, while their writes drain. An fp32 tile (128 KiB) would pass the 34 KiB
 // staging area in eight parts, each waiting for the last one's copies: measured slower than its
-// direct stores (docs/perf-notes.md), so write_tile keeps those.
+// direct stores (docs/perf-notes.md), so write_tile keeps those. An accumulating fp32 tile added
+// by reductions at L2 instead of reading its addend was slower too (the same notes).
 #pragma once
 
 #include "common/fragment_box_store.cuh"
