@@ -11,9 +11,9 @@
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
 // (templates/gemm/gemm_staged_addend.cuh); the epilogue reads it there. A 16-bit tile goes out
-// through a staging area after the ring's mbarriers (GemmEpilogue::write_tile): bulk copies
-// write it while the block goes on to its next tile, and the block waits for their reads only
-// before it stages again or exits. An fp32 tile is stored from the registers.
+// through a staging area after the ring's mbarriers (GemmEpilogue::write_tile): TMA stores of
+// its boxes write it while the block goes on to its next tile, and the block waits for their
+// reads only before it stages again or exits. An fp32 tile is stored from the registers.
 //
 // A block takes one tile of the grouped order, or, as the host chooses for short tiles, walks
 // tiles b, b + grid, ... persistently; a grid of few tiles is split along K instead, a run of
