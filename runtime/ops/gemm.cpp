@@ -96,15 +96,14 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // with k = 0 no map is read, so none is encoded: the views of an empty call may hold
     // anything the driver would refuse (a null base, a stride that is not a multiple of 16).
     if (params.args.b_rows == 0) params.args.k = 0;
-    // Its 16-bit tiles go out by TMA stores through a map of the output (GemmEpilogue::write_tile);
-    // the ops' views are checked for what TMA needs (view_checks.hpp), and their own buffers are
-    // allocated so.
+    // Its 16-bit tiles go out by TMA stores through a map of the output, its fp32 tiles by 16-byte
+    // stores (GemmEpilogue::write_tile); the ops' views are checked for both (view_checks.hpp),
+    // and their own buffers are allocated so.
     const auto out_base = reinterpret_cast<std::uintptr_t>(args.out);
     const auto out_elem = static_cast<std::int64_t>(dtype_size(kind.out));
-    if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem)) &&
-        (out_base % 16 != 0 || (args.out_stride * out_elem) % 16 != 0 || args.n % 8 != 0)) {
-      throw Error(ErrorCode::kInternal, "the TMA GEMM's 16-bit output must be 16-byte aligned, with rows a multiple "
-                                        "of 16 bytes apart and long (row stride " + std::to_string(args.out_stride) +
+    if (out_base % 16 != 0 || (args.out_stride * out_elem) % 16 != 0 || args.n % 8 != 0) {
+      throw Error(ErrorCode::kInternal, "the TMA GEMM's output must be 16-byte aligned, with rows a multiple of 16 "
+                                        "bytes apart and long (row stride " + std::to_string(args.out_stride) +
                                         ", n " + std::to_string(args.n) + ")");
     }
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
