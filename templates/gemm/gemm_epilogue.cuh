@@ -114,6 +114,18 @@ struct GemmEpilogue {
     return [this](int, const AccumulatorPair&, long long row, long long col) { return global_addend(row, col); };
   }
 
+  // The addends of the BATCH pairs from `first` into add (pair i, p, at output element (row, col),
+  // takes read_addend(i, p, row, col)), all read before the caller uses any (see kAddendBatch).
+  template <int BATCH, class Mainloop, class ReadAddend>
+  __device__ __forceinline__ void read_addends(const Mainloop& mainloop, int first, long long m0, long long n0,
+                                               int warp, int lane, ReadAddend& read_addend, float2 (&add)[BATCH]) const {
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) {
+      const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
+      add[i] = read_addend(first + i, p, m0 + p.row, n0 + p.col);
+    }
+  }
+
   // Writes the main loop's tile, whose corner is output element (m0, n0), with the addend read
   // from global memory.
   template <class Mainloop>
@@ -132,11 +144,7 @@ struct GemmEpilogue {
 #pragma unroll
     for (int first = 0; first < Mainloop::kPairs; first += kBatch) {
       float2 add[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
-        add[i] = read_addend(first + i, p, m0 + p.row, n0 + p.col);
-      }
+      read_addends(mainloop, first, m0, n0, warp, lane, read_addend, add);
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
@@ -174,11 +182,7 @@ struct GemmEpilogue {
                      // Pair i = 2 g + h holds acc[2 i] and acc[2 i + 1] (WgmmaTileMainloop::pair).
                      const int i0 = 2 * (first + g0);
                      float2 add[2 * kBatchGroups];
-#pragma unroll
-                     for (int j = 0; j < 2 * kBatchGroups; ++j) {
-                       const AccumulatorPair p = mainloop.pair(i0 + j, warp, lane);
-                       add[j] = read_addend(i0 + j, p, m0 + p.row, n0 + p.col);
-                     }
+                     read_addends(mainloop, i0, m0, n0, warp, lane, read_addend, add);
 #pragma unroll
                      for (int j = 0; j < 2 * kBatchGroups; ++j) {
                        acc[2 * (i0 + j)] = alpha * acc[2 * (i0 + j)] + add[j].x;
@@ -206,6 +210,8 @@ struct GemmEpilogue {
     const bool odd = (lane & 1) != 0;
 #pragma unroll
     for (int first = 0; first < Mainloop::kPairs; first += kBatch) {
+      // Each value is computed as its addend arrives, in the read loop: read_addends and a loop
+      // after it compile to another schedule of these kernels than the one measured.
       float2 v[kBatch];
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
