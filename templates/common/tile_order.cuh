@@ -13,6 +13,13 @@
 namespace shardjit {
 namespace kernels {
 
+// Row tiles a group of the grouped order holds, for the backward's 128 x 256 tiles on a GPU of
+// ~132 multiprocessors. A wave of W tiles in groups of g rows reads g row strips (A) and W / g
+// column strips (B) whole along K, and a B strip is twice an A strip (256 columns against 128
+// rows), so the wave reads g + 2W / g A strips' bytes from memory: least at g = sqrt(2W) ~ 16
+// (docs/perf-notes.md, "Backward tile groups of 16 row tiles").
+constexpr int kTileGroupRows = 16;
+
 struct TileIndex {
   int m;  // row tile
   int n;  // column tile

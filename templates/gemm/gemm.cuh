@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(
     gemm_tma<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_active_slice);
     return;
   }
-  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kGemmGroupRows);
+  const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kTileGroupRows);
   const long long m0 = static_cast<long long>(tile.m) * BM;
   const long long n0 = static_cast<long long>(tile.n) * BN;
   const int slices = static_cast<int>((args.k + BK - 1) / BK);

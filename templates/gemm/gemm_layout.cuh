@@ -17,9 +17,6 @@ namespace kernels {
 
 constexpr int gemm_threads = 256;
 
-// Row tiles a group of the grouped tile order walks column by column (common/tile_order.cuh).
-constexpr int kGemmGroupRows = 8;
-
 // The TMA-fed loop (templates/gemm/gemm_tma.cuh): the two compute warpgroups and a producer
 // warpgroup (templates/common/tma_ring.cuh).
 SHARDJIT_HOST_DEVICE constexpr int gemm_block_threads(bool tma) { return tma ? kTmaRingBlockThreads : gemm_threads; }

@@ -69,7 +69,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
   // The corner (m0, n0) of the segment's tile in the grouped order.
   auto corner = [&](const TileSegment& segment, int& m0, int& n0) {
-    const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kGemmGroupRows);
+    const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kTileGroupRows);
     m0 = tile.m * kBM;
     n0 = tile.n * kBN;
   };

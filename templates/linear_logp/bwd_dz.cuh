@@ -7,7 +7,7 @@
 // dZ into grad_hidden and grad_weight.
 //
 // Tiles: ceil(n_rows / BM) row tiles by ceil(chunk_cols / BN) column tiles of the chunk, walked in
-// groups of kDzGroupRows row tiles (templates/linear_logp/bwd_dz_tile.cuh): a wave then reads a
+// groups of kTileGroupRows row tiles (common/tile_order.cuh): a wave then reads a
 // few X row tiles, kept in L2 for the group's next wave, against many W tiles, each read by the
 // group's blocks at about the same time and then streamed out. Grid: x = row tiles, y = column
 // tiles, a tile a block; with WGMMA, x = the blocks that are resident at once (at most the

@@ -9,10 +9,6 @@
 namespace shardjit {
 namespace kernels {
 
-// Row tiles a group of the grouped tile order walks column by column: 8 X row tiles (8 MiB at
-// H = 4096) against the ~16 W tiles of a wave.
-constexpr int kDzGroupRows = 8;
-
 template <class DZ, int BM, int BN, bool FILTER>
 struct DzTile {
   long long row0;       // X row of the tile's row 0
@@ -24,7 +20,7 @@ struct DzTile {
 
   // Tile `index` of the grouped order over row_tiles x col_tiles tiles.
   __device__ __forceinline__ DzTile(const LinearLogpBwdDzArgs& args, int index, int row_tiles, int col_tiles) {
-    const TileIndex tile = grouped_tile_index(index, row_tiles, col_tiles, kDzGroupRows);
+    const TileIndex tile = grouped_tile_index(index, row_tiles, col_tiles, kTileGroupRows);
     row0 = static_cast<long long>(tile.m) * BM;
     const long long rows_left = args.n_rows - row0;
     rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
