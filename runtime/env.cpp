@@ -25,7 +25,8 @@ constexpr std::array<EnvKnob, 11> kKnobs{{
     {"SHARDJIT_LOG_LEVEL", "level", "warn",
      "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
     {"SHARDJIT_ARCH", "string", "(the device's)",
-     "Compile target such as sm_80 or sm_90a; default: the arch of the current device."},
+     "Default compile target of `shardjit prewarm`, such as sm_80 or sm_90a (default: the arch of the "
+     "current device). Ops always compile for the arch of their own device."},
     {"SHARDJIT_PEER_BLOCKS", "int", "0",
      "Most blocks (SMs) a peer-memory kernel takes (ReduceScatter, MoeCombine); 0: one per SM. "
      "The smallest value of the ranks is used."},
@@ -125,7 +126,7 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                          "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
   config.log_level = options.log_level.value_or(env("SHARDJIT_LOG_LEVEL").value_or("warn"));
-  config.arch = options.arch ? options.arch : env("SHARDJIT_ARCH");
+  config.arch = env("SHARDJIT_ARCH");
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
   config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, "0 or 1", true);

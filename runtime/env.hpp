@@ -27,7 +27,7 @@ struct RuntimeConfig {
   std::uint64_t cache_max_bytes = 0;
   std::optional<std::string> dump_dir;
   std::string log_level;
-  std::optional<std::string> arch;  // empty: the device's own
+  std::optional<std::string> arch;  // SHARDJIT_ARCH, the CLI prewarm's default target; empty: the device's own
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
   bool peer_lines = true;           // small peer reduce-scatters in 128-byte lines where links allow
   bool hopper_path = true;          // the wgmma main loop where the target is sm_90a

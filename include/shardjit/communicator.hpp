@@ -1,5 +1,6 @@
 // A Communicator joins the processes (one per GPU) of a tensor-parallel group through NCCL, for
-// the ops that exchange data between the ranks (LinearLogp with a vocabulary-sharded LM head).
+// the ops that exchange data between the ranks (LinearLogp with a vocabulary-sharded LM head,
+// ReduceScatter, MoeCombine).
 // It owns a CUDA stream of its own, on which those ops issue their collectives, ordered with the
 // caller's stream by events.
 //
@@ -7,11 +8,14 @@
 // it everything else of shardjit works and only these calls fail, with Error(kCommError).
 //
 // Every host-side wait on the peers is bounded by CommOptions::timeout: joining, the layout
-// exchange when a TP op is built, and LinearLogp::check (or strict mode) waiting for a stream
-// that waits for a collective. When it runs out, a communicator that shardjit created is aborted
+// exchange when a TP op is built, the enqueue of each collective (a non-blocking communicator
+// may report it in progress for a while), and LinearLogp::check (or strict mode) waiting for a
+// stream that waits for a collective. When it runs out, a communicator that shardjit created is aborted
 // (ncclCommAbort, which also stops its kernels still waiting on the GPU) and Error(kCommError)
-// says which wait timed out; a dead or missing peer is an error, not a hang. Collectives
-// themselves are enqueued without waiting, so a plain forward never blocks the host.
+// says which wait timed out; a dead or missing peer is an error, not a hang. A collective is
+// not waited for past its enqueue: a forward returns once its work is queued. A caller that
+// synchronizes the stream itself (cudaStreamSynchronize) instead of calling check() is not
+// covered by the timeout.
 //
 // Rules the ranks must keep (they cannot be checked per call without adding collectives):
 // every rank builds the same ops in the same order and makes the same calls on them, with the

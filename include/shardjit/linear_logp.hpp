@@ -43,7 +43,8 @@ struct LinearLogpConfig {
   // ops always keep it in fp32.
   bool dz_fp32 = false;
   // Bytes the dZ chunk may take (N x chunk columns); 0 means 256 MiB. More rows than fit one
-  // 128-column tile in it are refused with a clear error.
+  // column of dZ tiles in it (256 columns wide for bf16 / fp16 on H100, H200 and A100, 128 for
+  // fp32) are refused with a clear error.
   std::int64_t backward_workspace_bytes = 0;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
@@ -101,10 +102,12 @@ class LinearLogp {
   // between ranks, raises the same Error(kInvalidArgument) on every rank; so does a failure to
   // build on any one rank. Nothing is re-checked per call.
   //
-  // forward() then runs the fused kernel on the local shard, ONE all-gather of the per-row
-  // partials (on the communicator's stream, ordered with `stream` by events) and the combine
-  // kernel over the partials of all ranks in rank order: every rank gets the same logp, lse and
-  // entropy, bitwise. backward() all-reduces grad_hidden (fp32, on the communicator's stream,
+  // forward() then runs the fused kernel on the local shard and the combine kernel over the
+  // per-row partials of all ranks in rank order, which it gets one of two ways: on the peer path
+  // (every rank on one host, tp <= 8, config.max_rows set and N <= the smallest max_rows of the
+  // ranks) the combine reads every rank's partials over NVLink and no collective runs; otherwise
+  // ONE all-gather of the partials runs on the communicator's stream, ordered with `stream` by
+  // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward() all-reduces grad_hidden (fp32, on the communicator's stream,
   // while the last vocabulary chunk's grad_weight is computed); grad_weight and grad_bias stay
   // local. Every rank passes the same hidden and targets, makes the same calls in the same order
   // with the same row count N, and asks backward for grad_hidden alike (these are not checked

@@ -8,8 +8,8 @@
 // one that names a row of this rank's own buffer past the R rows of this call (a peer's row
 // count is not known here: rows of a peer's buffer past its R hold whatever was there).
 //
-// Paths, collective build and destruction, graph capture and dead peers: as ReduceScatter
-// (include/shardjit/reduce_scatter.hpp). On the NCCL path each rank's buffer (capacity rows) is
+// Paths, the 8-rank limit, collective build and destruction, graph capture and dead peers: as
+// ReduceScatter (include/shardjit/reduce_scatter.hpp). On the NCCL path each rank's buffer (capacity rows) is
 // all-gathered, then a local kernel combines.
 #pragma once
 

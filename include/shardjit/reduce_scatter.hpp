@@ -1,6 +1,8 @@
 // ReduceScatter: every rank holds an input [T, H]; rank r receives the sum over all ranks of
-// rows [offset_r, offset_r + rows_per_rank[r]) of their inputs (blocks may be uneven), summed in
-// fp32 in rank order (0, 1, ...) and written in the input's dtype.
+// rows [offset_r, offset_r + rows_per_rank[r]) of their inputs (blocks may be uneven), written in
+// the input's dtype. At most 8 ranks, on either path. On the peer path the sum runs in fp32 in
+// rank order (0, 1, ...), the same bits on every run; on the NCCL path in NCCL's order and in
+// the input's dtype.
 //
 // Inside a host one JIT kernel does it: each rank writes its rows of the other ranks' blocks
 // straight into their receive buffers over NVLink (symmetric buffers registered once, when the

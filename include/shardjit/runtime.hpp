@@ -20,7 +20,6 @@ struct RuntimeOptions {
   std::optional<std::uint64_t> cache_max_bytes;  // SHARDJIT_CACHE_MAX_BYTES
   std::optional<std::string> dump_dir;           // SHARDJIT_DUMP_DIR
   std::optional<std::string> log_level;          // SHARDJIT_LOG_LEVEL
-  std::optional<std::string> arch;               // SHARDJIT_ARCH: compile target, e.g. "sm_90a"
   std::optional<int> peer_blocks;                // SHARDJIT_PEER_BLOCKS: cap on a peer kernel's blocks
   std::optional<bool> peer_lines;                // SHARDJIT_PEER_LINES: false = small reduce-scatters in flagged words
   std::optional<bool> hopper_path;               // SHARDJIT_HOPPER_PATH: false = the portable main loop on sm_90a too

@@ -87,7 +87,7 @@ void bind_runtime(nb::module_& m) {
           [](Runtime* self, std::optional<std::string> cache_dir, std::optional<bool> jit,
              std::optional<std::string> template_dir, std::optional<std::uint64_t> cache_max_bytes,
              std::optional<std::string> dump_dir, std::optional<std::string> log_level,
-             std::optional<std::string> arch, std::optional<bool> hopper_path, std::optional<bool> autotune) {
+             std::optional<bool> hopper_path, std::optional<bool> autotune) {
             RuntimeOptions options;
             options.cache_dir = std::move(cache_dir);
             options.jit = jit;
@@ -95,14 +95,13 @@ void bind_runtime(nb::module_& m) {
             options.cache_max_bytes = cache_max_bytes;
             options.dump_dir = std::move(dump_dir);
             options.log_level = std::move(log_level);
-            options.arch = std::move(arch);
             options.hopper_path = hopper_path;
             options.autotune = autotune;
             new (self) Runtime(options);
           },
           nb::kw_only(), nb::arg("cache_dir") = nb::none(), nb::arg("jit") = nb::none(),
           nb::arg("template_dir") = nb::none(), nb::arg("cache_max_bytes") = nb::none(),
-          nb::arg("dump_dir") = nb::none(), nb::arg("log_level") = nb::none(), nb::arg("arch") = nb::none(),
+          nb::arg("dump_dir") = nb::none(), nb::arg("log_level") = nb::none(),
           nb::arg("hopper_path") = nb::none(), nb::arg("autotune") = nb::none())
       .def_prop_ro("cache_dir", [](const Runtime& rt) { return rt.cache_dir(); })
       .def_prop_ro("jit_enabled", &Runtime::jit_enabled)

@@ -36,7 +36,7 @@ void print_error(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "%s: error: %s\n", command.c_str(), message.c_str());
 }
 
-constexpr const char* kCommandList = "prewarm, ls, verify, gc or info";
+constexpr const char* kCommandList = "prewarm, ls, verify, gc, tuning or info";
 
 int parse_failed(CLI::App& app, const CLI::ParseError& error) {
   if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
