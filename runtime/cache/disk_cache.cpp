@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include "runtime/cache/atomic_file.hpp"
 #include "runtime/cache/cache_dir.hpp"
 #include "runtime/cache/cache_key.hpp"
+#include "runtime/cache/file_lock.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -181,7 +183,15 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
                     " and is read-only (cache-only mode); expected the entry to be made "
                     "beforehand by a run that may write the cache");
   }
-  FileLock lock(cache_locks_dir(dir_) / (key + ".lock"), lock_timeout_);
+  // Where the file system cannot lock, the lock only saved duplicate work: without it two
+  // processes may both make the entry, and each publishes it whole (write_file_atomically).
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(cache_locks_dir(dir_) / (key + ".lock"), lock_timeout_);
+  } catch (const LockUnavailable& error) {
+    warn_once("lock", std::string("kernel cache: making kernels without their lock (") + error.what() +
+                          "); processes may compile the same kernel at once");
+  }
   // Another process may have made it while this one waited for the lock.
   if (auto hit = load(key)) return std::move(*hit);
   CacheEntry entry = make();
@@ -189,9 +199,29 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
     throw Error(ErrorCode::kInternal,
                 "a kernel made for cache key " + key + " carries the key '" + entry.key + "'");
   }
-  store(entry);
+  // A kernel that cannot be kept (a full disk, a quota) still serves this process.
+  try {
+    store(entry);
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kCacheError) throw;
+    warn_once("store", std::string("kernel cache: cannot keep a kernel (") + error.what() +
+                           "); it runs from memory, and later processes compile it again");
+  }
   if (created != nullptr) *created = true;
   return entry;
+}
+
+void DiskCache::warn_once(const std::string& topic, const std::string& message) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> guard(warned_mutex_);
+    first = warned_keys_.insert(topic).second;
+  }
+  if (first) {
+    log().warn("{}", message);
+  } else {
+    log().debug("{}", message);
+  }
 }
 
 std::vector<DiskEntryInfo> DiskCache::list() const {

@@ -78,7 +78,10 @@ class DiskCache {
   // Compiles a key once across processes: takes locks/<key>.lock, loads again, else calls
   // make(), stores and returns its result. *created tells whether make() ran here. A read-only
   // cache only loads; a missing entry is an Error(kCacheError) saying the folder is read-only.
-  // Exceptions from make() propagate; the lock is released and nothing is stored.
+  // Exceptions from make() propagate; the lock is released and nothing is stored. Where no lock
+  // can be taken (LockUnavailable) it makes the entry without one, and where the entry cannot be
+  // stored it returns it all the same: each logged (warn) once per cache, since neither loses
+  // anything but time.
   CacheEntry get_or_create(const std::string& key, const std::function<CacheEntry()>& make,
                            bool* created = nullptr);
 
@@ -97,6 +100,8 @@ class DiskCache {
 
  private:
   void require_writable(const char* action) const;
+  // Logs message as a warning the first time for topic, then at debug level.
+  void warn_once(const std::string& topic, const std::string& message);
   std::optional<CacheEntry> reject_entry(const std::string& key, const std::filesystem::path& path,
                                          const FileIdentity& identity, const std::string& reason);
   // What evict_lru did, from its one scan of the kernels folder.
@@ -115,7 +120,7 @@ class DiskCache {
   bool writable_;
   std::chrono::milliseconds lock_timeout_;
   std::mutex warned_mutex_;
-  std::set<std::string> warned_keys_;  // read-only caches warn once per bad key
+  std::set<std::string> warned_keys_;  // bad keys of a read-only cache, and warn_once's topics
 };
 
 }  // namespace shardjit

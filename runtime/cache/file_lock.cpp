@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "runtime/logging.hpp"
-#include "shardjit/error.hpp"
 
 namespace shardjit {
 namespace {
@@ -22,8 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void lock_error(const std::string& what, const std::filesystem::path& path,
                              int error) {
-  throw Error(ErrorCode::kCacheError,
-              "cannot " + what + " lock file '" + path.string() + "': " + std::strerror(error));
+  throw LockUnavailable("cannot " + what + " lock file '" + path.string() + "': " + std::strerror(error));
 }
 
 // One non-blocking attempt: true when taken, false when another holder has it.

@@ -12,15 +12,27 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
+
+#include "shardjit/error.hpp"
 
 namespace shardjit {
+
+// Error(kCacheError) from FileLock when the file system cannot lock at all: the lock file cannot
+// be opened or created (a full disk, a quota), or flock is refused (e.g. NFS without a lock
+// daemon). A timeout is a plain Error: someone holds the lock.
+class LockUnavailable : public Error {
+ public:
+  explicit LockUnavailable(const std::string& message) : Error(ErrorCode::kCacheError, message) {}
+};
 
 class FileLock {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(600)};
 
   // Blocks until the lock is taken or timeout has passed; Error(kCacheError) naming the file on a
-  // timeout or when the lock file cannot be opened. A timeout of zero tries exactly once.
+  // timeout, LockUnavailable when the file cannot be opened or locked. A timeout of zero tries
+  // exactly once.
   explicit FileLock(const std::filesystem::path& path,
                     std::chrono::milliseconds timeout = kDefaultTimeout);
   ~FileLock();

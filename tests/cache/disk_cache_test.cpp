@@ -252,6 +252,58 @@ TEST(DiskCache, FailedMakeStoresNothingAndReleasesTheLock) {
   EXPECT_EQ(cache.get_or_create(key, [] { return test_entry("a"); }), test_entry("a"));
 }
 
+// A file system that cannot lock (here: a folder where the lock file should be) costs only the
+// lock: the kernel is made, stored and found again, with one warning.
+TEST(DiskCache, GetOrCreateMakesTheEntryWithoutALockWhereNoneCanBeTaken) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true, std::chrono::milliseconds(0));
+  for (const char* name : {"a", "b"}) fs::create_directories(cache_locks_dir(cache.dir()) / (test_key(name) + ".lock"));
+  LogCapture log;
+  bool created = false;
+  EXPECT_EQ(cache.get_or_create(test_key("a"), [] { return test_entry("a"); }, &created), test_entry("a"));
+  EXPECT_TRUE(created);
+  EXPECT_EQ(cache.get_or_create(test_key("b"), [] { return test_entry("b"); }, &created), test_entry("b"));
+  EXPECT_EQ(cache.load(test_key("a")), test_entry("a"));
+  EXPECT_EQ(cache.load(test_key("b")), test_entry("b"));
+  const std::string text = log.text();
+  const auto first = text.find("without their lock");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("without their lock", first + 1), std::string::npos) << "warned twice:\n" << text;
+}
+
+// A kernel that cannot be stored (the file size limit standing in for a full disk) is still
+// returned, once made; nothing is left behind. Runs in a child so that the limit does not
+// outlive it.
+TEST(DiskCache, GetOrCreateReturnsTheEntryWhenItCannotBeStored) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit {
+      100, 100
+    };
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+    try {
+      LogCapture log;
+      bool created = false;
+      const CacheEntry entry = cache.get_or_create(test_key("a"), [] { return test_entry("a"); }, &created);
+      if (!(entry == test_entry("a")) || !created) ::_exit(12);
+      ::_exit(log.text().find("cannot keep a kernel") != std::string::npos ? 0 : 13);
+    } catch (...) {
+      ::_exit(11);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: setrlimit failed, 11: get_or_create threw, 12: wrong entry, 13: no warning";
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+  EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+}
+
 TEST(DiskCache, MakeReturningAnotherKeyIsAnInternalError) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);
