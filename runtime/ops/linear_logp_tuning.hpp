@@ -8,6 +8,7 @@
 // agree on it before building) and the backward's kernels are not tuned.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,6 +34,11 @@ std::optional<FwdTile> parse_fwd_tile_name(std::string_view name);
 // The rows the candidates are timed with: the config's max_rows rounded up to a power of two
 // (64 to 16384), or 4096 when the op was built without max_rows.
 std::int64_t fwd_tuning_rows(const LinearLogpConfig& config);
+
+// Input sets (hidden, weight, bias) the timed calls rotate through: enough that together they
+// span twice the L2 of l2_bytes, so that no call finds its inputs in L2, at most 8; one where a
+// set alone is that large (every standard shape's weight shard).
+std::size_t tuning_input_sets(std::size_t set_bytes, std::int64_t l2_bytes);
 
 // What a forward tuning record is kept under: everything the choice depends on, the candidates'
 // code included (`kernel_source`: the forward template as compiled, flattened), so that a record

@@ -69,6 +69,20 @@ TEST(FwdTuning, RowsArePowersOfTwoOfMaxRows) {
   EXPECT_EQ(fwd_tuning_rows(config), 16384);
 }
 
+TEST(FwdTuning, InputSetsSpanTwiceTheL2) {
+  constexpr std::int64_t kL2 = 50ll << 20;
+  // llama3-8b's weight shard alone (1 GiB) is far larger: one set.
+  EXPECT_EQ(tuning_input_sets(std::size_t{1} << 30, kL2), 1u);
+  EXPECT_EQ(tuning_input_sets(std::size_t{100} << 20, kL2), 1u);
+  // Smaller sets rotate: 100 MiB needs 3 of 40 MiB, 2 of 60 MiB; at most 8.
+  EXPECT_EQ(tuning_input_sets(std::size_t{40} << 20, kL2), 3u);
+  EXPECT_EQ(tuning_input_sets(std::size_t{60} << 20, kL2), 2u);
+  EXPECT_EQ(tuning_input_sets(std::size_t{1} << 20, kL2), 8u);
+  // An unknown L2 (0) or an empty set: one.
+  EXPECT_EQ(tuning_input_sets(std::size_t{1} << 20, 0), 1u);
+  EXPECT_EQ(tuning_input_sets(0, kL2), 1u);
+}
+
 TEST(FwdTuning, KeysTellApartWhatTheChoiceDependsOn) {
   const LinearLogpLayout layout = small_layout();
   const std::string source = "template <class T> __global__ void linear_logp_fwd();";
