@@ -44,6 +44,22 @@ void* random_device(std::size_t count, DType dtype, float scale, std::uint64_t s
   return device;
 }
 
+RotatingInputs::RotatingInputs(const std::vector<InputSpec>& specs, DType dtype) {
+  std::size_t set_bytes = 0;
+  for (const InputSpec& spec : specs) set_bytes += spec.count * dtype_size(dtype);
+  const std::size_t sets = std::clamp<std::size_t>((std::size_t{160} << 20) / std::max<std::size_t>(set_bytes, 1) + 1, 1, 8);
+  for (std::size_t i = 0; i < sets; ++i) {
+    std::vector<void*>& set = sets_.emplace_back();
+    for (const InputSpec& spec : specs) set.push_back(random_device(spec.count, dtype, spec.scale, spec.seed + 1000 * i));
+  }
+}
+
+RotatingInputs::~RotatingInputs() {
+  for (const auto& set : sets_) {
+    for (void* p : set) cudaFree(p);
+  }
+}
+
 std::string today() {
   std::time_t now = std::time(nullptr);
   char text[32];

@@ -51,9 +51,12 @@ std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_pat
 void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
   cudaStream_t stream;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  void* x = random_device(static_cast<std::size_t>(c.n * c.hidden), c.dtype, 1.0f, 1);
+  // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
+  // standard shapes, whose W alone is larger than L2).
   const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
-  void* w = random_device(static_cast<std::size_t>(c.vocab * c.hidden), c.dtype, w_scale, 2);
+  RotatingInputs inputs({{static_cast<std::size_t>(c.n * c.hidden), 1.0f, 1},
+                         {static_cast<std::size_t>(c.vocab * c.hidden), w_scale, 2}},
+                        c.dtype);
   std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
   for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
   void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr, *logits = nullptr;
@@ -80,10 +83,14 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   config.want_entropy = c.entropy;
   config.want_backward = c.backward;
   LinearLogp op(runtime, config);
-  LinearLogpInputs in;
-  in.hidden = {x, c.dtype, c.n, c.hidden, 0};
-  in.weight = {w, c.dtype, c.vocab, c.hidden, 0};
-  in.targets = {targets, DType::kInt64, c.n};
+  const auto next_inputs = [&] {
+    const std::vector<void*>& set = inputs.next();
+    LinearLogpInputs in;
+    in.hidden = {set[0], c.dtype, c.n, c.hidden, 0};
+    in.weight = {set[1], c.dtype, c.vocab, c.hidden, 0};
+    in.targets = {targets, DType::kInt64, c.n};
+    return in;
+  };
   LinearLogpOutputs out;
   out.logp = {logp, DType::kFP32, c.n};
   out.lse = {lse, DType::kFP32, c.n};
@@ -94,6 +101,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   const VectorView lse_view{lse, DType::kFP32, c.n};
   const VectorView grad_logp_view{grad_logp, DType::kFP32, c.n}, grad_lse_view{grad_lse, DType::kFP32, c.n};
   auto fused = [&] {
+    const LinearLogpInputs in = next_inputs();
     op.forward(in, out, stream);
     if (c.backward) op.backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream);
   };
@@ -113,6 +121,9 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   check_cuda(cudaMalloc(&logits, static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype)), "cudaMalloc logits");
   const float alpha = 1.0f, beta = 0.0f;
   auto gemm = [&] {
+    const std::vector<void*>& set = inputs.next();
+    void* const x = set[0];
+    void* const w = set[1];
     check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(c.vocab), static_cast<int>(c.n),
                               static_cast<int>(c.hidden), &alpha, w, cuda_type(c.dtype), static_cast<int>(c.hidden), x,
                               cuda_type(c.dtype), static_cast<int>(c.hidden), &beta, logits, cuda_type(c.dtype),
@@ -139,6 +150,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
                         {"fused_tflops", flops / fused_ms / 1e9},
                         {"gemm_tflops", flops / gemm_ms / 1e9},
                         {"extra_bytes", free_before > free_after ? free_before - free_after : 0},
+                        {"input_sets", inputs.sets()},
                         {"device", prop.name},
                         {"date", today()}};
   if (timing.energy_seconds > 0 && !(fused_energy && gemm_energy)) {
@@ -154,7 +166,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   std::fflush(stdout);
 
   cublasDestroy(handle);
-  for (void* p : {x, w, targets, logp, lse, entropy, logits, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
+  for (void* p : {targets, logp, lse, entropy, logits, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
   cudaStreamDestroy(stream);
 }
 

@@ -26,27 +26,6 @@ constexpr int kCallsPerGraph = 8;
 // Calls enqueued back to back between two events for the burst timings.
 constexpr int kCallsPerBurst = 32;
 
-// Inputs rotated call by call, together larger than L2 (repeated reads of one small buffer
-// would time the cache).
-struct RotatingInputs {
-  RotatingInputs(std::size_t count, DType dtype, int rank) {
-    const std::size_t bytes = count * dtype_size(dtype);
-    const std::size_t copies = std::clamp<std::size_t>((160u << 20) / std::max<std::size_t>(bytes, 1) + 1, 1, 8);
-    for (std::size_t i = 0; i < copies; ++i) {
-      buffers.push_back(random_device(count, dtype, 1.0f, 100 + 10 * static_cast<std::uint64_t>(rank) + i));
-    }
-  }
-  ~RotatingInputs() {
-    for (void* p : buffers) cudaFree(p);
-  }
-  RotatingInputs(const RotatingInputs&) = delete;
-  RotatingInputs& operator=(const RotatingInputs&) = delete;
-  void* next() { return buffers[turn++ % buffers.size()]; }
-
-  std::vector<void*> buffers;
-  std::size_t turn = 0;
-};
-
 // The baseline communicator: a blocking NCCL communicator over the same ranks (what frameworks
 // use), made from a unique id sent over the op's communicator. The op's own communicator is
 // non-blocking (so that a dead peer cannot hang it), which costs host time on every collective
@@ -95,13 +74,13 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
   const std::int64_t total = rows * ranks;
   const std::size_t in_count = static_cast<std::size_t>(total * c.hidden);
   const std::size_t out_count = static_cast<std::size_t>(rows * c.hidden);
-  RotatingInputs inputs(in_count, c.dtype, comm.rank());
+  RotatingInputs inputs({{in_count, 1.0f, 100 + 10 * static_cast<std::uint64_t>(comm.rank())}}, c.dtype);
   void* output = nullptr;
   check_cuda(cudaMalloc(&output, out_count * dtype_size(c.dtype)), "cudaMalloc");
   const MatrixView out{output, c.dtype, rows, c.hidden, 0};
-  const auto in = [&] { return MatrixView{inputs.next(), c.dtype, total, c.hidden, 0}; };
+  const auto in = [&] { return MatrixView{inputs.next()[0], c.dtype, total, c.hidden, 0}; };
 
-  const auto nccl_call = [&] { baseline.reduce_scatter(inputs.next(), output, out_count, c.dtype, stream); };
+  const auto nccl_call = [&] { baseline.reduce_scatter(inputs.next()[0], output, out_count, c.dtype, stream); };
   const double nccl_ms = median_ms(nccl_call, stream, timing);
   const double nccl_graph_ms = graph_median_ms(nccl_call, kCallsPerGraph, stream, timing);
   const BurstTiming nccl_burst = burst_median(nccl_call, kCallsPerBurst, stream, timing);
@@ -109,7 +88,7 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
   // waits out the ncclInProgress before the next call).
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), out_count);
   const double nccl_nonblocking_ms = median_ms(
-      [&] { comm.impl().reduce_scatter_sum(inputs.next(), output, counts, nccl_type_of(c.dtype), stream); }, stream,
+      [&] { comm.impl().reduce_scatter_sum(inputs.next()[0], output, counts, nccl_type_of(c.dtype), stream); }, stream,
       timing);
 
   double peer_ms = 0, peer_graph_ms = 0, nccl_op_ms = 0;
