@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,29 @@ std::size_t count_temp_files(const fs::path& dir) {
 
 void set_age(const fs::path& path, std::chrono::seconds age) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - age);
+}
+
+// Runs body in a child process whose files may not grow past 100 bytes (the file size limit,
+// standing in for a full disk), so that the limit does not outlive it; returns the child's exit
+// code: body's result, 10 when the limit could not be set, 11 when body threw.
+int exit_code_with_a_full_disk(const std::function<int()>& body) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit {
+      100, 100
+    };
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+    try {
+      ::_exit(body());
+    } catch (...) {
+      ::_exit(11);
+    }
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
 }
 
 TEST(DiskCache, StoreThenLoadReturnsTheSameEntry) {
@@ -271,35 +295,19 @@ TEST(DiskCache, GetOrCreateMakesTheEntryWithoutALockWhereNoneCanBeTaken) {
   EXPECT_EQ(text.find("without their lock", first + 1), std::string::npos) << "warned twice:\n" << text;
 }
 
-// A kernel that cannot be stored (the file size limit standing in for a full disk) is still
-// returned, once made; nothing is left behind. Runs in a child so that the limit does not
-// outlive it.
+// A kernel that cannot be stored (a full disk) is still returned, once made; nothing is left
+// behind.
 TEST(DiskCache, GetOrCreateReturnsTheEntryWhenItCannotBeStored) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit {
-      100, 100
-    };
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
-    try {
-      LogCapture log;
-      bool created = false;
-      const CacheEntry entry = cache.get_or_create(test_key("a"), [] { return test_entry("a"); }, &created);
-      if (!(entry == test_entry("a")) || !created) ::_exit(12);
-      ::_exit(log.text().find("cannot keep a kernel") != std::string::npos ? 0 : 13);
-    } catch (...) {
-      ::_exit(11);
-    }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10: setrlimit failed, 11: get_or_create threw, 12: wrong entry, 13: no warning";
+  const int code = exit_code_with_a_full_disk([&] {
+    LogCapture log;
+    bool created = false;
+    const CacheEntry entry = cache.get_or_create(test_key("a"), [] { return test_entry("a"); }, &created);
+    if (!(entry == test_entry("a")) || !created) return 12;
+    return log.text().find("cannot keep a kernel") != std::string::npos ? 0 : 13;
+  });
+  EXPECT_EQ(code, 0) << "10: setrlimit failed, 11: get_or_create threw, 12: wrong entry, 13: no warning";
   EXPECT_EQ(count_temp_files(cache.dir()), 0u);
   EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
 }
@@ -455,33 +463,22 @@ TEST(DiskCache, VerifyReportsAndOptionallyRemovesBadEntries) {
   EXPECT_TRUE(report.bad.empty());
 }
 
-// A write error (here: the file size limit, standing in for a full disk) names the file and the
-// reason and leaves no temporary file. Runs in a child so that the limit does not outlive it.
+// A write error (a full disk) names the file and the reason and leaves no temporary file.
 TEST(DiskCache, WriteErrorNamesTheFileAndLeavesNoTempFile) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit {
-      100, 100
-    };
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+  const int code = exit_code_with_a_full_disk([&] {
     try {
       cache.store(test_entry("a"));
-      ::_exit(11);
+      return 13;
     } catch (const Error& error) {
-      std::string message = error.what();
-      bool names_file = message.find(cache_kernels_dir(cache.dir()).string()) != std::string::npos;
-      bool says_why = message.find("too large") != std::string::npos;
-      ::_exit(error.code() == ErrorCode::kCacheError && names_file && says_why ? 0 : 12);
+      const std::string message = error.what();
+      const bool names_file = message.find(cache_kernels_dir(cache.dir()).string()) != std::string::npos;
+      const bool says_why = message.find("too large") != std::string::npos;
+      return error.code() == ErrorCode::kCacheError && names_file && says_why ? 0 : 12;
     }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit failed, 11: store succeeded, 12: bad error";
+  });
+  EXPECT_EQ(code, 0) << "10: setrlimit failed, 12: bad error, 13: store succeeded";
   EXPECT_EQ(count_temp_files(cache.dir()), 0u);
   EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
 }
