@@ -32,7 +32,10 @@ class RotatingInputs {
   RotatingInputs& operator=(const RotatingInputs&) = delete;
 
   // The next set's buffers, in the order of the specs.
-  const std::vector<void*>& next() { return sets_[turn_++ % sets_.size()]; }
+  const std::vector<void*>& next() { return set(turn_++); }
+  // The buffers of set `turn` (modulo the sets): for a caller that keeps its own turns, so that
+  // two works interleaved on the same inputs each go through every set.
+  const std::vector<void*>& set(std::size_t turn) const { return sets_[turn % sets_.size()]; }
   std::size_t sets() const { return sets_.size(); }
 
  private:

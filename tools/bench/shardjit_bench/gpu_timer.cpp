@@ -17,24 +17,35 @@ T median_of(std::vector<T>& values) {
 }  // namespace
 
 double median_ms(const std::function<void()>& work, cudaStream_t stream, const TimingOptions& options) {
-  for (int i = 0; i < options.warmup; ++i) work();
+  return interleaved_median_ms({work}, stream, options).front();
+}
+
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& works, cudaStream_t stream,
+                                          const TimingOptions& options) {
+  for (int i = 0; i < options.warmup; ++i) {
+    for (const auto& work : works) work();
+  }
   check_cuda(cudaStreamSynchronize(stream), "warm-up");
-  std::vector<cudaEvent_t> events(static_cast<std::size_t>(options.iterations) + 1);
+  // events[2 * (round * works + w)] and the next one bracket work w's call of that round.
+  const std::size_t samples = static_cast<std::size_t>(options.iterations) * works.size();
+  std::vector<cudaEvent_t> events(2 * samples);
   for (auto& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-  check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
-  for (int i = 0; i < options.iterations; ++i) {
-    work();
-    check_cuda(cudaEventRecord(events[static_cast<std::size_t>(i) + 1], stream), "cudaEventRecord");
+  for (std::size_t s = 0; s < samples; ++s) {
+    check_cuda(cudaEventRecord(events[2 * s], stream), "cudaEventRecord");
+    works[s % works.size()]();
+    check_cuda(cudaEventRecord(events[2 * s + 1], stream), "cudaEventRecord");
   }
   check_cuda(cudaStreamSynchronize(stream), "timed runs");
-  std::vector<float> times;
-  for (std::size_t i = 1; i < events.size(); ++i) {
+  std::vector<std::vector<float>> times(works.size());
+  for (std::size_t s = 0; s < samples; ++s) {
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, events[i - 1], events[i]), "cudaEventElapsedTime");
-    times.push_back(ms);
+    check_cuda(cudaEventElapsedTime(&ms, events[2 * s], events[2 * s + 1]), "cudaEventElapsedTime");
+    times[s % works.size()].push_back(ms);
   }
   for (auto& e : events) cudaEventDestroy(e);
-  return median_of(times);
+  std::vector<double> medians;
+  for (auto& t : times) medians.push_back(median_of(t));
+  return medians;
 }
 
 double graph_median_ms(const std::function<void()>& work, int calls, cudaStream_t stream, const TimingOptions& options) {

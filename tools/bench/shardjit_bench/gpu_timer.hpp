@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace shardjit::bench {
 
@@ -17,10 +18,18 @@ struct TimingOptions {
   int warmup = 5;
   int iterations = 20;
   double energy_seconds = 0;  // > 0: also the board's energy per call, over about this long (NVML)
+  bool sequential = false;    // linear-logp: the op's calls, then the baseline's (not interleaved)
 };
 
 // Median milliseconds of `work` enqueued on `stream`.
 double median_ms(const std::function<void()>& work, cudaStream_t stream, const TimingOptions& options);
+
+// The median milliseconds of each of `works`, timed in interleaved rounds (one call of each a
+// round, after `warmup` untimed rounds), so that the GPU's clocks and temperature, which drift
+// over seconds at the power cap, weigh on each work alike: how an op is timed against its
+// baseline.
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& works, cudaStream_t stream,
+                                          const TimingOptions& options);
 
 // Median milliseconds per call of `work` replayed from a CUDA graph that holds `calls` of them
 // (captured on `stream`, which must not be the legacy default stream): the GPU's time per call

@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   TimingOptions timing;
   app.add_option("--warmup", timing.warmup, "untimed runs first")->check(CLI::PositiveNumber);
   app.add_option("--iters", timing.iterations, "timed runs; the median is reported")->check(CLI::PositiveNumber);
+  app.add_flag("--sequential", timing.sequential,
+               "linear-logp: time all of the op's calls, then all of the baseline's, instead of interleaved rounds "
+               "(the method of the results before 2026-12-01)");
   app.add_option("--energy", timing.energy_seconds,
                  "linear-logp: also measure the board's energy per call (NVML) over about this many seconds "
                  "for the op and for the baseline")
