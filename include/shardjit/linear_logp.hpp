@@ -2,6 +2,11 @@
 // with the log-sum-exp and optionally the entropy of every row, without materializing the
 // N x V logits. Built once per configuration (kernels are compiled or loaded then), called many
 // times on the caller's stream.
+//
+// An op owns one workspace (partials, dZ chunk, status word), which every call uses: call one op
+// from one thread at a time, and keep its calls on the GPU in order (one stream, or streams
+// ordered by events). Work on streams that run side by side takes one op each; ops of the same
+// configuration share their kernels through the Runtime.
 #pragma once
 
 #include <cstdint>
@@ -107,9 +112,9 @@ class LinearLogp {
   // (every rank on one host, tp <= 8, config.max_rows set and N <= the smallest max_rows of the
   // ranks) the combine reads every rank's partials over NVLink and no collective runs; otherwise
   // ONE all-gather of the partials runs on the communicator's stream, ordered with `stream` by
-  // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward() all-reduces grad_hidden (fp32, on the communicator's stream,
-  // while the last vocabulary chunk's grad_weight is computed); grad_weight and grad_bias stay
-  // local. Every rank passes the same hidden and targets, makes the same calls in the same order
+  // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward()
+  // all-reduces grad_hidden (fp32, on the communicator's stream, while the last vocabulary
+  // chunk's grad_weight is computed); grad_weight and grad_bias stay local. Every rank passes the same hidden and targets, makes the same calls in the same order
   // with the same row count N, and asks backward for grad_hidden alike (these are not checked
   // per call: a rank that differs leaves the others waiting until check() times out).
   //
