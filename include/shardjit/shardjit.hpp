@@ -7,6 +7,7 @@
 #include "shardjit/error.hpp"
 #include "shardjit/linear_logp.hpp"
 #include "shardjit/moe_combine.hpp"
+#include "shardjit/prewarm.hpp"
 #include "shardjit/reduce_scatter.hpp"
 #include "shardjit/runtime.hpp"
 #include "shardjit/tensor.hpp"

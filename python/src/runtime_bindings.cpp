@@ -1,13 +1,8 @@
 // Runtime (the kernel cache and compiler every op shares) and prewarm (compile a model's
 // kernels into a cache folder ahead of time, as `shardjit prewarm` does).
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <exception>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -15,9 +10,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
-#include "runtime/ops/prewarm_plan.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/error.hpp"
+#include "shardjit/prewarm.hpp"
 #include "shardjit/runtime.hpp"
 #include "tensor_views.hpp"
 
@@ -25,47 +20,6 @@ namespace nb = nanobind;
 
 namespace shardjit::python {
 namespace {
-
-struct PrewarmCounts {
-  std::size_t total = 0;
-  std::size_t compiled = 0;
-  std::size_t cached = 0;
-  std::vector<std::string> failures;  // "<spec> <arch>: <message>"
-};
-
-// Builds every item on `jobs` threads; a kernel that fails is recorded, not thrown.
-PrewarmCounts build_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs) {
-  PrewarmCounts counts;
-  counts.total = items.size();
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  auto worker = [&] {
-    for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
-      const PrewarmItem& item = items[i];
-      std::string error;
-      bool compiled = false;
-      try {
-        compiled = cache.get(item.spec, item.arch, "shardjit.prewarm").origin == KernelOrigin::kCompiled;
-      } catch (const std::exception& caught) {
-        error = caught.what();
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error.empty()) {
-        counts.failures.push_back(item.spec.canonical_text() + " " + item.arch + ": " + error);
-      } else if (compiled) {
-        ++counts.compiled;
-      } else {
-        ++counts.cached;
-      }
-    }
-  };
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(jobs, 1)), items.size());
-  std::vector<std::thread> pool;
-  for (std::size_t i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
-  return counts;
-}
 
 template <typename T>
 std::vector<DType> dtypes_arg(const char* what, const std::vector<T>& names) {
@@ -129,30 +83,31 @@ void bind_runtime(nb::module_& m) {
          std::optional<std::string> cache_dir, int jobs, std::optional<bool> hopper_path) {
         if (archs.empty()) throw nb::value_error("archs: give at least one target arch, e.g. ['sm_90']");
         if (jobs < 1) throw nb::value_error("jobs: expected a whole number >= 1");
-        PrewarmRequest request;
-        request.models = {ModelShape{"prewarm", hidden, vocab, valid_vocab}};
-        request.tp = std::move(tp);
-        request.dtypes = dtypes_arg("dtypes", dtypes);
-        request.archs = std::move(archs);
-        request.target_dtypes = dtypes_arg("target_dtypes", target_dtypes);
-        request.bias_dtypes.clear();
+        PrewarmConfig config;
+        config.hidden = hidden;
+        config.vocab = vocab;
+        config.valid_vocab = valid_vocab;
+        config.tp = std::move(tp);
+        config.dtypes = dtypes_arg("dtypes", dtypes);
+        config.archs = std::move(archs);
+        config.target_dtypes = dtypes_arg("target_dtypes", target_dtypes);
+        config.bias_dtypes.clear();
         for (const auto& name : bias_dtypes) {
-          request.bias_dtypes.push_back(name ? std::optional<DType>(parse_dtype_arg("bias_dtypes", *name))
-                                             : std::nullopt);
+          config.bias_dtypes.push_back(name ? std::optional<DType>(parse_dtype_arg("bias_dtypes", *name))
+                                            : std::nullopt);
         }
-        request.entropy = std::move(entropy);
-        request.backward = backward;
-        PrewarmCounts counts;
+        config.entropy = std::move(entropy);
+        config.backward = backward;
+        config.jobs = jobs;
+        PrewarmResult counts;
         {
           nb::gil_scoped_release release;
           RuntimeOptions options;
           options.cache_dir = std::move(cache_dir);
           options.jit = true;  // prewarm compiles whatever is missing
-          options.hopper_path = hopper_path;
+          options.hopper_path = hopper_path;  // the kernels the serving ops will load
           Runtime runtime(options);
-          // The kernels the ops will load: the same Hopper setting (argument, else SHARDJIT_HOPPER_PATH).
-          request.hopper_path = runtime.impl().config.hopper_path;
-          counts = build_items(runtime.impl().cache, prewarm_items(request), jobs);
+          counts = prewarm(runtime, config);
         }
         nb::dict out;
         out["total"] = counts.total;

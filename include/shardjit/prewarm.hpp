@@ -1,0 +1,47 @@
+// prewarm: compiles the kernels that the LinearLogp ops of a model will load (and, optionally,
+// ReduceScatter's and MoeCombine's) into the Runtime's cache folder ahead of time, for each TP
+// degree, dtype and target arch, so that servers can then start cache-only (SHARDJIT_JIT=0)
+// without compiling. What `shardjit prewarm` and Python's shardjit.prewarm do, for a C++ program.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardjit/dtype.hpp"
+#include "shardjit/runtime.hpp"
+
+namespace shardjit {
+
+struct PrewarmConfig {
+  std::int64_t hidden = 0;
+  std::int64_t vocab = 0;        // rows of the whole LM head (every rank's shard together)
+  std::int64_t valid_vocab = 0;  // 0: all of vocab
+  std::vector<int> tp = {1};     // TP degrees; each rank's shard of an even split
+  std::vector<DType> dtypes = {DType::kBF16};
+  std::vector<std::string> archs;  // targets such as "sm_80" or "sm_90a"; at least one
+  std::vector<DType> target_dtypes = {DType::kInt64};
+  std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
+  std::vector<bool> entropy = {false};
+  bool backward = false;     // also the kernels of LinearLogp::backward
+  bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree >= 2
+  int jobs = 1;              // kernels compiled at once
+};
+
+struct PrewarmResult {
+  std::size_t total = 0;     // kernels the config asks for
+  std::size_t compiled = 0;  // compiled now
+  std::size_t cached = 0;    // already in the cache
+  std::vector<std::string> failures;  // "<kernel spec> <arch>: <message>", one a kernel that failed
+};
+
+// Compiles into runtime's cache what the config asks for and is not there yet. The kernels are
+// those of ops built with the runtime's settings (its Hopper switch, SHARDJIT_HOPPER_PATH).
+// Error(kInvalidArgument) for a config that names no arch, fewer than one job, an impossible TP
+// degree or shape, or a runtime with JIT off; a kernel that fails to compile is reported in
+// failures, not thrown.
+PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config);
+
+}  // namespace shardjit

@@ -1,0 +1,87 @@
+// shardjit::prewarm, the public C++ prewarm: what it compiles, that a second call finds it all
+// cached, and its errors.
+#include "shardjit/prewarm.hpp"
+
+#include <gtest/gtest.h>
+
+#include "shardjit/error.hpp"
+#include "support/temp_dir.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::TempDir;
+
+PrewarmConfig small_model() {
+  PrewarmConfig config;
+  config.hidden = 64;
+  config.vocab = 300;
+  config.archs = {"sm_80"};
+  config.jobs = 2;
+  return config;
+}
+
+Runtime runtime_in(const TempDir& temp, bool jit = true) {
+  RuntimeOptions options;
+  options.cache_dir = (temp.path() / "cache").string();
+  options.jit = jit;
+  return Runtime(options);
+}
+
+TEST(Prewarm, CompilesOnceThenFindsEverythingCached) {
+  TempDir temp;
+  Runtime runtime = runtime_in(temp);
+  const PrewarmResult first = prewarm(runtime, small_model());
+  EXPECT_TRUE(first.failures.empty()) << first.failures.front();
+  EXPECT_GT(first.total, 0u);
+  EXPECT_EQ(first.compiled, first.total);
+  EXPECT_EQ(first.cached, 0u);
+
+  Runtime later = runtime_in(temp);  // another process's view: the disk cache only
+  const PrewarmResult again = prewarm(later, small_model());
+  EXPECT_EQ(again.total, first.total);
+  EXPECT_EQ(again.cached, again.total);
+  EXPECT_EQ(again.compiled, 0u);
+}
+
+TEST(Prewarm, MoreSettingsAskForMoreKernels) {
+  TempDir temp;
+  Runtime runtime = runtime_in(temp);
+  PrewarmConfig config = small_model();
+  const std::size_t forward_only = prewarm(runtime, config).total;
+  config.backward = true;
+  config.tp = {1, 2};
+  const PrewarmResult wider = prewarm(runtime, config);
+  EXPECT_TRUE(wider.failures.empty());
+  EXPECT_GT(wider.total, forward_only);
+  EXPECT_EQ(wider.cached, forward_only);  // the forward-only kernels were already there
+}
+
+void expect_invalid(Runtime& runtime, const PrewarmConfig& config, const char* says) {
+  try {
+    prewarm(runtime, config);
+    FAIL() << "accepted a config that should be refused for: " << says;
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find(says), std::string::npos) << error.what();
+  }
+}
+
+TEST(Prewarm, BadConfigsAreClearErrors) {
+  TempDir temp;
+  Runtime runtime = runtime_in(temp);
+  PrewarmConfig config = small_model();
+  config.archs.clear();
+  expect_invalid(runtime, config, "archs");
+  config = small_model();
+  config.jobs = 0;
+  expect_invalid(runtime, config, "jobs");
+  config = small_model();
+  config.hidden = 0;
+  expect_invalid(runtime, config, "hidden");
+  Runtime cache_only = runtime_in(temp, false);
+  expect_invalid(cache_only, small_model(), "JIT off");
+}
+
+}  // namespace
+}  // namespace shardjit
