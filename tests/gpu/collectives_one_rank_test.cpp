@@ -1,0 +1,108 @@
+// ReduceScatter and MoeCombine with a communicator of one rank, on one GPU (the NCCL path): the
+// combine kernel's routing, gate weights, tokens routed nowhere and positions out of range, and
+// the reduce-scatter of one rank, which is a copy; against a CPU reference. The multigpu tier
+// runs both ops on two GPUs; this tier runs them where there is one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "shardjit/shardjit.hpp"
+#include "support/device_array.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit {
+namespace {
+
+using testing::DeviceArray;
+
+class OneRankCollectives : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  }
+};
+
+Communicator one_rank(Runtime& runtime) {
+  return Communicator::create(runtime, /*device=*/0, /*rank=*/0, /*size=*/1, Communicator::new_unique_id());
+}
+
+TEST_F(OneRankCollectives, MoeCombineRoutesGatesAndReportsBadPositions) {
+  constexpr std::int64_t kHidden = 136, kCapacity = 50, kRows = 40, kTokens = 70;
+  Runtime runtime;
+  Communicator comm = one_rank(runtime);
+  MoeCombineConfig config;
+  config.hidden = kHidden;
+  config.capacity = kCapacity;
+  config.gates = true;
+  MoeCombine op(runtime, comm, config);
+  EXPECT_EQ(op.path(), CollectivePath::kNccl);
+
+  std::vector<std::uint8_t> row_bytes, gate_bytes;
+  const std::vector<float> rows = testing::random_values(21, kRows * kHidden, 1.0f, DType::kBF16, row_bytes);
+  const std::vector<float> gates = testing::random_values(22, kTokens, 1.0f, DType::kFP32, gate_bytes);
+  // Token t takes row (7 t) % kRows; every fifth token none (-1); token 13 names a row past the
+  // capacity, token 17 one past this call's rows: both are bad positions.
+  std::vector<std::int32_t> positions(kTokens);
+  for (std::int64_t t = 0; t < kTokens; ++t) positions[t] = t % 5 == 0 ? -1 : static_cast<std::int32_t>((7 * t) % kRows);
+  positions[13] = kCapacity;
+  positions[17] = kRows;
+
+  DeviceArray rows_device = DeviceArray::from(row_bytes);
+  DeviceArray gates_device = DeviceArray::from(gate_bytes);
+  DeviceArray positions_device = DeviceArray::from(positions);
+  DeviceArray output(static_cast<std::size_t>(kTokens * kHidden) * 2);
+  output.fill_bytes(0xff);
+  op.run({{rows_device.data(), DType::kBF16, kRows, kHidden, 0},
+          {positions_device.data(), DType::kInt32, kTokens, 1, 0},
+          {gates_device.data(), DType::kFP32, kTokens, 1, 0},
+          {output.data(), DType::kBF16, kTokens, kHidden, 0}},
+         nullptr);
+  const BadPositionReport report = op.check(nullptr);
+  EXPECT_EQ(report.bad_positions, 2u);
+
+  const std::vector<std::uint16_t> out = output.to_vector<std::uint16_t>(static_cast<std::size_t>(kTokens * kHidden));
+  for (std::int64_t t = 0; t < kTokens; ++t) {
+    for (std::int64_t h = 0; h < kHidden; ++h) {
+      const float got = testing::bf16_to_float(out[static_cast<std::size_t>(t * kHidden + h)]);
+      if (t == 13 || t == 17) {
+        ASSERT_TRUE(std::isnan(got)) << "token " << t << " names a bad row and must be poisoned";
+        continue;
+      }
+      const std::int32_t p = positions[static_cast<std::size_t>(t)];
+      const double expected = p < 0 ? 0.0
+                                    : static_cast<double>(gates[static_cast<std::size_t>(t)]) *
+                                          rows[static_cast<std::size_t>(p * kHidden + h)];
+      // One product rounded to bf16: within one bf16 unit of the exact value.
+      ASSERT_NEAR(got, expected, std::abs(expected) / 128 + 1e-30) << "token " << t << " column " << h;
+    }
+  }
+  // The record was cleared by check().
+  EXPECT_EQ(op.check(nullptr).bad_positions, 0u);
+}
+
+TEST_F(OneRankCollectives, ReduceScatterOfOneRankIsACopy) {
+  for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    constexpr std::int64_t kHidden = 264, kRows = 37;
+    Runtime runtime;
+    Communicator comm = one_rank(runtime);
+    ReduceScatterConfig config;
+    config.dtype = dtype;
+    config.hidden = kHidden;
+    config.rows_per_rank = {kRows};
+    ReduceScatter op(runtime, comm, config);
+    EXPECT_EQ(op.path(), CollectivePath::kNccl);
+    std::vector<std::uint8_t> bytes;
+    testing::random_values(31, kRows * kHidden, 2.0f, dtype, bytes);
+    DeviceArray input = DeviceArray::from(bytes);
+    DeviceArray output(bytes.size());
+    output.fill_bytes(0xff);
+    op.run({input.data(), dtype, kRows, kHidden, 0}, {output.data(), dtype, kRows, kHidden, 0}, nullptr);
+    op.check(nullptr);
+    EXPECT_EQ(output.to_vector<std::uint8_t>(bytes.size()), bytes) << dtype_name(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace shardjit
