@@ -26,6 +26,8 @@ struct PrewarmConfig {
   std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
   std::vector<bool> entropy = {false};
   bool backward = false;     // also the kernels of LinearLogp::backward
+  bool dz_fp32 = false;      // with backward: also those of ops built with dz_fp32
+  bool grad_filter = false;  // with backward: also those of ops that filter gradient tiles
   bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree >= 2
   int jobs = 1;              // kernels compiled at once
 };

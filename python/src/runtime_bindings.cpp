@@ -80,7 +80,8 @@ void bind_runtime(nb::module_& m) {
       [](std::int64_t hidden, std::int64_t vocab, std::vector<std::string> archs, std::vector<int> tp,
          std::vector<std::string> dtypes, std::int64_t valid_vocab, std::vector<std::string> target_dtypes,
          std::vector<std::optional<std::string>> bias_dtypes, std::vector<bool> entropy, bool backward,
-         std::optional<std::string> cache_dir, int jobs, std::optional<bool> hopper_path) {
+         bool dz_fp32, bool grad_filter, std::optional<std::string> cache_dir, int jobs,
+         std::optional<bool> hopper_path) {
         if (archs.empty()) throw nb::value_error("archs: give at least one target arch, e.g. ['sm_90']");
         if (jobs < 1) throw nb::value_error("jobs: expected a whole number >= 1");
         PrewarmConfig config;
@@ -98,6 +99,8 @@ void bind_runtime(nb::module_& m) {
         }
         config.entropy = std::move(entropy);
         config.backward = backward;
+        config.dz_fp32 = dz_fp32;
+        config.grad_filter = grad_filter;
         config.jobs = jobs;
         PrewarmResult counts;
         {
@@ -121,10 +124,11 @@ void bind_runtime(nb::module_& m) {
       nb::arg("tp") = std::vector<int>{1}, nb::arg("dtypes") = std::vector<std::string>{"bf16"},
       nb::arg("valid_vocab") = 0, nb::arg("target_dtypes") = std::vector<std::string>{"int64"},
       nb::arg("bias_dtypes") = std::vector<std::optional<std::string>>{std::nullopt},
-      nb::arg("entropy") = std::vector<bool>{false}, nb::arg("backward") = false,
-      nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1, nb::arg("hopper_path") = nb::none(),
+      nb::arg("entropy") = std::vector<bool>{false}, nb::arg("backward") = false, nb::arg("dz_fp32") = false,
+      nb::arg("grad_filter") = false, nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1, nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
-      "into the cache; hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
+      "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options); "
+      "hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
       "dict: total, compiled, cached, failed, failures (messages).");
 }
 

@@ -62,3 +62,13 @@ def test_prewarm_bad_arguments(tmp_path):
     with pytest.raises(shardjit.InvalidArgumentError) as caught:
         shardjit.prewarm(64, 300, archs=["sm_80"], tp=[0], cache_dir=cache)
     assert caught.value.code == "invalid_argument"
+
+
+def test_prewarm_backward_variants_add_kernels(tmp_path):
+    cache = str(tmp_path / "cache")
+    plain = shardjit.prewarm(64, 300, archs=["sm_80"], backward=True, cache_dir=cache, jobs=2)
+    variants = shardjit.prewarm(64, 300, archs=["sm_80"], backward=True, dz_fp32=True, grad_filter=True,
+                                cache_dir=cache, jobs=2)
+    assert plain["failed"] == 0 and variants["failed"] == 0
+    assert variants["total"] > plain["total"]
+    assert variants["cached"] == plain["total"]

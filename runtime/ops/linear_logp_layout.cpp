@@ -72,9 +72,8 @@ std::string prewarm_command(const LinearLogpLayout& layout, const std::string& a
   command += std::string(" --bias ") + (c.bias_dtype ? dtype_name(*c.bias_dtype) : "none");
   command += std::string(" --entropy ") + (c.want_entropy ? "on" : "off");
   if (c.want_backward) command += " --backward";
-  if (c.want_backward && (c.dz_fp32 || c.grad_filter_threshold > 0.0f)) {
-    command += " (prewarm covers the default dZ dtype without filtering; build this op once with JIT on)";
-  }
+  if (c.want_backward && c.dz_fp32) command += " --dz-fp32";
+  if (c.want_backward && c.grad_filter_threshold > 0.0f) command += " --grad-filter";
   command += " --arch " + arch;
   return command;
 }

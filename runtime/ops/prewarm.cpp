@@ -69,6 +69,8 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
   request.bias_dtypes = config.bias_dtypes;
   request.entropy = config.entropy;
   request.backward = config.backward;
+  request.dz_fp32 = config.dz_fp32;
+  request.grad_filter = config.grad_filter;
   request.collectives = config.collectives;
   request.hopper_path = impl.config.hopper_path;
   return build_items(impl.cache, prewarm_items(request), config.jobs);

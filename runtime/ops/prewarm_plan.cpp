@@ -2,6 +2,7 @@
 
 #include "runtime/ops/collective_kernels.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "runtime/ops/linear_logp_kernels.hpp"
@@ -53,6 +54,14 @@ std::vector<LinearLogpConfig> layouts_of(const PrewarmRequest& request, const Mo
   return configs;
 }
 
+// The backward options that choose kernels.
+struct BackwardVariant {
+  bool grad_weight_fp32;
+  bool dz_fp32;
+  bool grad_filter;
+  bool operator==(const BackwardVariant&) const = default;
+};
+
 }  // namespace
 
 std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
@@ -66,10 +75,19 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
                  std::optional<LinearLogpConfig> tunable = std::nullopt) {
     if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin, tunable});
   };
-  // Backward: both grad_weight dtypes (fp32 is common in training); their GEMM kernels do not
-  // depend on the shapes, so the second costs little.
-  std::vector<bool> grad_weight_fp32 = {false};
-  if (request.backward) grad_weight_fp32.push_back(true);
+  // Backward: both grad_weight dtypes (fp32 is common in training; their GEMM kernels do not
+  // depend on the shapes, so the second costs little), and the dZ variants asked for.
+  std::vector<BackwardVariant> variants = {{false, false, false}};
+  if (request.backward) {
+    for (bool fp32_grads : {false, true}) {
+      for (bool dz_fp32 : {false, request.dz_fp32}) {
+        for (bool filter : {false, request.grad_filter}) {
+          const BackwardVariant variant{fp32_grads, dz_fp32, filter};
+          if (std::find(variants.begin(), variants.end(), variant) == variants.end()) variants.push_back(variant);
+        }
+      }
+    }
+  }
 
   for (const ModelShape& model : request.models) {
     for (int tp : request.tp) {
@@ -84,8 +102,11 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
       if (!request.linear_logp) continue;
       for (LinearLogpConfig config : layouts_of(request, model, tp)) {
         const std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(config.dtype);
-        for (bool fp32_grads : grad_weight_fp32) {
-          config.grad_weight_fp32 = fp32_grads;
+        for (const BackwardVariant& variant : variants) {
+          config.grad_weight_fp32 = variant.grad_weight_fp32;
+          config.dz_fp32 = variant.dz_fp32;
+          // Any threshold: it reaches the kernels as an argument; only whether there is one matters.
+          config.grad_filter_threshold = variant.grad_filter ? 1e-6f : 0.0f;
           const LinearLogpLayout layout = resolve_layout(config);
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);

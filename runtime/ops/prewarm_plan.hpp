@@ -33,6 +33,10 @@ struct PrewarmRequest {
   std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
   std::vector<bool> entropy = {false};
   bool backward = false;  // also the kernels of LinearLogp::backward
+  // With backward: also those of ops built with LinearLogpConfig::dz_fp32, and of ops that filter
+  // gradient tiles (grad_filter_threshold > 0; the threshold is an argument, not a parameter).
+  bool dz_fp32 = false;
+  bool grad_filter = false;
   // Also (or, with linear_logp false, only) ReduceScatter's and MoeCombine's kernels for each
   // model's hidden size, dtype and TP degree of 2 or more.
   bool collectives = false;

@@ -81,6 +81,17 @@ TEST_F(CliPrewarm, HiddenAndVocabOptionsNeedNoConfigFile) {
   EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
 }
 
+TEST_F(CliPrewarm, BackwardVariantsNeedTheBackward) {
+  for (const char* flag : {"--dz-fp32", "--grad-filter"}) {
+    CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--hidden", "64", "--vocab", "300",
+                                "--arch", kTinyArch, flag},
+                               scratch_);
+    EXPECT_NE(result.exit_code, 0) << flag;
+    EXPECT_NE(result.err.find("--backward"), std::string::npos) << flag << ": " << result.err;
+    EXPECT_TRUE(cache_entries(cache_).empty()) << flag;
+  }
+}
+
 // What a server running ReduceScatter / MoeCombine in cache-only mode needs, from the command
 // the ops name in their cache-only error: one reduce-scatter kernel, and the MoE combine with
 // and without gates.

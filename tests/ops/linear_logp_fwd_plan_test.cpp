@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -283,6 +284,41 @@ TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
       EXPECT_EQ(item.spec.bool_param("WGMMA"), hopper_path) << item.spec.canonical_text();
     }
     EXPECT_GE(logit_kernels, 2);
+  }
+}
+
+// Ops built with dz_fp32 or gradient filtering load other dZ and GEMM kernels: prewarm builds
+// them when asked (--dz-fp32, --grad-filter), so that such ops start cache-only too.
+TEST(PrewarmPlan, BuildsTheDzVariantsAskedFor) {
+  PrewarmRequest request;
+  request.models = {{"m", 64, 300, 0}};
+  request.archs = {"sm_90a"};
+  request.backward = true;
+  std::set<std::string> plain;
+  for (const PrewarmItem& item : prewarm_items(request)) plain.insert(item.spec.canonical_text());
+  request.dz_fp32 = true;
+  request.grad_filter = true;
+  std::set<std::string> all;
+  for (const PrewarmItem& item : prewarm_items(request)) all.insert(item.spec.canonical_text());
+  for (bool dz_fp32 : {false, true}) {
+    for (float threshold : {0.0f, 1e-3f}) {
+      LinearLogpConfig config;
+      config.hidden = 64;
+      config.vocab_local = 300;
+      config.want_backward = true;
+      config.dz_fp32 = dz_fp32;
+      config.grad_filter_threshold = threshold;
+      const LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), "sm_90a");
+      ASSERT_TRUE(kernels.backward.has_value());
+      const bool variant = dz_fp32 || threshold > 0.0f;
+      for (const KernelSpec& spec : kernels.backward->all()) {
+        EXPECT_EQ(all.count(spec.canonical_text()), 1u) << spec.canonical_text();
+        if (variant && spec.template_name() == "linear_logp_bwd_dz") {
+          EXPECT_EQ(plain.count(spec.canonical_text()), 0u) << "a variant's dZ kernel without asking: "
+                                                            << spec.canonical_text();
+        }
+      }
+    }
   }
 }
 

@@ -77,6 +77,18 @@ TEST(LinearLogpLayout, PrewarmCommandNamesEverythingTheKernelsDependOn) {
   EXPECT_EQ(command.rfind("SHARDJIT_HOPPER_PATH=1 shardjit prewarm", 0), 0u) << command;
 }
 
+TEST(LinearLogpLayout, PrewarmCommandNamesTheBackwardVariants) {
+  LinearLogpConfig c = valid_config();
+  c.want_backward = true;
+  EXPECT_EQ(prewarm_command(resolve_layout(c), "sm_90a").find("--dz-fp32"), std::string::npos);
+  c.dz_fp32 = true;
+  c.grad_filter_threshold = 1e-4f;
+  const std::string command = prewarm_command(resolve_layout(c), "sm_90a");
+  for (const char* part : {"--backward", "--dz-fp32", "--grad-filter"}) {
+    EXPECT_NE(command.find(part), std::string::npos) << part << " missing from: " << command;
+  }
+}
+
 TEST(LinearLogpLayout, PrewarmCommandCarriesTheHopperSwitchWhereItChangesTheKernels) {
   const LinearLogpLayout layout = resolve_layout(valid_config());
   EXPECT_EQ(prewarm_command(layout, "sm_90a", false).rfind("SHARDJIT_HOPPER_PATH=0 shardjit prewarm", 0), 0u);

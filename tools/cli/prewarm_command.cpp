@@ -38,7 +38,11 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_option("--targets", o.targets, "Target id dtypes: int64, int32 (default int64)")->delimiter(',');
   sub.add_option("--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)")->delimiter(',');
   sub.add_option("--entropy", o.entropy, "off, on or both (default off)");
-  sub.add_flag("--backward", o.backward, "Also the kernels of the backward (training)");
+  CLI::Option* backward = sub.add_flag("--backward", o.backward, "Also the kernels of the backward (training)");
+  sub.add_flag("--dz-fp32", o.dz_fp32, "With --backward: also those of ops built with dz_fp32")->needs(backward);
+  sub.add_flag("--grad-filter", o.grad_filter,
+               "With --backward: also those of ops that filter gradient tiles (grad_filter_threshold > 0)")
+      ->needs(backward);
   sub.add_flag("--collectives", o.collectives,
                "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp of 2 or more");
   sub.add_flag("--collectives-only", o.collectives_only,

@@ -170,6 +170,8 @@ std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const Runti
   base.bias_dtypes = parse_bias(options.bias);
   base.entropy = parse_entropy(options.entropy);
   base.backward = options.backward;
+  base.dz_fp32 = options.dz_fp32;
+  base.grad_filter = options.grad_filter;
   base.collectives = options.collectives || options.collectives_only;
   base.linear_logp = !options.collectives_only;
   if (base.collectives && std::none_of(base.tp.begin(), base.tp.end(), [](int tp) { return tp >= 2; })) {

@@ -27,6 +27,8 @@ struct PrewarmOptions {
   std::vector<std::string> bias = {"none"};
   std::string entropy = "off";           // off, on or both
   bool backward = false;                 // also the kernels of LinearLogp::backward
+  bool dz_fp32 = false;                  // with backward: also those of ops with dz_fp32
+  bool grad_filter = false;              // with backward: also those of ops that filter gradient tiles
   bool collectives = false;              // also ReduceScatter's and MoeCombine's (TP degrees >= 2)
   bool collectives_only = false;         // only those (a model needs --hidden alone)
   std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
