@@ -14,6 +14,9 @@ except ImportError:  # a build tree: the extension sits on sys.path next to this
 
 Runtime = _shardjit.Runtime
 LinearLogp = _shardjit.LinearLogp
+Communicator = _shardjit.Communicator
+ReduceScatter = _shardjit.ReduceScatter
+MoeCombine = _shardjit.MoeCombine
 prewarm = _shardjit.prewarm
 ShardjitError = _shardjit.ShardjitError
 InvalidArgumentError = _shardjit.InvalidArgumentError
@@ -25,6 +28,9 @@ __version__ = _shardjit.__version__
 __all__ = [
     "Runtime",
     "LinearLogp",
+    "Communicator",
+    "ReduceScatter",
+    "MoeCombine",
     "prewarm",
     "ShardjitError",
     "InvalidArgumentError",

@@ -9,5 +9,6 @@ void bind_errors(nanobind::module_& m);
 void bind_tensor_views(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
 void bind_linear_logp(nanobind::module_& m);
+void bind_collectives(nanobind::module_& m);
 
 }  // namespace shardjit::python

@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
+#include "shardjit/communicator.hpp"
 #include "shardjit/linear_logp.hpp"
 #include "tensor_views.hpp"
 
@@ -15,8 +16,6 @@ namespace nb = nanobind;
 
 namespace shardjit::python {
 namespace {
-
-StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<StreamHandle>(stream); }
 
 template <typename T>
 T number(const char* key, nb::handle value) {
@@ -113,6 +112,16 @@ void bind_linear_logp(nb::module_& m) {
             new (self) LinearLogp(runtime, config);
           },
           nb::keep_alive<1, 2>())
+      .def(
+          "__init__",
+          [](LinearLogp* self, Runtime& runtime, Communicator& comm, const nb::kwargs& kwargs) {
+            const LinearLogpConfig config = config_from(kwargs);
+            nb::gil_scoped_release release;
+            new (self) LinearLogp(runtime, config, comm);
+          },
+          nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
+          "The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, "
+          "built by every rank of comm at the same time.")
       .def_prop_ro("config", [](const LinearLogp& op) { return config_dict(op.config()); })
       .def_prop_ro("main_loop", [](const LinearLogp& op) { return std::string(op.main_loop()); },
                    "'wgmma' (Hopper), 'mma.sync' (portable) or 'fp32 fma': the loop of the op's logit kernels")

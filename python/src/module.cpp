@@ -10,5 +10,6 @@ NB_MODULE(_shardjit, m) {
   shardjit::python::bind_errors(m);
   shardjit::python::bind_tensor_views(m);
   shardjit::python::bind_runtime(m);
+  shardjit::python::bind_collectives(m);
   shardjit::python::bind_linear_logp(m);
 }

@@ -3,7 +3,9 @@
 // for a wrong rank, layout or device.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include <nanobind/ndarray.h>
 
@@ -22,6 +24,9 @@ std::optional<DType> dtype_of(const Tensor& tensor);
 MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda = true);
 VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda = true);
 VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype);
+
+// A CUDA stream given in Python as an integer (a cudaStream_t; 0: the legacy default stream).
+inline StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<StreamHandle>(stream); }
 
 // A dtype given by name in Python ("bf16", "float32", ...); ValueError naming `what` otherwise.
 DType parse_dtype_arg(const char* what, const std::string& text);
