@@ -82,8 +82,7 @@ void bind_runtime(nb::module_& m) {
          std::vector<std::optional<std::string>> bias_dtypes, std::vector<bool> entropy, bool backward,
          bool dz_fp32, bool grad_filter, std::optional<std::string> cache_dir, int jobs,
          std::optional<bool> hopper_path) {
-        if (archs.empty()) throw nb::value_error("archs: give at least one target arch, e.g. ['sm_90']");
-        if (jobs < 1) throw nb::value_error("jobs: expected a whole number >= 1");
+        // archs and jobs are checked by shardjit::prewarm (InvalidArgumentError, a ValueError).
         PrewarmConfig config;
         config.hidden = hidden;
         config.vocab = vocab;
@@ -125,7 +124,8 @@ void bind_runtime(nb::module_& m) {
       nb::arg("valid_vocab") = 0, nb::arg("target_dtypes") = std::vector<std::string>{"int64"},
       nb::arg("bias_dtypes") = std::vector<std::optional<std::string>>{std::nullopt},
       nb::arg("entropy") = std::vector<bool>{false}, nb::arg("backward") = false, nb::arg("dz_fp32") = false,
-      nb::arg("grad_filter") = false, nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1, nb::arg("hopper_path") = nb::none(),
+      nb::arg("grad_filter") = false, nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1,
+      nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options); "
       "hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "

@@ -1,13 +1,10 @@
-// shardjit::prewarm (include/shardjit/prewarm.hpp): the kernels of prewarm_items, built on a few
-// threads through the Runtime's cache.
+// shardjit::prewarm (include/shardjit/prewarm.hpp): the kernels of prewarm_items, built through
+// the Runtime's cache by build_prewarm_items.
 #include "shardjit/prewarm.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
+#include <string>
 
+#include "runtime/ops/prewarm_build.hpp"
 #include "runtime/ops/prewarm_plan.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/error.hpp"
@@ -16,40 +13,6 @@ namespace shardjit {
 namespace {
 
 void bad_config(const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "prewarm: " + what); }
-
-// Builds every item on `jobs` threads; a kernel that fails is recorded, not thrown.
-PrewarmResult build_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs) {
-  PrewarmResult result;
-  result.total = items.size();
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  auto worker = [&] {
-    for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
-      const PrewarmItem& item = items[i];
-      std::string error;
-      bool compiled = false;
-      try {
-        compiled = cache.get(item.spec, item.arch, "shardjit::prewarm").origin == KernelOrigin::kCompiled;
-      } catch (const std::exception& caught) {
-        error = caught.what();
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error.empty()) {
-        result.failures.push_back(item.spec.canonical_text() + " " + item.arch + ": " + error);
-      } else if (compiled) {
-        ++result.compiled;
-      } else {
-        ++result.cached;
-      }
-    }
-  };
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(jobs), items.size());
-  std::vector<std::thread> pool;
-  for (std::size_t i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
-  return result;
-}
 
 }  // namespace
 
@@ -73,7 +36,18 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
   request.grad_filter = config.grad_filter;
   request.collectives = config.collectives;
   request.hopper_path = impl.config.hopper_path;
-  return build_items(impl.cache, prewarm_items(request), config.jobs);
+  const std::vector<PrewarmItem> items = prewarm_items(request);
+  PrewarmResult result;
+  result.total = items.size();
+  build_prewarm_items(impl.cache, items, config.jobs,
+                      [&](const PrewarmItem& item, PrewarmOutcome outcome, const std::string& error) {
+                        if (outcome == PrewarmOutcome::kCompiled) ++result.compiled;
+                        if (outcome == PrewarmOutcome::kCached) ++result.cached;
+                        if (outcome == PrewarmOutcome::kFailed) {
+                          result.failures.push_back(item.name() + ": " + error);
+                        }
+                      });
+  return result;
 }
 
 }  // namespace shardjit

@@ -52,6 +52,9 @@ struct PrewarmItem {
   // For the forward kernel of a single-GPU op: that op's config, whose forward tile
   // `shardjit prewarm --tune` can time (runtime/ops/linear_logp_tuning.hpp).
   std::optional<LinearLogpConfig> tunable;
+
+  // "<spec text> <arch>", how messages name the kernel.
+  std::string name() const { return spec.canonical_text() + " " + arch; }
 };
 
 // The shards of an even TP split: ceil(V / tp) rows per rank, the last rank the rest.

@@ -1,5 +1,5 @@
-// Runs a prewarm: every item through the kernel cache (memory -> disk -> NVRTC) on a pool of
-// worker threads. A failed kernel does not stop the others; it is reported at the end.
+// Runs the CLI's prewarm: every item through build_prewarm_items (runtime/ops/prewarm_build.hpp),
+// with a progress line, and the failures reported at the end, sorted.
 #pragma once
 
 #include <cstddef>
