@@ -146,13 +146,8 @@ std::optional<CacheEntry> DiskCache::reject_entry(const std::string& key, const 
                                                   const FileIdentity& identity,
                                                   const std::string& reason) {
   if (!writable_) {
-    std::lock_guard<std::mutex> guard(warned_mutex_);
-    if (warned_keys_.insert(key).second) {
-      log().warn(
-          "ignoring unusable kernel cache entry '{}' ({}); the cache is read-only, so it "
-          "stays until a writable run rebuilds it",
-          path.string(), reason);
-    }
+    warn_once(key, "ignoring unusable kernel cache entry '" + path.string() + "' (" + reason +
+                       "); the cache is read-only, so it stays until a writable run rebuilds it");
     return std::nullopt;
   }
   log().warn("removing unusable kernel cache entry '{}' ({}); it will be rebuilt", path.string(),
@@ -212,16 +207,8 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
 }
 
 void DiskCache::warn_once(const std::string& topic, const std::string& message) {
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> guard(warned_mutex_);
-    first = warned_keys_.insert(topic).second;
-  }
-  if (first) {
-    log().warn("{}", message);
-  } else {
-    log().debug("{}", message);
-  }
+  std::lock_guard<std::mutex> guard(warned_mutex_);
+  if (warned_keys_.insert(topic).second) log().warn("{}", message);
 }
 
 std::vector<DiskEntryInfo> DiskCache::list() const {

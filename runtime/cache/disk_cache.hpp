@@ -100,7 +100,7 @@ class DiskCache {
 
  private:
   void require_writable(const char* action) const;
-  // Logs message as a warning the first time for topic, then at debug level.
+  // Logs message as a warning the first time for topic (a bad key, or a kind of failure), then not.
   void warn_once(const std::string& topic, const std::string& message);
   std::optional<CacheEntry> reject_entry(const std::string& key, const std::filesystem::path& path,
                                          const FileIdentity& identity, const std::string& reason);
@@ -120,7 +120,7 @@ class DiskCache {
   bool writable_;
   std::chrono::milliseconds lock_timeout_;
   std::mutex warned_mutex_;
-  std::set<std::string> warned_keys_;  // bad keys of a read-only cache, and warn_once's topics
+  std::set<std::string> warned_keys_;  // warn_once's topics
 };
 
 }  // namespace shardjit
