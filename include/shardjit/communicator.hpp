@@ -10,9 +10,9 @@
 // Every host-side wait on the peers is bounded by CommOptions::timeout: joining, the layout
 // exchange when a TP op is built, the enqueue of each collective (a non-blocking communicator
 // may report it in progress for a while), and LinearLogp::check (or strict mode) waiting for a
-// stream that waits for a collective. When it runs out, a communicator that shardjit created is aborted
-// (ncclCommAbort, which also stops its kernels still waiting on the GPU) and Error(kCommError)
-// says which wait timed out; a dead or missing peer is an error, not a hang. A collective is
+// stream that waits for a collective. When it runs out, a communicator that shardjit created is
+// aborted (ncclCommAbort, which also stops its kernels still waiting on the GPU) and
+// Error(kCommError) says which wait timed out; a dead or missing peer is an error, not a hang. A collective is
 // not waited for past its enqueue: a forward returns once its work is queued. A caller that
 // synchronizes the stream itself (cudaStreamSynchronize) instead of calling check() is not
 // covered by the timeout.

@@ -114,9 +114,10 @@ class LinearLogp {
   // ONE all-gather of the partials runs on the communicator's stream, ordered with `stream` by
   // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward()
   // all-reduces grad_hidden (fp32, on the communicator's stream, while the last vocabulary
-  // chunk's grad_weight is computed); grad_weight and grad_bias stay local. Every rank passes the same hidden and targets, makes the same calls in the same order
-  // with the same row count N, and asks backward for grad_hidden alike (these are not checked
-  // per call: a rank that differs leaves the others waiting until check() times out).
+  // chunk's grad_weight is computed); grad_weight and grad_bias stay local. Every rank passes
+  // the same hidden and targets, makes the same calls in the same order with the same row count
+  // N, and asks backward for grad_hidden alike (these are not checked per call: a rank that
+  // differs leaves the others waiting until check() times out).
   //
   // CUDA graphs: forward and backward can be captured (no host synchronization, no allocation)
   // once the op is built and its buffers are sized: build every op (max_rows set to the largest

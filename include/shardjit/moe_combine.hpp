@@ -9,8 +9,8 @@
 // count is not known here: rows of a peer's buffer past its R hold whatever was there).
 //
 // Paths, the 8-rank limit, collective build and destruction, graph capture and dead peers: as
-// ReduceScatter (include/shardjit/reduce_scatter.hpp). On the NCCL path each rank's buffer (capacity rows) is
-// all-gathered, then a local kernel combines.
+// ReduceScatter (include/shardjit/reduce_scatter.hpp). On the NCCL path each rank's buffer
+// (capacity rows) is all-gathered, then a local kernel combines.
 #pragma once
 
 #include <cstddef>

@@ -45,7 +45,9 @@ TEST_F(OneRankCollectives, MoeCombineRoutesGatesAndReportsBadPositions) {
   // Token t takes row (7 t) % kRows; every fifth token none (-1); token 13 names a row past the
   // capacity, token 17 one past this call's rows: both are bad positions.
   std::vector<std::int32_t> positions(kTokens);
-  for (std::int64_t t = 0; t < kTokens; ++t) positions[t] = t % 5 == 0 ? -1 : static_cast<std::int32_t>((7 * t) % kRows);
+  for (std::int64_t t = 0; t < kTokens; ++t) {
+    positions[t] = t % 5 == 0 ? -1 : static_cast<std::int32_t>((7 * t) % kRows);
+  }
   positions[13] = kCapacity;
   positions[17] = kRows;
 
