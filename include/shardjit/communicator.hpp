@@ -12,10 +12,16 @@
 // may report it in progress for a while), and LinearLogp::check (or strict mode) waiting for a
 // stream that waits for a collective. When it runs out, a communicator that shardjit created is
 // aborted (ncclCommAbort, which also stops its kernels still waiting on the GPU) and
-// Error(kCommError) says which wait timed out; a dead or missing peer is an error, not a hang. A collective is
-// not waited for past its enqueue: a forward returns once its work is queued. A caller that
-// synchronizes the stream itself (cudaStreamSynchronize) instead of calling check() is not
-// covered by the timeout.
+// Error(kCommError) says which wait timed out; a dead or missing peer is an error, not a hang. A
+// collective is not waited for past its enqueue: a forward returns once its work is queued.
+//
+// A caller that waits on the stream itself (cudaStreamSynchronize) instead of calling check() is
+// covered by a watchdog thread: an NCCL collective of a created communicator that has not
+// finished `timeout` after its enqueue (or after the collective before it finished, whichever is
+// later) aborts the communicator, which ends the collective's kernel so that the caller's wait
+// returns. The results of that call are then garbage: call check() after such a wait; it raises
+// Error(kCommError) naming the collective. Not watched: collectives captured into a CUDA graph,
+// and those of a wrapped communicator (the caller owns its abort).
 //
 // Rules the ranks must keep (they cannot be checked per call without adding collectives):
 // every rank builds the same ops in the same order and makes the same calls on them, with the

@@ -124,7 +124,7 @@ void Communicator::set_timeout(std::chrono::milliseconds timeout) {
   impl_->options = options;
 }
 StreamHandle Communicator::stream() const { return impl_->stream.get(); }
-void* Communicator::nccl_comm() const { return impl_->aborted.load() ? nullptr : impl_->comm; }
+void* Communicator::nccl_comm() const { return impl_->current(); }
 bool Communicator::aborted() const { return impl_->aborted.load(); }
 void Communicator::abort() { impl_->abort("aborted by the caller"); }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "runtime/comm/bounded_wait.hpp"
+#include "runtime/driver/stream.hpp"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
@@ -16,37 +17,55 @@ Communicator::Impl::Impl(const NcclApi& nccl_api, const DeviceContext& context, 
     : api(nccl_api),
       device(context),
       stream(std::move(comm_stream)),
-      comm(nccl_comm),
       owned(owns),
-      options(comm_options) {
-  check_nccl(api, api.ncclCommUserRank(comm, &rank), "ncclCommUserRank", comm);
-  check_nccl(api, api.ncclCommCount(comm, &size), "ncclCommCount", comm);
+      options(comm_options),
+      comm_(nccl_comm),
+      events_(context) {
+  check_nccl(api, api.ncclCommUserRank(comm_, &rank), "ncclCommUserRank", comm_);
+  check_nccl(api, api.ncclCommCount(comm_, &size), "ncclCommCount", comm_);
+  // A wrapped communicator is the caller's to abort; nothing follows its collectives.
+  if (owned) {
+    watchdog_ = std::make_unique<CollectiveWatchdog>([this](const std::string& what, std::chrono::milliseconds limit) {
+      const std::string reason = what + " did not finish within " + std::to_string(limit.count()) +
+                                 " ms of its enqueue (or of the collective before it); the watchdog aborted the "
+                                 "communicator: a peer is dead, missing, or did not make the same calls in the "
+                                 "same order";
+      log().error("{}", reason);
+      abort(reason);
+    });
+  }
 }
 
 Communicator::Impl::~Impl() {
-  if (!owned || comm == nullptr || aborted.load()) return;
+  // No abort from the watchdog's thread from here on.
+  watchdog_.reset();
+  if (!owned || comm_ == nullptr || aborted.load()) return;
   // Finalize flushes what is still queued; a peer that is gone makes it time out, and then the
   // communicator is aborted rather than left hanging in a destructor.
   try {
     ScopedContext scope(device);
-    ncclResult_t state = api.ncclCommFinalize(comm);
+    ncclResult_t state = api.ncclCommFinalize(comm_);
     auto settled = [&] {
-      api.ncclCommGetAsyncError(comm, &state);
+      api.ncclCommGetAsyncError(comm_, &state);
       return state != ncclInProgress;
     };
     const bool started = state == ncclSuccess || state == ncclInProgress;
     const bool done = started && wait_until(settled, options.timeout);
     if (done && state == ncclSuccess) {
-      api.ncclCommDestroy(comm);
+      api.ncclCommDestroy(comm_);
     } else {
       log().warn("NCCL communicator (rank {} of {}) did not finalize ({}); aborting it", rank, size,
                  done || !started ? api.ncclGetErrorString(state) : "timed out");
-      api.ncclCommAbort(comm);
+      api.ncclCommAbort(comm_);
     }
   } catch (const std::exception& e) {
     log().warn("destroying an NCCL communicator failed: {}", e.what());
   }
-  comm = nullptr;
+  comm_ = nullptr;
+}
+
+std::string Communicator::Impl::who() const {
+  return "rank " + std::to_string(rank) + " of " + std::to_string(size);
 }
 
 std::string Communicator::Impl::timeout_text() const {
@@ -54,23 +73,34 @@ std::string Communicator::Impl::timeout_text() const {
 }
 
 void Communicator::Impl::check_usable(const char* what) const {
-  if (aborted.load()) {
-    throw Error(ErrorCode::kCommError, std::string(what) + ": the communicator (rank " + std::to_string(rank) +
-                                           " of " + std::to_string(size) + ") was aborted earlier: " + abort_reason);
-  }
+  if (!aborted.load()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw Error(ErrorCode::kCommError,
+              std::string(what) + ": the communicator (" + who() + ") was aborted earlier: " + abort_reason_);
+}
+
+ncclComm_t Communicator::Impl::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return comm_;
 }
 
 void Communicator::Impl::abort(const std::string& reason) noexcept {
-  if (aborted.exchange(true)) return;
-  abort_reason = reason;
-  if (!owned || comm == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted.load()) return;
+  try {
+    abort_reason_ = reason;
+  } catch (...) {
+    // Out of memory for the message: the abort itself still happens.
+  }
+  aborted.store(true);
+  if (!owned || comm_ == nullptr) return;
   try {
     ScopedContext scope(device);
-    api.ncclCommAbort(comm);
+    api.ncclCommAbort(comm_);
   } catch (const std::exception& e) {
     log().warn("aborting an NCCL communicator failed: {}", e.what());
   }
-  comm = nullptr;
+  comm_ = nullptr;
 }
 
 void Communicator::Impl::fail(const std::string& message) {
@@ -81,38 +111,77 @@ void Communicator::Impl::fail(const std::string& message) {
   throw Error(ErrorCode::kCommError, message + done);
 }
 
+ncclResult_t Communicator::Impl::async_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_ == nullptr || aborted.load()) return ncclSuccess;
+  ncclResult_t state = ncclSuccess;
+  api.ncclCommGetAsyncError(comm_, &state);
+  return state;
+}
+
 void Communicator::Impl::finish(ncclResult_t result, const char* call) {
   if (result == ncclInProgress) {
     ncclResult_t state = ncclInProgress;
     const bool done = wait_until(
         [&] {
-          api.ncclCommGetAsyncError(comm, &state);
-          return state != ncclInProgress;
+          state = async_error();
+          return state != ncclInProgress || aborted.load();
         },
         options.timeout);
+    check_usable(call);
     if (!done) {
-      fail(std::string(call) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) +
-           ") was still in progress after " + timeout_text() + ": a peer is missing or dead");
+      fail(std::string(call) + " (" + who() + ") was still in progress after " + timeout_text() +
+           ": a peer is missing or dead");
     }
     result = state;
   }
   if (result != ncclSuccess) {
     try {
-      check_nccl(api, result, call, comm);
+      check_nccl(api, result, call, current());
     } catch (const Error& e) {
       fail(e.what());
     }
   }
 }
 
+template <class Call>
+void Communicator::Impl::enqueue(const char* name, Call&& call) {
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted.load()) result = call(comm_);
+  }
+  check_usable(name);
+  finish(result, name);
+}
+
+void Communicator::Impl::watch(CUstream on, const char* what) {
+  // A captured collective runs when the graph is launched, which this enqueue does not see.
+  if (!watchdog_ || stream_is_capturing(on)) return;
+  std::shared_ptr<OwnedEvent> event = events_.take();
+  SHARDJIT_CU(cuEventRecord(event->get(), on));
+  const DeviceContext* context = &device;
+  watchdog_->watch(
+      [event, context]() noexcept {
+        try {
+          ScopedContext scope(*context);
+          return driver().cuEventQuery(event->get()) != CUDA_ERROR_NOT_READY;
+        } catch (...) {
+          return true;  // nothing to learn from this event; the op's own check reports errors
+        }
+      },
+      std::string(what) + " (" + who() + ")", options.timeout);
+}
+
 void Communicator::Impl::all_gather(const void* send, void* recv, std::size_t bytes_per_rank, CUstream on) {
-  check_usable("ncclAllGather");
-  finish(api.ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm, on), "ncclAllGather");
+  enqueue("ncclAllGather",
+          [&](ncclComm_t c) { return api.ncclAllGather(send, recv, bytes_per_rank, ncclUint8, c, on); });
+  watch(on, "ncclAllGather");
 }
 
 void Communicator::Impl::all_reduce_sum(void* data, std::size_t count, ncclDataType_t type, CUstream on) {
-  check_usable("ncclAllReduce");
-  finish(api.ncclAllReduce(data, data, count, type, ncclSum, comm, on), "ncclAllReduce");
+  enqueue("ncclAllReduce", [&](ncclComm_t c) { return api.ncclAllReduce(data, data, count, type, ncclSum, c, on); });
+  watch(on, "ncclAllReduce");
 }
 
 void Communicator::Impl::reduce_scatter_sum(const void* send, void* recv, const std::vector<std::size_t>& counts,
@@ -123,19 +192,25 @@ void Communicator::Impl::reduce_scatter_sum(const void* send, void* recv, const 
                                           std::to_string(size) + " ranks");
   }
   if (std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == counts[0]; })) {
-    finish(api.ncclReduceScatter(send, recv, counts[0], type, ncclSum, comm, on), "ncclReduceScatter");
+    enqueue("ncclReduceScatter", [&](ncclComm_t c) {
+      return api.ncclReduceScatter(send, recv, counts[0], type, ncclSum, c, on);
+    });
+    watch(on, "ncclReduceScatter");
     return;
   }
   const std::size_t element = nccl_type_size(type);
-  finish(api.ncclGroupStart(), "ncclGroupStart");
+  enqueue("ncclGroupStart", [&](ncclComm_t) { return api.ncclGroupStart(); });
   std::size_t offset = 0;
   for (int root = 0; root < size; ++root) {
     const std::size_t count = counts[static_cast<std::size_t>(root)];
     const void* block = static_cast<const char*>(send) + offset * element;
-    finish(api.ncclReduce(block, root == rank ? recv : nullptr, count, type, ncclSum, root, comm, on), "ncclReduce");
+    enqueue("ncclReduce", [&](ncclComm_t c) {
+      return api.ncclReduce(block, root == rank ? recv : nullptr, count, type, ncclSum, root, c, on);
+    });
     offset += count;
   }
-  finish(api.ncclGroupEnd(), "ncclGroupEnd");
+  enqueue("ncclGroupEnd", [&](ncclComm_t) { return api.ncclGroupEnd(); });
+  watch(on, "ncclReduce (one per rank's block)");
 }
 
 void Communicator::Impl::wait_stream(CUstream on, const char* what) {
@@ -147,18 +222,19 @@ void Communicator::Impl::wait_stream(CUstream on, const char* what) {
         const CUresult rc = cu.cuStreamQuery(on);
         if (rc == CUDA_SUCCESS) return true;
         if (rc != CUDA_ERROR_NOT_READY) check_cu(rc, "cuStreamQuery");
-        api.ncclCommGetAsyncError(comm, &nccl_state);
-        return nccl_state != ncclSuccess && nccl_state != ncclInProgress;
+        nccl_state = async_error();
+        return (nccl_state != ncclSuccess && nccl_state != ncclInProgress) || aborted.load();
       },
       options.timeout);
-  const std::string where = std::string(what) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
+  check_usable(what);
+  const std::string where = std::string(what) + " (" + who() + ")";
   if (!done) {
     fail(where + ": the GPU work did not finish within " + timeout_text() +
          "; a collective is waiting for a peer that is dead, missing, or did not make the same calls in the same "
          "order");
   }
   if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) {
-    const char* last = api.ncclGetLastError(comm);
+    const char* last = api.ncclGetLastError(current());
     fail(where + ": NCCL reported " + api.ncclGetErrorString(nccl_state) +
          (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string()));
   }

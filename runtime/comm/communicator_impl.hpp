@@ -1,6 +1,10 @@
 // Communicator::Impl: an NCCL communicator on one device, its stream, and the checked, bounded
 // operations the ops use: collectives enqueued on a stream, host waits with a deadline, and the
 // exchange of fixed-size records that TP ops do once, when they are built.
+//
+// The collectives a created communicator enqueues are followed by a CollectiveWatchdog, whose
+// thread may abort the communicator while the caller's thread uses it: `comm` and the abort's
+// reason are guarded by a mutex, held for each NCCL call (never across a wait).
 #pragma once
 
 #include <cuda.h>
@@ -8,11 +12,15 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "runtime/comm/collective_watchdog.hpp"
 #include "runtime/comm/nccl_library.hpp"
 #include "runtime/driver/device.hpp"
+#include "runtime/driver/event_pool.hpp"
 #include "runtime/driver/stream.hpp"
 #include "shardjit/communicator.hpp"
 
@@ -28,6 +36,8 @@ struct Communicator::Impl {
 
   // Throws Error(kCommError) once the communicator was aborted.
   void check_usable(const char* what) const;
+  // The ncclComm_t, null once aborted.
+  ncclComm_t current() const;
 
   // Enqueue on `stream` (the communicator's own, normally); no host wait unless NCCL reports
   // the call still in progress (a non-blocking communicator setting up a connection), which is
@@ -57,18 +67,32 @@ struct Communicator::Impl {
   const NcclApi& api;
   const DeviceContext& device;
   OwnedStream stream;
-  ncclComm_t comm = nullptr;
   bool owned = false;
   int rank = 0;
   int size = 1;
   CommOptions options;
   std::atomic<bool> aborted{false};
-  std::string abort_reason;
 
  private:
+  // Calls `call(comm)` under the mutex (after check_usable(name)), then finishes its result.
+  template <class Call>
+  void enqueue(const char* name, Call&& call);
   // After an NCCL call: raises on an error, waits out ncclInProgress.
   void finish(ncclResult_t result, const char* call);
+  // ncclCommGetAsyncError under the mutex; ncclSuccess once aborted (the waits then stop on
+  // `aborted` and check_usable names the reason).
+  ncclResult_t async_error();
+  // Hands the collective just enqueued on `stream` (named `what`) to the watchdog.
+  void watch(CUstream stream, const char* what);
+  std::string who() const;
   std::string timeout_text() const;
+
+  mutable std::mutex mutex_;  // guards comm_ and abort_reason_
+  ncclComm_t comm_ = nullptr;
+  std::string abort_reason_;
+  EventPool events_;
+  // Declared last: destroyed (its thread stopped) before the events it may still hold.
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace shardjit

@@ -60,6 +60,7 @@ namespace shardjit {
   X(cuEventDestroy)                  \
   X(cuEventRecord)                   \
   X(cuEventSynchronize)              \
+  X(cuEventQuery)                    \
   X(cuEventElapsedTime)              \
   X(cuStreamBeginCapture)            \
   X(cuStreamEndCapture)              \
