@@ -1,7 +1,8 @@
 """gpu tier: the cross-GPU API on one GPU, a communicator of one rank (the NCCL path): the
 reduce-scatter of one rank is a copy, the MoE combine against a PyTorch reference, and the
 tensor-parallel LinearLogp of one rank against the single-GPU op. Skipped without PyTorch or a
-CUDA device. The C++ multigpu tier runs the same ops on two GPUs."""
+CUDA device. The C++ multigpu tier runs the same ops on two GPUs, and test_collectives_two_gpus.py
+runs them from Python on two GPUs."""
 
 import pytest
 

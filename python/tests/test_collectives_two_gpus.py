@@ -1,0 +1,72 @@
+"""gpu tier: the cross-GPU API on two GPUs, a communicator of two ranks, one process per GPU as in
+training: ReduceScatter with uneven blocks (bf16 and fp32; the path 'auto' picks, and NCCL), the MoE
+combine (fp32 with gates, bf16 without; both paths) and the tensor-parallel LinearLogp with the
+vocabulary split in two (forward with both combines, all-gathered and read from the peer, and
+backward with its all-reduced grad_hidden), each rank against a float64 PyTorch reference. The ranks are two_rank_worker.py, launched here. Skipped unless PyTorch
+sees two CUDA devices."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import shardjit
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two_rank_worker.py")
+# Both workers together, first-time kernel compiles included. A worker whose peer died ends on
+# its own within the communicator's timeout (two_rank_worker.COMM_TIMEOUT_S), well before this.
+TIMEOUT_S = 420
+
+
+def cuda_device_count():
+    """How many CUDA devices PyTorch sees; 0 without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+pytestmark = pytest.mark.skipif(cuda_device_count() < 2, reason="needs PyTorch and two CUDA devices")
+
+
+def test_two_ranks_match_the_float64_references(tmp_path):
+    # One group id for both ranks, made here as a launcher would (it needs NCCL, not a GPU).
+    unique_id = shardjit.Communicator.new_unique_id()
+    # Both ranks share one kernel cache: concurrent writers are safe, and the second rank may
+    # load what the first compiled.
+    cache_dir = str(tmp_path / "cache")
+    procs, logs = [], []
+    for rank in range(2):
+        # Output goes to files, not pipes: a worker blocked on a full pipe that nobody reads
+        # (this test waits for the ranks in turn) would leave its peer waiting in a collective.
+        out_path, err_path = tmp_path / f"rank{rank}.out", tmp_path / f"rank{rank}.err"
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            # The default environment: the workers inherit PYTHONPATH, so they import this shardjit.
+            procs.append(subprocess.Popen([sys.executable, WORKER, str(rank), unique_id.hex(), cache_dir],
+                                          stdout=out, stderr=err))
+        logs.append((out_path, err_path))
+
+    deadline = time.monotonic() + TIMEOUT_S
+    timed_out = False
+    try:
+        for proc in procs:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # Also on an error here: leave no worker holding a GPU.
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    report = []
+    for rank, (proc, (out_path, err_path)) in enumerate(zip(procs, logs)):
+        report.append(f"--- rank {rank}: exit code {proc.returncode}\n"
+                      f"stdout:\n{out_path.read_text()}\nstderr:\n{err_path.read_text()}")
+    report = "\n".join(report)
+    assert not timed_out, f"the workers did not finish within {TIMEOUT_S} s (killed)\n{report}"
+    assert [proc.returncode for proc in procs] == [0, 0], report
