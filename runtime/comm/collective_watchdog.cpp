@@ -45,12 +45,19 @@ void CollectiveWatchdog::run() {
   // When the last item seen finished: the oldest item's clock starts no earlier.
   Clock::time_point progress = Clock::time_point::min();
   while (!stopping_) {
-    while (!items_.empty() && items_.front().done()) {
-      items_.pop_front();
-      progress = Clock::now();
-    }
     if (items_.empty()) {
       wake_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+      continue;
+    }
+    // Polled without the lock, so that watch() never waits on a probe; only this thread removes
+    // items, so the oldest is still the oldest afterwards.
+    const Probe probe = items_.front().done;
+    lock.unlock();
+    const bool done = probe();
+    lock.lock();
+    if (done) {
+      items_.pop_front();
+      progress = Clock::now();
       continue;
     }
     const Item& oldest = items_.front();
