@@ -44,6 +44,9 @@ struct ReduceScatterConfig {
   std::vector<std::int64_t> rows_per_rank;   // one block size per rank (0 allowed); T = their sum
   CollectivePath path = CollectivePath::kAuto;
   // kAuto takes NCCL for inputs (T x H x element size) of more bytes than this; 0: never by size.
+  // On 2 x H200 (NVLink) the peer path was faster at every size measured, 256 KiB to 1.75 GiB a
+  // rank (docs/benchmarks.md), hence the default; set it where a measurement on your machine
+  // shows NCCL ahead above some size.
   std::size_t nccl_above_bytes = 0;
 };
 
