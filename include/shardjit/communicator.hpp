@@ -16,12 +16,13 @@
 // collective is not waited for past its enqueue: a forward returns once its work is queued.
 //
 // A caller that waits on the stream itself (cudaStreamSynchronize) instead of calling check() is
-// covered by a watchdog thread: an NCCL collective of a created communicator that has not
-// finished `timeout` after its enqueue (or after the collective before it finished, whichever is
-// later) aborts the communicator, which ends the collective's kernel so that the caller's wait
-// returns. The results of that call are then garbage: call check() after such a wait; it raises
-// Error(kCommError) naming the collective. Not watched: collectives captured into a CUDA graph,
-// and those of a wrapped communicator (the caller owns its abort).
+// covered by a watchdog thread: an NCCL collective of a created communicator that has run for
+// `timeout` without finishing (its clock starts when the work before it on the stream is done,
+// so time spent queued does not count) aborts the communicator, which ends the collective's
+// kernel so that the caller's wait returns. The results of that call are then garbage: call
+// check() after such a wait; it raises Error(kCommError) naming the collective. Not watched:
+// collectives captured into a CUDA graph, and those of a wrapped communicator (the caller owns
+// its abort). The thread's event queries never disturb a graph capture on another thread.
 //
 // Rules the ranks must keep (they cannot be checked per call without adding collectives):
 // every rank builds the same ops in the same order and makes the same calls on them, with the
@@ -79,11 +80,15 @@ class Communicator {
   const CommOptions& options() const;
   // Changes the bound of later waits, e.g. a long one while the ops are built (first-time
   // kernel compiles on one rank keep the others waiting in the build exchange) and a short one
-  // for steady-state calls. Error(kInvalidArgument) unless positive.
+  // for steady-state calls; collectives already enqueued keep the bound they were enqueued with.
+  // Error(kInvalidArgument) unless positive.
   void set_timeout(std::chrono::milliseconds timeout);
   // The stream the collectives run on (a CUstream), created with the communicator.
   StreamHandle stream() const;
-  // The ncclComm_t; null once aborted.
+  // The ncclComm_t; null once aborted. The watchdog may abort (and free) a created
+  // communicator from its own thread at any time after a collective timed out, so NCCL calls of
+  // the caller's own on this handle race with that; a caller that needs its own NCCL calls makes
+  // its own communicator and wraps it.
   void* nccl_comm() const;
 
   // True once the communicator was aborted (after a timeout or an NCCL error, or by abort());

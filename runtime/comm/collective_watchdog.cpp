@@ -20,11 +20,11 @@ std::chrono::milliseconds CollectiveWatchdog::poll_interval(std::chrono::millise
   return std::clamp(timeout / 50, std::chrono::milliseconds(1), std::chrono::milliseconds(100));
 }
 
-void CollectiveWatchdog::watch(Probe done, std::string what, std::chrono::milliseconds timeout) {
+void CollectiveWatchdog::watch(Probe probe, std::string what, std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (expired_ || stopping_) return;  // the communicator is gone already; nothing left to abort
-    items_.push_back(Item{std::move(done), std::move(what), timeout, Clock::now()});
+    items_.push_back(Item{std::move(probe), std::move(what), timeout});
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   wake_.notify_one();
@@ -40,42 +40,56 @@ bool CollectiveWatchdog::expired() const {
   return expired_;
 }
 
-void CollectiveWatchdog::run() {
+void CollectiveWatchdog::run() noexcept {
   std::unique_lock<std::mutex> lock(mutex_);
-  // When the last item seen finished: the oldest item's clock starts no earlier.
-  Clock::time_point progress = Clock::time_point::min();
-  while (!stopping_) {
-    if (items_.empty()) {
-      wake_.wait(lock, [&] { return stopping_ || !items_.empty(); });
-      continue;
+  try {
+    while (!stopping_ && poll_oldest(lock)) {
     }
-    // Polled without the lock, so that watch() never waits on a probe; only this thread removes
-    // items, so the oldest is still the oldest afterwards.
-    const Probe probe = items_.front().done;
-    lock.unlock();
-    const bool done = probe();
-    lock.lock();
-    if (done) {
-      items_.pop_front();
-      progress = Clock::now();
-      continue;
-    }
-    const Item& oldest = items_.front();
-    const Clock::time_point deadline = std::max(oldest.enqueued, progress) + oldest.timeout;
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      expired_ = true;
-      const std::string what = oldest.what;
-      const std::chrono::milliseconds timeout = oldest.timeout;
-      items_.clear();
-      // The abort may take a while (it tears down NCCL's connections); watch() must not wait on it.
-      lock.unlock();
-      on_expire_(what, timeout);
-      return;
-    }
+  } catch (...) {
+    // Out of memory for a message: stop watching rather than end the process. The callers'
+    // own bounded waits (check(), strict mode) still hold.
+  }
+}
+
+bool CollectiveWatchdog::poll_oldest(std::unique_lock<std::mutex>& lock) {
+  if (items_.empty()) {
+    wake_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+    return true;
+  }
+  // Polled without the lock, so that watch() never waits on a probe. Only this thread removes
+  // items, and a deque's push_back keeps references to its elements, so `oldest` stays valid.
+  Item& oldest = items_.front();
+  lock.unlock();
+  const Progress progress = oldest.probe();
+  lock.lock();
+  if (progress == Progress::kFinished) {
+    items_.pop_front();
+    return true;
+  }
+  const Clock::time_point now = Clock::now();
+  if (progress == Progress::kQueued) {
+    wake_.wait_for(lock, poll_interval(oldest.timeout), [&] { return stopping_; });
+    return true;
+  }
+  if (!oldest.running) {
+    oldest.running = true;
+    oldest.running_since = now;
+  }
+  const Clock::time_point deadline = oldest.running_since + oldest.timeout;
+  if (now < deadline) {
     const auto pause = std::min<Clock::duration>(poll_interval(oldest.timeout), deadline - now);
     wake_.wait_for(lock, pause, [&] { return stopping_; });
+    return true;
   }
+  expired_ = true;
+  const std::string what = oldest.what;
+  const std::chrono::milliseconds timeout = oldest.timeout;
+  items_.clear();
+  // The abort may take a while (it tears down NCCL's connections); watch() must not wait on it.
+  lock.unlock();
+  on_expire_(what, timeout);
+  lock.lock();
+  return false;
 }
 
 }  // namespace shardjit

@@ -1,16 +1,16 @@
 // CollectiveWatchdog: a thread that watches the NCCL collectives a communicator has enqueued and
-// aborts the communicator when one makes no progress for its timeout.
+// aborts the communicator when one has run for its timeout without finishing.
 //
 // Why: every host-side wait of shardjit on a peer is bounded, but a caller may wait on its own
 // (cudaStreamSynchronize, a framework's event), and an NCCL kernel waiting for a dead peer
 // spins forever. Aborting the communicator (ncclCommAbort) ends that kernel, so such a wait
 // returns; the op's next call or check() then raises Error(kCommError) naming the collective.
 //
-// A watched item is a probe, polled from the watchdog's thread until it reports the work done.
-// Items finish in the order they were enqueued (one stream), so only the oldest is polled. Its
-// clock starts when it was enqueued or when the one before it finished, whichever is later: a
-// deep queue of calls, each quick, is progress, not a hang. The timeout is the communicator's
-// at the time of the enqueue.
+// A watched item is a probe, polled from the watchdog's thread, that says whether the collective
+// is still queued behind earlier work, running, or finished. Its clock starts when it is first
+// seen running, so neither a deep queue of calls nor long GPU work ahead of the collective
+// counts against it. Items finish in the order they were enqueued (one stream), so only the
+// oldest is polled. The timeout is the communicator's at the time of the enqueue.
 #pragma once
 
 #include <chrono>
@@ -26,9 +26,10 @@ namespace shardjit {
 class CollectiveWatchdog {
  public:
   using Clock = std::chrono::steady_clock;
-  // True once the watched work has finished. Called from the watchdog's thread; it must not
-  // throw (an error counts as finished: the work is no longer waiting on a peer).
-  using Probe = std::function<bool()>;
+  enum class Progress { kQueued, kRunning, kFinished };
+  // Where the watched collective is. Called from the watchdog's thread; it must not throw (an
+  // error that says nothing about the collective counts as kFinished: it is no longer watched).
+  using Probe = std::function<Progress()>;
   // Called once, from the watchdog's thread, with the name of the item that timed out and the
   // time it was given; the watchdog stops watching after it.
   using Expire = std::function<void(const std::string& what, std::chrono::milliseconds timeout)>;
@@ -39,9 +40,9 @@ class CollectiveWatchdog {
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 
-  // Watches one enqueued collective named `what` for at most `timeout` without progress. The
-  // thread starts with the first item.
-  void watch(Probe done, std::string what, std::chrono::milliseconds timeout);
+  // Watches one enqueued collective named `what` for at most `timeout` of running. The thread
+  // starts with the first item.
+  void watch(Probe probe, std::string what, std::chrono::milliseconds timeout);
 
   // Items not yet seen finished.
   std::size_t pending() const;
@@ -50,13 +51,16 @@ class CollectiveWatchdog {
 
  private:
   struct Item {
-    Probe done;
+    Probe probe;
     std::string what;
     std::chrono::milliseconds timeout;
-    Clock::time_point enqueued;
+    bool running = false;
+    Clock::time_point running_since{};
   };
 
-  void run();
+  void run() noexcept;
+  // One poll of the oldest item; false once the thread should end.
+  bool poll_oldest(std::unique_lock<std::mutex>& lock);
   // How long the thread sleeps between polls of an item with this timeout: a small part of it,
   // so that the abort comes soon after the timeout, and never busy.
   static std::chrono::milliseconds poll_interval(std::chrono::milliseconds timeout);

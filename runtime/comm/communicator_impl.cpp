@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "runtime/comm/bounded_wait.hpp"
@@ -26,10 +27,10 @@ Communicator::Impl::Impl(const NcclApi& nccl_api, const DeviceContext& context, 
   // A wrapped communicator is the caller's to abort; nothing follows its collectives.
   if (owned) {
     watchdog_ = std::make_unique<CollectiveWatchdog>([this](const std::string& what, std::chrono::milliseconds limit) {
+      if (aborted.load()) return;  // a wait of the caller's thread got there first and said so
       const std::string reason = what + " did not finish within " + std::to_string(limit.count()) +
-                                 " ms of its enqueue (or of the collective before it); the watchdog aborted the "
-                                 "communicator: a peer is dead, missing, or did not make the same calls in the "
-                                 "same order";
+                                 " ms of starting to run; the watchdog aborted the communicator: a peer is dead, "
+                                 "missing, or did not make the same calls in the same order";
       log().error("{}", reason);
       abort(reason);
     });
@@ -85,22 +86,27 @@ ncclComm_t Communicator::Impl::current() const {
 }
 
 void Communicator::Impl::abort(const std::string& reason) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (aborted.load()) return;
-  try {
-    abort_reason_ = reason;
-  } catch (...) {
-    // Out of memory for the message: the abort itself still happens.
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted.load()) return;
+    try {
+      abort_reason_ = reason;
+    } catch (...) {
+      // Out of memory for the message: the abort itself still happens.
+    }
+    aborted.store(true);
+    if (owned) comm = std::exchange(comm_, nullptr);
   }
-  aborted.store(true);
-  if (!owned || comm_ == nullptr) return;
+  // Outside the mutex: the teardown may take a while, and the other thread's calls, which see
+  // `aborted` under the mutex first, no longer reach this communicator.
+  if (comm == nullptr) return;
   try {
     ScopedContext scope(device);
-    api.ncclCommAbort(comm_);
+    api.ncclCommAbort(comm);
   } catch (const std::exception& e) {
     log().warn("aborting an NCCL communicator failed: {}", e.what());
   }
-  comm_ = nullptr;
 }
 
 void Communicator::Impl::fail(const std::string& message) {
@@ -155,33 +161,78 @@ void Communicator::Impl::enqueue(const char* name, Call&& call) {
   finish(result, name);
 }
 
-void Communicator::Impl::watch(CUstream on, const char* what) {
+std::shared_ptr<OwnedEvent> Communicator::Impl::mark(CUstream on) noexcept {
   // A captured collective runs when the graph is launched, which this enqueue does not see.
-  if (!watchdog_ || stream_is_capturing(on)) return;
-  std::shared_ptr<OwnedEvent> event = events_.take();
-  SHARDJIT_CU(cuEventRecord(event->get(), on));
-  const DeviceContext* context = &device;
-  watchdog_->watch(
-      [event, context]() noexcept {
-        try {
-          ScopedContext scope(*context);
-          return driver().cuEventQuery(event->get()) != CUDA_ERROR_NOT_READY;
-        } catch (...) {
-          return true;  // nothing to learn from this event; the op's own check reports errors
-        }
-      },
-      std::string(what) + " (" + who() + ")", options.timeout);
+  try {
+    if (!watchdog_ || stream_is_capturing(on)) return nullptr;
+    std::shared_ptr<OwnedEvent> event = events_.take();
+    if (driver().cuEventRecord(event->get(), on) != CUDA_SUCCESS) return nullptr;
+    return event;
+  } catch (const std::exception& e) {
+    log().warn("the watchdog cannot follow a collective: {}", e.what());
+    return nullptr;
+  }
+}
+
+namespace {
+
+// Where a collective between the events `started` and `finished` (on one stream) is, seen from the
+// watchdog's thread.
+CollectiveWatchdog::Progress collective_progress(const DeviceContext& device, CUevent started,
+                                                 CUevent finished) noexcept {
+  using Progress = CollectiveWatchdog::Progress;
+  try {
+    ScopedContext scope(device);
+    // A query is an unsafe call for a stream capture in global mode on another thread, which it
+    // would invalidate; this thread's calls stay out of such captures.
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    driver().cuThreadExchangeStreamCaptureMode(&mode);
+    const CUresult end = driver().cuEventQuery(finished);
+    if (end == CUDA_SUCCESS) return Progress::kFinished;
+    // Refused because of a capture after all: no news, so no clock either.
+    if (end == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || end == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+      return Progress::kQueued;
+    }
+    if (end != CUDA_ERROR_NOT_READY) return Progress::kFinished;  // nothing to learn from it
+    return driver().cuEventQuery(started) == CUDA_SUCCESS ? Progress::kRunning : Progress::kQueued;
+  } catch (...) {
+    return Progress::kFinished;
+  }
+}
+
+}  // namespace
+
+void Communicator::Impl::watch(CUstream on, const char* what, std::shared_ptr<OwnedEvent> started) noexcept {
+  if (started == nullptr) return;
+  std::shared_ptr<OwnedEvent> finished = mark(on);
+  if (finished == nullptr) return;
+  try {
+    const DeviceContext* context = &device;
+    watchdog_->watch(
+        [context, started, finished]() noexcept {
+          return collective_progress(*context, started->get(), finished->get());
+        },
+        std::string(what) + " (" + who() + ")", options.timeout);
+  } catch (const std::exception& e) {
+    log().warn("the watchdog cannot follow a collective: {}", e.what());
+  }
+}
+
+template <class Call>
+void Communicator::Impl::collective(const char* name, CUstream on, Call&& call) {
+  std::shared_ptr<OwnedEvent> started = mark(on);
+  enqueue(name, call);
+  watch(on, name, std::move(started));
 }
 
 void Communicator::Impl::all_gather(const void* send, void* recv, std::size_t bytes_per_rank, CUstream on) {
-  enqueue("ncclAllGather",
-          [&](ncclComm_t c) { return api.ncclAllGather(send, recv, bytes_per_rank, ncclUint8, c, on); });
-  watch(on, "ncclAllGather");
+  collective("ncclAllGather", on,
+             [&](ncclComm_t c) { return api.ncclAllGather(send, recv, bytes_per_rank, ncclUint8, c, on); });
 }
 
 void Communicator::Impl::all_reduce_sum(void* data, std::size_t count, ncclDataType_t type, CUstream on) {
-  enqueue("ncclAllReduce", [&](ncclComm_t c) { return api.ncclAllReduce(data, data, count, type, ncclSum, c, on); });
-  watch(on, "ncclAllReduce");
+  collective("ncclAllReduce", on,
+             [&](ncclComm_t c) { return api.ncclAllReduce(data, data, count, type, ncclSum, c, on); });
 }
 
 void Communicator::Impl::reduce_scatter_sum(const void* send, void* recv, const std::vector<std::size_t>& counts,
@@ -192,25 +243,29 @@ void Communicator::Impl::reduce_scatter_sum(const void* send, void* recv, const 
                                           std::to_string(size) + " ranks");
   }
   if (std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == counts[0]; })) {
-    enqueue("ncclReduceScatter", [&](ncclComm_t c) {
+    collective("ncclReduceScatter", on, [&](ncclComm_t c) {
       return api.ncclReduceScatter(send, recv, counts[0], type, ncclSum, c, on);
     });
-    watch(on, "ncclReduceScatter");
     return;
   }
+  // One group, made under one hold of the mutex: an abort between its calls would leave this
+  // thread's NCCL group open, with calls on a freed communicator in it. The group is closed even
+  // after a failed call; the first failure is the result.
   const std::size_t element = nccl_type_size(type);
-  enqueue("ncclGroupStart", [&](ncclComm_t) { return api.ncclGroupStart(); });
-  std::size_t offset = 0;
-  for (int root = 0; root < size; ++root) {
-    const std::size_t count = counts[static_cast<std::size_t>(root)];
-    const void* block = static_cast<const char*>(send) + offset * element;
-    enqueue("ncclReduce", [&](ncclComm_t c) {
-      return api.ncclReduce(block, root == rank ? recv : nullptr, count, type, ncclSum, root, c, on);
-    });
-    offset += count;
-  }
-  enqueue("ncclGroupEnd", [&](ncclComm_t) { return api.ncclGroupEnd(); });
-  watch(on, "ncclReduce (one per rank's block)");
+  collective("ncclReduce (one per rank's block, grouped)", on, [&](ncclComm_t c) {
+    ncclResult_t result = api.ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    std::size_t offset = 0;
+    for (int root = 0; root < size; ++root) {
+      const std::size_t count = counts[static_cast<std::size_t>(root)];
+      const void* block = static_cast<const char*>(send) + offset * element;
+      const ncclResult_t reduce = api.ncclReduce(block, root == rank ? recv : nullptr, count, type, ncclSum, root, c, on);
+      if (result == ncclSuccess) result = reduce;
+      offset += count;
+    }
+    const ncclResult_t end = api.ncclGroupEnd();
+    return result == ncclSuccess ? end : result;
+  });
 }
 
 void Communicator::Impl::wait_stream(CUstream on, const char* what) {

@@ -3,8 +3,9 @@
 // exchange of fixed-size records that TP ops do once, when they are built.
 //
 // The collectives a created communicator enqueues are followed by a CollectiveWatchdog, whose
-// thread may abort the communicator while the caller's thread uses it: `comm` and the abort's
-// reason are guarded by a mutex, held for each NCCL call (never across a wait).
+// thread may abort the communicator while the caller's thread uses it: `comm_` and the abort's
+// reason are guarded by a mutex, held for each NCCL call (never across a wait, nor across the
+// abort's teardown: `aborted` is set under it first).
 #pragma once
 
 #include <cuda.h>
@@ -74,16 +75,26 @@ struct Communicator::Impl {
   std::atomic<bool> aborted{false};
 
  private:
-  // Calls `call(comm)` under the mutex (after check_usable(name)), then finishes its result.
+  // Calls `call(comm)` under the mutex unless the communicator was aborted (then raises as
+  // check_usable(name)), then finishes its result.
   template <class Call>
   void enqueue(const char* name, Call&& call);
+  // enqueue() of the collective `name` on `stream`, followed by the watchdog: an event before it
+  // (when it starts running) and one after it (when it has finished).
+  template <class Call>
+  void collective(const char* name, CUstream stream, Call&& call);
+  // An event of the pool recorded on `stream` now, or null where the watchdog does not follow
+  // the stream's collectives (a wrapped communicator, a stream being captured) or the record
+  // failed: following a collective is best effort and never fails its call.
+  std::shared_ptr<OwnedEvent> mark(CUstream stream) noexcept;
   // After an NCCL call: raises on an error, waits out ncclInProgress.
   void finish(ncclResult_t result, const char* call);
   // ncclCommGetAsyncError under the mutex; ncclSuccess once aborted (the waits then stop on
   // `aborted` and check_usable names the reason).
   ncclResult_t async_error();
-  // Hands the collective just enqueued on `stream` (named `what`) to the watchdog.
-  void watch(CUstream stream, const char* what);
+  // Hands the collective just enqueued on `stream` (named `what`, marked `started` before it) to
+  // the watchdog.
+  void watch(CUstream stream, const char* what, std::shared_ptr<OwnedEvent> started) noexcept;
   std::string who() const;
   std::string timeout_text() const;
 

@@ -56,6 +56,8 @@ namespace shardjit {
   X(cuStreamQuery)                   \
   X(cuStreamWaitEvent)               \
   X(cuStreamIsCapturing)             \
+  X(cuThreadExchangeStreamCaptureMode) \
+  X(cuLaunchHostFunc)                \
   X(cuEventCreate)                   \
   X(cuEventDestroy)                  \
   X(cuEventRecord)                   \

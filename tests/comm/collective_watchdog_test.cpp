@@ -1,6 +1,6 @@
 // The collective watchdog on its own, with probes the test controls: work that finishes is
-// dropped, work that makes no progress for its timeout expires once, and a deep queue of work
-// that finishes in turn is progress, not a timeout.
+// dropped, work that runs for its timeout without finishing expires once, and time spent queued
+// behind other work does not count.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -41,36 +41,38 @@ struct Expiries {
   }
 };
 
-// A probe that reports done once the test sets its flag.
-struct Flag {
-  std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+// A probe whose answer the test sets: queued, running (the default) or finished.
+struct Stage {
+  using Progress = CollectiveWatchdog::Progress;
+  std::shared_ptr<std::atomic<Progress>> now = std::make_shared<std::atomic<Progress>>(Progress::kRunning);
   CollectiveWatchdog::Probe probe() const {
-    return [d = done] { return d->load(); };
+    return [p = now] { return p->load(); };
   }
-  void set() const { done->store(true); }
+  void set(Progress progress) const { now->store(progress); }
+  void finish() const { set(Progress::kFinished); }
 };
 
 TEST(CollectiveWatchdog, FinishedWorkIsDroppedWithoutExpiring) {
   Expiries expiries;
   CollectiveWatchdog watchdog(expiries.callback());
-  std::vector<Flag> flags(3);
+  std::vector<Stage> flags(3);
   for (std::size_t i = 0; i < flags.size(); ++i) {
     watchdog.watch(flags[i].probe(), "collective " + std::to_string(i), milliseconds(60000));
   }
   EXPECT_EQ(watchdog.pending(), 3u);
-  for (const Flag& f : flags) f.set();
+  for (const Stage& f : flags) f.finish();
   EXPECT_TRUE(wait_until([&] { return watchdog.pending() == 0; }, milliseconds(10000)));
   EXPECT_FALSE(watchdog.expired());
   EXPECT_EQ(expiries.count(), 0u);
 }
 
-TEST(CollectiveWatchdog, WorkWithoutProgressExpiresOnceAfterItsTimeout) {
+TEST(CollectiveWatchdog, RunningWorkThatDoesNotFinishExpiresOnceAfterItsTimeout) {
   Expiries expiries;
   CollectiveWatchdog watchdog(expiries.callback());
   const Clock::time_point start = Clock::now();
-  const Flag stuck;
+  const Stage stuck;
   watchdog.watch(stuck.probe(), "ncclAllGather (rank 0 of 2)", milliseconds(100));
-  watchdog.watch(Flag().probe(), "ncclAllReduce (rank 0 of 2)", milliseconds(100));
+  watchdog.watch(Stage().probe(), "ncclAllReduce (rank 0 of 2)", milliseconds(100));
   ASSERT_TRUE(wait_until([&] { return expiries.count() > 0; }, milliseconds(20000))) << "never expired";
   EXPECT_TRUE(watchdog.expired());
   EXPECT_GE(expiries.when - start, milliseconds(100)) << "expired before its timeout";
@@ -82,28 +84,43 @@ TEST(CollectiveWatchdog, WorkWithoutProgressExpiresOnceAfterItsTimeout) {
   }
   // Nothing is watched after an expiry: the communicator is gone.
   EXPECT_EQ(watchdog.pending(), 0u);
-  watchdog.watch(Flag().probe(), "later", milliseconds(10));
+  watchdog.watch(Stage().probe(), "later", milliseconds(10));
   EXPECT_EQ(watchdog.pending(), 0u);
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(expiries.count(), 1u);
 }
 
-// Two items enqueued together: the second's own timeout (1 s) is shorter than the first's run
-// (1.5 s), but its clock starts when the first finishes, so it does not expire.
-TEST(CollectiveWatchdog, TheClockOfQueuedWorkStartsWhenTheWorkBeforeItFinishes) {
+// A collective queued behind 1.5 s of other work, with a timeout of 1 s, runs for 50 ms once
+// its turn comes: its clock starts when it starts running, so it does not expire.
+TEST(CollectiveWatchdog, TimeSpentQueuedDoesNotCount) {
   Expiries expiries;
   CollectiveWatchdog watchdog(expiries.callback());
-  const Flag first;
-  const Flag second;
+  const Stage first;
+  const Stage second;
+  second.set(CollectiveWatchdog::Progress::kQueued);
   watchdog.watch(first.probe(), "first", milliseconds(60000));
   watchdog.watch(second.probe(), "second", milliseconds(1000));
   std::this_thread::sleep_for(milliseconds(1500));
-  first.set();
+  first.finish();
+  second.set(CollectiveWatchdog::Progress::kRunning);
   ASSERT_TRUE(wait_until([&] { return watchdog.pending() == 1; }, milliseconds(10000)));
   std::this_thread::sleep_for(milliseconds(50));
-  second.set();
+  second.finish();
   EXPECT_TRUE(wait_until([&] { return watchdog.pending() == 0; }, milliseconds(10000)));
-  EXPECT_EQ(expiries.count(), 0u) << "the second item expired although the first had just finished";
+  EXPECT_EQ(expiries.count(), 0u) << "the second item expired although it had just started running";
+}
+
+// An item that stays queued is never timed: only running work is.
+TEST(CollectiveWatchdog, WorkThatStaysQueuedNeverExpires) {
+  Expiries expiries;
+  CollectiveWatchdog watchdog(expiries.callback());
+  const Stage queued;
+  queued.set(CollectiveWatchdog::Progress::kQueued);
+  watchdog.watch(queued.probe(), "queued", milliseconds(50));
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(expiries.count(), 0u);
+  queued.set(CollectiveWatchdog::Progress::kRunning);
+  EXPECT_TRUE(wait_until([&] { return expiries.count() == 1; }, milliseconds(20000)));
 }
 
 TEST(CollectiveWatchdog, DestroyingItWithWorkPendingNeitherWaitsNorExpires) {
@@ -111,7 +128,7 @@ TEST(CollectiveWatchdog, DestroyingItWithWorkPendingNeitherWaitsNorExpires) {
   const Clock::time_point start = Clock::now();
   {
     CollectiveWatchdog watchdog(expiries.callback());
-    watchdog.watch(Flag().probe(), "stuck", std::chrono::hours(1));
+    watchdog.watch(Stage().probe(), "stuck", std::chrono::hours(1));
   }
   EXPECT_LT(Clock::now() - start, milliseconds(10000));
   EXPECT_EQ(expiries.count(), 0u);

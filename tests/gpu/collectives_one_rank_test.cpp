@@ -1,13 +1,20 @@
 // ReduceScatter and MoeCombine with a communicator of one rank, on one GPU (the NCCL path): the
 // combine kernel's routing, gate weights, tokens routed nowhere and positions out of range, and
 // the reduce-scatter of one rank, which is a copy; against a CPU reference. The multigpu tier
-// runs both ops on two GPUs; this tier runs them where there is one.
+// runs both ops on two GPUs; this tier runs them where there is one. Also: the communicator's
+// watchdog, polling a queued collective, leaves another thread's global-mode graph capture
+// intact.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/reference.hpp"
@@ -104,6 +111,46 @@ TEST_F(OneRankCollectives, ReduceScatterOfOneRankIsACopy) {
     op.check(nullptr);
     EXPECT_EQ(output.to_vector<std::uint8_t>(bytes.size()), bytes) << dtype_name(dtype);
   }
+}
+
+// Blocks the stream it is enqueued on for a while (a host function may not call CUDA).
+void CUDA_CB hold_the_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(800)); }
+
+// A collective waits behind 0.8 s of other work on the caller's stream, so the watchdog keeps
+// polling its events, while this thread captures a graph in the global mode (PyTorch's default),
+// in which another thread's unsafe call, such as an event query, would invalidate the capture.
+TEST_F(OneRankCollectives, TheWatchdogLeavesAGlobalCaptureOnAnotherThreadIntact) {
+  constexpr std::int64_t kHidden = 256, kRows = 64;
+  Runtime runtime;
+  Communicator comm = one_rank(runtime);
+  const DeviceContext& device = runtime.impl().device(0);
+  const DriverApi& cu = driver();
+  ReduceScatterConfig config;
+  config.hidden = kHidden;
+  config.rows_per_rank = {kRows};
+  ReduceScatter op(runtime, comm, config);
+  std::vector<std::uint8_t> bytes;
+  testing::random_values(41, kRows * kHidden, 1.0f, DType::kBF16, bytes);
+  DeviceArray input = DeviceArray::from(bytes);
+  DeviceArray output(bytes.size());
+  DeviceArray scratch(4096);
+  OwnedStream capture_stream(device);
+
+  ScopedContext scope(device);
+  ASSERT_EQ(cu.cuLaunchHostFunc(nullptr, hold_the_stream, nullptr), CUDA_SUCCESS);
+  op.run({input.data(), DType::kBF16, kRows, kHidden, 0}, {output.data(), DType::kBF16, kRows, kHidden, 0}, nullptr);
+  ASSERT_EQ(cu.cuStreamBeginCapture(capture_stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(scratch.data()), 0, 4096, capture_stream.get()),
+            CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several of the watchdog's polls
+  CUgraph graph = nullptr;
+  const CUresult ended = cu.cuStreamEndCapture(capture_stream.get(), &graph);
+  if (graph != nullptr) cu.cuGraphDestroy(graph);
+  EXPECT_EQ(ended, CUDA_SUCCESS) << "the capture was invalidated";
+
+  op.check(nullptr);
+  EXPECT_EQ(output.to_vector<std::uint8_t>(bytes.size()), bytes);
+  EXPECT_FALSE(comm.aborted());
 }
 
 }  // namespace
