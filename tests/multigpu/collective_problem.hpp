@@ -105,4 +105,28 @@ inline std::vector<double> reduce_scatter_reference(std::uint64_t seed, int call
   return out;
 }
 
+// A ReduceScatter whose peer is gone: rank 1 builds one (2 ranks x 8 rows of 256 bf16, on `path`)
+// and exits without a word; rank 0 bounds its waits at 3 s, runs one call (its input from
+// `seed`) and hands after_run(comm, op, device, output) what it needs to look at the outcome.
+template <class AfterRun>
+void reduce_scatter_without_its_peer(RankContext& ctx, CollectivePath path, std::uint64_t seed,
+                                     AfterRun&& after_run) {
+  constexpr std::int64_t kHidden = 256, kRows = 8;
+  Runtime runtime;
+  Communicator comm = rank_communicator(runtime, ctx);
+  const DeviceContext& device = runtime.impl().device(ctx.rank);
+  ReduceScatterConfig config;
+  config.hidden = kHidden;
+  config.rows_per_rank = {kRows, kRows};
+  config.path = path;
+  ReduceScatter op(runtime, comm, config);
+  if (ctx.rank == 1) std::_Exit(0);  // gone without a word
+  comm.set_timeout(std::chrono::seconds(3));
+  DeviceArray input = DeviceArray::from(rank_input(seed, 0, 0, 2 * kRows * kHidden, DType::kBF16), device);
+  DeviceArray output(kRows * kHidden * 2, device);
+  op.run({input.data(), DType::kBF16, 2 * kRows, kHidden, 0}, {output.data(), DType::kBF16, kRows, kHidden, 0},
+         nullptr);
+  after_run(comm, op, device, output);
+}
+
 }  // namespace shardjit::testing

@@ -211,6 +211,22 @@ inline Communicator rank_communicator(Runtime& runtime, const RankContext& ctx, 
   return Communicator::create(runtime, ctx.rank, ctx.rank, ctx.size, ctx.unique_id, options);
 }
 
+// What op.check(nullptr) says, for a rank's report: "no error", or the error's code and message.
+template <class Op>
+std::string check_outcome(Op& op) {
+  try {
+    op.check(nullptr);
+    return "no error";
+  } catch (const Error& e) {
+    return std::to_string(static_cast<int>(e.code())) + " " + e.what();
+  }
+}
+
+// True when a check_outcome is an Error(kCommError).
+inline bool is_comm_error(const std::string& outcome) {
+  return outcome.rfind(std::to_string(static_cast<int>(ErrorCode::kCommError)) + " ", 0) == 0;
+}
+
 // One rank's side of a TP LinearLogp test: its runtime, its communicator on GPU ctx.rank, its
 // shard of the problem and the tensors of that shard. Tests take the members by name:
 //   TpRank rank(ctx, p, targets);
