@@ -161,10 +161,18 @@ void Communicator::Impl::enqueue(const char* name, Call&& call) {
   finish(result, name);
 }
 
-std::shared_ptr<OwnedEvent> Communicator::Impl::mark(CUstream on) noexcept {
+bool Communicator::Impl::follows(CUstream on) noexcept {
   // A captured collective runs when the graph is launched, which this enqueue does not see.
   try {
-    if (!watchdog_ || stream_is_capturing(on)) return nullptr;
+    return watchdog_ != nullptr && !stream_is_capturing(on);
+  } catch (const std::exception& e) {
+    log().warn("the watchdog cannot follow a collective: {}", e.what());
+    return false;
+  }
+}
+
+std::shared_ptr<OwnedEvent> Communicator::Impl::mark(CUstream on) noexcept {
+  try {
     std::shared_ptr<OwnedEvent> event = events_.take();
     if (driver().cuEventRecord(event->get(), on) != CUDA_SUCCESS) return nullptr;
     return event;
@@ -220,7 +228,7 @@ void Communicator::Impl::watch(CUstream on, const char* what, std::shared_ptr<Ow
 
 template <class Call>
 void Communicator::Impl::collective(const char* name, CUstream on, Call&& call) {
-  std::shared_ptr<OwnedEvent> started = mark(on);
+  std::shared_ptr<OwnedEvent> started = follows(on) ? mark(on) : nullptr;
   enqueue(name, call);
   watch(on, name, std::move(started));
 }

@@ -83,9 +83,11 @@ struct Communicator::Impl {
   // (when it starts running) and one after it (when it has finished).
   template <class Call>
   void collective(const char* name, CUstream stream, Call&& call);
-  // An event of the pool recorded on `stream` now, or null where the watchdog does not follow
-  // the stream's collectives (a wrapped communicator, a stream being captured) or the record
-  // failed: following a collective is best effort and never fails its call.
+  // Whether the watchdog follows the collectives enqueued on `stream` now: not those of a
+  // wrapped communicator, nor those captured into a graph (they run at its launch).
+  bool follows(CUstream stream) noexcept;
+  // An event of the pool recorded on `stream` now, or null where that failed: following a
+  // collective is best effort and never fails its call.
   std::shared_ptr<OwnedEvent> mark(CUstream stream) noexcept;
   // After an NCCL call: raises on an error, waits out ncclInProgress.
   void finish(ncclResult_t result, const char* call);
