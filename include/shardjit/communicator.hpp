@@ -19,7 +19,8 @@
 // covered by a watchdog thread: an NCCL collective of a created communicator that has run for
 // `timeout` without finishing (its clock starts when the work before it on the stream is done,
 // so time spent queued does not count) aborts the communicator, which ends the collective's
-// kernel so that the caller's wait returns. The results of that call are then garbage: call
+// kernel so that the caller's wait returns. A collective that can no longer finish, because
+// NCCL reported an error on the communicator, is aborted at once instead of at its timeout. The results of that call are then garbage: call
 // check() after such a wait; it raises Error(kCommError) naming the collective. Not watched:
 // collectives captured into a CUDA graph, and those of a wrapped communicator (the caller owns
 // its abort). The thread's event queries never disturb a graph capture on another thread.

@@ -59,8 +59,9 @@ void bind_collectives(nb::module_& m) {
   nb::class_<Communicator>(m, "Communicator",
                            "The NCCL group of one process per GPU that the cross-GPU ops run on. Every host-side "
                            "wait on the peers is bounded by timeout_seconds (default 300), and an NCCL collective "
-                           "that runs that long without finishing is aborted by a watchdog thread, so that a "
-                           "torch.cuda.synchronize() after a peer died returns; check() then raises.")
+                           "that runs that long without finishing (or that NCCL reports an error on) is aborted by a "
+                           "watchdog thread, so that a torch.cuda.synchronize() after a peer died returns; the op's "
+                           "check() then raises.")
       .def_static(
           "new_unique_id",
           [] {

@@ -66,6 +66,7 @@ bool CollectiveWatchdog::poll_oldest(std::unique_lock<std::mutex>& lock) {
     items_.pop_front();
     return true;
   }
+  if (progress == Progress::kFailed) return expire(lock, /*failed=*/true);
   const Clock::time_point now = Clock::now();
   if (progress == Progress::kQueued) {
     wake_.wait_for(lock, poll_interval(oldest.timeout), [&] { return stopping_; });
@@ -81,13 +82,16 @@ bool CollectiveWatchdog::poll_oldest(std::unique_lock<std::mutex>& lock) {
     wake_.wait_for(lock, pause, [&] { return stopping_; });
     return true;
   }
+  return expire(lock, /*failed=*/false);
+}
+
+bool CollectiveWatchdog::expire(std::unique_lock<std::mutex>& lock, bool failed) {
   expired_ = true;
-  const std::string what = oldest.what;
-  const std::chrono::milliseconds timeout = oldest.timeout;
+  const Expiry expiry{items_.front().what, items_.front().timeout, failed};
   items_.clear();
   // The abort may take a while (it tears down NCCL's connections); watch() must not wait on it.
   lock.unlock();
-  on_expire_(what, timeout);
+  on_expire_(expiry);
   lock.lock();
   return false;
 }

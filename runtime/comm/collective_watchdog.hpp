@@ -1,5 +1,6 @@
 // CollectiveWatchdog: a thread that watches the NCCL collectives a communicator has enqueued and
-// aborts the communicator when one has run for its timeout without finishing.
+// aborts the communicator when one has run for its timeout without finishing, or at once when
+// one can no longer finish (NCCL reported an error on its communicator).
 //
 // Why: every host-side wait of shardjit on a peer is bounded, but a caller may wait on its own
 // (cudaStreamSynchronize, a framework's event), and an NCCL kernel waiting for a dead peer
@@ -7,8 +8,8 @@
 // returns; the op's next call or check() then raises Error(kCommError) naming the collective.
 //
 // A watched item is a probe, polled from the watchdog's thread, that says whether the collective
-// is still queued behind earlier work, running, or finished. Its clock starts when it is first
-// seen running, so neither a deep queue of calls nor long GPU work ahead of the collective
+// is still queued behind earlier work, running, finished, or failed. Its clock starts when it is
+// first seen running, so neither a deep queue of calls nor long GPU work ahead of the collective
 // counts against it. Items finish in the order they were enqueued (one stream), so only the
 // oldest is polled. The timeout is the communicator's at the time of the enqueue.
 #pragma once
@@ -26,13 +27,22 @@ namespace shardjit {
 class CollectiveWatchdog {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Progress { kQueued, kRunning, kFinished };
+  // kFailed: the collective cannot finish any more (its communicator reported an error while it
+  // was queued or running), so waiting out its timeout would only delay the abort.
+  enum class Progress { kQueued, kRunning, kFinished, kFailed };
   // Where the watched collective is. Called from the watchdog's thread; it must not throw (an
   // error that says nothing about the collective counts as kFinished: it is no longer watched).
   using Probe = std::function<Progress()>;
-  // Called once, from the watchdog's thread, with the name of the item that timed out and the
-  // time it was given; the watchdog stops watching after it.
-  using Expire = std::function<void(const std::string& what, std::chrono::milliseconds timeout)>;
+  // What ended the watch: the item's name, the time it was given, and whether its probe said
+  // kFailed (false: it ran for its whole timeout without finishing).
+  struct Expiry {
+    std::string what;
+    std::chrono::milliseconds timeout;
+    bool failed;
+  };
+  // Called once, from the watchdog's thread, for the item that expired; the watchdog stops
+  // watching after it.
+  using Expire = std::function<void(const Expiry& expiry)>;
 
   explicit CollectiveWatchdog(Expire on_expire);
   // Stops the thread; items still watched are dropped (their probes destroyed unpolled).
@@ -61,6 +71,9 @@ class CollectiveWatchdog {
   void run() noexcept;
   // One poll of the oldest item; false once the thread should end.
   bool poll_oldest(std::unique_lock<std::mutex>& lock);
+  // Ends the watch on the oldest item (failed, or else timed out): drops every item and calls
+  // on_expire_ without the lock. Returns false, for poll_oldest to return.
+  bool expire(std::unique_lock<std::mutex>& lock, bool failed);
   // How long the thread sleeps between polls of an item with this timeout: a small part of it,
   // so that the abort comes soon after the timeout, and never busy.
   static std::chrono::milliseconds poll_interval(std::chrono::milliseconds timeout);

@@ -26,11 +26,15 @@ Communicator::Impl::Impl(const NcclApi& nccl_api, const DeviceContext& context, 
   check_nccl(api, api.ncclCommCount(comm_, &size), "ncclCommCount", comm_);
   // A wrapped communicator is the caller's to abort; nothing follows its collectives.
   if (owned) {
-    watchdog_ = std::make_unique<CollectiveWatchdog>([this](const std::string& what, std::chrono::milliseconds limit) {
+    watchdog_ = std::make_unique<CollectiveWatchdog>([this](const CollectiveWatchdog::Expiry& expiry) {
       if (aborted.load()) return;  // a wait of the caller's thread got there first and said so
-      const std::string reason = what + " did not finish within " + std::to_string(limit.count()) +
-                                 " ms of starting to run; the watchdog aborted the communicator: a peer is dead, "
-                                 "missing, or did not make the same calls in the same order";
+      const std::string reason =
+          expiry.failed
+              ? expiry.what + " cannot finish: NCCL reported " + api.ncclGetErrorString(async_error()) +
+                    " on its communicator; the watchdog aborted the communicator"
+              : expiry.what + " did not finish within " + std::to_string(expiry.timeout.count()) +
+                    " ms of starting to run; the watchdog aborted the communicator: a peer is dead, "
+                    "missing, or did not make the same calls in the same order";
       log().error("{}", reason);
       abort(reason);
     });
@@ -125,6 +129,16 @@ ncclResult_t Communicator::Impl::async_error() {
   return state;
 }
 
+bool Communicator::Impl::reported_failure() noexcept {
+  // Asked between the watchdog's polls: a call of the caller's thread that holds the mutex now
+  // is not waited for, the next poll asks again.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || comm_ == nullptr || aborted.load()) return false;
+  ncclResult_t state = ncclSuccess;
+  if (api.ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
+  return state != ncclSuccess && state != ncclInProgress;
+}
+
 void Communicator::Impl::finish(ncclResult_t result, const char* call) {
   if (result == ncclInProgress) {
     ncclResult_t state = ncclInProgress;
@@ -215,10 +229,12 @@ void Communicator::Impl::watch(CUstream on, const char* what, std::shared_ptr<Ow
   std::shared_ptr<OwnedEvent> finished = mark(on);
   if (finished == nullptr) return;
   try {
-    const DeviceContext* context = &device;
+    // The watchdog is destroyed first in ~Impl, so its probes may hold `this`.
     watchdog_->watch(
-        [context, started, finished]() noexcept {
-          return collective_progress(*context, started->get(), finished->get());
+        [this, started, finished]() noexcept {
+          const CollectiveWatchdog::Progress progress = collective_progress(device, started->get(), finished->get());
+          if (progress == CollectiveWatchdog::Progress::kFinished) return progress;
+          return reported_failure() ? CollectiveWatchdog::Progress::kFailed : progress;
         },
         std::string(what) + " (" + who() + ")", options.timeout);
   } catch (const std::exception& e) {

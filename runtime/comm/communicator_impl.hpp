@@ -94,6 +94,9 @@ struct Communicator::Impl {
   // ncclCommGetAsyncError under the mutex; ncclSuccess once aborted (the waits then stop on
   // `aborted` and check_usable names the reason).
   ncclResult_t async_error();
+  // For the watchdog's probes: whether NCCL reports an error (not ncclInProgress) on the
+  // communicator, asked only when the mutex is free now; false once aborted.
+  bool reported_failure() noexcept;
   // Hands the collective just enqueued on `stream` (named `what`, marked `started` before it) to
   // the watchdog.
   void watch(CUstream stream, const char* what, std::shared_ptr<OwnedEvent> started) noexcept;

@@ -1,6 +1,6 @@
 // The collective watchdog on its own, with probes the test controls: work that finishes is
-// dropped, work that runs for its timeout without finishing expires once, and time spent queued
-// behind other work does not count.
+// dropped, work that runs for its timeout without finishing expires once, work that fails
+// expires at once, and time spent queued behind other work does not count.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -25,13 +25,15 @@ struct Expiries {
   std::mutex mutex;
   std::vector<std::string> names;
   std::vector<milliseconds> timeouts;
+  std::vector<bool> failed;
   Clock::time_point when{};
 
   CollectiveWatchdog::Expire callback() {
-    return [this](const std::string& what, milliseconds timeout) {
+    return [this](const CollectiveWatchdog::Expiry& expiry) {
       std::lock_guard<std::mutex> lock(mutex);
-      names.push_back(what);
-      timeouts.push_back(timeout);
+      names.push_back(expiry.what);
+      timeouts.push_back(expiry.timeout);
+      failed.push_back(expiry.failed);
       when = Clock::now();
     };
   }
@@ -81,6 +83,7 @@ TEST(CollectiveWatchdog, RunningWorkThatDoesNotFinishExpiresOnceAfterItsTimeout)
     ASSERT_EQ(expiries.names.size(), 1u);
     EXPECT_EQ(expiries.names[0], "ncclAllGather (rank 0 of 2)");  // the oldest one
     EXPECT_EQ(expiries.timeouts[0], milliseconds(100));
+    EXPECT_FALSE(expiries.failed[0]);
   }
   // Nothing is watched after an expiry: the communicator is gone.
   EXPECT_EQ(watchdog.pending(), 0u);
@@ -88,6 +91,33 @@ TEST(CollectiveWatchdog, RunningWorkThatDoesNotFinishExpiresOnceAfterItsTimeout)
   EXPECT_EQ(watchdog.pending(), 0u);
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(expiries.count(), 1u);
+}
+
+// A collective whose communicator reported an error expires without waiting out its timeout,
+// whether it was running or still queued, and says that it failed.
+TEST(CollectiveWatchdog, FailedWorkExpiresAtOnce) {
+  for (const auto before : {CollectiveWatchdog::Progress::kRunning, CollectiveWatchdog::Progress::kQueued}) {
+    Expiries expiries;
+    CollectiveWatchdog watchdog(expiries.callback());
+    const Stage failing;
+    failing.set(before);
+    watchdog.watch(failing.probe(), "ncclAllReduce (rank 1 of 2)", std::chrono::hours(1));
+    watchdog.watch(Stage().probe(), "ncclAllGather (rank 1 of 2)", std::chrono::hours(1));
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_EQ(expiries.count(), 0u) << "expired before it failed";
+    const Clock::time_point failed_at = Clock::now();
+    failing.set(CollectiveWatchdog::Progress::kFailed);
+    ASSERT_TRUE(wait_until([&] { return expiries.count() > 0; }, milliseconds(20000))) << "never expired";
+    // Polled every 100 ms at most with a timeout this long: well within 10 s of the failure.
+    EXPECT_LT(expiries.when - failed_at, milliseconds(10000));
+    EXPECT_TRUE(watchdog.expired());
+    EXPECT_EQ(watchdog.pending(), 0u);
+    std::lock_guard<std::mutex> lock(expiries.mutex);
+    ASSERT_EQ(expiries.names.size(), 1u);
+    EXPECT_EQ(expiries.names[0], "ncclAllReduce (rank 1 of 2)");
+    EXPECT_TRUE(expiries.failed[0]);
+    EXPECT_EQ(expiries.timeouts[0], std::chrono::hours(1));
+  }
 }
 
 // A collective queued behind 1.5 s of other work, with a timeout of 1 s, runs for 50 ms once
