@@ -13,7 +13,7 @@ namespace shardjit {
 
 struct EnvKnob {
   const char* name;
-  const char* type;           // "path", "bool", "bytes", "string", "level"
+  const char* type;           // "path", "bool", "int", "bytes", "string", "level"
   const char* default_value;  // as text, for `shardjit info` and the README
   const char* doc;
 };

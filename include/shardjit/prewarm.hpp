@@ -28,7 +28,7 @@ struct PrewarmConfig {
   bool backward = false;     // also the kernels of LinearLogp::backward
   bool dz_fp32 = false;      // with backward: also those of ops built with dz_fp32
   bool grad_filter = false;  // with backward: also those of ops that filter gradient tiles
-  bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree >= 2
+  bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree 2..8 (more: error)
   int jobs = 1;              // kernels compiled at once
 };
 

@@ -80,7 +80,7 @@ void bind_runtime(nb::module_& m) {
       [](std::int64_t hidden, std::int64_t vocab, std::vector<std::string> archs, std::vector<int> tp,
          std::vector<std::string> dtypes, std::int64_t valid_vocab, std::vector<std::string> target_dtypes,
          std::vector<std::optional<std::string>> bias_dtypes, std::vector<bool> entropy, bool backward,
-         bool dz_fp32, bool grad_filter, std::optional<std::string> cache_dir, int jobs,
+         bool dz_fp32, bool grad_filter, bool collectives, std::optional<std::string> cache_dir, int jobs,
          std::optional<bool> hopper_path) {
         // archs and jobs are checked by shardjit::prewarm (InvalidArgumentError, a ValueError).
         PrewarmConfig config;
@@ -100,6 +100,7 @@ void bind_runtime(nb::module_& m) {
         config.backward = backward;
         config.dz_fp32 = dz_fp32;
         config.grad_filter = grad_filter;
+        config.collectives = collectives;
         config.jobs = jobs;
         PrewarmResult counts;
         {
@@ -124,11 +125,12 @@ void bind_runtime(nb::module_& m) {
       nb::arg("valid_vocab") = 0, nb::arg("target_dtypes") = std::vector<std::string>{"int64"},
       nb::arg("bias_dtypes") = std::vector<std::optional<std::string>>{std::nullopt},
       nb::arg("entropy") = std::vector<bool>{false}, nb::arg("backward") = false, nb::arg("dz_fp32") = false,
-      nb::arg("grad_filter") = false, nb::arg("cache_dir") = nb::none(), nb::arg("jobs") = 1,
+      nb::arg("grad_filter") = false, nb::arg("collectives") = false, nb::arg("cache_dir") = nb::none(),
+      nb::arg("jobs") = 1,
       nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
-      "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options); "
-      "hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
+      "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
+      "with collectives: also ReduceScatter's and MoeCombine's for each TP degree from 2 to 8); hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
       "dict: total, compiled, cached, failed, failures (messages).");
 }
 

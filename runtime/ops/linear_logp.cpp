@@ -47,8 +47,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
                     std::to_string(c.device) + " (" + device.info().name + ") allows " +
                     std::to_string(device.info().smem_per_block_optin));
   }
-  std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path);
-  if (tp_degree > 1) hint += " --tp " + std::to_string(tp_degree);
+  const std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path, tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
   combine = runtime.load(kernels.combine, c.device, hint);

@@ -57,7 +57,8 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
   return layout;
 }
 
-std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path) {
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path,
+                            int tp_degree) {
   const LinearLogpConfig& c = layout.config;
   // Where the Hopper switch chooses between two sets of kernels, the command names it, so that
   // it builds the op's set whatever the shell that runs it exports.
@@ -67,6 +68,7 @@ std::string prewarm_command(const LinearLogpLayout& layout, const std::string& a
                         std::to_string(c.vocab_global);
   if (c.valid_vocab != c.vocab_global) command += " --valid-vocab " + std::to_string(c.valid_vocab);
   command += " --shard " + std::to_string(c.vocab_start) + ":" + std::to_string(c.vocab_local);
+  if (tp_degree > 1) command += " --tp " + std::to_string(tp_degree);
   command += std::string(" --dtype ") + dtype_name(c.dtype);
   command += std::string(" --targets ") + dtype_name(c.target_dtype);
   command += std::string(" --bias ") + (c.bias_dtype ? dtype_name(*c.bias_dtype) : "none");

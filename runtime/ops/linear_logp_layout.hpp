@@ -17,8 +17,10 @@ struct LinearLogpLayout {
 // Throws Error(kInvalidArgument) naming the field, its value and what is expected.
 LinearLogpLayout resolve_layout(const LinearLogpConfig& config);
 
-// The `shardjit prewarm` command that builds this op's kernels for `arch`, preceded by the op's
-// SHARDJIT_HOPPER_PATH (RuntimeConfig::hopper_path) where that changes the kernels.
-std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path = true);
+// The `shardjit prewarm` command that builds the kernels of this op (one rank's shard, at
+// `tp_degree`) for `arch`, preceded by the op's SHARDJIT_HOPPER_PATH (RuntimeConfig::hopper_path)
+// where that changes the kernels.
+std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path = true,
+                            int tp_degree = 1);
 
 }  // namespace shardjit

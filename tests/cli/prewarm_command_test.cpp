@@ -1,10 +1,12 @@
 // `shardjit prewarm` as a user runs it: compiles what a model needs once, then finds it cached.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "runtime/driver/device.hpp"
+#include "runtime/ops/linear_logp_layout.hpp"
 #include "support/temp_dir.hpp"
 #include "tests/cli/cli_runner.hpp"
 #include "tests/cli/tiny_model.hpp"
@@ -90,6 +92,35 @@ TEST_F(CliPrewarm, BackwardVariantsNeedTheBackward) {
     EXPECT_NE(result.err.find("--backward"), std::string::npos) << flag << ": " << result.err;
     EXPECT_TRUE(cache_entries(cache_).empty()) << flag;
   }
+}
+
+// A TP rank's LinearLogp in cache-only mode names `shardjit prewarm ... --shard START:SIZE --tp N`;
+// that command, as the op words it, builds exactly the kernels of that rank's shard at that degree.
+TEST_F(CliPrewarm, TheCacheOnlyHintOfATpRankBuildsItsShard) {
+  LinearLogpConfig config;
+  config.hidden = 64;
+  config.vocab_start = 150;
+  config.vocab_local = 150;
+  config.vocab_global = 300;
+  const std::string hint = prewarm_command(resolve_layout(config), kTinyArch, true, 2);
+  ASSERT_EQ(hint.rfind("shardjit prewarm ", 0), 0u) << hint;
+  ASSERT_NE(hint.find(" --shard 150:150"), std::string::npos) << hint;
+  ASSERT_NE(hint.find(" --tp 2"), std::string::npos) << hint;
+  std::vector<std::string> args = {"--cache-dir", cache_.string()};
+  std::istringstream words(hint.substr(std::string("shardjit ").size()));
+  for (std::string word; words >> word;) args.push_back(word);
+  args.insert(args.end(), {"--jobs", "2"});
+
+  CliResult result = run_cli(args, scratch_);
+  ASSERT_EQ(result.exit_code, 0) << hint << "\n" << result.out << result.err;
+  PrewarmRequest request;
+  request.models = {ModelShape{"tiny", 64, 300, 0}};
+  request.archs = {kTinyArch};
+  request.tp = {2};
+  request.shard = ShardRange{150, 150};
+  const std::size_t n = prewarm_items(request).size();
+  EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << hint << "\n" << result.out;
+  EXPECT_EQ(cache_entries(cache_).size(), n);
 }
 
 // What a server running ReduceScatter / MoeCombine in cache-only mode needs, from the command

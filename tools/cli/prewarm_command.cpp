@@ -24,10 +24,9 @@ void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   // --hidden alone is enough for --collectives-only; plan_prewarm checks the pair otherwise.
   vocab->needs(hidden);
   valid->needs(vocab);
-  CLI::Option* shard = sub.add_option("--shard", o.shard,
-                                      "One explicit vocabulary shard START:SIZE instead of the TP split");
-  CLI::Option* tp = sub.add_option("--tp", o.tp, "TP degrees, comma separated (default 1)")->delimiter(',');
-  shard->excludes(tp);
+  sub.add_option("--shard", o.shard,
+                 "One explicit vocabulary shard START:SIZE instead of the even split of each --tp degree");
+  sub.add_option("--tp", o.tp, "TP degrees, comma separated (default 1)")->delimiter(',');
 }
 
 void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
@@ -44,7 +43,7 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
                "With --backward: also those of ops that filter gradient tiles (grad_filter_threshold > 0)")
       ->needs(backward);
   sub.add_flag("--collectives", o.collectives,
-               "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp of 2 or more");
+               "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp of 2 to 8");
   sub.add_flag("--collectives-only", o.collectives_only,
                "Only those (then --hidden H is enough; no --vocab)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
