@@ -37,6 +37,10 @@ struct PrewarmResult {
   std::size_t compiled = 0;  // compiled now
   std::size_t cached = 0;    // already in the cache
   std::vector<std::string> failures;  // "<kernel spec> <arch>: <message>", one a kernel that failed
+  // Compiled or found, but no longer in the cache folder at the end ("<kernel spec> <arch>:
+  // <reason>"): the cache's size cap evicted them to make room for later kernels. A cache-only
+  // server would not find them; raise the cap (RuntimeOptions::cache_max_bytes) and prewarm again.
+  std::vector<std::string> missing;
 };
 
 // Compiles into runtime's cache what the config asks for and is not there yet. The kernels are

@@ -118,6 +118,7 @@ void bind_runtime(nb::module_& m) {
         out["cached"] = counts.cached;
         out["failed"] = counts.failures.size();
         out["failures"] = counts.failures;
+        out["missing"] = counts.missing;
         return out;
       },
       nb::arg("hidden"), nb::arg("vocab"), nb::kw_only(), nb::arg("archs"),
@@ -130,8 +131,10 @@ void bind_runtime(nb::module_& m) {
       nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
-      "with collectives: also ReduceScatter's and MoeCombine's for each TP degree from 2 to 8); hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a "
-      "dict: total, compiled, cached, failed, failures (messages).");
+      "with collectives: also ReduceScatter's and MoeCombine's for each TP degree from 2 to 8); hopper_path "
+      "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a dict: total, compiled, cached, failed, "
+      "failures (messages), missing (messages of kernels built or found but evicted again by the cache's size "
+      "cap before the end: a cache-only server would not find them).");
 }
 
 }  // namespace shardjit::python

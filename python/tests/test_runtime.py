@@ -28,12 +28,22 @@ def test_prewarm_fills_the_cache(tmp_path):
     cache = str(tmp_path / "cache")
     first = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=cache, jobs=2)
     assert first["failed"] == 0, first["failures"]
+    assert first["missing"] == []
     assert first["total"] > 0 and first["compiled"] == first["total"]
     entries = shardjit.Runtime(cache_dir=cache).cache_entries()
     assert len(entries) == first["total"]
     assert all(e["arch"] == "sm_80" and e["size_bytes"] > 0 for e in entries)
     again = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=cache)
     assert again["cached"] == again["total"] == first["total"]
+
+
+def test_prewarm_names_the_kernels_its_size_cap_evicted(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDJIT_CACHE_MAX_BYTES", "1")
+    result = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=str(tmp_path / "cache"))
+    assert result["failed"] == 0 and result["compiled"] == result["total"] >= 2
+    # Each store keeps only the entry it has just written.
+    assert len(result["missing"]) == result["total"] - 1
+    assert all("SHARDJIT_CACHE_MAX_BYTES" in message for message in result["missing"])
 
 
 def test_prewarm_follows_the_hopper_switch(tmp_path, monkeypatch):

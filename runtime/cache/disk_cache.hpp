@@ -62,6 +62,7 @@ class DiskCache {
 
   const std::filesystem::path& dir() const { return dir_; }
   bool writable() const { return writable_; }
+  std::uint64_t max_bytes() const { return max_bytes_; }
   std::filesystem::path entry_path(const std::string& key) const;
 
   // The entry of key, or nullopt when there is none. An entry that does not decode or holds

@@ -46,6 +46,9 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
                         if (outcome == PrewarmOutcome::kFailed) {
                           result.failures.push_back(item.name() + ": " + error);
                         }
+                      },
+                      [&](const PrewarmItem& item, const std::string& error) {
+                        result.missing.push_back(item.name() + ": " + error);
                       });
   return result;
 }

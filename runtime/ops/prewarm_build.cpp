@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -24,18 +25,28 @@ PrewarmOutcome build(KernelCache& cache, const PrewarmItem& item, std::string* e
   return PrewarmOutcome::kFailed;
 }
 
+std::string missing_reason(const DiskCache& disk) {
+  const std::string not_stored = "it could not be stored (see the warning logged)";
+  if (disk.max_bytes() == UINT64_MAX) return "not in the cache folder when the prewarm ended: " + not_stored;
+  return "not in the cache folder when the prewarm ended: evicted by the cache's size cap of " +
+         std::to_string(disk.max_bytes()) +
+         " bytes (SHARDJIT_CACHE_MAX_BYTES, RuntimeOptions::cache_max_bytes) to make room for later kernels, so "
+         "raise the cap; or " + not_stored;
+}
+
 }  // namespace
 
 void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
-                         const PrewarmFinished& finished) {
+                         const PrewarmFinished& finished, const PrewarmMissing& missing) {
+  std::vector<PrewarmOutcome> outcomes(items.size(), PrewarmOutcome::kFailed);
   std::atomic<std::size_t> next{0};
   std::mutex finished_mutex;  // one call of `finished` at a time
   auto worker = [&] {
     for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
       std::string error;
-      const PrewarmOutcome outcome = build(cache, items[i], &error);
+      outcomes[i] = build(cache, items[i], &error);
       std::lock_guard<std::mutex> lock(finished_mutex);
-      finished(items[i], outcome, error);
+      finished(items[i], outcomes[i], error);
     }
   };
   const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(jobs, 1)), items.size());
@@ -50,6 +61,13 @@ void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& ite
     }
   }
   for (std::thread& thread : pool) thread.join();
+
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (outcomes[i] == PrewarmOutcome::kFailed) continue;
+    const std::filesystem::path entry = cache.disk().entry_path(cache.key(items[i].spec, items[i].arch));
+    std::error_code error;
+    if (!std::filesystem::exists(entry, error)) missing(items[i], missing_reason(cache.disk()));
+  }
 }
 
 }  // namespace shardjit

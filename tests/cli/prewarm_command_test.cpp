@@ -56,6 +56,28 @@ TEST_F(CliPrewarm, CacheDirFromTheEnvironmentIsUsedWithoutTheOption) {
   EXPECT_EQ(cache_entries(cache_).size(), tiny_kernel_count());
 }
 
+// A cache capped below what the prewarm builds evicts some of its kernels to make room for the
+// later ones: the prewarm names each kernel that is gone and fails, since a cache-only server
+// would not find them.
+TEST_F(CliPrewarm, KernelsEvictedByTheSizeCapAreNamedAndFail) {
+  const std::size_t n = tiny_kernel_count();
+  ASSERT_GE(n, 2u);
+  CliResult result = run_cli(tiny_prewarm_args(cache_), scratch_, {"SHARDJIT_CACHE_MAX_BYTES=1"});
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
+  // The store keeps the entry it has just written: only the last one is left.
+  ASSERT_EQ(cache_entries(cache_).size(), 1u);
+  EXPECT_NE(result.out.find(std::to_string(n - 1) + " of those kernels are not in the cache folder"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.err.find("missing: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("SHARDJIT_CACHE_MAX_BYTES"), std::string::npos) << result.err;
+
+  CliResult uncapped = run_cli(tiny_prewarm_args(cache_), scratch_);
+  EXPECT_EQ(uncapped.exit_code, 0) << uncapped.out << uncapped.err;
+  EXPECT_EQ(cache_entries(cache_).size(), n);
+}
+
 // A template that does not compile fails its kernels only; the others are built and stored, the
 // failure is named with NVRTC's message, and the exit code says something failed.
 TEST_F(CliPrewarm, ReportsFailedKernelsAndExitsOne) {

@@ -60,6 +60,13 @@ void print_summary(const PrewarmSummary& summary) {
     std::fprintf(stderr, "failed: %s (for %s): %s\n", failure.kernel.c_str(), failure.origin.c_str(),
                  failure.error.c_str());
   }
+  if (!summary.missing.empty()) {
+    std::printf("prewarm: %zu of those kernels are not in the cache folder any more\n", summary.missing.size());
+    std::fflush(stdout);
+  }
+  for (const PrewarmFailure& gone : summary.missing) {
+    std::fprintf(stderr, "missing: %s (for %s): %s\n", gone.kernel.c_str(), gone.origin.c_str(), gone.error.c_str());
+  }
 }
 
 int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
@@ -79,7 +86,7 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   Progress progress(items.size(), stderr);
   PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);
   print_summary(summary);
-  bool ok = summary.failures.empty();
+  bool ok = summary.failures.empty() && summary.missing.empty();
   if (prewarm.tune) {
     const TuningSummary tuning = tune_prewarmed(runtime, items, stdout);
     std::printf("tune: %zu ops recorded, %zu left for other archs, %zu failed\n", tuning.tuned, tuning.skipped,

@@ -20,10 +20,14 @@ PrewarmSummary run_prewarm(KernelCache& cache, const std::vector<PrewarmItem>& i
     if (outcome == PrewarmOutcome::kFailed) summary.failures.push_back({kernel, item.origin, error});
     progress.finished(kVerbs[static_cast<int>(outcome)], kernel);
   };
-  build_prewarm_items(cache, items, jobs, finished);
+  const auto missing = [&](const PrewarmItem& item, const std::string& error) {
+    summary.missing.push_back({item.name(), item.origin, error});
+  };
+  build_prewarm_items(cache, items, jobs, finished, missing);
   progress.close();
-  std::sort(summary.failures.begin(), summary.failures.end(),
-            [](const PrewarmFailure& a, const PrewarmFailure& b) { return a.kernel < b.kernel; });
+  const auto by_kernel = [](const PrewarmFailure& a, const PrewarmFailure& b) { return a.kernel < b.kernel; };
+  std::sort(summary.failures.begin(), summary.failures.end(), by_kernel);
+  std::sort(summary.missing.begin(), summary.missing.end(), by_kernel);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -1,5 +1,5 @@
 // Runs the CLI's prewarm: every item through build_prewarm_items (runtime/ops/prewarm_build.hpp),
-// with a progress line, and the failures reported at the end, sorted.
+// with a progress line, and the failures and missing kernels reported at the end, sorted.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,7 @@ struct PrewarmSummary {
   std::size_t compiled = 0;
   std::size_t cached = 0;  // found in the disk cache (another run, or another process, made it)
   std::vector<PrewarmFailure> failures;
+  std::vector<PrewarmFailure> missing;  // built or found, then gone from the cache folder (PrewarmMissing)
   double seconds = 0;
 };
 
