@@ -105,6 +105,16 @@ TEST_F(CliPrewarm, HiddenAndVocabOptionsNeedNoConfigFile) {
   EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
 }
 
+// A list option takes one word: the config file after it is still a config file.
+TEST_F(CliPrewarm, ListOptionsLeaveTheConfigFileThatFollowsThem) {
+  CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--jobs", "2", "--targets", "int64",
+                              "--arch", kTinyArch, test_data("tiny.json").string()},
+                             scratch_);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const std::size_t n = tiny_kernel_count();
+  EXPECT_NE(result.out.find(prewarm_summary(n, n, 0, 0)), std::string::npos) << result.out;
+}
+
 TEST_F(CliPrewarm, BackwardVariantsNeedTheBackward) {
   for (const char* flag : {"--dz-fp32", "--grad-filter"}) {
     CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--hidden", "64", "--vocab", "300",

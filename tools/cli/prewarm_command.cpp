@@ -15,6 +15,13 @@
 namespace shardjit::cli {
 namespace {
 
+// A comma-separated list option. It takes one word per use, so that a config file that follows it
+// (`--arch sm_90a config.json`) stays a config file.
+CLI::Option* add_list_option(CLI::App& sub, const std::string& name, std::vector<std::string>& values,
+                             const std::string& help) {
+  return sub.add_option(name, values, help)->delimiter(',')->allow_extra_args(false);
+}
+
 void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_option("configs", o.configs, "Model config.json files (or model folders holding one)");
   CLI::Option* hidden = sub.add_option("--hidden", o.hidden, "Hidden size of a model given without a config");
@@ -26,16 +33,14 @@ void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   valid->needs(vocab);
   sub.add_option("--shard", o.shard,
                  "One explicit vocabulary shard START:SIZE instead of the even split of each --tp degree");
-  sub.add_option("--tp", o.tp, "TP degrees, comma separated (default 1)")->delimiter(',');
+  add_list_option(sub, "--tp", o.tp, "TP degrees, comma separated (default 1)");
 }
 
 void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
-  sub.add_option("--dtype", o.dtypes, "bf16, fp16, fp32 (default: the config's torch_dtype, else bf16)")
-      ->delimiter(',');
-  sub.add_option("--arch", o.archs, "Targets such as sm_80,sm_90a (default: SHARDJIT_ARCH, else GPU 0's)")
-      ->delimiter(',');
-  sub.add_option("--targets", o.targets, "Target id dtypes: int64, int32 (default int64)")->delimiter(',');
-  sub.add_option("--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)")->delimiter(',');
+  add_list_option(sub, "--dtype", o.dtypes, "bf16, fp16, fp32 (default: the config's torch_dtype, else bf16)");
+  add_list_option(sub, "--arch", o.archs, "Targets such as sm_80,sm_90a (default: SHARDJIT_ARCH, else GPU 0's)");
+  add_list_option(sub, "--targets", o.targets, "Target id dtypes: int64, int32 (default int64)");
+  add_list_option(sub, "--bias", o.bias, "Bias dtypes: none, bf16, fp16, fp32 (default none)");
   sub.add_option("--entropy", o.entropy, "off, on or both (default off)");
   CLI::Option* backward = sub.add_flag("--backward", o.backward, "Also the kernels of the backward (training)");
   sub.add_flag("--dz-fp32", o.dz_fp32, "With --backward: also those of ops built with dz_fp32")->needs(backward);
