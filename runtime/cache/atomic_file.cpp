@@ -99,7 +99,7 @@ void fsync_folder(const fs::path& folder) {
 
 }  // namespace
 
-std::optional<FileBytes> read_whole_file(const fs::path& path) {
+std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max_bytes) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
@@ -112,6 +112,10 @@ std::optional<FileBytes> read_whole_file(const fs::path& path) {
   }
   FileBytes file;
   file.identity = identity_of(info);
+  if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
+    file.oversized = true;
+    return file;
+  }
   file.bytes.resize(static_cast<std::size_t>(info.st_size));
   std::size_t filled = 0;
   while (filled < file.bytes.size()) {
@@ -124,6 +128,11 @@ std::optional<FileBytes> read_whole_file(const fs::path& path) {
   char extra[4096];  // grew since fstat: read the rest too
   while (std::size_t got = read_some(fd.get(), extra, sizeof extra, path)) {
     file.bytes.append(extra, got);
+    if (file.bytes.size() > max_bytes) {
+      file.bytes.clear();
+      file.oversized = true;
+      break;
+    }
   }
   return file;
 }

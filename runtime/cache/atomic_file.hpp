@@ -21,11 +21,15 @@ struct FileIdentity {
 struct FileBytes {
   std::string bytes;
   FileIdentity identity;
+  // The file holds more than the reader's limit: `bytes` is empty, nothing was read (a damaged or
+  // planted file must not make the reader allocate its size).
+  bool oversized = false;
 };
 
-// The whole file; nullopt when it does not exist. Symlinks are not followed. Any other failure
-// is an Error(kCacheError) naming the file and the system's reason.
-std::optional<FileBytes> read_whole_file(const std::filesystem::path& path);
+// The whole file, or its identity alone (oversized) when it is larger than max_bytes; nullopt
+// when it does not exist. Symlinks are not followed. Any other failure is an Error(kCacheError)
+// naming the file and the system's reason.
+std::optional<FileBytes> read_whole_file(const std::filesystem::path& path, std::uint64_t max_bytes);
 
 // The identity of what path names now (without following a symlink); nullopt if nothing.
 std::optional<FileIdentity> file_identity(const std::filesystem::path& path);

@@ -86,9 +86,14 @@ void check_key(const std::string& key) {
 
 // The entry stored at path, checked to hold the key its file name says; nullopt when the file
 // disappeared. Error(kCacheError) with the reason when it is unusable.
+std::string oversized_entry() {
+  return "bad cache entry: larger than the " + std::to_string(kMaxCacheEntryBytes) + " bytes an entry may hold";
+}
+
 std::optional<CacheEntry> read_entry_file(const fs::path& path) {
-  auto file = read_whole_file(path);
+  auto file = read_whole_file(path, kMaxCacheEntryBytes);
   if (!file) return std::nullopt;
+  if (file->oversized) throw Error(ErrorCode::kCacheError, oversized_entry());
   CacheEntry entry = decode_entry(file->bytes);
   std::string expected = path.stem().string();
   if (entry.key != expected) {
@@ -122,8 +127,9 @@ void DiskCache::require_writable(const char* action) const {
 
 std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   const fs::path path = entry_path(key);
-  auto file = read_whole_file(path);
+  auto file = read_whole_file(path, kMaxCacheEntryBytes);
   if (!file) return std::nullopt;
+  if (file->oversized) return reject_entry(key, path, file->identity, oversized_entry());
   CacheEntry entry;
   try {
     entry = decode_entry(file->bytes);

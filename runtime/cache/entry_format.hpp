@@ -30,6 +30,8 @@ namespace shardjit {
 inline constexpr std::uint32_t kCacheSchemaVersion = 1;
 inline constexpr std::string_view kCacheEntryMagic = "SJITKRNL";
 inline constexpr std::size_t kCacheEntryHeaderBytes = 144;
+// No kernel's entry comes near it (a CUBIN is KiBs to a few MiB); a larger file is not an entry.
+inline constexpr std::uint64_t kMaxCacheEntryBytes = std::uint64_t{256} << 20;
 
 struct CacheEntry {
   std::string key;           // cache_key() of the inputs that made it

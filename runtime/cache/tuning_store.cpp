@@ -14,6 +14,8 @@ namespace shardjit {
 namespace {
 
 constexpr std::string_view kHeader = "shardjit-tuning 1";
+// A record is a few hundred bytes; a larger file is read as empty, i.e. not a record.
+constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
 
 // A value ends at the line's end: keys, device names and choices hold no newline.
 void check_one_line(std::string_view what, std::string_view value) {
@@ -94,7 +96,7 @@ std::optional<TuningRecord> load_tuning_record(const std::filesystem::path& cach
   const std::filesystem::path path = tuning_record_path(cache_dir, key);
   std::optional<FileBytes> file;
   try {
-    file = read_whole_file(path);
+    file = read_whole_file(path, kMaxRecordBytes);
   } catch (const Error& e) {
     log().warn("tuning record {} is ignored: {}", path.string(), e.what());
     return std::nullopt;
@@ -138,7 +140,7 @@ std::vector<TuningFile> list_tuning_records(const std::filesystem::path& cache_d
   for (const std::filesystem::path& path : tuning_files(cache_dir)) {
     TuningFile file{path, std::nullopt};
     try {
-      if (std::optional<FileBytes> bytes = read_whole_file(path)) file.record = parse_tuning_record(bytes->bytes);
+      if (std::optional<FileBytes> bytes = read_whole_file(path, kMaxRecordBytes)) file.record = parse_tuning_record(bytes->bytes);
     } catch (const Error&) {
       // Unreadable: listed without a record, as a file that is never used.
     }

@@ -116,11 +116,17 @@ TEST(DiskCache, StoreReplacesAnExistingEntry) {
   EXPECT_EQ(cache.list().size(), 1u);
 }
 
-enum class Damage { kTruncated, kBitFlip, kWrongMagic, kEmpty, kOtherKeyInside };
+// kOversized: a (sparse) file past the largest size an entry may have, which must be refused
+// without reading it.
+enum class Damage { kTruncated, kBitFlip, kWrongMagic, kEmpty, kOtherKeyInside, kOversized };
 
 class DiskCacheCorruption : public ::testing::TestWithParam<Damage> {};
 
 void damage(const fs::path& path, Damage kind) {
+  if (kind == Damage::kOversized) {
+    fs::resize_file(path, kMaxCacheEntryBytes + 1);
+    return;
+  }
   std::string bytes = read_bytes(path);
   switch (kind) {
     case Damage::kTruncated:
@@ -137,6 +143,8 @@ void damage(const fs::path& path, Damage kind) {
       break;
     case Damage::kOtherKeyInside:
       bytes = encode_entry(test_entry("someone-else"));
+      break;
+    case Damage::kOversized:
       break;
   }
   write_bytes(path, bytes);
@@ -194,6 +202,8 @@ std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
       return "Empty";
     case Damage::kOtherKeyInside:
       return "OtherKeyInside";
+    case Damage::kOversized:
+      return "Oversized";
   }
   return "Unknown";
 }
@@ -201,7 +211,7 @@ std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
 INSTANTIATE_TEST_SUITE_P(Damages, DiskCacheCorruption,
                          ::testing::Values(Damage::kTruncated, Damage::kBitFlip,
                                            Damage::kWrongMagic, Damage::kEmpty,
-                                           Damage::kOtherKeyInside),
+                                           Damage::kOtherKeyInside, Damage::kOversized),
                          damage_name);
 
 TEST(DiskCache, ReadOnlyCacheLeavesACorruptEntryAndWarnsOnce) {
@@ -440,6 +450,27 @@ TEST(DiskCache, ListShowsEntriesAndUnreadableOnesButNotTempFiles) {
   }
   // Listing changes nothing.
   EXPECT_TRUE(fs::exists(cache.entry_path(test_key("b"))));
+}
+
+// A file far past an entry's largest size (a 1 TiB sparse file here) is reported as bad by both
+// listings without being read.
+TEST(DiskCache, ListAndVerifyReportAHugeFileWithoutReadingIt) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  cache.store(test_entry("a"));
+  const fs::path huge = cache.entry_path(test_key("b"));
+  write_bytes(huge, "");
+  fs::resize_file(huge, std::uint64_t{1} << 40);
+
+  std::vector<DiskEntryInfo> infos = cache.list();
+  ASSERT_EQ(infos.size(), 2u);
+  const DiskEntryInfo& listed = infos[0].key == test_key("b") ? infos[0] : infos[1];
+  EXPECT_NE(listed.spec_text.find("larger than the"), std::string::npos) << listed.spec_text;
+  const VerifyResult report = cache.verify(true);
+  EXPECT_EQ(report.ok, 1u);
+  ASSERT_EQ(report.bad.size(), 1u);
+  EXPECT_EQ(report.bad[0].first, huge);
+  EXPECT_FALSE(fs::exists(huge));
 }
 
 TEST(DiskCache, VerifyReportsAndOptionallyRemovesBadEntries) {
