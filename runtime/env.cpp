@@ -6,13 +6,14 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
 namespace {
 
 constexpr std::array<EnvKnob, 11> kKnobs{{
-    {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit",
+    {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
      "0: cache-only mode; a kernel missing from the cache is an error naming the prewarm command."},
@@ -125,7 +126,10 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.cache_max_bytes = option_or_env(options.cache_max_bytes, "SHARDJIT_CACHE_MAX_BYTES", parse_bytes,
                                          "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
-  config.log_level = options.log_level.value_or(env("SHARDJIT_LOG_LEVEL").value_or("warn"));
+  config.log_level = option_or_env<std::string>(
+      options.log_level, "SHARDJIT_LOG_LEVEL",
+      [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
+      "trace, debug, info, warn, error, critical or off", "warn");
   config.arch = env("SHARDJIT_ARCH");
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);

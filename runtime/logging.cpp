@@ -21,15 +21,18 @@ spdlog::logger& log() {
   return *logger;
 }
 
-void set_log_level(std::string_view level) {
-  auto parsed = spdlog::level::from_str(std::string(level));
+bool is_log_level(std::string_view name) {
   // from_str maps unknown names to "off"; only accept "off" when it was asked for.
-  if (parsed == spdlog::level::off && level != "off") {
+  return spdlog::level::from_str(std::string(name)) != spdlog::level::off || name == "off";
+}
+
+void set_log_level(std::string_view level) {
+  if (!is_log_level(level)) {
     throw Error(ErrorCode::kInvalidArgument,
                 "unknown log level '" + std::string(level) +
                     "'; expected trace, debug, info, warn, error, critical or off");
   }
-  log().set_level(parsed);
+  log().set_level(spdlog::level::from_str(std::string(level)));
 }
 
 }  // namespace shardjit

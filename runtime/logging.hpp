@@ -11,6 +11,9 @@ namespace shardjit {
 // The process-wide "shardjit" logger (stderr), created on first use.
 spdlog::logger& log();
 
+// Whether `name` is a level: trace, debug, info, warn, error, critical or off.
+bool is_log_level(std::string_view name);
+
 // Sets the logger's level from a name ("trace" ... "off"); throws on an unknown name.
 void set_log_level(std::string_view level);
 

@@ -120,6 +120,11 @@ std::string NvrtcCompiler::identity() {
   return id;
 }
 
+namespace {
+// The oldest target the kernels run on (Ampere: bf16 mma.sync, cp.async).
+constexpr int kOldestArch = 80;
+}  // namespace
+
 std::vector<std::string> NvrtcCompiler::supported_archs() {
   int count = 0;
   SHARDJIT_NVRTC(nvrtcGetNumSupportedArchs(&count));
@@ -127,6 +132,7 @@ std::vector<std::string> NvrtcCompiler::supported_archs() {
   SHARDJIT_NVRTC(nvrtcGetSupportedArchs(numbers.data()));
   std::vector<std::string> archs;
   for (int number : numbers) {
+    if (number < kOldestArch) continue;
     archs.push_back("sm_" + std::to_string(number));
     // The arch-specific variants (wgmma and friends) exist from Hopper on.
     if (number >= 90) archs.push_back("sm_" + std::to_string(number) + "a");
@@ -140,7 +146,8 @@ void NvrtcCompiler::check_arch(const std::string& arch) {
   std::string known;
   for (const auto& a : archs) known += (known.empty() ? "" : ", ") + a;
   throw Error(ErrorCode::kInvalidArgument, "unknown or unsupported compile target '" + arch +
-                                               "'; NVRTC " + version() + " supports: " + known);
+                                               "'; shardjit's kernels need sm_" + std::to_string(kOldestArch) +
+                                               " or newer, and NVRTC " + version() + " builds: " + known);
 }
 
 std::vector<std::string> NvrtcCompiler::compile_options(const std::string& arch) {

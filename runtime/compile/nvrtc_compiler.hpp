@@ -45,7 +45,8 @@ class NvrtcCompiler {
   // bytes)"), which tell patch releases apart: part of every cache key, since their compilers
   // may emit other code.
   static std::string identity();
-  // Targets this NVRTC can build CUBINs for: "sm_75", ..., "sm_90", "sm_90a", ...
+  // Targets this NVRTC can build CUBINs for that shardjit's kernels run on (sm_80 and newer: they
+  // use bf16 mma.sync and cp.async): "sm_80", ..., "sm_90", "sm_90a", ...
   static std::vector<std::string> supported_archs();
   // Throws Error(kInvalidArgument) naming the supported targets when `arch` is not one of them.
   static void check_arch(const std::string& arch);

@@ -29,6 +29,7 @@ const std::string kTiny = test_data("tiny.json").string();
 std::vector<BadCase> bad_cases() {
   return {
       {"UnknownArch", {"prewarm", kTiny, "--arch", "sm_999"}, "compile target 'sm_999'"},
+      {"ArchOlderThanTheKernels", {"prewarm", kTiny, "--arch", "sm_75"}, "need sm_80 or newer"},
       {"OneBadArchAmongGood", {"prewarm", kTiny, "--arch", "sm_80,sm_999"}, "compile target 'sm_999'"},
       {"MalformedJson", {"prewarm", "@DIR@/malformed.json", "--arch", "sm_80"}, "malformed.json: not valid JSON"},
       {"MissingVocab", {"prewarm", "@DIR@/no_vocab.json", "--arch", "sm_80"}, "no vocab_size"},
@@ -52,7 +53,7 @@ std::vector<BadCase> bad_cases() {
       {"NoModel", {"prewarm", "--arch", "sm_80"}, "no model given"},
       {"UnknownOption", {"prewarm", kTiny, "--arch", "sm_80", "--fast"}, "--fast"},
       {"UnknownCommand", {"compile", kTiny}, "compile"},
-      {"NoCommand", {}, "subcommand"},
+      {"NoCommand", {}, "no command given; expected prewarm"},
       {"BadLogLevel", {"--log-level", "loud", "prewarm", kTiny, "--arch", "sm_80"}, "unknown log level 'loud'"},
       {"BadGcSize", {"gc", "--max-size", "2X"}, "--max-size '2X'"},
   };

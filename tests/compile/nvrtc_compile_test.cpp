@@ -151,6 +151,21 @@ TEST(NvrtcCompiler, UnknownArchIsRejectedWithTheSupportedList) {
   }
 }
 
+// NVRTC still builds sm_75, but the kernels need Ampere's instructions: refused before a compile,
+// by name, rather than with ptxas's errors.
+TEST(NvrtcCompiler, ArchsOlderThanTheKernelsAreRejected) {
+  const std::vector<std::string> archs = NvrtcCompiler::supported_archs();
+  EXPECT_EQ(std::find(archs.begin(), archs.end(), "sm_75"), archs.end());
+  EXPECT_NE(std::find(archs.begin(), archs.end(), "sm_80"), archs.end());
+  try {
+    NvrtcCompiler::check_arch("sm_75");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("need sm_80 or newer"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NvrtcCompiler, OptionsNameTheArch) {
   auto options = NvrtcCompiler::compile_options("sm_90a");
   EXPECT_NE(std::find(options.begin(), options.end(), "-arch=sm_90a"), options.end());

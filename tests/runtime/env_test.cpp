@@ -117,6 +117,12 @@ TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
     ScopedEnv env("SHARDJIT_AUTOTUNE", "sometimes");
     EXPECT_NE(error_of({}).find("SHARDJIT_AUTOTUNE"), std::string::npos);
   }
+  {
+    ScopedEnv env("SHARDJIT_LOG_LEVEL", "loud");
+    const std::string message = error_of({});
+    EXPECT_NE(message.find("SHARDJIT_LOG_LEVEL='loud'"), std::string::npos) << message;
+    EXPECT_NE(message.find("warn"), std::string::npos) << message;
+  }
   RuntimeOptions negative;
   negative.peer_blocks = -1;
   EXPECT_NE(error_of(negative).find("peer_blocks"), std::string::npos);

@@ -45,6 +45,8 @@ int parse_failed(CLI::App& app, const CLI::ParseError& error) {
   const std::vector<std::string> unparsed = app.remaining();
   if (app.get_subcommands().empty() && !unparsed.empty()) {
     print_error(command, "unknown command '" + unparsed.front() + "'; expected " + kCommandList);
+  } else if (app.get_subcommands().empty()) {
+    print_error(command, std::string("no command given; expected ") + kCommandList);
   } else {
     print_error(command, std::string(error.what()) + " (see '" + command + " --help')");
   }

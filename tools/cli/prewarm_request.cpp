@@ -98,17 +98,25 @@ std::string device_arch() {
               "e.g. --arch sm_90a (or several: --arch sm_80,sm_90a)");
 }
 
-// --arch, else SHARDJIT_ARCH, else the arch of GPU 0; each checked against this NVRTC.
+// --arch, else SHARDJIT_ARCH, else the arch of GPU 0; each checked against this NVRTC, and named
+// by where it came from when it fails.
 std::vector<std::string> target_archs(const PrewarmOptions& options, const RuntimeConfig& config) {
   std::vector<std::string> archs = options.archs;
-  if (archs.empty() && config.arch) archs = {*config.arch};
-  if (archs.empty()) archs = {device_arch()};
+  std::string source = "--arch";
+  if (archs.empty() && config.arch) {
+    archs = {*config.arch};
+    source = "SHARDJIT_ARCH";
+  }
+  if (archs.empty()) {
+    archs = {device_arch()};
+    source = "the arch of GPU 0";
+  }
   std::vector<std::string> unique;
   for (const std::string& arch : archs) {
     try {
       NvrtcCompiler::check_arch(arch);
     } catch (const Error& error) {
-      throw Error(error.code(), std::string("--arch: ") + error.what());
+      throw Error(error.code(), source + ": " + error.what());
     }
     if (std::find(unique.begin(), unique.end(), arch) == unique.end()) unique.push_back(arch);
   }
