@@ -74,6 +74,27 @@ BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
   return plan;
 }
 
+BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {
+  BwdChunkPlan most = plan_bwd_chunks(in);
+  // A call's chunks follow the widest chunk its rows allow, t tiles = budget / (rows x a tile
+  // column's bytes a row). Among the row counts that allow the same t, the buffers grow with the
+  // rows; so the largest row count of each t up to n_rows is the one to look at: t from the one
+  // of n_rows (n_rows itself) up to where one chunk holds the whole vocabulary.
+  const std::int64_t column_bytes = in.tile_cols * static_cast<std::int64_t>(in.dz_elem_bytes);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  const std::int64_t first = in.budget / (std::max<std::int64_t>(in.n_rows, 1) * column_bytes);
+  for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
+    BwdPlanInput fewer = in;
+    fewer.n_rows = std::min(in.n_rows, in.budget / (t * column_bytes));
+    if (fewer.n_rows < 1) break;
+    const BwdChunkPlan plan = plan_bwd_chunks(fewer);
+    most.dz_bytes = std::max(most.dz_bytes, plan.dz_bytes);
+    most.mask_bytes = std::max(most.mask_bytes, plan.mask_bytes);
+    most.accumulator_bytes = std::max(most.accumulator_bytes, plan.accumulator_bytes);
+  }
+  return most;
+}
+
 bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
                       std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;

@@ -66,4 +66,10 @@ bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_
 // Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.
 BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& input);
 
+// The plan of a call of input.n_rows rows, with its buffer sizes (dz_bytes, mask_bytes,
+// accumulator_bytes) raised to the largest that any call of 1..n_rows rows needs: fewer rows get
+// wider chunks, so a smaller call can need a larger dZ buffer. What an op built with max_rows
+// reserves, so that no call up to max_rows grows a buffer (and none does under graph capture).
+BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& input);
+
 }  // namespace shardjit

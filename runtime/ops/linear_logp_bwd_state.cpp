@@ -60,25 +60,37 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
-    reserve(plan(c.max_rows, true), nullptr);
+    reserve(reserve_plan(c.max_rows), nullptr);
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
     split.allocate();
   }
 }
 
-BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
-  const LinearLogpConfig& c = layout.config;
+namespace {
+
+BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, std::int64_t n_rows,
+                        bool grad_hidden) {
   BwdPlanInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
   input.vocab_local = c.vocab_local;
-  input.dz_elem_bytes = dtype_size(specs->dz_dtype);
-  input.tile_rows = specs->dz_tile.bm;
-  input.tile_cols = specs->dz_tile.bn;
+  input.dz_elem_bytes = dtype_size(specs.dz_dtype);
+  input.tile_rows = specs.dz_tile.bm;
+  input.tile_cols = specs.dz_tile.bn;
   input.budget = backward_workspace_budget(c);
   input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
   input.filter = c.grad_filter_threshold > 0.0f;
-  return plan_bwd_chunks(input);
+  return input;
+}
+
+}  // namespace
+
+BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
+  return plan_bwd_chunks(plan_input(layout.config, *specs, n_rows, grad_hidden));
+}
+
+BwdChunkPlan LinearLogpBwdState::reserve_plan(std::int64_t max_rows) const {
+  return plan_bwd_reserve(plan_input(layout.config, *specs, max_rows, true));
 }
 
 void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {

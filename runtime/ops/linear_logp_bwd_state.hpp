@@ -28,6 +28,8 @@ struct LinearLogpBwdState {
 
   // The chunk plan of a call of n_rows rows (see plan_bwd_chunks).
   BwdChunkPlan plan(std::int64_t n_rows, bool grad_hidden) const;
+  // What to reserve for every call of up to max_rows rows (see plan_bwd_reserve).
+  BwdChunkPlan reserve_plan(std::int64_t max_rows) const;
 
   // Grows the buffers to what `plan` needs (grow_buffer_for_stream: work queued on `stream` may
   // still use the old ones, so a growth waits for it first; config.max_rows avoids it).

@@ -150,7 +150,7 @@ LinearLogpTp::LinearLogpTp(LinearLogp::Impl& op, Communicator::Impl& communicato
     ScopedContext scope(device_);
     ensure_gathered(tp_partial_rows(layout, c.max_rows, row_bytes), nullptr);
     if (c.want_backward) {
-      BwdChunkPlan plan = op.bwd.plan(c.max_rows, true);
+      BwdChunkPlan plan = op.bwd.reserve_plan(c.max_rows);
       plan.accumulator_bytes = static_cast<std::size_t>(accumulator_bytes(c.max_rows));
       op.bwd.reserve(plan, nullptr);
     }

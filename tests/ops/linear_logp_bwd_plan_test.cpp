@@ -67,6 +67,43 @@ TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
   }
 }
 
+// Fewer rows get wider chunks, so a call below max_rows can need a larger dZ buffer than one of
+// max_rows: what an op reserves covers every call up to max_rows, and no more than the largest.
+TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
+  struct Case {
+    std::int64_t vocab;
+    std::int64_t max_rows;
+    int tile_cols;
+    bool filter;
+  };
+  for (const Case& c : {Case{1000000, 1000, 256, false}, Case{1000000, 4096, 256, true},
+                        Case{128256, 3000, 128, true}, Case{50257, 700, 256, false}}) {
+    BwdPlanInput in = input(c.max_rows, c.vocab, kDefaultBackwardWorkspaceBytes);
+    in.tile_cols = c.tile_cols;
+    in.filter = c.filter;
+    in.hidden_accumulator = true;
+    const BwdChunkPlan reserve = plan_bwd_reserve(in);
+    std::size_t dz_most = 0;
+    std::size_t mask_most = 0;
+    std::size_t accumulator_most = 0;
+    for (std::int64_t n = 1; n <= c.max_rows; ++n) {
+      BwdPlanInput call = in;
+      call.n_rows = n;
+      const BwdChunkPlan plan = plan_bwd_chunks(call);
+      dz_most = std::max(dz_most, plan.dz_bytes);
+      mask_most = std::max(mask_most, plan.mask_bytes);
+      accumulator_most = std::max(accumulator_most, plan.accumulator_bytes);
+    }
+    EXPECT_EQ(reserve.dz_bytes, dz_most) << c.vocab << " x " << c.max_rows;
+    EXPECT_EQ(reserve.mask_bytes, mask_most) << c.vocab << " x " << c.max_rows;
+    EXPECT_EQ(reserve.accumulator_bytes, accumulator_most) << c.vocab << " x " << c.max_rows;
+  }
+  // The case where max_rows' own plan falls short: 804 rows need more dZ than 1000 do.
+  BwdPlanInput in = input(1000, 1000000, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  EXPECT_GT(plan_bwd_reserve(in).dz_bytes, plan_bwd_chunks(in).dz_bytes);
+}
+
 TEST(BwdChunks, LargeBatchesOfALargeVocabularyAreChunked) {
   BwdChunkPlan plan = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
   EXPECT_EQ(plan.chunks, 16);
