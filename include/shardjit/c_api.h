@@ -153,6 +153,8 @@ typedef struct shardjit_linear_logp_config {
 } shardjit_linear_logp_config;
 
 void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config);
+/* One GPU, the whole vocabulary: vocab_start 0, vocab_global 0 or vocab_local (else
+ * SHARDJIT_ERROR_INVALID_ARGUMENT; a shard of a larger vocabulary needs the tensor-parallel create). */
 shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
                                             shardjit_linear_logp** out);
 

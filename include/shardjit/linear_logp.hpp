@@ -96,6 +96,8 @@ struct BadTargetReport {
 
 class LinearLogp {
  public:
+  // One GPU, the whole vocabulary: vocab_start is 0 and vocab_global 0 or vocab_local (a shard of a
+  // larger vocabulary is an Error(kInvalidArgument): its log-sum-exp needs the other shards).
   LinearLogp(Runtime& runtime, const LinearLogpConfig& config);
 
   // Tensor parallel: this rank's shard of a vocabulary split over the ranks of `comm`, in rank

@@ -56,8 +56,9 @@ LinearLogpConfig config_from(const nb::kwargs& kwargs) {
     else if (key == "grad_filter_threshold") c.grad_filter_threshold = number<float>(k, value);
     else throw nb::type_error(("LinearLogp: unknown keyword argument '" + key + "'").c_str());
   }
-  if (c.hidden <= 0) throw nb::value_error("hidden: required, a positive multiple of 8");
-  if (c.vocab_local <= 0) throw nb::value_error("vocab_local: required, the rows of this shard's weight (>= 1)");
+  // A missing or bad hidden / vocab_local is the op's to refuse (resolve_layout): a tensor-parallel
+  // op then refuses it on every rank alike, where a check here would fail one rank alone and leave
+  // the others waiting in the layout exchange.
   return c;
 }
 

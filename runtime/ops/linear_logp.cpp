@@ -132,7 +132,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
 }
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)
-    : impl_(std::make_unique<Impl>(runtime.impl(), config)) {}
+    : impl_(std::make_unique<Impl>(runtime.impl(), resolve_single_gpu_layout(config).config)) {}
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config, Communicator& comm)
     : impl_(build_tp_linear_logp(runtime.impl(), config, comm.impl())) {}

@@ -57,6 +57,18 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
   return layout;
 }
 
+LinearLogpLayout resolve_single_gpu_layout(const LinearLogpConfig& config) {
+  LinearLogpLayout layout = resolve_layout(config);
+  const LinearLogpConfig& c = layout.config;
+  if (c.vocab_start != 0 || c.vocab_global != c.vocab_local) {
+    bad("vocab_start = " + std::to_string(c.vocab_start) + ", vocab_local = " + std::to_string(c.vocab_local) +
+        ", vocab_global = " + std::to_string(c.vocab_global) +
+        ": a single-GPU op holds the whole vocabulary (vocab_start 0, vocab_global 0 or vocab_local); a shard of a "
+        "larger one is built with the tensor-parallel constructor, whose ranks combine their shards");
+  }
+  return layout;
+}
+
 std::string prewarm_command(const LinearLogpLayout& layout, const std::string& arch, bool hopper_path,
                             int tp_degree) {
   const LinearLogpConfig& c = layout.config;

@@ -17,6 +17,11 @@ struct LinearLogpLayout {
 // Throws Error(kInvalidArgument) naming the field, its value and what is expected.
 LinearLogpLayout resolve_layout(const LinearLogpConfig& config);
 
+// resolve_layout for a single-GPU op, which holds the whole vocabulary: a shard of a larger one
+// (vocab_start > 0, or vocab_global past the shard) would give a log-sum-exp over the shard alone,
+// so it is refused, naming the tensor-parallel constructor that combines the shards.
+LinearLogpLayout resolve_single_gpu_layout(const LinearLogpConfig& config);
+
 // The `shardjit prewarm` command that builds the kernels of this op (one rank's shard, at
 // `tp_degree`) for `arch`, preceded by the op's SHARDJIT_HOPPER_PATH (RuntimeConfig::hopper_path)
 // where that changes the kernels.

@@ -64,6 +64,27 @@ TEST(LinearLogpLayout, RejectsBadFields) {
   expect_rejected(with([](auto& c) { c.max_rows = -5; }), "max_rows");
 }
 
+TEST(LinearLogpLayout, ASingleGpuOpHoldsTheWholeVocabulary) {
+  LinearLogpConfig whole;
+  whole.hidden = 64;
+  whole.vocab_local = 300;
+  EXPECT_EQ(resolve_single_gpu_layout(whole).config.vocab_global, 300);
+  whole.vocab_global = 300;
+  whole.valid_vocab = 290;
+  EXPECT_EQ(resolve_single_gpu_layout(whole).valid_local, 290);
+  LinearLogpConfig first_shard = valid_config();
+  first_shard.vocab_start = 0;
+  for (const LinearLogpConfig& shard : {valid_config(), first_shard}) {
+    try {
+      resolve_single_gpu_layout(shard);
+      FAIL() << "a shard of " << shard.vocab_global << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("tensor-parallel constructor"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(LinearLogpLayout, PrewarmCommandNamesEverythingTheKernelsDependOn) {
   LinearLogpConfig c = valid_config();
   c.valid_vocab = 128000;
