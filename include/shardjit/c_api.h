@@ -243,8 +243,9 @@ shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardj
 void shardjit_reduce_scatter_destroy(shardjit_reduce_scatter* op);
 
 /* Enqueues on `stream` the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H]
- * (rank = this rank of the communicator): output = the sum over the ranks, in rank order, of their
- * inputs' rows of this rank's block. Both packed, of the config's dtype, 16-byte aligned. A
+ * (rank = this rank of the communicator): output = the sum over the ranks of their inputs' rows
+ * of this rank's block (on the peer path in fp32 and rank order, the same bits every run; on
+ * NCCL's path in NCCL's order and the dtype). Both packed, of the config's dtype, 16-byte aligned. A
  * rank's calls must run in the order they are enqueued. */
 shardjit_status shardjit_reduce_scatter_run(shardjit_reduce_scatter* op, shardjit_matrix input, shardjit_matrix output,
                                             void* stream);

@@ -86,7 +86,8 @@ class Communicator {
   void set_timeout(std::chrono::milliseconds timeout);
   // The stream the collectives run on (a CUstream), created with the communicator.
   StreamHandle stream() const;
-  // The ncclComm_t; null once aborted. The watchdog may abort (and free) a created
+  // The ncclComm_t; null once a created communicator is aborted (a wrapped one's handle stays:
+  // it is the caller's, and the caller frees it). The watchdog may abort (and free) a created
   // communicator from its own thread at any time after a collective timed out, so NCCL calls of
   // the caller's own on this handle race with that; a caller that needs its own NCCL calls makes
   // its own communicator and wraps it.

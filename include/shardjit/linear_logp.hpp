@@ -125,6 +125,10 @@ class LinearLogp {
   // once the op is built and its buffers are sized: build every op (max_rows set to the largest
   // N, so no buffer grows during capture) on every rank before any rank captures or replays.
   // check() and strict mode wait on the host and cannot be captured.
+  //
+  // Destruction is collective where the op attached the peer path (max_rows set, one host): every
+  // rank destroys the op, like ReduceScatter; a rank that destroys it alone waits up to the
+  // communicator's timeout, and the communicator is then aborted.
   LinearLogp(Runtime& runtime, const LinearLogpConfig& config, Communicator& comm);
   ~LinearLogp();
   LinearLogp(const LinearLogp&) = delete;
@@ -164,9 +168,10 @@ class LinearLogp {
 
   const LinearLogpConfig& config() const;
 
-  // The main loop the op's logit kernels (forward, and the backward's recompute of dZ) run:
-  // "wgmma" (Hopper, sm_90a, 16-bit inputs, unless RuntimeOptions::hopper_path is false),
-  // "mma.sync" (the portable tensor-core loop), or "fp32 fma" (fp32 inputs).
+  // The main loop the op's forward logit kernel runs: "wgmma" (Hopper, sm_90a, 16-bit inputs,
+  // unless RuntimeOptions::hopper_path is false), "mma.sync" (the portable tensor-core loop), or
+  // "fp32 fma" (fp32 inputs). The backward's recompute of dZ runs the same, except where a tuning
+  // record chose the portable loop for the forward on Hopper: dZ keeps wgmma there.
   const char* main_loop() const;
 
   struct Impl;

@@ -16,9 +16,11 @@
 //
 // Building is collective, like a tensor-parallel LinearLogp: every rank builds the same ops in
 // the same order with the same config (checked here, once: a difference raises the same
-// Error(kInvalidArgument) on every rank) and makes the same calls. Destruction is collective too
-// (every rank destroys the op; the peers' mappings are released with a bounded wait). Build
-// every op before capturing any graph that uses one.
+// Error(kInvalidArgument) on every rank) and makes the same calls. Destruction is collective too:
+// every rank destroys the op; each waits for its GPU's queued work, then up to the communicator's
+// timeout for the peers to release their mappings of its buffer (a rank that destroys the op
+// alone waits that long, and the communicator is then aborted). Build every op before capturing
+// any graph that uses one.
 //
 // A peer that does not join a call within the communicator's timeout makes the waiting rank's
 // kernel give up: its output becomes NaN and check() raises Error(kCommError) (the communicator

@@ -4,8 +4,9 @@ Tensors are taken through DLPack (PyTorch, CuPy, JAX, NumPy for the argument che
 as integers (a cudaStream_t, e.g. ``torch.cuda.current_stream().cuda_stream``; 0 is the legacy
 default stream). Errors of the library are :class:`ShardjitError` with a ``code`` attribute;
 arguments the library refuses raise :class:`InvalidArgumentError`, also a :class:`ValueError`, and
-arguments of the wrong kind or form for the binding itself (a tensor that is not one, an unknown
-dtype name) a plain :class:`TypeError` or :class:`ValueError`.
+arguments the binding itself refuses a plain :class:`TypeError` (a tensor of the wrong dtype, an
+unknown keyword) or :class:`ValueError` (a tensor of the wrong shape or strides, or not on a CUDA
+device; an unknown dtype name).
 """
 
 try:

@@ -131,7 +131,7 @@ void bind_runtime(nb::module_& m) {
       nb::arg("hopper_path") = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
-      "with collectives: also ReduceScatter's and MoeCombine's for each TP degree from 2 to 8); hopper_path "
+      "with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path "
       "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a dict: total, compiled, cached, failed, "
       "failures (messages), missing (messages of kernels built or found but evicted again by the cache's size "
       "cap before the end: a cache-only server would not find them).");
