@@ -184,14 +184,20 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
                     " and is read-only (cache-only mode); expected the entry to be made "
                     "beforehand by a run that may write the cache");
   }
-  // Where the file system cannot lock, the lock only saved duplicate work: without it two
-  // processes may both make the entry, and each publishes it whole (write_file_atomically).
+  // The lock only saves duplicate work: where the file system cannot lock, or another process
+  // holds the lock past the timeout (stopped, or a lock stuck on a network file system), this one
+  // makes the entry without it; two processes may then both make it, and each publishes it whole
+  // (write_file_atomically).
   std::optional<FileLock> lock;
   try {
     lock.emplace(cache_locks_dir(dir_) / (key + ".lock"), lock_timeout_);
   } catch (const LockUnavailable& error) {
     warn_once("lock", std::string("kernel cache: making kernels without their lock (") + error.what() +
                           "); processes may compile the same kernel at once");
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kCacheError) throw;
+    warn_once("lock-timeout", std::string("kernel cache: making a kernel without its lock (") + error.what() +
+                                  "); the process holding it may compile it too");
   }
   // Another process may have made it while this one waited for the lock.
   if (auto hit = load(key)) return std::move(*hit);

@@ -286,6 +286,21 @@ TEST(DiskCache, FailedMakeStoresNothingAndReleasesTheLock) {
   EXPECT_EQ(cache.get_or_create(key, [] { return test_entry("a"); }), test_entry("a"));
 }
 
+// A lock held past the timeout (a stopped process, a lock stuck on a network file system) costs
+// only the lock: the entry is made without it, with a warning, instead of failing the build.
+TEST(DiskCache, GetOrCreateMakesTheEntryWhenTheLockIsHeldPastTheTimeout) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true, std::chrono::milliseconds(50));
+  const std::string key = test_key("a");
+  FileLock held(cache_locks_dir(cache.dir()) / (key + ".lock"));
+  LogCapture log;
+  bool created = false;
+  EXPECT_EQ(cache.get_or_create(key, [] { return test_entry("a"); }, &created), test_entry("a"));
+  EXPECT_TRUE(created);
+  EXPECT_EQ(cache.load(key), test_entry("a"));
+  EXPECT_NE(log.text().find("without its lock"), std::string::npos) << log.text();
+}
+
 // A file system that cannot lock (here: a folder where the lock file should be) costs only the
 // lock: the kernel is made, stored and found again, with one warning.
 TEST(DiskCache, GetOrCreateMakesTheEntryWithoutALockWhereNoneCanBeTaken) {
