@@ -25,6 +25,14 @@ std::optional<std::int64_t> parse_integer(const std::string& text) {
   return value;
 }
 
+// A size option: a whole number of at least 1 (the shapes' own limits are the planner's to check).
+std::optional<std::int64_t> parse_size(const char* option, const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  auto value = parse_integer(*text);
+  if (!value || *value < 1) bad_option(option, *text, "a whole number from 1 to 9223372036854775807");
+  return value;
+}
+
 std::vector<int> parse_tp(const std::vector<std::string>& values) {
   std::vector<int> degrees;
   for (const std::string& text : values) {
@@ -138,17 +146,18 @@ std::vector<ModelRequest> model_requests(const PrewarmOptions& options) {
     std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{model_dtype(config)} : forced;
     models.push_back({ModelShape{path, config.hidden, config.vocab, 0}, dtypes});
   }
-  if (options.hidden && !options.vocab && !options.collectives_only) {
+  const std::optional<std::int64_t> hidden = parse_size("--hidden", options.hidden);
+  const std::optional<std::int64_t> vocab = parse_size("--vocab", options.vocab);
+  const std::optional<std::int64_t> valid_vocab = parse_size("--valid-vocab", options.valid_vocab);
+  if (hidden && !vocab && !options.collectives_only) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--hidden requires --vocab (only --collectives-only needs no vocabulary)");
   }
-  if (options.hidden && (options.vocab || options.collectives_only)) {
+  if (hidden && (vocab || options.collectives_only)) {
     // The collectives depend on the hidden size only.
-    const std::int64_t vocab = options.vocab.value_or(1);
-    std::string name = "--hidden " + std::to_string(*options.hidden) +
-                       (options.vocab ? " --vocab " + std::to_string(vocab) : std::string());
+    std::string name = "--hidden " + std::to_string(*hidden) + (vocab ? " --vocab " + std::to_string(*vocab) : "");
     std::vector<DType> dtypes = forced.empty() ? std::vector<DType>{DType::kBF16} : forced;
-    models.push_back({ModelShape{name, *options.hidden, vocab, options.valid_vocab.value_or(0)}, dtypes});
+    models.push_back({ModelShape{name, *hidden, vocab.value_or(1), valid_vocab.value_or(0)}, dtypes});
   }
   if (models.empty()) {
     throw Error(ErrorCode::kInvalidArgument,

@@ -16,9 +16,11 @@ namespace shardjit::cli {
 // Comma lists arrive split into their elements.
 struct PrewarmOptions {
   std::vector<std::string> configs;  // config.json files or model folders holding one
-  std::optional<std::int64_t> hidden;
-  std::optional<std::int64_t> vocab;
-  std::optional<std::int64_t> valid_vocab;
+  // Sizes as typed, parsed by plan_prewarm, so that an error quotes the text (not a value the
+  // parser clamped it to).
+  std::optional<std::string> hidden;
+  std::optional<std::string> vocab;
+  std::optional<std::string> valid_vocab;
   std::optional<std::string> shard;      // "START:SIZE"
   std::vector<std::string> tp = {"1"};
   std::vector<std::string> dtypes;       // empty: each model's own (bf16 without one)
