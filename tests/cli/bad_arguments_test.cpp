@@ -61,6 +61,7 @@ std::vector<BadCase> bad_cases() {
       {"NoCommand", {}, "no command given; expected prewarm"},
       {"BadLogLevel", {"--log-level", "loud", "prewarm", kTiny, "--arch", "sm_80"}, "unknown log level 'loud'"},
       {"BadGcSize", {"gc", "--max-size", "2X"}, "--max-size '2X'"},
+      {"TuningClearWithJson", {"tuning", "--clear", "--json"}, "excludes --clear"},
   };
 }
 

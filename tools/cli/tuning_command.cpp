@@ -73,8 +73,9 @@ int run(const GlobalOptions& globals, const TuningOptions& options) {
 Command add_tuning_command(CLI::App& app, const GlobalOptions& globals) {
   auto options = std::make_shared<TuningOptions>();
   CLI::App* sub = app.add_subcommand("tuning", "List the tuning records in the cache (the tiles ops chose, with times)");
-  sub->add_flag("--json", options->json, "Print a JSON array instead of text");
-  sub->add_flag("--clear", options->clear, "Remove every record: ops tune again (autotune on) or take their default tiles");
+  CLI::Option* json = sub->add_flag("--json", options->json, "Print a JSON array instead of text");
+  sub->add_flag("--clear", options->clear, "Remove every record: ops tune again (autotune on) or take their default tiles")
+      ->excludes(json);
   return Command{sub, [&globals, options] { return run(globals, *options); }};
 }
 
