@@ -105,10 +105,13 @@ kernels::PeerSync PeerCollective::sync() const {
   return s;
 }
 
-void PeerCollective::check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
-                                std::int64_t cols, int align) const {
-  const std::string where = std::string(op_name_) + ": " + name;
-  if (view.data == nullptr && rows > 0) throw Error(ErrorCode::kInvalidArgument, where + " is null");
+void check_collective_view(const char* op, const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
+                           std::int64_t cols, int align) {
+  const std::string where = std::string(op) + ": " + name;
+  if (view.data == nullptr) {
+    if (rows > 0) throw Error(ErrorCode::kInvalidArgument, where + " is null");
+    return;
+  }
   if (view.dtype != dtype) {
     throw Error(ErrorCode::kInvalidArgument, where + " has dtype " + dtype_name(view.dtype) + "; expected " +
                                                  dtype_name(dtype));
@@ -125,6 +128,11 @@ void PeerCollective::check_view(const MatrixView& view, const char* name, DType 
   if (reinterpret_cast<std::uintptr_t>(view.data) % static_cast<std::uintptr_t>(align) != 0) {
     throw Error(ErrorCode::kInvalidArgument, where + " is not " + std::to_string(align) + "-byte aligned");
   }
+}
+
+void PeerCollective::check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
+                                std::int64_t cols, int align) const {
+  check_collective_view(op_name_, view, name, dtype, rows, cols, align);
 }
 
 void PeerCollective::check_usable(const char* what) const {

@@ -35,6 +35,12 @@ struct PeerCollectiveSetup {
 // every rank's config text equals rank 0's; the message shows both.
 void check_same_config(const std::vector<std::string>& texts, const char* op_name);
 
+// Throws Error(kInvalidArgument) naming `op` and `name` unless `view` is a packed [rows, cols]
+// matrix of `dtype`, not null, its address a multiple of `align`. With no rows a null view is
+// fine whatever its other fields (nothing is read: a C caller leaves an absent tensor zeroed).
+void check_collective_view(const char* op, const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
+                           std::int64_t cols, int align);
+
 class PeerCollective {
  public:
   // Collective: compares setup.config_text between the ranks (the same Error(kInvalidArgument)
@@ -57,8 +63,7 @@ class PeerCollective {
   // The status word's device address (on either path).
   kernels::PeerStatus* status() const { return status_.as<kernels::PeerStatus>(); }
 
-  // Throws Error(kInvalidArgument) naming `name` unless `view` is a packed [rows, cols] matrix of
-  // `dtype`, not null, its address a multiple of `align`.
+  // check_collective_view under this op's name.
   void check_view(const MatrixView& view, const char* name, DType dtype, std::int64_t rows, std::int64_t cols,
                   int align) const;
 

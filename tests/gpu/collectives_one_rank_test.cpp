@@ -89,6 +89,10 @@ TEST_F(OneRankCollectives, MoeCombineRoutesGatesAndReportsBadPositions) {
   }
   // The record was cleared by check().
   EXPECT_EQ(op.check(nullptr).bad_positions, 0u);
+
+  // No tokens: positions, gates and output absent (null and zeroed, as a C caller leaves them).
+  op.run({{rows_device.data(), DType::kBF16, kRows, kHidden, 0}, {}, {}, {}}, nullptr);
+  EXPECT_EQ(op.check(nullptr).bad_positions, 0u);
 }
 
 TEST_F(OneRankCollectives, ReduceScatterOfOneRankIsACopy) {

@@ -1,5 +1,5 @@
 // The host-side rules of the cross-GPU ops that need no GPU: configs compared between ranks,
-// the chunk width a row allows, and the kernels a prewarm compiles for them.
+// the views a call passes, the chunk width a row allows, and the kernels a prewarm compiles for them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,6 +22,30 @@ TEST(PeerCollective, EqualConfigsPassAndADifferenceNamesBothRanks) {
     const std::string message = e.what();
     EXPECT_NE(message.find("rank 0 has {hidden=4096} and rank 2 has {hidden=2048}"), std::string::npos) << message;
   }
+}
+
+std::string view_error(const MatrixView& view, std::int64_t rows) {
+  try {
+    check_collective_view("MoeCombine", view, "gates", DType::kFP32, rows, 4, 4);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PeerCollective, ViewsAreCheckedAndAnAbsentOneOfNoRowsIsFine) {
+  alignas(16) static float gates[8 * 4];
+  EXPECT_EQ(view_error(MatrixView{gates, DType::kFP32, 8, 4, 0}, 8), "");
+  EXPECT_NE(view_error(MatrixView{gates, DType::kBF16, 8, 4, 0}, 8).find("gates has dtype bf16; expected fp32"),
+            std::string::npos);
+  EXPECT_NE(view_error(MatrixView{gates, DType::kFP32, 7, 4, 0}, 8).find("expected [8, 4]"), std::string::npos);
+  EXPECT_NE(view_error(MatrixView{gates, DType::kFP32, 8, 4, 5}, 8).find("row_stride 5"), std::string::npos);
+  EXPECT_NE(view_error(MatrixView{reinterpret_cast<char*>(gates) + 2, DType::kFP32, 8, 4, 0}, 8).find("4-byte"),
+            std::string::npos);
+  EXPECT_NE(view_error(MatrixView{nullptr, DType::kFP32, 8, 4, 0}, 8).find("gates is null"), std::string::npos);
+  // No tokens: a null view as a C caller leaves it (zeroed, so bf16 and [0, 0]) is fine.
+  EXPECT_EQ(view_error(MatrixView{}, 0), "");
 }
 
 TEST(PeerCollective, ChunksAreTheWidestWholeDivisorOfARow) {
