@@ -84,12 +84,13 @@ void check_key(const std::string& key) {
   }
 }
 
-// The entry stored at path, checked to hold the key its file name says; nullopt when the file
-// disappeared. Error(kCacheError) with the reason when it is unusable.
+// Why a file larger than any entry is refused (without being read).
 std::string oversized_entry() {
   return "bad cache entry: larger than the " + std::to_string(kMaxCacheEntryBytes) + " bytes an entry may hold";
 }
 
+// The entry stored at path, checked to hold the key its file name says; nullopt when the file
+// disappeared. Error(kCacheError) with the reason when it is unusable.
 std::optional<CacheEntry> read_entry_file(const fs::path& path) {
   auto file = read_whole_file(path, kMaxCacheEntryBytes);
   if (!file) return std::nullopt;

@@ -81,9 +81,8 @@ class DiskCache {
   // cache only loads; a missing entry is an Error(kCacheError) saying the folder is read-only.
   // Exceptions from make() propagate; the lock is released and nothing is stored. Where no lock
   // can be taken (LockUnavailable), or another process holds it past lock_timeout, it makes the
-  // entry without one, and where the entry cannot be
-  // stored it returns it all the same: each logged (warn) once per cache, since neither loses
-  // anything but time.
+  // entry without one, and where the entry cannot be stored it returns it all the same: each
+  // logged (warn) once per cache, since neither loses anything but time.
   CacheEntry get_or_create(const std::string& key, const std::function<CacheEntry()>& make,
                            bool* created = nullptr);
 

@@ -140,7 +140,9 @@ std::vector<TuningFile> list_tuning_records(const std::filesystem::path& cache_d
   for (const std::filesystem::path& path : tuning_files(cache_dir)) {
     TuningFile file{path, std::nullopt};
     try {
-      if (std::optional<FileBytes> bytes = read_whole_file(path, kMaxRecordBytes)) file.record = parse_tuning_record(bytes->bytes);
+      if (std::optional<FileBytes> bytes = read_whole_file(path, kMaxRecordBytes)) {
+        file.record = parse_tuning_record(bytes->bytes);
+      }
     } catch (const Error&) {
       // Unreadable: listed without a record, as a file that is never used.
     }

@@ -62,11 +62,12 @@ void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& ite
   }
   for (std::thread& thread : pool) thread.join();
 
+  const std::string reason = missing_reason(cache.disk());
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (outcomes[i] == PrewarmOutcome::kFailed) continue;
     const std::filesystem::path entry = cache.disk().entry_path(cache.key(items[i].spec, items[i].arch));
     std::error_code error;
-    if (!std::filesystem::exists(entry, error)) missing(items[i], missing_reason(cache.disk()));
+    if (!std::filesystem::exists(entry, error)) missing(items[i], reason);
   }
 }
 

@@ -61,17 +61,18 @@ void print_summary(const PrewarmSummary& summary) {
   std::printf("prewarm: %zu kernels: %zu compiled, %zu already cached, %zu failed (%.1f s)\n",
               summary.total, summary.compiled, summary.cached, summary.failures.size(), summary.seconds);
   std::fflush(stdout);
-  for (const PrewarmFailure& failure : summary.failures) {
-    std::fprintf(stderr, "failed: %s (for %s): %s\n", failure.kernel.c_str(), failure.origin.c_str(),
-                 failure.error.c_str());
-  }
   if (!summary.missing.empty()) {
     std::printf("prewarm: %zu of those kernels are not in the cache folder any more\n", summary.missing.size());
     std::fflush(stdout);
   }
-  for (const PrewarmFailure& gone : summary.missing) {
-    std::fprintf(stderr, "missing: %s (for %s): %s\n", gone.kernel.c_str(), gone.origin.c_str(), gone.error.c_str());
-  }
+  const auto print_kernels = [](const char* label, const std::vector<PrewarmFailure>& kernels) {
+    for (const PrewarmFailure& kernel : kernels) {
+      std::fprintf(stderr, "%s: %s (for %s): %s\n", label, kernel.kernel.c_str(), kernel.origin.c_str(),
+                   kernel.error.c_str());
+    }
+  };
+  print_kernels("failed", summary.failures);
+  print_kernels("missing", summary.missing);
 }
 
 int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
