@@ -67,6 +67,9 @@ class MoeCombine {
 
   CollectivePath path() const;
 
+  // The CUDA device ordinal the op runs on (the communicator's).
+  int device() const;
+
   // Waits for `stream` (bounded), raises Error(kCommError) if a call gave up waiting for a
   // peer, and returns and clears the bad-position record.
   BadPositionReport check(StreamHandle stream);

@@ -70,6 +70,9 @@ class ReduceScatter {
   // kPeer or kNccl: what the op runs.
   CollectivePath path() const;
 
+  // The CUDA device ordinal the op runs on (the communicator's).
+  int device() const;
+
   // Waits for `stream` (bounded by the communicator's timeout) and raises Error(kCommError) if
   // a call gave up waiting for a peer.
   void check(StreamHandle stream);

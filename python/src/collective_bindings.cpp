@@ -111,8 +111,8 @@ void bind_collectives(nb::module_& m) {
           "run",
           [](ReduceScatter& op, const Tensor& input, const Tensor& output, std::uintptr_t stream) {
             const DType dtype = op.config().dtype;
-            const MatrixView in = matrix_view(input, "input", dtype);
-            const MatrixView out = matrix_view(output, "output", dtype);
+            const MatrixView in = matrix_view(input, "input", dtype, op.device());
+            const MatrixView out = matrix_view(output, "output", dtype, op.device());
             nb::gil_scoped_release release;
             op.run(in, out, stream_arg(stream));
           },
@@ -158,10 +158,11 @@ void bind_collectives(nb::module_& m) {
                                             : "gates: the op was built with gates=False; pass none");
             }
             MoeCombineCall call;
-            call.rows = matrix_view(rows, "rows", c.dtype);
-            call.positions = matrix_view(positions, "positions", DType::kInt32);
-            if (gates) call.gates = matrix_view(*gates, "gates", DType::kFP32);
-            call.output = matrix_view(output, "output", c.dtype);
+            const int device = op.device();
+            call.rows = matrix_view(rows, "rows", c.dtype, device);
+            call.positions = matrix_view(positions, "positions", DType::kInt32, device);
+            if (gates) call.gates = matrix_view(*gates, "gates", DType::kFP32, device);
+            call.output = matrix_view(output, "output", c.dtype, device);
             nb::gil_scoped_release release;
             op.run(call, stream_arg(stream));
           },

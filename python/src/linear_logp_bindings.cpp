@@ -67,10 +67,10 @@ using OptTensor = std::optional<Tensor>;
 LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, const Tensor& weight,
                            const Tensor& targets, const OptTensor& bias) {
   LinearLogpInputs in;
-  in.hidden = matrix_view(hidden, "hidden", c.dtype);
-  in.weight = matrix_view(weight, "weight", c.dtype);
-  in.targets = vector_view(targets, "targets", c.target_dtype);
-  in.bias = vector_view(bias, "bias", c.bias_dtype);
+  in.hidden = matrix_view(hidden, "hidden", c.dtype, c.device);
+  in.weight = matrix_view(weight, "weight", c.dtype, c.device);
+  in.targets = vector_view(targets, "targets", c.target_dtype, c.device);
+  in.bias = vector_view(bias, "bias", c.bias_dtype, c.device);
   return in;
 }
 
@@ -132,9 +132,10 @@ void bind_linear_logp(nb::module_& m) {
              const OptTensor& lse, const OptTensor& entropy, const OptTensor& bias, std::uintptr_t stream) {
             const LinearLogpInputs in = inputs_of(op.config(), hidden, weight, targets, bias);
             LinearLogpOutputs out;
-            out.logp = vector_view(logp, "logp", DType::kFP32);
-            out.lse = vector_view(lse, "lse", DType::kFP32);
-            out.entropy = vector_view(entropy, "entropy", DType::kFP32);
+            const int device = op.config().device;
+            out.logp = vector_view(logp, "logp", DType::kFP32, device);
+            out.lse = vector_view(lse, "lse", DType::kFP32, device);
+            out.entropy = vector_view(entropy, "entropy", DType::kFP32, device);
             nb::gil_scoped_release release;
             op.forward(in, out, stream_arg(stream));
           },
@@ -150,17 +151,17 @@ void bind_linear_logp(nb::module_& m) {
              std::uintptr_t stream) {
             const LinearLogpConfig& c = op.config();
             const LinearLogpInputs in = inputs_of(c, hidden, weight, targets, bias);
-            const VectorView lse_view = vector_view(lse, "lse", DType::kFP32, true);
-            const VectorView grad_logp_view = vector_view(grad_logp, "grad_logp", DType::kFP32);
-            const VectorView grad_lse_view = vector_view(grad_lse, "grad_lse", DType::kFP32);
+            const VectorView lse_view = vector_view(lse, "lse", DType::kFP32, c.device);
+            const VectorView grad_logp_view = vector_view(grad_logp, "grad_logp", DType::kFP32, c.device);
+            const VectorView grad_lse_view = vector_view(grad_lse, "grad_lse", DType::kFP32, c.device);
             LinearLogpGrads grads;
-            grads.hidden = matrix_view(grad_hidden, "grad_hidden", c.dtype);
+            grads.hidden = matrix_view(grad_hidden, "grad_hidden", c.dtype, c.device);
             const DType weight_grad_dtype = c.grad_weight_fp32 ? DType::kFP32 : c.dtype;
-            if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype);
+            if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype, c.device);
             if (grad_bias) {
               const std::optional<DType> bias_grad_dtype =
                   c.grad_weight_fp32 ? std::optional<DType>(DType::kFP32) : c.bias_dtype;
-              grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype);
+              grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype, c.device);
             }
             grads.accumulate = accumulate;
             nb::gil_scoped_release release;

@@ -20,7 +20,13 @@ std::string describe_dtype(const Tensor& tensor) {
          " bits)";
 }
 
-void check_common(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda, std::size_t ndim) {
+std::string describe_place(const Tensor& tensor) {
+  if (tensor.device_type() == nb::device::cuda::value) return "CUDA device " + std::to_string(tensor.device_id());
+  if (tensor.device_type() == nb::device::cpu::value) return "the CPU";
+  return "DLPack device type " + std::to_string(tensor.device_type());
+}
+
+void check_common(const Tensor& tensor, const char* name, std::optional<DType> dtype, int device, std::size_t ndim) {
   const std::optional<DType> actual = dtype_of(tensor);
   if (!actual || (dtype && *actual != *dtype)) {
     throw nb::type_error((std::string(name) + ": expected dtype " + (dtype ? dtype_name(*dtype) : "bf16, fp16, fp32, int32 or int64") +
@@ -30,12 +36,10 @@ void check_common(const Tensor& tensor, const char* name, std::optional<DType> d
     throw nb::value_error((std::string(name) + ": expected a " + std::to_string(ndim) + "-d tensor, got " +
                            std::to_string(tensor.ndim()) + "-d").c_str());
   }
-  if (cuda && tensor.device_type() != nb::device::cuda::value) {
-    throw nb::value_error((std::string(name) + ": expected a tensor on a CUDA device, got one on " +
-                           (tensor.device_type() == nb::device::cpu::value ? std::string("the CPU")
-                                                                          : "DLPack device type " +
-                                                                                std::to_string(tensor.device_type())))
-                              .c_str());
+  if (device != kAnyPlace && (tensor.device_type() != nb::device::cuda::value ||
+                              tensor.device_id() != static_cast<std::int32_t>(device))) {
+    throw nb::value_error((std::string(name) + ": expected a tensor on CUDA device " + std::to_string(device) +
+                           " (the op's), got one on " + describe_place(tensor)).c_str());
   }
 }
 
@@ -53,8 +57,8 @@ std::optional<DType> dtype_of(const Tensor& tensor) {
   return std::nullopt;
 }
 
-MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda) {
-  check_common(tensor, name, dtype, cuda, 2);
+MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, int device) {
+  check_common(tensor, name, dtype, device, 2);
   const auto rows = static_cast<std::int64_t>(tensor.shape(0));
   const auto cols = static_cast<std::int64_t>(tensor.shape(1));
   // A dimension of extent 1 may carry any stride (PyTorch leaves them arbitrary).
@@ -68,8 +72,8 @@ MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DTy
   return MatrixView{const_cast<void*>(tensor.data()), *dtype_of(tensor), rows, cols, row_stride};
 }
 
-VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, bool cuda) {
-  check_common(tensor, name, dtype, cuda, 1);
+VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, int device) {
+  check_common(tensor, name, dtype, device, 1);
   const auto size = static_cast<std::int64_t>(tensor.shape(0));
   if (size > 1 && tensor.stride(0) != 1) {
     throw nb::value_error((std::string(name) + ": expected a contiguous vector (stride 1), got stride " +
@@ -78,9 +82,10 @@ VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DTy
   return VectorView{const_cast<void*>(tensor.data()), *dtype_of(tensor), size};
 }
 
-VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype) {
+VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype,
+                       int device) {
   if (!tensor) return VectorView{nullptr, dtype.value_or(DType::kFP32), 0};
-  return vector_view(*tensor, name, dtype, true);
+  return vector_view(*tensor, name, dtype, device);
 }
 
 DType parse_dtype_arg(const char* what, const std::string& text) {
@@ -94,17 +99,18 @@ void bind_tensor_views(nb::module_& m) {
   m.def(
       "_describe_tensor",
       [](const Tensor& tensor, const std::string& name, std::optional<std::string> dtype, std::size_t ndim,
-         bool cuda) {
+         std::optional<int> device) {
+        const int place = device.value_or(kAnyPlace);
         const std::optional<DType> expected =
             dtype ? std::optional<DType>(parse_dtype_arg("dtype", *dtype)) : std::nullopt;
         nb::dict out;
         if (ndim == 2) {
-          const MatrixView view = matrix_view(tensor, name.c_str(), expected, cuda);
+          const MatrixView view = matrix_view(tensor, name.c_str(), expected, place);
           out["dtype"] = dtype_name(view.dtype);
           out["shape"] = nb::make_tuple(view.rows, view.cols);
           out["row_stride"] = view.row_stride;
         } else if (ndim == 1) {
-          const VectorView view = vector_view(tensor, name.c_str(), expected, cuda);
+          const VectorView view = vector_view(tensor, name.c_str(), expected, place);
           out["dtype"] = dtype_name(view.dtype);
           out["shape"] = nb::make_tuple(view.size);
         } else {
@@ -113,7 +119,7 @@ void bind_tensor_views(nb::module_& m) {
         return out;
       },
       nb::arg("tensor"), nb::arg("name") = "tensor", nb::arg("dtype") = nb::none(), nb::arg("ndim") = 2,
-      nb::arg("cuda") = true);
+      nb::arg("device") = nb::none());
 }
 
 }  // namespace shardjit::python

@@ -2,8 +2,9 @@
 training: ReduceScatter with uneven blocks (bf16 and fp32; the path 'auto' picks, and NCCL), the MoE
 combine (fp32 with gates, bf16 without; both paths) and the tensor-parallel LinearLogp with the
 vocabulary split in two (forward with both combines, all-gathered and read from the peer, and
-backward with its all-reduced grad_hidden), each rank against a float64 PyTorch reference. The ranks are two_rank_worker.py, launched here. Skipped unless PyTorch
-sees two CUDA devices."""
+backward with its all-reduced grad_hidden), each rank against a float64 PyTorch reference. The ranks
+are two_rank_worker.py, launched here. Also: an op refuses a tensor on the other GPU. Skipped unless
+PyTorch sees two CUDA devices."""
 
 import os
 import subprocess
@@ -70,3 +71,15 @@ def test_two_ranks_match_the_float64_references(tmp_path):
     report = "\n".join(report)
     assert not timed_out, f"the workers did not finish within {TIMEOUT_S} s (killed)\n{report}"
     assert [proc.returncode for proc in procs] == [0, 0], report
+
+
+def test_a_tensor_on_another_gpu_is_refused(runtime):
+    # The op runs on GPU 1; its kernels must not be handed GPU 0's memory.
+    import torch
+    op = shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, dtype="fp32", device=1)
+    x = torch.randn(4, 64, device="cuda:0")
+    w = torch.randn(300, 64, device="cuda:1")
+    t = torch.zeros(4, dtype=torch.int64, device="cuda:1")
+    logp = torch.empty(4, device="cuda:1")
+    with pytest.raises(ValueError, match=r"hidden: expected a tensor on CUDA device 1 \(the op's\), got one on CUDA device 0"):
+        op.forward(x, w, t, logp)

@@ -39,23 +39,34 @@ def test_tensor_views():
     np = pytest.importorskip("numpy")
     d = shardjit._shardjit._describe_tensor
     a = np.zeros((4, 16), dtype=np.float32)
-    assert d(a, "hidden", "fp32", 2, False) == {"dtype": "fp32", "shape": (4, 16), "row_stride": 16}
+    assert d(a, "hidden", "fp32", 2, None) == {"dtype": "fp32", "shape": (4, 16), "row_stride": 16}
     padded = np.zeros((4, 24), dtype=np.float32)[:, :16]
-    assert d(padded, "hidden", "fp32", 2, False)["row_stride"] == 24
-    assert d(np.zeros(5, dtype=np.int64), "targets", "int64", 1, False) == {"dtype": "int64", "shape": (5,)}
+    assert d(padded, "hidden", "fp32", 2, None)["row_stride"] == 24
+    assert d(np.zeros(5, dtype=np.int64), "targets", "int64", 1, None) == {"dtype": "int64", "shape": (5,)}
 
     with pytest.raises(TypeError, match="hidden: expected dtype fp16, got fp32"):
-        d(a, "hidden", "fp16", 2, False)
+        d(a, "hidden", "fp16", 2, None)
     with pytest.raises(TypeError, match="an unsupported dtype"):
-        d(np.zeros((2, 2), dtype=np.float64), "hidden", None, 2, False)
+        d(np.zeros((2, 2), dtype=np.float64), "hidden", None, 2, None)
     with pytest.raises(ValueError, match="targets: expected a 1-d tensor, got 2-d"):
-        d(a, "targets", "fp32", 1, False)
+        d(a, "targets", "fp32", 1, None)
     with pytest.raises(ValueError, match="weight: expected rows of contiguous elements"):
-        d(a.T, "weight", "fp32", 2, False)
+        d(a.T, "weight", "fp32", 2, None)
     with pytest.raises(ValueError, match="logp: expected a contiguous vector"):
-        d(np.zeros(10, dtype=np.float32)[::2], "logp", "fp32", 1, False)
-    with pytest.raises(ValueError, match="hidden: expected a tensor on a CUDA device, got one on the CPU"):
-        d(a, "hidden", "fp32", 2, True)
+        d(np.zeros(10, dtype=np.float32)[::2], "logp", "fp32", 1, None)
+    with pytest.raises(ValueError, match=r"hidden: expected a tensor on CUDA device 0 \(the op's\), got one on the CPU"):
+        d(a, "hidden", "fp32", 2, 0)
+
+
+def test_tensor_on_another_gpu_is_refused():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    d = shardjit._shardjit._describe_tensor
+    a = torch.zeros((4, 16), device="cuda:0")
+    assert d(a, "hidden", "fp32", 2, 0)["shape"] == (4, 16)
+    with pytest.raises(ValueError, match=r"hidden: expected a tensor on CUDA device 1 \(the op's\), got one on CUDA device 0"):
+        d(a, "hidden", "fp32", 2, 1)
 
 
 def test_forward_rejects_cpu_tensors(runtime):
@@ -67,5 +78,5 @@ def test_forward_rejects_cpu_tensors(runtime):
     w = np.zeros((300, 64), dtype=np.float32)
     t = np.zeros(4, dtype=np.int64)
     out = np.zeros(4, dtype=np.float32)
-    with pytest.raises(ValueError, match="hidden: expected a tensor on a CUDA device"):
+    with pytest.raises(ValueError, match="hidden: expected a tensor on CUDA device 0"):
         op.forward(x, w, t, out)

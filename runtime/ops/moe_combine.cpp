@@ -179,6 +179,8 @@ MatrixView MoeCombine::rows_buffer() {
 
 CollectivePath MoeCombine::path() const { return impl_->peers.path(); }
 
+int MoeCombine::device() const { return impl_->peers.device.info().ordinal; }
+
 BadPositionReport MoeCombine::check(StreamHandle stream) {
   const kernels::PeerStatus status = impl_->peers.check(static_cast<CUstream>(stream), "MoeCombine::check");
   return BadPositionReport{status.bad_positions, status.first_bad_position};

@@ -202,6 +202,8 @@ void ReduceScatter::run(const MatrixView& input, const MatrixView& output, Strea
 
 CollectivePath ReduceScatter::path() const { return impl_->peers.path(); }
 
+int ReduceScatter::device() const { return impl_->peers.device.info().ordinal; }
+
 void ReduceScatter::check(StreamHandle stream) {
   impl_->peers.check(static_cast<CUstream>(stream), "ReduceScatter::check");
 }

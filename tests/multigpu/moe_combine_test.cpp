@@ -114,6 +114,7 @@ void run_case(Runtime& runtime, Communicator& comm, const DeviceContext& device,
   const BadPositionReport bad = op.check(nullptr);
   report.put(key, output.to_vector<std::uint8_t>(output.bytes()));
   report.put_text(key + "_path", collective_path_name(op.path()));
+  report.put_text(key + "_device", std::to_string(op.device()));
   report.put_text(key + "_bad", std::to_string(bad.bad_positions) + " " + std::to_string(bad.first_bad_position));
 }
 
@@ -133,6 +134,7 @@ void expect_cases_match_reference(const std::vector<MoeCase>& cases) {
     const std::string key = "out" + std::to_string(i);
     for (const RankOutcome& o : outcomes) {
       EXPECT_EQ(o.report.text(key + "_path"), collective_path_name(c.path)) << c.name();
+      EXPECT_EQ(o.report.text(key + "_device"), std::to_string(o.rank)) << c.name();  // rank r: GPU r
       EXPECT_EQ(o.report.text(key + "_bad"), "0 0") << c.name();
       expect_close(o.report.get<std::uint8_t>(key), moe_reference(c, o.rank, positions_for(c, o.rank)), c.dtype, kWorld,
                    c.name() + " rank " + std::to_string(o.rank));

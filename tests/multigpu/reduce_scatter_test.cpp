@@ -58,7 +58,7 @@ RuntimeOptions options_of(const LinesAllowed& lines, int rank) {
   return options;
 }
 
-// Runs each case once on this rank; reports "out<i>" (its output bytes) and "path<i>".
+// Runs each case once on this rank; reports "out<i>" (its output bytes), "path<i>" and "device<i>".
 void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases, const LinesAllowed& lines) {
   Runtime runtime(options_of(lines, ctx.rank));
   Communicator comm = rank_communicator(runtime, ctx);
@@ -75,6 +75,7 @@ void run_cases(RankContext& ctx, const std::vector<DenseCase>& cases, const Line
     ctx.report.put("out" + std::to_string(i),
                    output.to_vector<std::uint8_t>(static_cast<std::size_t>(mine * c.hidden) * dtype_size(c.dtype)));
     ctx.report.put_text("path" + std::to_string(i), collective_path_name(op.path()));
+    ctx.report.put_text("device" + std::to_string(i), std::to_string(op.device()));
   }
 }
 
@@ -87,6 +88,7 @@ void expect_cases_match_reference(const std::vector<DenseCase>& cases,
     const DenseCase& c = cases[i];
     for (const RankOutcome& o : outcomes) {
       EXPECT_EQ(o.report.text("path" + std::to_string(i)), collective_path_name(c.path)) << c.name();
+      EXPECT_EQ(o.report.text("device" + std::to_string(i)), std::to_string(o.rank)) << c.name();  // rank r: GPU r
       const std::vector<double> ref = reduce_scatter_reference(c.seed, 0, 2, c.dtype, c.hidden, c.rows, o.rank);
       expect_close(o.report.get<std::uint8_t>("out" + std::to_string(i)), ref, c.dtype, 2,
                    c.name() + " rank " + std::to_string(o.rank));
