@@ -5,8 +5,8 @@ as integers (a cudaStream_t, e.g. ``torch.cuda.current_stream().cuda_stream``; 0
 default stream). Errors of the library are :class:`ShardjitError` with a ``code`` attribute;
 arguments the library refuses raise :class:`InvalidArgumentError`, also a :class:`ValueError`, and
 arguments the binding itself refuses a plain :class:`TypeError` (a tensor of the wrong dtype, an
-unknown keyword) or :class:`ValueError` (a tensor of the wrong shape or strides, or not on a CUDA
-device; an unknown dtype name).
+unknown keyword) or :class:`ValueError` (a tensor of the wrong shape or strides, or not on the op's
+GPU; an unknown dtype name).
 """
 
 try:

@@ -21,6 +21,7 @@ class LinearLogpFunction(torch.autograd.Function):
         hidden = hidden.contiguous()
         weight = weight.contiguous()
         targets = targets.contiguous()
+        bias = None if bias is None else bias.contiguous()
         n = hidden.shape[0]
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
         lse = torch.empty(n, dtype=torch.float32, device=hidden.device)

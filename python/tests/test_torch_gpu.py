@@ -61,3 +61,37 @@ def test_forward_and_backward(runtime, dtype):
     gtol = 1e-3 if dtype == "fp32" else 5e-2
     torch.testing.assert_close(hidden.grad.double(), x.grad, atol=gtol, rtol=gtol)
     torch.testing.assert_close(weight.grad.double(), w.grad, atol=gtol, rtol=gtol)
+
+
+def test_bias_and_temperature_with_a_strided_bias(runtime):
+    # The function makes its tensors contiguous for the op: a bias that is every other element of
+    # a buffer gets the same results, and its gradient, as a packed one.
+    torch = torch_mod()
+    import shardjit.torch as sjt
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    n, h, v, temperature = 29, 64, 300, 0.7
+    hidden = (torch.randn(n, h, generator=g) * 0.5).cuda().requires_grad_()
+    weight = (torch.randn(v, h, generator=g) * 0.5).cuda().requires_grad_()
+    bias_store = torch.randn(2 * v, generator=g).cuda().requires_grad_()
+    bias = bias_store[::2]
+    assert not bias.is_contiguous()
+    targets = torch.randint(0, v, (n,), generator=g).cuda()
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="fp32", bias_dtype="fp32",
+                             temperature=temperature, want_backward=True)
+
+    logp, lse = sjt.linear_logp(op, hidden, weight, targets, bias)
+    x = hidden.detach().double().requires_grad_()
+    w = weight.detach().double().requires_grad_()
+    b = bias.detach().double().requires_grad_()
+    ref_logp, ref_lse = reference(x, w, targets, b, temperature)
+    torch.testing.assert_close(logp.double(), ref_logp, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(lse.double(), ref_lse, atol=1e-4, rtol=1e-4)
+
+    up_logp = torch.randn(n, generator=g).cuda()
+    (logp * up_logp).sum().backward()
+    (ref_logp * up_logp.double()).sum().backward()
+    torch.testing.assert_close(hidden.grad.double(), x.grad, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(weight.grad.double(), w.grad, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(bias_store.grad[::2].double(), b.grad, atol=1e-3, rtol=1e-3)
+    assert torch.count_nonzero(bias_store.grad[1::2]) == 0
