@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -100,20 +101,27 @@ void fsync_folder(const fs::path& folder) {
 }  // namespace
 
 std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max_bytes) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (reads of a regular file ignore it).
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP) {  // O_NOFOLLOW met a symbolic link
+      const std::optional<FileIdentity> identity = file_identity(path);
+      if (!identity) return std::nullopt;  // removed since
+      return FileBytes{{}, *identity, "a symbolic link, which is not followed"};
+    }
     file_error("open", path, errno);
   }
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) file_error("stat", path, errno);
-  if (!S_ISREG(info.st_mode)) {
-    throw Error(ErrorCode::kCacheError, "'" + path.string() + "' is not a regular file");
-  }
   FileBytes file;
   file.identity = identity_of(info);
+  if (!S_ISREG(info.st_mode)) {
+    file.unusable = S_ISDIR(info.st_mode) ? "a folder, not a file" : "not a regular file";
+    return file;
+  }
   if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
-    file.oversized = true;
+    file.unusable = "larger than the " + std::to_string(max_bytes) + " bytes it may hold";
     return file;
   }
   file.bytes.resize(static_cast<std::size_t>(info.st_size));
@@ -130,7 +138,7 @@ std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max
     file.bytes.append(extra, got);
     if (file.bytes.size() > max_bytes) {
       file.bytes.clear();
-      file.oversized = true;
+      file.unusable = "larger than the " + std::to_string(max_bytes) + " bytes it may hold";
       break;
     }
   }
@@ -145,9 +153,11 @@ std::optional<FileIdentity> file_identity(const fs::path& path) {
 
 void write_file_atomically(const fs::path& target, std::string_view bytes) {
   const fs::path folder = target.parent_path();
-  TempFile temp(folder / temp_file_name());
-  Fd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (fd.get() < 0) file_error("create", temp.path(), errno);
+  const fs::path temp_path = folder / temp_file_name();
+  Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) file_error("create", temp_path, errno);
+  // Only a file this call created is its to remove (EEXIST above is another writer's).
+  TempFile temp(temp_path);
   write_all(fd.get(), bytes, temp.path());
   if (::fsync(fd.get()) != 0) file_error("fsync", temp.path(), errno);
   // close can report a deferred write error (NFS, quotas): check it before publishing.
@@ -156,7 +166,13 @@ void write_file_atomically(const fs::path& target, std::string_view bytes) {
     file_error("rename '" + temp.path().string() + "' onto", target, errno);
   }
   temp.commit();
-  fsync_folder(folder.empty() ? fs::path(".") : folder);
+  // The file is in place and whole whatever happens now: a failed sync of the folder only leaves
+  // the rename less durable across a crash, so it is not the write's failure.
+  try {
+    fsync_folder(folder.empty() ? fs::path(".") : folder);
+  } catch (const Error& error) {
+    log().warn("'{}' is written, but {}; a crash now may lose it", target.string(), error.what());
+  }
 }
 
 bool is_temp_file_name(std::string_view file_name) noexcept {

@@ -21,14 +21,15 @@ struct FileIdentity {
 struct FileBytes {
   std::string bytes;
   FileIdentity identity;
-  // The file holds more than the reader's limit: `bytes` is empty, nothing was read (a damaged or
-  // planted file must not make the reader allocate its size).
-  bool oversized = false;
+  // Why the file cannot be this reader's data, when it cannot; `bytes` is then empty. Either it
+  // holds more than the reader's limit (nothing is read: a damaged or planted file must not make
+  // the reader allocate its size), or it is no regular file (a symbolic link, a folder, a FIFO:
+  // none is followed, listed or waited on).
+  std::string unusable;
 };
 
-// The whole file, or its identity alone (oversized) when it is larger than max_bytes; nullopt
-// when it does not exist. Symlinks are not followed. Any other failure is an Error(kCacheError)
-// naming the file and the system's reason.
+// The whole file, or its identity and why it is unusable; nullopt when it does not exist. Any
+// other failure is an Error(kCacheError) naming the file and the system's reason.
 std::optional<FileBytes> read_whole_file(const std::filesystem::path& path, std::uint64_t max_bytes);
 
 // The identity of what path names now (without following a symlink); nullopt if nothing.

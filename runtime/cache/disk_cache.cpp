@@ -29,15 +29,17 @@ struct ScannedFile {
   fs::path path;
   std::uint64_t size = 0;
   fs::file_time_type mtime;
+  bool regular = true;  // false: a symbolic link, folder or FIFO under an entry's name
 };
 
 struct KernelsScan {
-  std::vector<ScannedFile> entries;  // *.sjk regular files
-  std::vector<ScannedFile> temps;    // .tmp-* files
+  std::vector<ScannedFile> entries;  // *.sjk: regular files, and what else bears the name
+  std::vector<ScannedFile> temps;    // .tmp-* regular files
 };
 
 // What kernels/ holds now. Files removed by another process during the scan are skipped; other
-// files (not ours) are ignored.
+// files (not ours) are ignored. Something under an entry's name that is no regular file (copied
+// in as a link, say) is listed, never followed, so that verify and gc can report and remove it.
 KernelsScan scan_kernels(const fs::path& kernels) {
   KernelsScan scan;
   std::error_code error;
@@ -49,7 +51,13 @@ KernelsScan scan_kernels(const fs::path& kernels) {
     bool temp = is_temp_file_name(name);
     if (!temp && path.extension() != kEntryExtension) continue;
     std::error_code stat_error;
-    if (!fs::is_regular_file(it->symlink_status(stat_error))) continue;
+    const fs::file_status status = it->symlink_status(stat_error);
+    if (stat_error) continue;
+    if (!fs::is_regular_file(status)) {
+      // Its own times are not read (that would follow a link): listed as seen now.
+      if (!temp) scan.entries.push_back({path, 0, fs::file_time_type::clock::now(), false});
+      continue;
+    }
     ScannedFile file{path, fs::file_size(path, stat_error), {}};
     if (stat_error) continue;
     file.mtime = fs::last_write_time(path, stat_error);
@@ -69,10 +77,12 @@ std::uint64_t sum_sizes(const std::vector<ScannedFile>& files) {
   return total;
 }
 
-// Removes a file; a file already gone counts as removed. Failures are logged, not thrown: an
-// eviction that fails must not fail the store or gc that asked for it.
+// Removes a file (or an empty folder under an entry's name); a file already gone counts as
+// removed. Failures are logged, not thrown: an eviction that fails must not fail the store or gc
+// that asked for it.
 bool remove_file(const fs::path& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
+  if (errno == EISDIR && ::rmdir(path.c_str()) == 0) return true;
   log().warn("cannot remove '{}' from the kernel cache: {}", path.string(), std::strerror(errno));
   return false;
 }
@@ -84,17 +94,14 @@ void check_key(const std::string& key) {
   }
 }
 
-// Why a file larger than any entry is refused (without being read).
-std::string oversized_entry() {
-  return "bad cache entry: larger than the " + std::to_string(kMaxCacheEntryBytes) + " bytes an entry may hold";
-}
+std::string unusable_entry(const FileBytes& file) { return "bad cache entry: " + file.unusable; }
 
 // The entry stored at path, checked to hold the key its file name says; nullopt when the file
 // disappeared. Error(kCacheError) with the reason when it is unusable.
 std::optional<CacheEntry> read_entry_file(const fs::path& path) {
   auto file = read_whole_file(path, kMaxCacheEntryBytes);
   if (!file) return std::nullopt;
-  if (file->oversized) throw Error(ErrorCode::kCacheError, oversized_entry());
+  if (!file->unusable.empty()) throw Error(ErrorCode::kCacheError, unusable_entry(*file));
   CacheEntry entry = decode_entry(file->bytes);
   std::string expected = path.stem().string();
   if (entry.key != expected) {
@@ -130,7 +137,7 @@ std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   const fs::path path = entry_path(key);
   auto file = read_whole_file(path, kMaxCacheEntryBytes);
   if (!file) return std::nullopt;
-  if (file->oversized) return reject_entry(key, path, file->identity, oversized_entry());
+  if (!file->unusable.empty()) return reject_entry(key, path, file->identity, unusable_entry(*file));
   CacheEntry entry;
   try {
     entry = decode_entry(file->bytes);
@@ -251,11 +258,13 @@ VerifyResult DiskCache::verify(bool remove_bad) {
   if (remove_bad) require_writable("remove bad entries");
   VerifyResult result;
   for (const ScannedFile& file : scan_kernels(cache_kernels_dir(dir_)).entries) {
+    const std::optional<FileIdentity> seen = file_identity(file.path);
     try {
       if (read_entry_file(file.path)) ++result.ok;
     } catch (const Error& error) {
       result.bad.emplace_back(file.path, error.what());
-      if (remove_bad) remove_file(file.path);
+      // Only what was there before the read: another process may have renamed a good entry in.
+      if (remove_bad && seen && file_identity(file.path) == seen) remove_file(file.path);
     }
   }
   return result;
@@ -308,7 +317,17 @@ DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path
   for (const ScannedFile& temp : scan.temps) {
     if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++eviction.temp_files;
   }
-  std::vector<ScannedFile>& entries = scan.entries;
+  // What bears an entry's name but is no file can never load, and a store cannot rename over a
+  // folder: it goes whatever the cap.
+  std::vector<ScannedFile> entries;
+  for (ScannedFile& file : scan.entries) {
+    if (file.regular) {
+      entries.push_back(std::move(file));
+    } else if (remove_file(file.path)) {
+      log().info("removed '{}' from the kernel cache: not a regular file", file.path.string());
+      ++eviction.entries;
+    }
+  }
   std::uint64_t total = sum_sizes(entries);
   eviction.bytes_before = total;
   if (total <= max_bytes) return eviction;

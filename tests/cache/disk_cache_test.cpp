@@ -1,10 +1,13 @@
 #include "runtime/cache/disk_cache.hpp"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -117,15 +120,35 @@ TEST(DiskCache, StoreReplacesAnExistingEntry) {
 }
 
 // kOversized: a (sparse) file past the largest size an entry may have, which must be refused
-// without reading it.
-enum class Damage { kTruncated, kBitFlip, kWrongMagic, kEmpty, kOtherKeyInside, kOversized };
+// without reading it. kSymlink, kFifo, kFolder: no regular file under the entry's name (a link to
+// a good entry elsewhere, as a copy with `cp -s` leaves; a FIFO, which must not make the load
+// wait; an empty folder), which must be refused without following or waiting on it.
+enum class Damage { kTruncated, kBitFlip, kWrongMagic, kEmpty, kOtherKeyInside, kOversized, kSymlink, kFifo, kFolder };
 
 class DiskCacheCorruption : public ::testing::TestWithParam<Damage> {};
 
 void damage(const fs::path& path, Damage kind) {
-  if (kind == Damage::kOversized) {
-    fs::resize_file(path, kMaxCacheEntryBytes + 1);
-    return;
+  switch (kind) {
+    case Damage::kOversized:
+      fs::resize_file(path, kMaxCacheEntryBytes + 1);
+      return;
+    case Damage::kSymlink: {
+      // The good entry moves next to the cache folder; the link to it must outlive the repair.
+      const fs::path elsewhere = path.parent_path().parent_path().parent_path() / path.filename();
+      fs::rename(path, elsewhere);
+      fs::create_symlink(elsewhere, path);
+      return;
+    }
+    case Damage::kFifo:
+      fs::remove(path);
+      ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+      return;
+    case Damage::kFolder:
+      fs::remove(path);
+      fs::create_directory(path);
+      return;
+    default:
+      break;
   }
   std::string bytes = read_bytes(path);
   switch (kind) {
@@ -144,7 +167,7 @@ void damage(const fs::path& path, Damage kind) {
     case Damage::kOtherKeyInside:
       bytes = encode_entry(test_entry("someone-else"));
       break;
-    case Damage::kOversized:
+    default:
       break;
   }
   write_bytes(path, bytes);
@@ -188,6 +211,9 @@ TEST_P(DiskCacheCorruption, IsLoggedRemovedAndRebuiltOnce) {
       &created);
   EXPECT_EQ(made, 1);
   EXPECT_FALSE(created);
+  if (GetParam() == Damage::kSymlink) {
+    EXPECT_TRUE(fs::exists(temp.path() / path.filename()));  // the link was not followed
+  }
 }
 
 std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
@@ -204,6 +230,12 @@ std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
       return "OtherKeyInside";
     case Damage::kOversized:
       return "Oversized";
+    case Damage::kSymlink:
+      return "Symlink";
+    case Damage::kFifo:
+      return "Fifo";
+    case Damage::kFolder:
+      return "Folder";
   }
   return "Unknown";
 }
@@ -211,7 +243,8 @@ std::string damage_name(const ::testing::TestParamInfo<Damage>& info) {
 INSTANTIATE_TEST_SUITE_P(Damages, DiskCacheCorruption,
                          ::testing::Values(Damage::kTruncated, Damage::kBitFlip,
                                            Damage::kWrongMagic, Damage::kEmpty,
-                                           Damage::kOtherKeyInside, Damage::kOversized),
+                                           Damage::kOtherKeyInside, Damage::kOversized, Damage::kSymlink,
+                                           Damage::kFifo, Damage::kFolder),
                          damage_name);
 
 TEST(DiskCache, ReadOnlyCacheLeavesACorruptEntryAndWarnsOnce) {
@@ -507,6 +540,37 @@ TEST(DiskCache, VerifyReportsAndOptionallyRemovesBadEntries) {
   report = cache.verify(false);
   EXPECT_EQ(report.ok, 2u);
   EXPECT_TRUE(report.bad.empty());
+}
+
+// What bears an entry's name but is no regular file is listed and reported as bad, and gc and
+// verify --remove take it away, never following a link.
+TEST(DiskCache, VerifyAndGcRemoveWhatIsNoFileUnderAnEntrysName) {
+  for (bool by_gc : {false, true}) {
+    TempDir temp;
+    DiskCache cache(temp.path() / "cache", kNoCap, true);
+    cache.store(test_entry("a"));
+    cache.store(test_entry("b"));
+    const fs::path link = cache.entry_path(test_key("b"));
+    damage(link, Damage::kSymlink);
+    const fs::path folder = cache.entry_path(test_key("c"));
+    fs::create_directory(folder);
+
+    ASSERT_EQ(cache.list().size(), 3u);
+    if (by_gc) {
+      EXPECT_EQ(cache.gc(kNoCap).removed, 2u);
+    } else {
+      const VerifyResult report = cache.verify(true);
+      EXPECT_EQ(report.ok, 1u);
+      ASSERT_EQ(report.bad.size(), 2u);
+      const bool link_named = report.bad[0].second.find("a symbolic link") != std::string::npos ||
+                              report.bad[1].second.find("a symbolic link") != std::string::npos;
+      EXPECT_TRUE(link_named) << report.bad[0].second << " / " << report.bad[1].second;
+    }
+    EXPECT_EQ(fs::symlink_status(link).type(), fs::file_type::not_found);
+    EXPECT_FALSE(fs::exists(folder));
+    EXPECT_TRUE(fs::exists(temp.path() / link.filename()));  // the link's target stays
+    EXPECT_TRUE(cache.load(test_key("a")).has_value());
+  }
 }
 
 // A write error (a full disk) names the file and the reason and leaves no temporary file.
