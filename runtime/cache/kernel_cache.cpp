@@ -21,10 +21,21 @@ TemplateSources load_sources(const RuntimeConfig& config) {
 // Cache-only mode may use a folder it cannot write (a root-owned cache baked into an image).
 bool can_write(const std::string& dir) { return ::access(dir.c_str(), W_OK) == 0; }
 
+// `text` as one word of a POSIX shell command: as it is where that is safe, else in single quotes.
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789_./:=+-@%,") == std::string::npos;
+  if (plain) return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 }  // namespace
 
 KernelCache::KernelCache(const RuntimeConfig& config)
     : jit_(config.jit),
+      template_dir_(config.template_dir),
       sources_(load_sources(config)),
       compiler_(config.dump_dir),
       memory_(kMemoryCacheEntries) {
@@ -81,10 +92,15 @@ std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelS
   if (!jit_) {
     std::optional<CacheEntry> entry = disk_->load(content_key);
     if (!entry) {
+      // The command as this runtime would need it run: into its folder, from its templates (both
+      // feed the key), whatever the shell that runs it exports.
+      const std::string command = (template_dir_ ? "SHARDJIT_TEMPLATE_DIR=" + shell_word(*template_dir_) + " " : "") +
+                                  prewarm_hint + " --cache-dir " + shell_word(disk_->dir().string());
       throw Error(ErrorCode::kNotFound,
                   "kernel " + spec.canonical_text() + " for " + arch + " is not in the cache at " +
-                      disk_->dir().string() + " and JIT compilation is off (SHARDJIT_JIT=0); build it with: " +
-                      prewarm_hint);
+                      disk_->dir().string() +
+                      " and JIT compilation is off (SHARDJIT_JIT=0, or the runtime's jit option); build it with: " +
+                      command);
     }
     *origin = KernelOrigin::kDisk;
     return to_compiled(*entry);

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "runtime/cache/disk_cache.hpp"
@@ -28,11 +29,12 @@ class KernelCache {
   explicit KernelCache(const RuntimeConfig& config);
 
   // The compiled kernel for `spec` on `arch`. In cache-only mode a kernel missing from memory
-  // and disk is Error(kNotFound) whose message ends with `prewarm_hint` (the command that
-  // would build it).
+  // and disk is Error(kNotFound) whose message ends with the command that would build it:
+  // `prewarm_hint` (the op's `shardjit prewarm ...`) into this cache's folder (--cache-dir), from
+  // this runtime's template folder where it has one.
   CachedKernel get(const KernelSpec& spec, const std::string& arch, const std::string& prewarm_hint);
 
-  // The SHA-256 content key of `spec` on `arch` (see DESIGN.md §3 "Cache key").
+  // The SHA-256 content key of `spec` on `arch` (docs/cache-format.md, "Key").
   std::string key(const KernelSpec& spec, const std::string& arch);
 
   DiskCache& disk() { return *disk_; }
@@ -49,6 +51,7 @@ class KernelCache {
                                                         KernelOrigin* origin);
 
   bool jit_;
+  std::optional<std::string> template_dir_;  // SHARDJIT_TEMPLATE_DIR: templates from a folder
   TemplateSources sources_;
   NvrtcCompiler compiler_;
   std::unique_ptr<DiskCache> disk_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <locale>
 #include <sstream>
 
 #include "runtime/cache/atomic_file.hpp"
@@ -39,6 +40,7 @@ std::string format_tuning_record(const TuningRecord& record) {
   check_one_line("device", record.device);
   check_one_line("choice", record.choice);
   std::ostringstream text;
+  text.imbue(std::locale::classic());  // "7.25" whatever locale the program set: the parser reads C numbers
   text << kHeader << "\nkey " << record.key << "\ndevice " << record.device << "\nchoice " << record.choice << '\n';
   for (const auto& [candidate, ms] : record.times_ms) {
     check_one_line("candidate", candidate);

@@ -68,7 +68,26 @@ TEST(KernelCache, CacheOnlyModeNamesThePrewarmCommand) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
     const std::string message = e.what();
     EXPECT_NE(message.find("SHARDJIT_JIT=0"), std::string::npos) << message;
-    EXPECT_NE(message.find("shardjit prewarm --hidden 64"), std::string::npos) << message;
+    const std::string command = "build it with: shardjit prewarm --hidden 64 --vocab 300 --arch sm_80 --cache-dir " +
+                                config_in(dir).cache_dir;
+    EXPECT_EQ(message.substr(message.size() - std::min(message.size(), command.size())), command) << message;
+  }
+}
+
+// The command names the runtime's own folder, quoted for the shell where it needs to be: a
+// server's cache set in code is not the one a bare `shardjit prewarm` fills.
+TEST(KernelCache, CacheOnlyModeCommandQuotesTheCacheFolder) {
+  testing::TempDir dir;
+  RuntimeConfig config = config_in(dir, false);
+  config.cache_dir = (dir.path() / "it's a cache").string();
+  KernelCache cache(config);
+  try {
+    cache.get(small_spec(), "sm_80", "shardjit prewarm --hidden 64");
+    FAIL() << "expected a not-found error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const std::string quoted = "'" + (dir.path() / "it'\\''s a cache").string() + "'";
+    EXPECT_NE(message.find("shardjit prewarm --hidden 64 --cache-dir " + quoted), std::string::npos) << message;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <locale>
 
 #include <gtest/gtest.h>
 
@@ -33,6 +34,21 @@ TEST(TuningRecordText, RoundTrips) {
   EXPECT_EQ(parsed->device, record.device);
   EXPECT_EQ(parsed->choice, record.choice);
   EXPECT_EQ(parsed->times_ms, record.times_ms);
+}
+
+// A program that set a global locale whose decimal point is a comma still writes records that
+// parse (they are read with C number rules).
+TEST(TuningRecordText, RoundTripsUnderACommaDecimalLocale) {
+  struct CommaPoint : std::numpunct<char> {
+    char do_decimal_point() const override { return ','; }
+  };
+  const std::locale before = std::locale::global(std::locale(std::locale::classic(), new CommaPoint));
+  const std::string text = format_tuning_record(sample_record());
+  std::locale::global(before);
+  EXPECT_NE(text.find("7.25"), std::string::npos) << text;
+  const std::optional<TuningRecord> parsed = parse_tuning_record(text);
+  ASSERT_TRUE(parsed.has_value()) << text;
+  EXPECT_EQ(parsed->times_ms, sample_record().times_ms);
 }
 
 TEST(TuningRecordText, AnythingElseIsNotARecord) {
