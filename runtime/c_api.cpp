@@ -62,7 +62,7 @@ static_assert(sizeof(shardjit::CommUniqueId) == SHARDJIT_COMM_UNIQUE_ID_BYTES,
 extern "C" {
 
 
-const char* shardjit_last_error(void) { return last_error().c_str(); }
+const char* shardjit_last_error(void) { return last_error_text(); }
 
 const char* shardjit_status_name(shardjit_status status) {
   return shardjit::error_code_name(static_cast<shardjit::ErrorCode>(status));
@@ -235,8 +235,8 @@ shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit
   if (grads == nullptr) return null_argument("shardjit_linear_logp_backward", "grads");
   return guarded([&] {
     shardjit::LinearLogpGrads cpp;
-    cpp.hidden = matrix_of(grads->hidden);
-    cpp.weight = matrix_of(grads->weight);
+    cpp.hidden = optional_matrix_of(grads->hidden);  // data NULL: not computed
+    cpp.weight = optional_matrix_of(grads->weight);
     cpp.bias = vector_of(grads->bias);
     cpp.accumulate = grads->accumulate != 0;
     op->op->backward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)}, vector_of(lse),

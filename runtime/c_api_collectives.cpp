@@ -139,9 +139,10 @@ shardjit_status shardjit_moe_combine_run(shardjit_moe_combine* op, const shardji
   return guarded([&] {
     shardjit::MoeCombineCall cpp;
     cpp.rows = optional_matrix_of(call->rows);  // data NULL: the op's own rows buffer
-    cpp.positions = matrix_of(call->positions);
+    // positions and output may be absent in a call without tokens (the op checks the rest).
+    cpp.positions = optional_matrix_of(call->positions);
     cpp.gates = optional_matrix_of(call->gates);
-    cpp.output = matrix_of(call->output);
+    cpp.output = optional_matrix_of(call->output);
     op->op->run(cpp, stream);
   });
 }

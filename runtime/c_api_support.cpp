@@ -2,9 +2,41 @@
 
 namespace shardjit::c_api {
 
-std::string& last_error() {
-  thread_local std::string message;
-  return message;
+namespace {
+
+struct LastError {
+  std::string message;
+  bool lost = false;  // the last call failed, but its message could not be copied
+};
+
+LastError& last_error() noexcept {
+  thread_local LastError error;
+  return error;
+}
+
+}  // namespace
+
+const char* last_error_text() noexcept {
+  const LastError& error = last_error();
+  return error.lost ? "the call failed, and its message could not be kept (out of host memory)"
+                    : error.message.c_str();
+}
+
+void clear_last_error() noexcept {
+  last_error().message.clear();
+  last_error().lost = false;
+}
+
+shardjit_status fail(shardjit_status status, const char* message) noexcept {
+  LastError& error = last_error();
+  try {
+    error.message.assign(message);
+    error.lost = false;
+  } catch (...) {
+    error.message.clear();
+    error.lost = true;
+  }
+  return status;
 }
 
 shardjit::DType dtype_of(shardjit_dtype dtype) {

@@ -31,20 +31,19 @@ struct shardjit_moe_combine {
 
 namespace shardjit::c_api {
 
-// This thread's last error message (cleared by every successful call).
-std::string& last_error();
-
-inline shardjit_status fail(shardjit_status status, const std::string& message) {
-  last_error() = message;
-  return status;
-}
+// This thread's last error: the message of its last failed call, "" after a successful one.
+// Nothing here throws: an exception must never cross into a C caller, which has no handler for
+// it, and keeping a message can itself run out of memory.
+const char* last_error_text() noexcept;
+void clear_last_error() noexcept;
+shardjit_status fail(shardjit_status status, const char* message) noexcept;
 
 // Runs `body`; turns any exception into a status and the thread's last error.
 template <class Body>
-shardjit_status guarded(Body&& body) {
+shardjit_status guarded(Body&& body) noexcept {
   try {
     body();
-    last_error().clear();
+    clear_last_error();
     return SHARDJIT_OK;
   } catch (const shardjit::Error& e) {
     return fail(static_cast<shardjit_status>(e.code()), e.what());
@@ -57,8 +56,12 @@ shardjit_status guarded(Body&& body) {
   }
 }
 
-inline shardjit_status null_argument(const char* function, const char* name) {
-  return fail(SHARDJIT_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + name + " is NULL");
+inline shardjit_status null_argument(const char* function, const char* name) noexcept {
+  try {
+    return fail(SHARDJIT_ERROR_INVALID_ARGUMENT, (std::string(function) + ": " + name + " is NULL").c_str());
+  } catch (...) {
+    return fail(SHARDJIT_ERROR_INVALID_ARGUMENT, "an argument is NULL");
+  }
 }
 
 shardjit::DType dtype_of(shardjit_dtype dtype);

@@ -1,8 +1,10 @@
 /* The C API of shardjit: opaque handles, status codes and a per-thread last-error message.
  * No C++ type crosses it; every function is safe to call with bad arguments (it returns a
- * status and sets the message, it never aborts). Option and config structs are filled with
- * their defaults by the matching *_init function before the caller sets fields, so that new
- * fields can be added without breaking callers. */
+ * status and sets the message, it never aborts; no exception crosses it, not even when host
+ * memory runs out). Option and config structs are filled with their defaults by the matching
+ * *_init function before the caller sets fields, so that a caller recompiled against a header
+ * with new fields keeps their defaults. The structs carry no size field, so a caller is built
+ * against the header of the library it runs with (before 1.0 a minor version may grow them). */
 #ifndef SHARDJIT_C_API_H_
 #define SHARDJIT_C_API_H_
 
@@ -34,10 +36,11 @@ typedef enum shardjit_dtype {
   SHARDJIT_INT64 = 4
 } shardjit_dtype;
 
-/* The message of the last failed call on this thread ("" if none). Valid until the next call
- * on this thread. */
+/* The message of this thread's last call that returned a shardjit_status: "" if it returned
+ * SHARDJIT_OK (functions returning void or a name neither set nor clear it). Valid until the
+ * thread's next call. */
 const char* shardjit_last_error(void);
-/* "ok", "invalid_argument", ... */
+/* "ok", "invalid_argument", ...; "unknown" for a value that is no shardjit_status */
 const char* shardjit_status_name(shardjit_status status);
 /* "MAJOR.MINOR.PATCH" */
 const char* shardjit_version(void);
@@ -48,7 +51,8 @@ typedef struct shardjit_runtime shardjit_runtime;
 
 typedef struct shardjit_runtime_options {
   const char* cache_dir;     /* NULL: SHARDJIT_CACHE_DIR, then the default */
-  int jit;                   /* -1: SHARDJIT_JIT; 0: cache-only; 1: compile missing kernels */
+  int jit;                   /* -1: SHARDJIT_JIT; 0: cache-only; 1: compile missing kernels.
+                              * A zeroed struct means cache-only: call shardjit_runtime_options_init */
   const char* template_dir;  /* NULL: SHARDJIT_TEMPLATE_DIR, then the embedded templates */
   const char* log_level;     /* NULL: SHARDJIT_LOG_LEVEL */
 } shardjit_runtime_options;
@@ -93,8 +97,8 @@ shardjit_status shardjit_comm_new_unique_id(char out[SHARDJIT_COMM_UNIQUE_ID_BYT
 
 /* Joins the group `unique_id` as `rank` of `size` on CUDA device `device`; returns once every
  * rank has joined, or after timeout_ms with SHARDJIT_ERROR_COMM. timeout_ms bounds this join and
- * every later wait on the peers; 0: the default (5 minutes). The communicator owns its NCCL
- * communicator. */
+ * every later wait on the peers; 0: the default (5 minutes); at most a year (31536000000), every
+ * wait being bounded. The communicator owns its NCCL communicator. */
 shardjit_status shardjit_comm_create(shardjit_runtime* runtime, int device, int rank, int size,
                                      const char unique_id[SHARDJIT_COMM_UNIQUE_ID_BYTES], int64_t timeout_ms,
                                      shardjit_comm** out);
@@ -112,7 +116,7 @@ shardjit_status shardjit_comm_size(const shardjit_comm* comm, int* size);
 shardjit_status shardjit_comm_device(const shardjit_comm* comm, int* device);
 
 /* Changes the bound of later waits (e.g. a long one while the ops are built, a short one
- * after); timeout_ms > 0. */
+ * after); 0 < timeout_ms <= a year (31536000000). */
 shardjit_status shardjit_comm_set_timeout(shardjit_comm* comm, int64_t timeout_ms);
 
 /* Aborts now: a created communicator is torn down with ncclCommAbort (its pending collectives
@@ -168,6 +172,8 @@ shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const sha
 shardjit_status shardjit_linear_logp_create_tp(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
                                                shardjit_comm* comm, shardjit_linear_logp** out);
 
+/* For a tensor-parallel op this is collective, like its creation: every rank destroys its op,
+ * and one rank alone waits up to the communicator's timeout (then aborts the communicator). */
 void shardjit_linear_logp_destroy(shardjit_linear_logp* op);
 
 /* hidden [N, H], weight [V_local, H], bias [V_local] (data NULL without bias), targets [N];
@@ -194,7 +200,8 @@ shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit
                                               const shardjit_linear_logp_grads* grads, void* stream);
 
 /* Waits for `stream`; returns and clears the count of rows with an out-of-range target and the
- * first such id (either pointer may be NULL). */
+ * first such id (either pointer may be NULL). A tensor-parallel op returns SHARDJIT_ERROR_COMM
+ * if a call gave up waiting for a peer. */
 shardjit_status shardjit_linear_logp_check(shardjit_linear_logp* op, void* stream, int64_t* bad_rows,
                                            int64_t* first_bad_id);
 

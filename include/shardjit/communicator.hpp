@@ -42,9 +42,12 @@ namespace shardjit {
 
 struct CommOptions {
   // Longest any host-side wait on the peers may take (see above). Long enough for a slow NCCL
-  // start on a large node; tests use a few seconds.
+  // start on a large node; tests use a few seconds. Positive and at most kMaxCommTimeout: every
+  // wait is bounded, and a deadline this far out still fits the clocks' arithmetic.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
+
+inline constexpr std::chrono::milliseconds kMaxCommTimeout = std::chrono::hours(24 * 365);
 
 // The bytes of an ncclUniqueId: made by one rank (new_unique_id), sent to the others by the
 // caller's own means (a pipe, a file, the launcher's store), passed to create() on every rank.
@@ -82,7 +85,7 @@ class Communicator {
   // Changes the bound of later waits, e.g. a long one while the ops are built (first-time
   // kernel compiles on one rank keep the others waiting in the build exchange) and a short one
   // for steady-state calls; collectives already enqueued keep the bound they were enqueued with.
-  // Error(kInvalidArgument) unless positive.
+  // Error(kInvalidArgument) unless positive and at most kMaxCommTimeout.
   void set_timeout(std::chrono::milliseconds timeout);
   // The stream the collectives run on (a CUstream), created with the communicator.
   StreamHandle stream() const;

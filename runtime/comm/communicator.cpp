@@ -15,9 +15,10 @@ namespace {
 static_assert(sizeof(CommUniqueId) == sizeof(ncclUniqueId), "CommUniqueId holds an ncclUniqueId");
 
 void check_options(const CommOptions& options) {
-  if (options.timeout.count() <= 0) {
+  if (options.timeout.count() <= 0 || options.timeout > kMaxCommTimeout) {
     throw Error(ErrorCode::kInvalidArgument, "CommOptions::timeout = " + std::to_string(options.timeout.count()) +
-                                                 " ms; expected a positive duration");
+                                                 " ms; expected a positive duration of at most " +
+                                                 std::to_string(kMaxCommTimeout.count()) + " ms (a year)");
   }
 }
 

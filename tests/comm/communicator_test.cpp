@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "runtime/comm/bounded_wait.hpp"
@@ -41,6 +42,12 @@ TEST(Communicator, RejectsABadRankOrSizeOrTimeoutFirst) {
   CommOptions no_time;
   no_time.timeout = milliseconds(0);
   EXPECT_EQ(code_of([&] { Communicator::create(runtime, 0, 0, 1, id, no_time); }), ErrorCode::kInvalidArgument);
+  // "Forever" as the largest number is refused by name: a deadline that far out would wrap.
+  CommOptions forever;
+  forever.timeout = milliseconds(std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(code_of([&] { Communicator::create(runtime, 0, 0, 1, id, forever); }), ErrorCode::kInvalidArgument);
+  forever.timeout = kMaxCommTimeout + milliseconds(1);
+  EXPECT_EQ(code_of([&] { Communicator::create(runtime, 0, 0, 1, id, forever); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { Communicator::wrap(runtime, nullptr, 0); }), ErrorCode::kInvalidArgument);
 }
 
