@@ -45,8 +45,11 @@ CommUniqueId unique_id_arg(const nb::bytes& bytes) {
 CommOptions options_arg(std::optional<double> timeout_seconds) {
   CommOptions options;
   if (timeout_seconds) {
-    if (!(*timeout_seconds > 0) || !std::isfinite(*timeout_seconds)) {
-      throw nb::value_error("timeout_seconds: expected a positive number of seconds");
+    const double max_seconds = static_cast<double>(kMaxCommTimeout.count()) / 1000.0;
+    if (!(*timeout_seconds > 0) || !(*timeout_seconds <= max_seconds)) {
+      throw nb::value_error(("timeout_seconds: expected a positive number of seconds, at most " +
+                             std::to_string(static_cast<long long>(max_seconds)) + " (a year)")
+                                .c_str());
     }
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(*timeout_seconds * 1000.0)));
   }

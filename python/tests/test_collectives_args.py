@@ -12,6 +12,8 @@ def test_communicator_checks_the_id_and_the_timeout(runtime):
         shardjit.Communicator(runtime, 0, 0, 1, bytes(128), timeout_seconds=-1.0)
     with pytest.raises(ValueError, match="timeout_seconds"):
         shardjit.Communicator(runtime, 0, 0, 1, bytes(128), timeout_seconds=float("nan"))
+    with pytest.raises(ValueError, match="at most 31536000"):
+        shardjit.Communicator(runtime, 0, 0, 1, bytes(128), timeout_seconds=1e300)
 
 
 def test_the_ops_take_a_communicator(runtime):
