@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "runtime/build_info.hpp"
 #include "runtime/cache/cache_key.hpp"
 #include "runtime/cache/entry_format.hpp"
@@ -39,7 +41,17 @@ KernelCache::KernelCache(const RuntimeConfig& config)
       sources_(load_sources(config)),
       compiler_(config.dump_dir),
       memory_(kMemoryCacheEntries) {
-  bool writable = config.jit || can_write(config.cache_dir);
+  // A missing folder is created when kernels may be compiled into it. An existing one this user
+  // cannot write (a root-owned cache baked into an image) is only read, with JIT on as with it
+  // off; with JIT on, what it lacks is compiled into memory.
+  std::error_code error;
+  const bool exists = std::filesystem::exists(config.cache_dir, error);
+  const bool writable = exists ? can_write(config.cache_dir) : config.jit;
+  if (config.jit && exists && !writable) {
+    log().warn("the kernel cache '{}' is not writable by this user: kernels missing from it are compiled into "
+               "memory only, in every process",
+               config.cache_dir);
+  }
   disk_ = std::make_unique<DiskCache>(config.cache_dir, config.cache_max_bytes, writable);
 }
 
@@ -106,16 +118,19 @@ std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelS
     return to_compiled(*entry);
   }
 
+  auto compile = [&] {
+    KernelSource source{spec.canonical_text(), spec.name_expression(), flattened(spec.def().file)};
+    CompiledKernel compiled = compiler_.compile(source, arch);
+    log().info("compiled {} for {} ({} bytes)", compiled.spec_text, arch, compiled.cubin.size());
+    return CacheEntry{content_key, compiled.spec_text, arch, compiled.lowered_name, compiled.cubin};
+  };
+  if (!disk_->writable()) {
+    std::optional<CacheEntry> entry = disk_->load(content_key);
+    *origin = entry ? KernelOrigin::kDisk : KernelOrigin::kCompiled;
+    return to_compiled(entry ? *entry : compile());
+  }
   bool created = false;
-  CacheEntry entry = disk_->get_or_create(
-      content_key,
-      [&] {
-        KernelSource source{spec.canonical_text(), spec.name_expression(), flattened(spec.def().file)};
-        CompiledKernel compiled = compiler_.compile(source, arch);
-        log().info("compiled {} for {} ({} bytes)", compiled.spec_text, arch, compiled.cubin.size());
-        return CacheEntry{content_key, compiled.spec_text, arch, compiled.lowered_name, compiled.cubin};
-      },
-      &created);
+  CacheEntry entry = disk_->get_or_create(content_key, compile, &created);
   *origin = created ? KernelOrigin::kCompiled : KernelOrigin::kDisk;
   return to_compiled(entry);
 }

@@ -1,7 +1,10 @@
 // The kernel cache as the ops see it: memory -> disk -> NVRTC, content keys, cache-only mode.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -89,6 +92,25 @@ TEST(KernelCache, CacheOnlyModeCommandQuotesTheCacheFolder) {
     const std::string quoted = "'" + (dir.path() / "it'\\''s a cache").string() + "'";
     EXPECT_NE(message.find("shardjit prewarm --hidden 64 --cache-dir " + quoted), std::string::npos) << message;
   }
+}
+
+// A prewarmed folder this user cannot write (an image's root-owned cache) serves its kernels
+// with JIT on too, and what it lacks is compiled into memory, not refused.
+TEST(KernelCache, AFolderItCannotWriteIsReadAndMissesCompileIntoMemory) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write any folder";
+  testing::TempDir dir;
+  const RuntimeConfig config = config_in(dir);
+  KernelCache(config).get(small_spec(), "sm_80", "");
+  std::filesystem::permissions(config.cache_dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  {
+    KernelCache cache(config);
+    EXPECT_FALSE(cache.disk().writable());
+    EXPECT_EQ(cache.get(small_spec(), "sm_80", "").origin, KernelOrigin::kDisk);
+    EXPECT_EQ(cache.get(logp_combine_spec(DType::kInt64, false), "sm_80", "").origin, KernelOrigin::kCompiled);
+  }
+  KernelCache again(config);
+  EXPECT_EQ(again.get(logp_combine_spec(DType::kInt64, false), "sm_80", "").origin, KernelOrigin::kCompiled);
+  std::filesystem::permissions(config.cache_dir, std::filesystem::perms::owner_all);
 }
 
 TEST(KernelCache, CacheOnlyModeLoadsWhatWasPrewarmed) {
