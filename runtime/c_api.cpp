@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "runtime/c_api_support.hpp"
@@ -36,6 +37,25 @@ shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& config) 
   cpp.backward_workspace_bytes = config.backward_workspace_bytes;
   cpp.grad_filter_threshold = config.grad_filter_threshold;
   return cpp;
+}
+
+// An int switch of shardjit_runtime_options: -1 leaves it to the environment.
+std::optional<bool> switch_of(const char* field, int value) {
+  if (value == -1) return std::nullopt;
+  if (value == 0 || value == 1) return value == 1;
+  throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, std::string("shardjit_runtime_options.") + field +
+                                                                   " = " + std::to_string(value) +
+                                                                   "; expected -1 (from the environment), 0 or 1");
+}
+
+// A count of shardjit_runtime_options other than -1 (which leaves it to the environment).
+std::uint64_t count_of(const char* field, std::int64_t value) {
+  if (value < 0) {
+    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, std::string("shardjit_runtime_options.") + field +
+                                                                     " = " + std::to_string(value) +
+                                                                     "; expected -1 (from the environment) or >= 0");
+  }
+  return static_cast<std::uint64_t>(value);
 }
 
 // A communicator's options from the C timeout: 0 means the C++ default; a negative one is the
@@ -71,7 +91,7 @@ const char* shardjit_status_name(shardjit_status status) {
 const char* shardjit_version(void) { return shardjit::version(); }
 
 void shardjit_runtime_options_init(shardjit_runtime_options* options) {
-  if (options != nullptr) *options = shardjit_runtime_options{nullptr, -1, nullptr, nullptr};
+  if (options != nullptr) *options = shardjit_runtime_options{nullptr, -1, nullptr, nullptr, -1, nullptr, -1, -1, -1, -1};
 }
 
 shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out) {
@@ -81,9 +101,17 @@ shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options,
     shardjit::RuntimeOptions cpp;
     if (options != nullptr) {
       if (options->cache_dir) cpp.cache_dir = options->cache_dir;
-      if (options->jit >= 0) cpp.jit = options->jit != 0;
+      cpp.jit = switch_of("jit", options->jit);
       if (options->template_dir) cpp.template_dir = options->template_dir;
       if (options->log_level) cpp.log_level = options->log_level;
+      if (options->cache_max_bytes != -1) cpp.cache_max_bytes = count_of("cache_max_bytes", options->cache_max_bytes);
+      if (options->dump_dir) cpp.dump_dir = options->dump_dir;
+      if (options->peer_blocks != -1) {
+        cpp.peer_blocks = static_cast<int>(count_of("peer_blocks", options->peer_blocks));
+      }
+      cpp.peer_lines = switch_of("peer_lines", options->peer_lines);
+      cpp.hopper_path = switch_of("hopper_path", options->hopper_path);
+      cpp.autotune = switch_of("autotune", options->autotune);
     }
     auto handle = std::make_unique<shardjit_runtime>();
     handle->runtime = std::make_unique<shardjit::Runtime>(cpp);

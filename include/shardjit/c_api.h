@@ -49,12 +49,21 @@ const char* shardjit_version(void);
 
 typedef struct shardjit_runtime shardjit_runtime;
 
+/* The fields of shardjit::RuntimeOptions (runtime.hpp). Each unset value (NULL, -1) leaves the
+ * setting to its environment variable, then the default; the int switches take 0 or 1. */
 typedef struct shardjit_runtime_options {
   const char* cache_dir;     /* NULL: SHARDJIT_CACHE_DIR, then the default */
   int jit;                   /* -1: SHARDJIT_JIT; 0: cache-only; 1: compile missing kernels.
                               * A zeroed struct means cache-only: call shardjit_runtime_options_init */
   const char* template_dir;  /* NULL: SHARDJIT_TEMPLATE_DIR, then the embedded templates */
   const char* log_level;     /* NULL: SHARDJIT_LOG_LEVEL */
+  int64_t cache_max_bytes;   /* -1: SHARDJIT_CACHE_MAX_BYTES; the disk cache's cap */
+  const char* dump_dir;      /* NULL: SHARDJIT_DUMP_DIR; source, PTX and CUBIN of every compile */
+  int peer_blocks;           /* -1: SHARDJIT_PEER_BLOCKS; a cap on a peer kernel's blocks, 0: one per SM */
+  int peer_lines;            /* -1: SHARDJIT_PEER_LINES; 0: small reduce-scatters in flagged words */
+  int hopper_path;           /* -1: SHARDJIT_HOPPER_PATH; 0: the portable main loop on sm_90a too.
+                              * A server and its prewarm must agree on it (docs/deploy.md) */
+  int autotune;              /* -1: SHARDJIT_AUTOTUNE; 1: ops time their tile candidates when built */
 } shardjit_runtime_options;
 
 void shardjit_runtime_options_init(shardjit_runtime_options* options);

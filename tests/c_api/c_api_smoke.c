@@ -23,6 +23,45 @@ static int names_null(shardjit_status status, const char* function, const char* 
   return status == SHARDJIT_ERROR_INVALID_ARGUMENT && strstr(shardjit_last_error(), expected) != NULL;
 }
 
+/* Every runtime option is read under its own name: a value out of range is refused naming the
+ * field, and values in range build a runtime. */
+static void check_runtime_option_values(const shardjit_runtime_options* defaults) {
+  struct {
+    const char* field;
+    shardjit_runtime_options options;
+  } bad[6];
+  for (int i = 0; i < 6; ++i) bad[i].options = *defaults;
+  bad[0].field = "jit";
+  bad[0].options.jit = 2;
+  bad[1].field = "cache_max_bytes";
+  bad[1].options.cache_max_bytes = -2;
+  bad[2].field = "peer_blocks";
+  bad[2].options.peer_blocks = -5;
+  bad[3].field = "peer_lines";
+  bad[3].options.peer_lines = 3;
+  bad[4].field = "hopper_path";
+  bad[4].options.hopper_path = 2;
+  bad[5].field = "autotune";
+  bad[5].options.autotune = -3;
+  for (int i = 0; i < 6; ++i) {
+    shardjit_runtime* runtime = NULL;
+    CHECK(shardjit_runtime_create(&bad[i].options, &runtime) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(runtime == NULL);
+    char expected[96];
+    snprintf(expected, sizeof expected, "shardjit_runtime_options.%s = ", bad[i].field);
+    CHECK(strstr(shardjit_last_error(), expected) != NULL);
+  }
+  shardjit_runtime_options good = *defaults;
+  good.cache_max_bytes = 1 << 20;
+  good.peer_blocks = 8;
+  good.peer_lines = 0;
+  good.hopper_path = 0;
+  good.autotune = 0;
+  shardjit_runtime* runtime = NULL;
+  CHECK(shardjit_runtime_create(&good, &runtime) == SHARDJIT_OK);
+  shardjit_runtime_destroy(runtime);
+}
+
 /* ReduceScatter and MoeCombine without a communicator: defaults mirror the C++ configs, every
  * NULL argument is named, and the create calls fail cleanly (no GPU or NCCL needed). */
 static void check_collective_ops(shardjit_runtime* runtime) {
@@ -250,8 +289,12 @@ int main(int argc, char** argv) {
 
   shardjit_runtime_options options;
   shardjit_runtime_options_init(&options);
+  CHECK(options.cache_dir == NULL && options.jit == -1 && options.template_dir == NULL && options.log_level == NULL &&
+        options.cache_max_bytes == -1 && options.dump_dir == NULL && options.peer_blocks == -1 &&
+        options.peer_lines == -1 && options.hopper_path == -1 && options.autotune == -1);
   options.cache_dir = argv[1];
   shardjit_runtime* runtime = NULL;
+  check_runtime_option_values(&options);
   CHECK(shardjit_runtime_create(&options, &runtime) == SHARDJIT_OK);
   CHECK(runtime != NULL);
   CHECK(strcmp(shardjit_last_error(), "") == 0);
