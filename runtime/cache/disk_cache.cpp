@@ -87,6 +87,17 @@ bool remove_file(const fs::path& path) {
   return false;
 }
 
+// Removes the temporary files older than kStaleTempAge (their writers were interrupted); a newer
+// one may belong to a writer at work. Returns how many went.
+std::size_t remove_stale_temps(const std::vector<ScannedFile>& temps) {
+  const auto now = fs::file_time_type::clock::now();
+  std::size_t removed = 0;
+  for (const ScannedFile& temp : temps) {
+    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++removed;
+  }
+  return removed;
+}
+
 void check_key(const std::string& key) {
   if (!is_cache_key(key)) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -276,7 +287,8 @@ GcResult DiskCache::gc(std::uint64_t max_bytes) {
   const Eviction eviction = evict_lru(max_bytes, fs::path());
   result.bytes_before = eviction.bytes_before;
   result.removed = eviction.entries;
-  result.removed_temp_files = eviction.temp_files;
+  // tuning/ has its interrupted writers too (its records are the tuning store's, not gc's).
+  result.removed_temp_files = eviction.temp_files + remove_stale_temps(scan_kernels(cache_tuning_dir(dir_)).temps);
   // Lock files whose key has no entry: left by evictions before lock files were removed with
   // their entries, or by compiles that failed.
   std::error_code error;
@@ -313,10 +325,7 @@ std::uint64_t DiskCache::total_bytes() const {
 DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) {
   Eviction eviction;
   KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
-  const auto now = fs::file_time_type::clock::now();
-  for (const ScannedFile& temp : scan.temps) {
-    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++eviction.temp_files;
-  }
+  eviction.temp_files = remove_stale_temps(scan.temps);
   // What bears an entry's name but is no file can never load, and a store cannot rename over a
   // folder: it goes whatever the cap.
   std::vector<ScannedFile> entries;

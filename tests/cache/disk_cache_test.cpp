@@ -420,13 +420,17 @@ TEST(DiskCache, GcEvictsToTheCapAndRemovesStaleTempFiles) {
   }
   const fs::path stale = cache_kernels_dir(cache.dir()) / ".tmp-1-00000000000000aa";
   const fs::path fresh = cache_kernels_dir(cache.dir()) / ".tmp-2-00000000000000bb";
+  const fs::path stale_record = cache_tuning_dir(cache.dir()) / ".tmp-3-00000000000000cc";
   write_bytes(stale, "partial");
   write_bytes(fresh, "partial");
+  write_bytes(stale_record, "partial");
   set_age(stale, std::chrono::hours(2));
+  set_age(stale_record, std::chrono::hours(2));
 
   GcResult result = cache.gc(2 * entry_bytes);
   EXPECT_EQ(result.removed, 2u);
-  EXPECT_EQ(result.removed_temp_files, 1u);
+  EXPECT_EQ(result.removed_temp_files, 2u);
+  EXPECT_FALSE(fs::exists(stale_record));
   EXPECT_EQ(result.bytes_before, 4 * entry_bytes);
   EXPECT_EQ(result.bytes_after, 2 * entry_bytes);
   EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
