@@ -67,6 +67,11 @@ void check_agreement(std::span<const TpLayoutRecord> records) {
        }},
       {"want_entropy", [](const TpLayoutRecord& r) { return std::string(r.want_entropy ? "true" : "false"); }},
       {"want_backward", [](const TpLayoutRecord& r) { return std::string(r.want_backward ? "true" : "false"); }},
+      // The split plan is made with rank 0's tile and each rank's kernel walks its own: ranks on
+      // GPUs that choose different tiles (different kinds, or SHARDJIT_HOPPER_PATH set apart)
+      // would each cover other rows.
+      {"forward tile (BM x BN, set by the GPU kind and SHARDJIT_HOPPER_PATH)",
+       [](const TpLayoutRecord& r) { return std::to_string(r.tile_bm) + "x" + std::to_string(r.tile_bn); }},
   };
   for (const AgreedField& field : fields) {
     const std::string first = field.text(records[0]);

@@ -133,6 +133,14 @@ TEST(TpLayout, FieldsThatMustAgreeAreNamedWithEveryRanksValue) {
   }
 }
 
+// Ranks whose GPUs pick different forward tiles would each walk other row tiles of the plan.
+TEST(TpLayout, ForwardTilesThatDifferAreNamed) {
+  std::vector<TpLayoutRecord> records = records_of({shard(0, 64128, 128256), shard(64128, 64128, 128256)});
+  records[1].tile_bm = 64;
+  records[1].tile_bn = 128;
+  expect_rejected_everywhere(records, "differs across ranks (rank 0: 128x256, rank 1: 64x128)");
+}
+
 TEST(TpLayout, ARankThatRejectedItsOwnConfigIsReportedEverywhere) {
   std::vector<TpLayoutRecord> records = records_of({shard(0, 64128, 128256), shard(64128, 64128, 128256)});
   set_tp_layout_error(records[1], "LinearLogp config: hidden = 100 is not supported");
