@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "linear_logp/fwd_layout.cuh"
+#include "runtime/ops/logp_combine.hpp"
 #include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
 
@@ -128,7 +129,10 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
 
 SplitPlan cut_last_waves(SplitPlan plan, int sm_count) {
   const int sms = std::max(1, sm_count);
-  const int pieces = (plan.split_tiles() + kFwdPieceTiles - 1) / kFwdPieceTiles;
+  // A split's pieces are its partial sources, and one combine merges at most kMaxCombineSources
+  // a row: a very long shard gets fewer, longer pieces.
+  const int pieces = std::min((plan.split_tiles() + kFwdPieceTiles - 1) / kFwdPieceTiles,
+                              kMaxCombineSources / std::max(1, plan.splits));
   if (plan.units() <= sms || pieces < 2) return plan;
   plan.whole_units = (plan.units() / sms - 1) * sms;
   plan.unit_pieces = pieces;

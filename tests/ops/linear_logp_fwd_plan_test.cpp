@@ -10,6 +10,7 @@
 #include "common/tile_order.cuh"
 #include "linear_logp/fwd_block_order.cuh"
 #include "runtime/ops/linear_logp_kernels.hpp"
+#include "runtime/ops/logp_combine.hpp"
 #include "runtime/ops/prewarm_plan.hpp"
 #include "shardjit/error.hpp"
 
@@ -171,6 +172,16 @@ TEST(CutLastWaves, CutsTheLastTwoWavesIntoPiecesOfAboutEightTiles) {
   EXPECT_EQ(kernels::fwd_piece_tiles(cut.split_tiles(), cut.unit_pieces), 8);
   EXPECT_EQ(cut.blocks(), 792 + 232 * 8);
   EXPECT_EQ(cut.sources(), 64);
+}
+
+// A shard of 2.2 M ids at 4096 rows would be cut into 135 pieces a split, 1 080 sources with 8
+// splits: more than one combine merges. The pieces grow longer instead.
+TEST(CutLastWaves, AVeryLongShardKeepsItsSourcesWithinOneCombine) {
+  const SplitPlan whole = choose_vocab_splits(4096, 8192, 2200000, FwdTile{128, 256, 64, 4, true}, kH200);
+  const SplitPlan cut = cut_last_waves(whole, kH200.sm_count);
+  EXPECT_GT(cut.unit_pieces, 1);
+  EXPECT_LE(cut.sources(), kMaxCombineSources);
+  expect_blocks_cover_once(cut);
 }
 
 TEST(CutLastWaves, OneWaveOrShortSplitsStayWhole) {
