@@ -135,7 +135,8 @@ class LinearLogp {
   LinearLogp(const LinearLogp&) = delete;
   LinearLogp& operator=(const LinearLogp&) = delete;
 
-  // Enqueues the forward on `stream`. No host synchronization (unless config.strict).
+  // Enqueues the forward on `stream`. No host synchronization, unless config.strict or a call
+  // has more rows than the workspace holds so far (set max_rows to size it when the op is built).
   void forward(const LinearLogpInputs& inputs, const LinearLogpOutputs& outputs,
                StreamHandle stream);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "shardjit/error.hpp"
@@ -45,8 +46,11 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
   if (c.target_dtype != DType::kInt32 && c.target_dtype != DType::kInt64) {
     bad(std::string("target_dtype = ") + dtype_name(c.target_dtype) + "; expected int32 or int64");
   }
-  if (!(c.temperature > 0.0f) || !std::isfinite(c.temperature)) {
-    bad("temperature = " + std::to_string(c.temperature) + "; expected a finite value > 0");
+  // The kernels multiply by 1 / temperature: a subnormal one would make every logit infinite.
+  if (!(c.temperature > 0.0f) || !std::isfinite(c.temperature) || !std::isfinite(1.0f / c.temperature)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(c.temperature));
+    bad(std::string("temperature = ") + value + "; expected a finite value > 0 whose inverse is finite");
   }
   if (c.max_rows < 0) bad("max_rows = " + std::to_string(c.max_rows) + "; expected >= 0");
   if (c.device < 0) bad("device = " + std::to_string(c.device) + "; expected >= 0");

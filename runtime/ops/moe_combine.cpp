@@ -90,6 +90,10 @@ struct MoeCombine::Impl final : PlanActions {
     }
     if (!zero_copy) peers.check_view(call.rows, "rows", config.dtype, rows, config.hidden, vec_bytes);
     const std::int64_t tokens = call.output.rows;
+    if (tokens < 0) {
+      throw Error(ErrorCode::kInvalidArgument, "MoeCombine: output has " + std::to_string(tokens) +
+                                                   " rows; expected one per token this rank owns (>= 0)");
+    }
     peers.check_view(call.output, "output", config.dtype, tokens, config.hidden, vec_bytes);
     peers.check_view(call.positions, "positions", DType::kInt32, tokens, peers.world(), 4);
     if (config.gates) {

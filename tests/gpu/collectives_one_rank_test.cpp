@@ -93,6 +93,19 @@ TEST_F(OneRankCollectives, MoeCombineRoutesGatesAndReportsBadPositions) {
   // No tokens: positions, gates and output absent (null and zeroed, as a C caller leaves them).
   op.run({{rows_device.data(), DType::kBF16, kRows, kHidden, 0}, {}, {}, {}}, nullptr);
   EXPECT_EQ(op.check(nullptr).bad_positions, 0u);
+
+  // A negative token count is refused by name before anything is enqueued.
+  try {
+    op.run({{rows_device.data(), DType::kBF16, kRows, kHidden, 0},
+            {positions_device.data(), DType::kInt32, -1, 1, 0},
+            {gates_device.data(), DType::kFP32, -1, 1, 0},
+            {output.data(), DType::kBF16, -1, kHidden, 0}},
+           nullptr);
+    ADD_FAILURE() << "a combine of -1 tokens was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("output has -1 rows"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(OneRankCollectives, ReduceScatterOfOneRankIsACopy) {

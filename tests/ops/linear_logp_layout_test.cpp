@@ -58,6 +58,7 @@ TEST(LinearLogpLayout, RejectsBadFields) {
   expect_rejected(with([](auto& c) { c.valid_vocab = 200000; }), "valid_vocab");
   expect_rejected(with([](auto& c) { c.temperature = 0.0f; }), "temperature");
   expect_rejected(with([](auto& c) { c.temperature = -1.0f; }), "temperature");
+  expect_rejected(with([](auto& c) { c.temperature = 1e-39f; }), "temperature = 1.00000022e-39");  // 1 / T is infinite
   expect_rejected(with([](auto& c) { c.dtype = DType::kInt32; }), "dtype");
   expect_rejected(with([](auto& c) { c.bias_dtype = DType::kInt64; }), "bias_dtype");
   expect_rejected(with([](auto& c) { c.target_dtype = DType::kFP32; }), "target_dtype");
