@@ -4,7 +4,10 @@
     logp, lse = shardjit.torch.linear_logp(op, hidden, weight, targets)
 
 Kernels run on ``torch.cuda.current_stream()``. Gradients flow to ``hidden``, ``weight`` and
-``bias`` from both ``logp`` and ``lse``; ``targets`` get none.
+``bias`` from both ``logp`` and ``lse``; ``targets`` get none. The gradients are not themselves
+differentiable (a second backward through them raises). A tensor-parallel op's ``hidden``
+gradient is already summed over the ranks. One op serves one call at a time: threads that share
+an op must take turns (its workspace is shared by its calls).
 """
 
 import torch
@@ -28,10 +31,10 @@ class LinearLogpFunction(torch.autograd.Function):
         op.forward(hidden, weight, targets, logp, lse=lse, bias=bias, stream=_stream(hidden.device))
         ctx.op = op
         ctx.save_for_backward(hidden, weight, targets, lse, bias)
-        ctx.mark_non_differentiable(targets)
         return logp, lse
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_logp, grad_lse):
         hidden, weight, targets, lse, bias = ctx.saved_tensors
         op = ctx.op

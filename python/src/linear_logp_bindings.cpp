@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -19,11 +20,20 @@ namespace {
 
 template <typename T>
 T number(const char* key, nb::handle value) {
+  constexpr bool kWantBool = std::is_same_v<T, bool>;
+  const std::string expected = kWantBool ? "True or False" : "a number";
+  const std::string got = nb::cast<std::string>(nb::str(value.type().attr("__name__")));
+  // True is an int to Python, but device=True or want_backward=1 is a mistake, not a value.
+  if (nb::isinstance<nb::bool_>(value) != kWantBool) {
+    throw nb::type_error((std::string(key) + ": expected " + expected + ", got " + got).c_str());
+  }
   try {
     return nb::cast<T>(value);
   } catch (const nb::cast_error&) {
-    throw nb::type_error((std::string(key) + ": expected a number, got " +
-                          nb::cast<std::string>(nb::str(value.type().attr("__name__")))).c_str());
+    if (!kWantBool && nb::isinstance<nb::int_>(value)) {
+      throw nb::value_error((std::string(key) + ": " + nb::cast<std::string>(nb::str(value)) + " is out of range").c_str());
+    }
+    throw nb::type_error((std::string(key) + ": expected " + expected + ", got " + got).c_str());
   }
 }
 
@@ -116,13 +126,16 @@ void bind_linear_logp(nb::module_& m) {
       .def(
           "__init__",
           [](LinearLogp* self, Runtime& runtime, Communicator& comm, const nb::kwargs& kwargs) {
-            const LinearLogpConfig config = config_from(kwargs);
+            LinearLogpConfig config = config_from(kwargs);
+            // Each rank runs on its communicator's GPU: that is the device unless one is named.
+            if (!kwargs.contains("device")) config.device = comm.device();
             nb::gil_scoped_release release;
             new (self) LinearLogp(runtime, config, comm);
           },
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
           "The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, "
-          "built by every rank of comm at the same time.")
+          "built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its "
+          "backward's grad_hidden is already summed over the ranks.")
       .def_prop_ro("config", [](const LinearLogp& op) { return config_dict(op.config()); })
       .def_prop_ro("main_loop", [](const LinearLogp& op) { return std::string(op.main_loop()); },
                    "'wgmma' (Hopper), 'mma.sync' (portable) or 'fp32 fma': the loop of the op's logit kernels")

@@ -207,8 +207,10 @@ def run_linear_logp(ctx, hidden, weight, targets, grad_logp, max_rows):
     # max_rows set: the forward's combine reads the peer's partials over NVLink (where the GPUs
     # have it); unset: it all-gathers them through NCCL.
     extra = {} if max_rows is None else {"max_rows": max_rows}
+    # No device given: a tensor-parallel op runs on its communicator's GPU (rank 1's is GPU 1).
     op = shardjit.LinearLogp(ctx.runtime, ctx.comm, hidden=TP_H, vocab_start=start, vocab_local=TP_VL,
-                             vocab_global=TP_V, dtype="bf16", device=ctx.rank, want_backward=True, **extra)
+                             vocab_global=TP_V, dtype="bf16", want_backward=True, **extra)
+    assert op.config["device"] == ctx.rank, op.config
     d = ctx.device
     x, t, g = hidden.to(d), targets.to(d), grad_logp.to(d)
     w = weight[start:start + TP_VL].contiguous().to(d)
