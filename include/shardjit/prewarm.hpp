@@ -45,8 +45,9 @@ struct PrewarmResult {
 
 // Compiles into runtime's cache what the config asks for and is not there yet. The kernels are
 // those of ops built with the runtime's settings (its Hopper switch, SHARDJIT_HOPPER_PATH).
-// Error(kInvalidArgument) for a config that names no arch, fewer than one job, an impossible TP
-// degree or shape, or a runtime with JIT off; a kernel that fails to compile is reported in
+// Error(kInvalidArgument) for a config with an empty list (archs, tp, dtypes, target_dtypes,
+// bias_dtypes, entropy), fewer than one job, an impossible TP degree or shape, or a runtime
+// with JIT off; a kernel that fails to compile is reported in
 // failures, not thrown.
 PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config);
 

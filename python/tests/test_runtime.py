@@ -67,6 +67,8 @@ def test_prewarm_bad_arguments(tmp_path):
     cache = str(tmp_path / "cache")
     with pytest.raises(ValueError, match="archs"):
         shardjit.prewarm(64, 300, archs=[], cache_dir=cache)
+    with pytest.raises(ValueError, match="entropy: expected at least one value"):
+        shardjit.prewarm(64, 300, archs=["sm_80"], entropy=[], cache_dir=cache)
     with pytest.raises(ValueError, match="dtypes"):
         shardjit.prewarm(64, 300, archs=["sm_80"], dtypes=["fp8"], cache_dir=cache)
     with pytest.raises(shardjit.InvalidArgumentError) as caught:

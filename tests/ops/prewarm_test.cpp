@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "shardjit/error.hpp"
 #include "support/temp_dir.hpp"
 
@@ -73,6 +75,19 @@ TEST(Prewarm, BadConfigsAreClearErrors) {
   PrewarmConfig config = small_model();
   config.archs.clear();
   expect_invalid(runtime, config, "archs");
+  // Every list empty in turn: a prewarm of nothing must not report success.
+  const std::pair<const char*, void (*)(PrewarmConfig&)> emptied[] = {
+      {"tp: expected at least one value", [](PrewarmConfig& c) { c.tp.clear(); }},
+      {"dtypes: expected at least one value", [](PrewarmConfig& c) { c.dtypes.clear(); }},
+      {"target_dtypes: expected at least one value", [](PrewarmConfig& c) { c.target_dtypes.clear(); }},
+      {"bias_dtypes: expected at least one value", [](PrewarmConfig& c) { c.bias_dtypes.clear(); }},
+      {"entropy: expected at least one value", [](PrewarmConfig& c) { c.entropy.clear(); }},
+  };
+  for (const auto& [says, empty] : emptied) {
+    config = small_model();
+    empty(config);
+    expect_invalid(runtime, config, says);
+  }
   config = small_model();
   config.jobs = 0;
   expect_invalid(runtime, config, "jobs");
