@@ -1,8 +1,15 @@
 # The Python module (python/), built only when Python's development files and nanobind are
 # found: a machine without them still builds and tests the C++ library.
 find_package(Python 3.9 COMPONENTS Interpreter Development.Module QUIET)
+# A wheel build (pip install ., scikit-build-core sets SKBUILD) exists for the module: skipping it
+# there would ship a package that fails at import.
+if(SKBUILD)
+  set(shardjit_python_missing FATAL_ERROR)
+else()
+  set(shardjit_python_missing STATUS)
+endif()
 if(NOT Python_FOUND)
-  message(STATUS "shardjit: Python development files not found, the Python module is skipped")
+  message(${shardjit_python_missing} "shardjit: Python development files not found, the Python module is skipped")
   return()
 endif()
 if(NOT nanobind_DIR)
@@ -15,7 +22,7 @@ if(NOT nanobind_DIR)
 endif()
 find_package(nanobind CONFIG QUIET)
 if(NOT nanobind_FOUND)
-  message(STATUS "shardjit: nanobind not found (pip install nanobind), the Python module is skipped")
+  message(${shardjit_python_missing} "shardjit: nanobind not found (pip install nanobind), the Python module is skipped")
   return()
 endif()
 message(STATUS "shardjit: Python module with ${Python_EXECUTABLE}, nanobind ${nanobind_VERSION}")
