@@ -70,6 +70,8 @@ struct LinearLogpInputs {
 };
 
 // fp32 vectors of N elements. logp is required; lse and entropy may be left null.
+// Outputs share no memory with each other or with the inputs (refused otherwise), here and in
+// LinearLogpGrads.
 struct LinearLogpOutputs {
   VectorView logp;
   VectorView lse;

@@ -39,7 +39,7 @@ struct MoeCombineCall {
   MatrixView rows;        // this rank's expert outputs [R <= capacity, H], packed
   MatrixView positions;   // int32 [tokens, world], packed: source s's row for each token, or -1
   MatrixView gates;       // fp32 [tokens, world], packed; with config.gates only
-  MatrixView output;      // [tokens, H], packed
+  MatrixView output;      // [tokens, H], packed; apart from the other views and rows_buffer()
 };
 
 struct BadPositionReport {

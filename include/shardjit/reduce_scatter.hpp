@@ -61,7 +61,8 @@ class ReduceScatter {
   ReduceScatter& operator=(const ReduceScatter&) = delete;
 
   // Enqueues the reduce-scatter of `input` [T, H] into `output` [rows_per_rank[rank], H] on
-  // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes. A rank's
+  // `stream`. Both packed (row_stride = H), of the config's dtype, aligned to 16 bytes, and
+  // apart (an output inside the input is refused). A rank's
   // calls run in the order they are enqueued (one stream, or streams the caller orders): the
   // peer kernel alternates between two receive buffers and relies on it. A call refused here on
   // one rank (bad views) leaves the peers' kernels waiting until the communicator's timeout.

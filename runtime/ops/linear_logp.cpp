@@ -164,6 +164,9 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
   if (has_entropy && !c.want_entropy) {
     throw Error(ErrorCode::kInvalidArgument, "entropy: requested, but the op was built with want_entropy = false");
   }
+  check_no_overlap({span_of("logp", out.logp), span_of("lse", out.lse), span_of("entropy", out.entropy)},
+                   {span_of("hidden", in.hidden), span_of("weight", in.weight), span_of("bias", in.bias),
+                    span_of("targets", in.targets)});
   if (n == 0) return;
   if ((n + op.tile.bm - 1) / op.tile.bm > 65535) {
     throw Error(ErrorCode::kInvalidArgument, "hidden: " + std::to_string(n) + " rows exceed the " +

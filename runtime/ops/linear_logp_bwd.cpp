@@ -62,6 +62,13 @@ BwdCall check_call(const LinearLogpConfig& c, const LinearLogpBwdKernels& k, con
     }
     call.grad_bias = check_vector(grads.bias, "grad_bias", *k.grad_bias_dtype, c.vocab_local, false);
   }
+  // A gradient written over an input (grad_hidden over hidden, say) would change what later
+  // chunks read.
+  check_no_overlap({span_of("grad_hidden", grads.hidden), span_of("grad_weight", grads.weight),
+                    span_of("grad_bias", grads.bias)},
+                   {span_of("hidden", in.hidden), span_of("weight", in.weight), span_of("bias", in.bias),
+                    span_of("targets", in.targets), span_of("lse", lse), span_of("grad_logp", grad_logp),
+                    span_of("grad_lse", grad_lse)});
   return call;
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/ops/collective_kernels.hpp"
 #include "runtime/ops/peer_collective.hpp"
 #include "runtime/ops/peer_collective_plan.hpp"
+#include "runtime/ops/view_checks.hpp"
 #include "runtime/sched/launch.hpp"
 #include "runtime/sched/scheduler.hpp"
 #include "shardjit/error.hpp"
@@ -101,6 +102,12 @@ struct MoeCombine::Impl final : PlanActions {
     } else if (call.gates.data != nullptr) {
       throw Error(ErrorCode::kInvalidArgument, "MoeCombine: gates given, but the op was built without (config.gates)");
     }
+    // The own rows buffer is what the peers read, whether the rows were written there or are
+    // copied there.
+    const MatrixView own{own_slot(), config.dtype, config.capacity, config.hidden, config.hidden};
+    check_no_overlap({span_of("MoeCombine: output", call.output)},
+                     {span_of("rows", call.rows), span_of("the op's rows buffer", own),
+                      span_of("positions", call.positions), span_of("gates", call.gates)});
     ScopedContext scope(peers.device);
     zero_copy_ = zero_copy;
     args = kernels::MoeCombineArgs{};

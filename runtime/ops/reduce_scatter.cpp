@@ -15,6 +15,7 @@
 #include "runtime/ops/collective_kernels.hpp"
 #include "runtime/ops/peer_collective.hpp"
 #include "runtime/ops/peer_collective_plan.hpp"
+#include "runtime/ops/view_checks.hpp"
 #include "runtime/sched/launch.hpp"
 #include "runtime/sched/scheduler.hpp"
 #include "shardjit/error.hpp"
@@ -147,6 +148,7 @@ struct ReduceScatter::Impl final : PlanActions {
     peers.check_view(input, "input", config.dtype, total_rows, config.hidden, vec_bytes);
     peers.check_view(output, "output", config.dtype, config.rows_per_rank[static_cast<std::size_t>(peers.rank())],
                      config.hidden, vec_bytes);
+    check_no_overlap({span_of("ReduceScatter: output", output)}, {span_of("input", input)});
     ScopedContext scope(peers.device);
     input_ = input.data;
     output_ = output.data;

@@ -1,5 +1,7 @@
 #include "runtime/ops/view_checks.hpp"
 
+#include <iterator>
+
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -54,6 +56,43 @@ bool check_vector(const VectorView& view, const char* name, DType dtype, std::in
     bad(name, "data is not aligned to its element size");
   }
   return true;
+}
+
+ByteSpan span_of(const char* name, const MatrixView& view) {
+  ByteSpan span{name};
+  if (view.data == nullptr || view.rows <= 0 || view.cols <= 0) return span;
+  const std::int64_t stride = view.row_stride == 0 ? view.cols : view.row_stride;
+  span.begin = reinterpret_cast<std::uintptr_t>(view.data);
+  span.end = span.begin + static_cast<std::uintptr_t>(((view.rows - 1) * stride + view.cols) *
+                                                      static_cast<std::int64_t>(dtype_size(view.dtype)));
+  return span;
+}
+
+ByteSpan span_of(const char* name, const VectorView& view) {
+  ByteSpan span{name};
+  if (view.data == nullptr || view.size <= 0) return span;
+  span.begin = reinterpret_cast<std::uintptr_t>(view.data);
+  span.end = span.begin + static_cast<std::uintptr_t>(view.size * static_cast<std::int64_t>(dtype_size(view.dtype)));
+  return span;
+}
+
+void check_no_overlap(std::initializer_list<ByteSpan> outputs, std::initializer_list<ByteSpan> inputs) {
+  auto overlap = [](const ByteSpan& a, const ByteSpan& b) {
+    return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
+  };
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    for (auto other = std::next(out); other != outputs.end(); ++other) {
+      if (overlap(*out, *other)) {
+        bad(out->name, std::string("shares memory with the output ") + other->name + "; expected separate buffers");
+      }
+    }
+    for (const ByteSpan& in : inputs) {
+      if (overlap(*out, in)) {
+        bad(out->name, std::string("shares memory with the input ") + in.name +
+                           "; expected an output that no input of the call overlaps");
+      }
+    }
+  }
 }
 
 }  // namespace shardjit

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "shardjit/tensor.hpp"
@@ -17,5 +18,20 @@ std::int64_t check_matrix(const MatrixView& view, const char* name, DType dtype,
 // A vector of `dtype` with `size` elements; null data is accepted only when `optional`.
 // Returns whether data is present.
 bool check_vector(const VectorView& view, const char* name, DType dtype, std::int64_t size, bool optional);
+
+// The bytes a view spans, [begin, end) (empty for null data or no elements), under its name.
+struct ByteSpan {
+  const char* name = "";
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+};
+ByteSpan span_of(const char* name, const MatrixView& view);
+ByteSpan span_of(const char* name, const VectorView& view);
+
+// Error(kInvalidArgument) naming both when an output shares bytes with another output or with an
+// input: the kernels read their inputs while they write, and write each output in their own
+// order, so an overlap would give wrong results without an error. Call it after the views'
+// own checks (it trusts their extents).
+void check_no_overlap(std::initializer_list<ByteSpan> outputs, std::initializer_list<ByteSpan> inputs);
 
 }  // namespace shardjit

@@ -246,6 +246,31 @@ TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
   EXPECT_EQ(op.check(nullptr).bad_rows, 0) << "check() clears the record";
 }
 
+// Outputs on top of each other or of an input would be overwritten in the kernels' own order:
+// refused by name before anything is enqueued.
+TEST_F(LinearLogpFwdDeviceTest, OverlappingOutputsAreRefused) {
+  LinearLogp op(shared_runtime(), small_config());
+  const std::int64_t n = 4;
+  DeviceArray x(n * 64 * 2), w(300 * 64 * 2), out(n * 4 * 2);
+  DeviceArray t = DeviceArray::from(std::vector<std::int64_t>{1, 2, 3, 4});
+  const LinearLogpInputs in{{x.data(), DType::kBF16, n, 64, 0}, {w.data(), DType::kBF16, 300, 64, 0}, {},
+                            {t.data(), DType::kInt64, n}};
+  auto* half = static_cast<char*>(out.data()) + 8;  // lse starting inside logp
+  const std::pair<LinearLogpOutputs, const char*> cases[] = {
+      {{{out.data(), DType::kFP32, n}, {half, DType::kFP32, n}, {}}, "logp: shares memory with the output lse"},
+      {{{x.data(), DType::kFP32, n}, {}, {}}, "logp: shares memory with the input hidden"},
+  };
+  for (const auto& [outputs, says] : cases) {
+    try {
+      op.forward(in, outputs, nullptr);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(LinearLogpFwdDeviceTest, StrictModeThrowsOnBadTargets) {
   LinearLogpConfig config = small_config();
   config.strict = true;

@@ -54,5 +54,24 @@ TEST(ViewChecks, Vectors) {
   expect_rejected([] { check_vector({address(0x1002), DType::kFP32, 5}, "logp", DType::kFP32, 5, false); }, "aligned");
 }
 
+// Outputs that share bytes with each other or with an input are refused by both names; views that
+// only touch end to start, absent ones, and inputs that overlap each other are fine.
+TEST(ViewChecks, OverlappingOutputsAreRefused) {
+  const VectorView logp{address(0x1000), DType::kFP32, 8};       // [0x1000, 0x1020)
+  const VectorView lse{address(0x1020), DType::kFP32, 8};        // right after logp
+  const VectorView lse_on_logp{address(0x101c), DType::kFP32, 8};
+  const MatrixView hidden{address(0x2000), DType::kBF16, 4, 64, 72};  // rows of 144 bytes, 560 in all
+  const MatrixView grad_hidden_after{address(0x2000 + 560), DType::kBF16, 4, 64, 0};
+  const MatrixView grad_hidden_in_last_row{address(0x2000 + 448), DType::kBF16, 4, 64, 0};
+  EXPECT_NO_THROW(check_no_overlap({span_of("logp", logp), span_of("lse", lse)}, {span_of("hidden", hidden)}));
+  EXPECT_NO_THROW(check_no_overlap({span_of("lse", VectorView{}), span_of("logp", logp)}, {span_of("bias", VectorView{})}));
+  EXPECT_NO_THROW(check_no_overlap({span_of("grad_hidden", grad_hidden_after)}, {span_of("hidden", hidden)}));
+  EXPECT_NO_THROW(check_no_overlap({span_of("logp", logp)}, {span_of("hidden", hidden), span_of("weight", hidden)}));
+  expect_rejected([&] { check_no_overlap({span_of("logp", logp), span_of("lse", lse_on_logp)}, {}); },
+                  "logp: shares memory with the output lse");
+  expect_rejected([&] { check_no_overlap({span_of("grad_hidden", grad_hidden_in_last_row)}, {span_of("hidden", hidden)}); },
+                  "grad_hidden: shares memory with the input hidden");
+}
+
 }  // namespace
 }  // namespace shardjit
