@@ -8,19 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "check.h"
 #include "shardjit/c_api.h"
 
 enum { kN = 5, kH = 24, kV = 40, kValid = 37 };
-
-static int failures = 0;
-
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-      ++failures;                                                                 \
-    }                                                                             \
-  } while (0)
 
 /* Values in [-scale, scale) from a fixed linear congruential sequence. */
 static void fill(float* values, int count, unsigned* state, float scale) {

@@ -4,17 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "shardjit/c_api.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                        \
-    }                                                                    \
-  } while (0)
 
 /* `status` is the invalid-argument status and the message names `function` and `argument`. */
 static int names_null(shardjit_status status, const char* function, const char* argument) {
