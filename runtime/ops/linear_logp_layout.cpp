@@ -26,7 +26,15 @@ LinearLogpLayout resolve_layout(const LinearLogpConfig& input) {
   if (c.vocab_local < 1 || c.vocab_local > kMaxShard) {
     bad("vocab_local = " + std::to_string(c.vocab_local) + "; expected 1.." + std::to_string(kMaxShard));
   }
-  if (c.vocab_start < 0) bad("vocab_start = " + std::to_string(c.vocab_start) + "; expected >= 0");
+  // Ids of any vocabulary fit far below 2^62, and the sums below then cannot overflow.
+  constexpr std::int64_t kMaxVocabId = std::int64_t{1} << 62;
+  if (c.vocab_start < 0 || c.vocab_start > kMaxVocabId) {
+    bad("vocab_start = " + std::to_string(c.vocab_start) + "; expected 0.." + std::to_string(kMaxVocabId));
+  }
+  if (c.vocab_global < 0 || c.vocab_global > kMaxVocabId) {
+    bad("vocab_global = " + std::to_string(c.vocab_global) + "; expected 0 (vocab_start + vocab_local) up to " +
+        std::to_string(kMaxVocabId));
+  }
   if (c.vocab_global == 0) c.vocab_global = c.vocab_start + c.vocab_local;
   if (c.vocab_global < c.vocab_start + c.vocab_local) {
     bad("vocab_global = " + std::to_string(c.vocab_global) + " is smaller than vocab_start + vocab_local = " +

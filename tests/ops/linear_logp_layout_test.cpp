@@ -1,6 +1,8 @@
 // Host-side checks of a LinearLogp configuration: every bad field is a clear error at build.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "runtime/ops/linear_logp_layout.hpp"
 #include "shardjit/error.hpp"
 
@@ -54,6 +56,8 @@ TEST(LinearLogpLayout, RejectsBadFields) {
   expect_rejected(with([](auto& c) { c.hidden = 0; }), "hidden");
   expect_rejected(with([](auto& c) { c.vocab_local = 0; }), "vocab_local");
   expect_rejected(with([](auto& c) { c.vocab_start = -1; }), "vocab_start");
+  expect_rejected(with([](auto& c) { c.vocab_start = INT64_MAX - 10; }), "vocab_start = 9223372036854775797");
+  expect_rejected(with([](auto& c) { c.vocab_global = INT64_MAX; }), "vocab_global = 9223372036854775807");
   expect_rejected(with([](auto& c) { c.vocab_global = 100000; }), "vocab_global");
   expect_rejected(with([](auto& c) { c.valid_vocab = 200000; }), "valid_vocab");
   expect_rejected(with([](auto& c) { c.temperature = 0.0f; }), "temperature");
