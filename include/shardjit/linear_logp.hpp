@@ -79,7 +79,6 @@ struct LinearLogpOutputs {
 };
 
 // Gradients written by LinearLogp::backward. A view left with null data is not computed.
-// A gradient whose view has null data is not computed.
 struct LinearLogpGrads {
   MatrixView hidden;  // [N, H], config.dtype; always overwritten (never accumulated)
   MatrixView weight;  // [V_local, H], fp32 if config.grad_weight_fp32, else config.dtype
