@@ -81,6 +81,9 @@ struct MoeCombine::Impl final : PlanActions {
                         : static_cast<void*>(gathered.as<char>() + slot_bytes * static_cast<std::size_t>(peers.rank()));
   }
 
+  // This rank's slot as rows [capacity, H]: what rows_buffer() hands out and the peers read.
+  MatrixView own_rows() const { return MatrixView{own_slot(), config.dtype, config.capacity, config.hidden, config.hidden}; }
+
   void enqueue(const MoeCombineCall& call, CUstream stream) {
     peers.check_usable("run");
     const bool zero_copy = call.rows.data == nullptr;
@@ -91,10 +94,6 @@ struct MoeCombine::Impl final : PlanActions {
     }
     if (!zero_copy) peers.check_view(call.rows, "rows", config.dtype, rows, config.hidden, vec_bytes);
     const std::int64_t tokens = call.output.rows;
-    if (tokens < 0) {
-      throw Error(ErrorCode::kInvalidArgument, "MoeCombine: output has " + std::to_string(tokens) +
-                                                   " rows; expected one per token this rank owns (>= 0)");
-    }
     peers.check_view(call.output, "output", config.dtype, tokens, config.hidden, vec_bytes);
     peers.check_view(call.positions, "positions", DType::kInt32, tokens, peers.world(), 4);
     if (config.gates) {
@@ -104,9 +103,8 @@ struct MoeCombine::Impl final : PlanActions {
     }
     // The own rows buffer is what the peers read, whether the rows were written there or are
     // copied there.
-    const MatrixView own{own_slot(), config.dtype, config.capacity, config.hidden, config.hidden};
     check_no_overlap({span_of("MoeCombine: output", call.output)},
-                     {span_of("rows", call.rows), span_of("the op's rows buffer", own),
+                     {span_of("rows", call.rows), span_of("the op's rows buffer", own_rows()),
                       span_of("positions", call.positions), span_of("gates", call.gates)});
     ScopedContext scope(peers.device);
     zero_copy_ = zero_copy;
@@ -183,10 +181,7 @@ void MoeCombine::run(const MoeCombineCall& call, StreamHandle stream) {
   impl_->enqueue(call, static_cast<CUstream>(stream));
 }
 
-MatrixView MoeCombine::rows_buffer() {
-  Impl& op = *impl_;
-  return MatrixView{op.own_slot(), op.config.dtype, op.config.capacity, op.config.hidden, op.config.hidden};
-}
+MatrixView MoeCombine::rows_buffer() { return impl_->own_rows(); }
 
 CollectivePath MoeCombine::path() const { return impl_->peers.path(); }
 

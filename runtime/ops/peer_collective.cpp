@@ -108,6 +108,9 @@ kernels::PeerSync PeerCollective::sync() const {
 void check_collective_view(const char* op, const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
                            std::int64_t cols, int align) {
   const std::string where = std::string(op) + ": " + name;
+  if (view.rows < 0) {
+    throw Error(ErrorCode::kInvalidArgument, where + " has " + std::to_string(view.rows) + " rows; expected >= 0");
+  }
   if (view.data == nullptr) {
     if (rows > 0) throw Error(ErrorCode::kInvalidArgument, where + " is null");
     return;

@@ -36,8 +36,9 @@ struct PeerCollectiveSetup {
 void check_same_config(const std::vector<std::string>& texts, const char* op_name);
 
 // Throws Error(kInvalidArgument) naming `op` and `name` unless `view` is a packed [rows, cols]
-// matrix of `dtype`, not null, its address a multiple of `align`. With no rows a null view is
-// fine whatever its other fields (nothing is read: a C caller leaves an absent tensor zeroed).
+// matrix of `dtype`, not null, its address a multiple of `align`; a negative row count is refused
+// first (a caller may pass the view's own rows as `rows`). With no rows a null view is fine
+// whatever its other fields (nothing is read: a C caller leaves an absent tensor zeroed).
 void check_collective_view(const char* op, const MatrixView& view, const char* name, DType dtype, std::int64_t rows,
                            std::int64_t cols, int align);
 

@@ -37,6 +37,11 @@ std::string view_error(const MatrixView& view, std::int64_t rows) {
 TEST(PeerCollective, ViewsAreCheckedAndAnAbsentOneOfNoRowsIsFine) {
   alignas(16) static float gates[8 * 4];
   EXPECT_EQ(view_error(MatrixView{gates, DType::kFP32, 8, 4, 0}, 8), "");
+  // A negative count is refused even where the expected count is the view's own (MoeCombine's
+  // tokens are its output's rows), and even without data.
+  EXPECT_NE(view_error(MatrixView{gates, DType::kFP32, -1, 4, 0}, -1).find("gates has -1 rows; expected >= 0"),
+            std::string::npos);
+  EXPECT_NE(view_error(MatrixView{nullptr, DType::kFP32, -1, 4, 0}, -1).find("gates has -1 rows"), std::string::npos);
   EXPECT_NE(view_error(MatrixView{gates, DType::kBF16, 8, 4, 0}, 8).find("gates has dtype bf16; expected fp32"),
             std::string::npos);
   EXPECT_NE(view_error(MatrixView{gates, DType::kFP32, 7, 4, 0}, 8).find("expected [8, 4]"), std::string::npos);
