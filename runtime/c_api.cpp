@@ -39,22 +39,23 @@ shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& config) 
   return cpp;
 }
 
+// A field of shardjit_runtime_options whose value is out of its range.
+[[noreturn]] void bad_option(const char* field, std::int64_t value, const char* expected) {
+  throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, std::string("shardjit_runtime_options.") + field +
+                                                                   " = " + std::to_string(value) + "; expected " +
+                                                                   expected);
+}
+
 // An int switch of shardjit_runtime_options: -1 leaves it to the environment.
 std::optional<bool> switch_of(const char* field, int value) {
   if (value == -1) return std::nullopt;
-  if (value == 0 || value == 1) return value == 1;
-  throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, std::string("shardjit_runtime_options.") + field +
-                                                                   " = " + std::to_string(value) +
-                                                                   "; expected -1 (from the environment), 0 or 1");
+  if (value != 0 && value != 1) bad_option(field, value, "-1 (from the environment), 0 or 1");
+  return value == 1;
 }
 
 // A count of shardjit_runtime_options other than -1 (which leaves it to the environment).
 std::uint64_t count_of(const char* field, std::int64_t value) {
-  if (value < 0) {
-    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, std::string("shardjit_runtime_options.") + field +
-                                                                     " = " + std::to_string(value) +
-                                                                     "; expected -1 (from the environment) or >= 0");
-  }
+  if (value < 0) bad_option(field, value, "-1 (from the environment) or >= 0");
   return static_cast<std::uint64_t>(value);
 }
 

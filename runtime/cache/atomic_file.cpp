@@ -120,8 +120,9 @@ std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max
     file.unusable = S_ISDIR(info.st_mode) ? "a folder, not a file" : "not a regular file";
     return file;
   }
+  const std::string too_large = "larger than the " + std::to_string(max_bytes) + " bytes it may hold";
   if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
-    file.unusable = "larger than the " + std::to_string(max_bytes) + " bytes it may hold";
+    file.unusable = too_large;
     return file;
   }
   file.bytes.resize(static_cast<std::size_t>(info.st_size));
@@ -138,7 +139,7 @@ std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max
     file.bytes.append(extra, got);
     if (file.bytes.size() > max_bytes) {
       file.bytes.clear();
-      file.unusable = "larger than the " + std::to_string(max_bytes) + " bytes it may hold";
+      file.unusable = too_large;
       break;
     }
   }

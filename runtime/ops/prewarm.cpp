@@ -3,7 +3,6 @@
 #include "shardjit/prewarm.hpp"
 
 #include <string>
-#include <utility>
 
 #include "runtime/ops/prewarm_build.hpp"
 #include "runtime/ops/prewarm_plan.hpp"
@@ -18,16 +17,21 @@ void bad_config(const std::string& what) { throw Error(ErrorCode::kInvalidArgume
 }  // namespace
 
 PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
-  if (config.archs.empty()) bad_config("archs: expected at least one target arch, e.g. \"sm_90a\"");
   // An empty list would make a prewarm of nothing that reports success, and a server started
   // cache-only after it fails at its first op.
-  const std::pair<const char*, bool> lists[] = {{"tp", config.tp.empty()},
-                                                {"dtypes", config.dtypes.empty()},
-                                                {"target_dtypes", config.target_dtypes.empty()},
-                                                {"bias_dtypes", config.bias_dtypes.empty()},
-                                                {"entropy", config.entropy.empty()}};
-  for (const auto& [name, empty] : lists) {
-    if (empty) bad_config(std::string(name) + ": expected at least one value");
+  struct List {
+    const char* name;
+    bool empty;
+    const char* expected;
+  };
+  const List lists[] = {{"archs", config.archs.empty(), "at least one target arch, e.g. \"sm_90a\""},
+                        {"tp", config.tp.empty(), "at least one value"},
+                        {"dtypes", config.dtypes.empty(), "at least one value"},
+                        {"target_dtypes", config.target_dtypes.empty(), "at least one value"},
+                        {"bias_dtypes", config.bias_dtypes.empty(), "at least one value"},
+                        {"entropy", config.entropy.empty(), "at least one value"}};
+  for (const List& list : lists) {
+    if (list.empty) bad_config(std::string(list.name) + ": expected " + list.expected);
   }
   if (config.jobs < 1) bad_config("jobs: expected 1 or more, got " + std::to_string(config.jobs));
   Runtime::Impl& impl = runtime.impl();
