@@ -137,7 +137,9 @@ class LinearLogp {
   LinearLogp& operator=(const LinearLogp&) = delete;
 
   // Enqueues the forward on `stream`. No host synchronization, unless config.strict or a call
-  // has more rows than the workspace holds so far (set max_rows to size it when the op is built).
+  // has more rows than the workspace holds so far (set max_rows to size it when the op is built;
+  // with want_backward this includes the dZ buffer, where the forward keeps the backward's first
+  // chunk: see backward).
   void forward(const LinearLogpInputs& inputs, const LinearLogpOutputs& outputs,
                StreamHandle stream);
 
@@ -152,15 +154,26 @@ class LinearLogp {
   // grad_weight[chunk] = dZ^T X (one product over all N rows: rounded once) and
   // grad_hidden += dZ W[chunk] (in an fp32 buffer of N x H for 16-bit dtypes when there are
   // several chunks, rounded once after the last). Extra device memory: the dZ chunk, plus that
-  // fp32 buffer, both kept by the op for the next call. 16-bit dZ is stored times a power of two
+  // fp32 buffer, both kept by the op for the next call.
+  //
+  // The first chunk, where there are several: a single-GPU op on the Hopper path (sm_90a, 16-bit,
+  // no gradient filter) keeps it from its forward. The forward of an op built with want_backward
+  // that writes lse computes the chunk's logits in a kernel of their own and leaves them in the
+  // dZ buffer (fp16, each relative to its row's max over a 256-column tile; the buffer is sized
+  // there, as the backward would); the next backward whose hidden, weight and bias are the same
+  // buffers and whose lse is that forward's output turns them into the chunk's dZ instead of
+  // multiplying them again, one chunk's product less. Any other backward recomputes every
+  // chunk, and every call uses up what was kept. So the inputs must not change between a
+  // forward and its backward, which lse already asks. 16-bit dZ is stored times a power of two
   // chosen on the device from the upstream gradients (undone exactly in the GEMMs), so that
   // small gradients keep their precision in fp16 and large ones do not overflow it.
   // Targets out of range get no gradient here; the forward reports them (check()).
   //
-  // Deterministic: no floating-point atomics; every sum runs in a fixed order, so repeated calls
+  // Deterministic: no floating-point atomics; every sum runs in a fixed order, so the same calls
   // give bitwise identical gradients (which training reproducibility and debugging need, and
   // which costs nothing here: every output element has one owner). There is no
-  // non-deterministic mode.
+  // non-deterministic mode. A backward that uses a kept first chunk and one that recomputes it
+  // differ in rounding (the kept logits went through fp16), each repeatably.
   void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
                 const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);
 

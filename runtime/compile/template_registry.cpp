@@ -100,6 +100,16 @@ void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   check_block_tile("linear_logp_bwd_dz", spec, spec.type_param("T") == "fp32");
 }
 
+void check_linear_logp_fwd_keep(const KernelSpec& spec) {
+  check_shard_columns("linear_logp_fwd_keep", spec);
+  if (!spec.bool_param("WGMMA")) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "kernel template linear_logp_fwd_keep: WGMMA = false; the kept chunk is written on the Hopper "
+                "main loop only (WGMMA = true, sm_90a)");
+  }
+  check_main_loop("linear_logp_fwd_keep", spec);
+}
+
 void check_gemm(const KernelSpec& spec) {
   const std::string& a = spec.type_param("TA");
   const std::string& b = spec.type_param("TB");
@@ -202,6 +212,21 @@ std::vector<TemplateDef> make_registry() {
               shard_and_tile(),
               {bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")}}),
       check_linear_logp_bwd_dz});
+  registry.push_back(TemplateDef{
+      "linear_logp_fwd_keep",
+      "linear_logp/fwd_keep.cuh",
+      "shardjit::kernels::linear_logp_fwd_keep",
+      concat({linear_logp_types(), shard_and_tile()}),
+      check_linear_logp_fwd_keep});
+  registry.push_back(TemplateDef{
+      "linear_logp_bwd_kept_dz",
+      "linear_logp/bwd_kept_dz.cuh",
+      "shardjit::kernels::linear_logp_bwd_kept_dz",
+      {type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
+       type_param("DZ", {"bf16", "fp16"}, "dtype dZ is stored in (T)"),
+       int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
+       int_param("BN", 64, 256, 64, "vocabulary columns per tile of the kept chunk (its partials' tiles)")},
+      nullptr});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_scale",
       "linear_logp/bwd_scale.cuh",

@@ -11,6 +11,7 @@
 
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
+#include "runtime/ops/linear_logp_bwd_dz.hpp"
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_impl.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
@@ -109,13 +110,63 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return split_plan(rows).sources(); });
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return forward_plan(rows, true).sources(); });
 }
 
-SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows) const {
+SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_col) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
   const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
-  return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local, tile, gpu), gpu.sm_count);
+  return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
+                        gpu.sm_count);
+}
+
+ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const {
+  ForwardPlan plan;
+  plan.split = split_plan(n_rows);
+  if (!keep || !bwd.keep || tp) return plan;
+  // The first chunk of a backward of these rows, when there is a second one (a single chunk has
+  // nothing to spare a recompute for: no kept chunk means the forward runs as it always has), it
+  // ends on a forward tile and before the valid columns do, and the combine merges its sources
+  // beside the splits'.
+  const BwdChunkPlan chunks = bwd.plan(n_rows, false);
+  const std::int64_t cols = chunks.chunk_cols;
+  const int dz_cols = bwd.specs->dz_tile.bn;
+  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols % dz_cols != 0 || cols >= layout.valid_local) return plan;
+  ForwardPlan kept;
+  kept.kept_cols = cols;
+  kept.kept_tiles = static_cast<int>(cols / dz_cols);
+  kept.split = split_plan(n_rows, cols);
+  if (kept.sources() > kMaxCombineSources) return plan;
+  return kept;
+}
+
+void LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
+                                          kernels::RowPartial* partials, CUstream stream) {
+  const LinearLogpConfig& c = layout.config;
+  const BwdChunkPlan chunks = bwd.plan(call.n, false);
+  bwd.reserve(chunks, stream);
+  bwd.reserve_split(chunks, call.n, stream);
+  kernels::LinearLogpBwdDzArgs args{};
+  args.hidden = call.in.hidden.data;
+  args.weight = call.in.weight.data;
+  args.bias = c.bias_dtype ? call.in.bias.data : nullptr;
+  args.targets = call.in.targets.data;
+  args.dz = bwd.dz_buffer.as<void>();
+  args.tile_partials = partials;
+  args.n_rows = call.n;
+  args.hidden_stride = call.hidden_stride;
+  args.weight_stride = call.weight_stride;
+  args.dz_stride = chunks.dz_stride;
+  args.vocab_start = c.vocab_start;
+  args.valid_vocab = c.valid_vocab;
+  args.ignore_index = c.ignore_index;
+  args.chunk_begin = 0;
+  args.chunk_cols = static_cast<int>(plan.kept_cols);
+  args.inv_temperature = 1.0f / c.temperature;
+  launch_linear_logp_bwd_dz(*bwd.keep, args, layout, bwd.specs->dz_tile, DType::kFP16, bwd.split, stream);
+  bwd.kept = KeptChunk{call.in.hidden.data, call.in.weight.data, args.bias,
+                       static_cast<const float*>(call.out.lse.data), call.n, call.hidden_stride,
+                       call.weight_stride, plan.kept_cols, args.dz, partials};
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
@@ -124,10 +175,17 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
 }
 
 void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
-  const SplitPlan plan = split_plan(call.n);
+  const ForwardPlan plan = forward_plan(call.n, call.has_lse);
   ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  launch_linear_logp_fwd(*fwd, fwd_args(call, partials, plan), plan, layout, tile, stream);
+  // This call rewrites the partials, which hold the kept chunk's tile maxima.
+  bwd.kept.reset();
+  if (plan.kept_cols > 0) {
+    enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
+  }
+  kernels::LinearLogpFwdArgs args = fwd_args(call, partials, plan.split);
+  args.first_tile = static_cast<int>(plan.kept_cols / tile.bn);
+  launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, stream);
   launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
 }
 

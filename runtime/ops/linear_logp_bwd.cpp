@@ -4,6 +4,8 @@
 // op accumulates grad_hidden in fp32 and all-reduces it while the last chunk's grad_weight runs
 // (tp_backward_plan in runtime/ops/linear_logp_tp_plan.hpp).
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
@@ -146,6 +148,14 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   bwd.reserve_split(plan, n, stream);
   const bool filter = c.grad_filter_threshold > 0.0f;
   const FwdTile& dz_tile = k.dz_tile;
+  // The first chunk's logits, where the op's last forward kept them for these inputs; every chunk
+  // after the first writes over them, so this call uses them up.
+  const std::optional<KeptChunk> kept = std::exchange(bwd.kept, std::nullopt);
+  const bool use_kept = kept && n > 0 && kept->hidden == in.hidden.data && kept->weight == in.weight.data &&
+                        kept->bias == (c.bias_dtype ? in.bias.data : nullptr) && kept->lse == lse.data &&
+                        kept->n == n && kept->hidden_stride == call.hidden_stride &&
+                        kept->weight_stride == call.weight_stride && kept->cols == plan.chunk(0).cols &&
+                        kept->dz == bwd.dz_buffer.as<void>();
 
   // 16-bit dZ is stored times s; the GEMMs and the bias sums multiply by 1 / s.
   const float* scale = nullptr;
@@ -190,7 +200,10 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.chunk_cols = static_cast<int>(chunk.cols);
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
-    if (parts & kChunkDz) {
+    if ((parts & kChunkDz) && first && use_kept) {
+      dz.tile_partials = const_cast<kernels::RowPartial*>(kept->partials);
+      launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, stream);
+    } else if (parts & kChunkDz) {
       launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, k.dz_dtype, bwd.split, stream);
     }
 

@@ -63,6 +63,26 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
   return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
+KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+  return logit_kernel_spec("linear_logp_fwd_keep", layout, tile, {});
+}
+
+KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile) {
+  return KernelSpec("linear_logp_bwd_kept_dz", {{"TargetT", TypeArg{dtype_name(layout.config.target_dtype)}},
+                                                 {"DZ", TypeArg{dtype_name(dz)}},
+                                                 {"V_VALID", layout.valid_local},
+                                                 {"BN", std::int64_t{tile.bn}}});
+}
+
+void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
+                                    CUstream stream) {
+  if (args.n_rows == 0) return;
+  LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(args.n_rows);
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_threads);
+  launch(kernel, shape, args, stream);
+}
+
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream) {

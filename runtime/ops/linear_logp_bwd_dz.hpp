@@ -25,6 +25,11 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
+// The kept chunk's two kernels (templates/linear_logp/fwd_keep.cuh, bwd_kept_dz.cuh): the forward's,
+// on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz`.
+KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile);
+
 // Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block, with
 // linear_logp_bwd_dz_smem's shared memory; the Hopper tile (tile.wgmma) runs at most
 // split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
@@ -34,5 +39,9 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream);
+
+// The kept chunk's dZ (linear_logp_bwd_kept_dz): one block a row; nothing for zero rows.
+void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
+                                    CUstream stream);
 
 }  // namespace shardjit

@@ -20,11 +20,17 @@ std::vector<KernelSpec> LinearLogpBwdKernels::all() const {
   add(grad_weight);
   add(grad_hidden_acc);
   add(grad_hidden_out);
+  if (keep) add(*keep);
+  if (kept_dz) add(*kept_dz);
   return specs;
 }
 
+bool keeps_first_chunk(const LinearLogpConfig& c, const FwdTile& dz_tile, DType dz_dtype, int tp) {
+  return tp == 1 && dz_tile.wgmma && dtype_size(dz_dtype) == 2 && c.grad_filter_threshold == 0.0f;
+}
+
 LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
-                                             bool hopper_path) {
+                                             bool hopper_path, int tp) {
   const LinearLogpConfig& c = layout.config;
   check_backward_config(c);
   const DType dz = c.dz_fp32 ? DType::kFP32 : c.dtype;
@@ -46,6 +52,12 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
   if (dz != DType::kFP32) scale = linear_logp_bwd_scale_spec();
   std::optional<KernelSpec> bias;
   if (grad_bias) bias = linear_logp_bwd_bias_spec(dz, *grad_bias);
+  std::optional<KernelSpec> keep;
+  std::optional<KernelSpec> kept_dz;
+  if (keeps_first_chunk(c, dz_tile, dz, tp)) {
+    keep = linear_logp_fwd_keep_spec(layout, dz_tile);
+    kept_dz = linear_logp_bwd_kept_dz_spec(layout, dz, dz_tile);
+  }
   return LinearLogpBwdKernels{dz_tile,
                               gemm_tile,
                               dz,
@@ -57,6 +69,8 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
                               gemm_spec(weight_kind, gemm_tile),
                               gemm_spec(acc_kind, gemm_tile),
                               gemm_spec(out_kind, gemm_tile),
+                              keep,
+                              kept_dz,
                               weight_kind,
                               acc_kind,
                               out_kind};

@@ -25,6 +25,10 @@ struct LinearLogpBwdKernels {
   KernelSpec grad_weight;         // dZ^T X (+ grad_weight) -> grad_weight
   KernelSpec grad_hidden_acc;     // dZ W (+ fp32 buffer) -> fp32 buffer (or grad_hidden for fp32)
   KernelSpec grad_hidden_out;     // dZ W (+ fp32 buffer) -> grad_hidden in config.dtype
+  // The kept chunk (see keeps_first_chunk): the forward's kernel that writes the first chunk's
+  // logits into the dZ buffer, and the backward's that turns them into that chunk's dZ.
+  std::optional<KernelSpec> keep;
+  std::optional<KernelSpec> kept_dz;
   // What the three GEMM specs are specialized for (launch_gemm takes them).
   GemmKind grad_weight_kind;
   GemmKind grad_hidden_acc_kind;
@@ -34,8 +38,16 @@ struct LinearLogpBwdKernels {
   std::vector<KernelSpec> all() const;
 };
 
-// Throws Error(kInvalidArgument) for bad backward options (see check_backward_config).
+// Whether an op keeps its first backward chunk from the forward (templates/linear_logp/fwd_keep.cuh):
+// a single-GPU op (tp = 1) whose dZ kernel runs the Hopper loop, with a 16-bit dZ (the kept fp16
+// values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). A TP
+// op's forward partials cross NVLink, where a chunk's 32 more sources a row would cost more than
+// they save.
+bool keeps_first_chunk(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
+
+// Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the
+// tensor-parallel degree the op is built for.
 LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
-                                             bool hopper_path);
+                                             bool hopper_path, int tp);
 
 }  // namespace shardjit

@@ -50,6 +50,11 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   grad_weight = load(specs->grad_weight);
   grad_hidden_acc = load(specs->grad_hidden_acc);
   grad_hidden_out = load(specs->grad_hidden_out);
+  if (specs->keep) {
+    keep = load(*specs->keep);
+    allow_dynamic_smem(*keep, dz_smem);  // the dZ kernel's layout
+  }
+  if (specs->kept_dz) kept_dz = load(*specs->kept_dz);
   for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));

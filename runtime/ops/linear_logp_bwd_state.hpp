@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "linear_logp/partials.cuh"
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp_bwd_kernels.hpp"
@@ -19,6 +20,23 @@
 #include "runtime/sched/stream_k_workspace.hpp"
 
 namespace shardjit {
+
+// What an op's last forward kept for its backward (templates/linear_logp/fwd_keep.cuh): the first
+// chunk's logits in the dZ buffer and their tile maxima in `partials`, for these inputs. A
+// backward whose inputs are these (the same buffers, lse the forward's output) uses them; the
+// contract that a backward's inputs are its forward's, unchanged, is the one lse already sets.
+struct KeptChunk {
+  const void* hidden = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const float* lse = nullptr;
+  std::int64_t n = 0;
+  std::int64_t hidden_stride = 0;
+  std::int64_t weight_stride = 0;
+  std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
+  const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
+  const kernels::RowPartial* partials = nullptr;  // [cols / BN][n]
+};
 
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
@@ -48,11 +66,14 @@ struct LinearLogpBwdState {
   std::shared_ptr<const LoadedKernel> grad_weight;
   std::shared_ptr<const LoadedKernel> grad_hidden_acc;
   std::shared_ptr<const LoadedKernel> grad_hidden_out;
+  std::shared_ptr<const LoadedKernel> keep;     // the kept chunk's, where the op keeps one
+  std::shared_ptr<const LoadedKernel> kept_dz;
   DeviceBuffer dz_buffer;
   DeviceBuffer accumulator;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
+  std::optional<KeptChunk> kept;  // set by a forward that kept its first chunk, reset by the next call
   // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.
   std::atomic<bool> warned_16bit_accumulation{false};
 };

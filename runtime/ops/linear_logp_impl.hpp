@@ -32,6 +32,18 @@ struct ForwardCall {
   bool has_entropy = false;
 };
 
+// A single-GPU forward's work for a call: the forward kernel's split plan over the shard's columns
+// from kept_cols on, and the backward's first chunk, columns [0, kept_cols), which the kept
+// chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none). The combine
+// merges the splits' sources, then a source per column tile of the kept chunk.
+struct ForwardPlan {
+  SplitPlan split;
+  std::int64_t kept_cols = 0;
+  int kept_tiles = 0;
+
+  int sources() const { return split.sources() + kept_tiles; }
+};
+
 struct LinearLogp::Impl {
   // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernel
   // merges tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
@@ -55,7 +67,15 @@ struct LinearLogp::Impl {
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
-  SplitPlan split_plan(std::int64_t n_rows) const;
+  // The forward kernel's plan for n_rows rows over the shard's columns from first_col on.
+  SplitPlan split_plan(std::int64_t n_rows, std::int64_t first_col = 0) const;
+  // `keep`: whether the call may keep its first backward chunk (it writes lse, which the backward
+  // of the same inputs passes back).
+  ForwardPlan forward_plan(std::int64_t n_rows, bool keep) const;
+  // The kept chunk's kernel of a call, writing its partials to `partials` (the plan's sources past
+  // the splits'); records what it kept in bwd.kept.
+  void enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan, kernels::RowPartial* partials,
+                          CUstream stream);
 
   Runtime::Impl& runtime;
   LinearLogpLayout layout;

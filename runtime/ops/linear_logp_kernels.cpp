@@ -14,7 +14,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
   if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
-  if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path);
+  if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path, tp);
   return kernels;
 }
 

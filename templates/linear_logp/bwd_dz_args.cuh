@@ -1,9 +1,12 @@
-// Arguments of the backward dZ kernel (templates/linear_logp/bwd_dz.cuh). Shared verbatim by the
-// host and the kernel, so only built-in types appear here.
+// Arguments of the backward dZ kernel (templates/linear_logp/bwd_dz.cuh), and of the two kernels
+// of a kept chunk, which the forward writes as logits and the backward turns into dZ
+// (fwd_keep.cuh, bwd_kept_dz.cuh). Shared verbatim by the host and the kernels, so only built-in
+// types appear here.
 #pragma once
 
 #include "common/stream_k.cuh"
 #include "common/tma_descriptor.cuh"
+#include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -19,6 +22,10 @@ struct LinearLogpBwdDzArgs {
   const float* scale;        // device scalar s: dZ is stored times s (a power of two); null: 1
   void* dz;                  // [n_rows][dz_stride] of the kernel's dZ type: the chunk's columns
   unsigned char* tile_mask;  // FILTER: [row tiles][ceil(chunk_cols / BN)], 0 = tile is all zero
+  // The kept chunk (linear_logp/fwd_keep.cuh, bwd_kept_dz.cuh): [ceil(chunk_cols / BN)][n_rows], the
+  // partial of each row over each column tile of the chunk, as the forward's combine reads them; its
+  // max is the tile max the kept logits are relative to. Null in the dZ kernel.
+  RowPartial* tile_partials;
   long long n_rows;
   long long hidden_stride;
   long long weight_stride;

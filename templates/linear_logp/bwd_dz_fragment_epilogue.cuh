@@ -22,12 +22,16 @@
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_epilogue.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
+#include "linear_logp/fragment_bias.cuh"
 
 namespace shardjit {
 namespace kernels {
 
 template <class BiasT, class TargetT, class DZ, int V_VALID, bool FILTER, class Mainloop>
 struct DzFragmentEpilogue {
+  using Loop = Mainloop;
+  using Out = DZ;
+  static constexpr bool kFilter = FILTER;
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
@@ -44,6 +48,8 @@ struct DzFragmentEpilogue {
   unsigned int* current_max = nullptr;  // the current tile's
 
   static constexpr int kStagingBytes = Store::kBytes;
+  // The last stores' copies must have read the staging area before the block's shared memory goes.
+  static __device__ __forceinline__ void wait_stores(int lane) { Store::wait_reads(lane); }
   // Shared memory beside the staging: the tile max, two of them (see init).
   static constexpr int kRegionBytes = 16;
 
@@ -84,7 +90,7 @@ struct DzFragmentEpilogue {
     const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
     // dZ in place of column groups [first, first + count) of the accumulators.
     auto to_dz = [&](int first, int count) {
-      if constexpr (kBias) add_bias(acc, first, count, n0, valid_cols, args, lane);
+      if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, first, count, n0, valid_cols, args.bias, lane);
       const float scale = args.inv_temperature * kLog2e;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -127,10 +133,10 @@ struct DzFragmentEpilogue {
     }
   }
 
-  // Writes zeros to the first `n` rows of the tile at chunk column c0: a tile wholly past V_VALID,
-  // for which no products were computed.
-  __device__ __forceinline__ void store_zero_tile(int c0, int n, const LinearLogpBwdDzArgs& args, DZ* out, int warp,
-                                                  int lane) const {
+  // Writes zeros to the first `n` rows of the tile at chunk column c0 (X row row0): a tile wholly
+  // past V_VALID, for which no products were computed.
+  __device__ __forceinline__ void store_zero_tile(int c0, long long /*row0*/, int n, const LinearLogpBwdDzArgs& args,
+                                                  DZ* out, int warp, int lane) const {
     const int padded = dz_padded_cols(args);
     const float zeros[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -156,20 +162,6 @@ struct DzFragmentEpilogue {
       const int cols = min_int(kCols, dz_padded_cols(args) - c0);
       Store::store(acc, staging, out, args.dz_stride, n, cols * static_cast<int>(sizeof(DZ)), warp, lane, prepare);
     }
-  }
-
-  // The bias of the tile's columns in column groups [first, first + count), added to both rows.
-  static __device__ __forceinline__ void add_bias(float* acc, int first, int count, int n0, int valid_cols,
-                                                  const LinearLogpBwdDzArgs& args, int lane) {
-#pragma unroll
-    for (int g = first; g < first + count; ++g)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = Mainloop::fragment_col(lane, g, e);
-        const float b = col < valid_cols ? to_float(static_cast<const BiasT*>(args.bias)[n0 + col]) : 0.0f;
-        acc[4 * g + e] += b;
-        acc[4 * g + 2 + e] += b;
-      }
   }
 
   // coef_t at row half h's target, where this thread holds it among column groups [first, first +

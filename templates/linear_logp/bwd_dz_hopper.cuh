@@ -1,12 +1,17 @@
-// The dZ kernel on the Hopper loop (templates/linear_logp/bwd_dz.cuh with WGMMA): persistent
+// The dZ kernel on the Hopper loop (templates/linear_logp/bwd_dz.cuh with WGMMA), and the kept
+// chunk's kernel (fwd_keep.cuh), which walks the same tiles with another epilogue: persistent
 // blocks of two compute warpgroups and a producer warp. Block b of G takes tiles b, b + G, ... of
 // the grouped order, so the running tiles stay one stretch of it, and the producer walks the K
 // slices of all of them through one TMA ring (templates/common/tma_ring.cuh): while the compute
-// warps turn a finished tile into dZ and store it, the ring already loads the next tile's
+// warps turn a finished tile into its output and store it, the ring already loads the next tile's
 // slices, and the stores (TMA box stores, or bulk copies for fp32, from the epilogue's own
-// staging area) run under the next tile's products. A grid of few tiles is split along K instead, a run of slices a block
-// (templates/common/stream_k.cuh); the piece of a tile that arrives last merges the pieces' sums
-// and writes the tile.
+// staging area) run under the next tile's products. A grid of few tiles is split along K instead,
+// a run of slices a block (templates/common/stream_k.cuh); the piece of a tile that arrives last
+// merges the pieces' sums and writes the tile.
+//
+// The epilogue (DzFragmentEpilogue, or KeptLogitsEpilogue for the kept chunk) names its main loop
+// (Loop), its output element (Out), whether it filters tiles (kFilter), and takes a finished tile
+// (init, consume_tile, store_zero_tile, wait_stores).
 //
 // Shared memory (linear_logp_bwd_dz_smem_bytes): the ring, its mbarriers, the epilogue's region
 // (two tile max), its staging area.
@@ -24,12 +29,12 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, class DZ, int H, int V_VALID, int BM, int BN, int BK, int STAGES,
-          bool FILTER>
-__device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
-  using Mainloop = WgmmaTileMainloop<T, BM, BN, BK, 1>;
-  using Epilogue = DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, Mainloop>;
-  using Tile = DzTile<DZ, BM, BN, FILTER>;
+template <class T, class Epilogue, int H, int V_VALID, int BM, int BN, int BK, int STAGES>
+__device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
+  using Mainloop = typename Epilogue::Loop;
+  static_assert(is_same_type<Mainloop, WgmmaTileMainloop<T, BM, BN, BK, 1>>::value, "the epilogue takes this loop");
+  constexpr bool FILTER = Epilogue::kFilter;
+  using Tile = DzTile<typename Epilogue::Out, BM, BN, FILTER>;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kRegion = linear_logp_bwd_dz_region_offset(kElem, BM, BN, BK, STAGES, true);
   static_assert(Epilogue::kRegionBytes == linear_logp_bwd_dz_hopper_region_bytes &&
@@ -82,7 +87,7 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
     // piece writes it.
     if (const Tile tile(args, segment.tile, row_tiles, col_tiles); tile.n0 >= V_VALID) {
       if (segment.begin == 0) {
-        epilogue.store_zero_tile(tile.c0, tile.rows, args, tile.out, warp, lane);
+        epilogue.store_zero_tile(tile.c0, tile.row0, tile.rows, args, tile.out, warp, lane);
         if (FILTER && tid == 0) *tile.mask = 0;
       }
       return;
@@ -102,7 +107,14 @@ __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzP
     if (FILTER && tid == 0) *tile.mask = keep ? 1 : 0;
   });
   // The last stores' copies must have read the staging area before the block's shared memory goes.
-  Epilogue::Store::wait_reads(lane);
+  Epilogue::wait_stores(lane);
+}
+
+template <class T, class BiasT, class TargetT, class DZ, int H, int V_VALID, int BM, int BN, int BK, int STAGES,
+          bool FILTER>
+__device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
+  using Epilogue = DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
+  logit_tiles_hopper<T, Epilogue, H, V_VALID, BM, BN, BK, STAGES>(params, smem);
 }
 
 }  // namespace kernels

@@ -27,6 +27,9 @@ namespace kernels {
 
 constexpr int linear_logp_bwd_dz_threads = 256;
 
+// The kept chunk's dZ kernel (templates/linear_logp/bwd_kept_dz.cuh): one block a row.
+constexpr int linear_logp_bwd_kept_dz_threads = 256;
+
 // The Hopper loop adds the producer warpgroup of its TMA ring (templates/common/tma_ring.cuh).
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) {
   return wgmma ? kTmaRingBlockThreads : linear_logp_bwd_dz_threads;

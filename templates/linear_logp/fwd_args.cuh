@@ -29,6 +29,8 @@ struct LinearLogpFwdArgs {
   int group_rows;           // row tiles of a group: those a wave of blocks holds, ceil(SMs / splits)
   int whole_units;          // units that run whole, one block each; the rest are cut into pieces
   int unit_pieces;          // pieces of a cut unit, and partial sources of a split (>= 1)
+  int first_tile;           // the splits cover the shard's vocabulary tiles from this one on; the
+                            // ones before it are another kernel's (the kept chunk's, fwd_keep.cuh)
   float inv_temperature;
 };
 

@@ -18,7 +18,8 @@ struct FwdBlock {
   TileRange tiles;  // this shard's vocabulary tiles of the unit or piece
 };
 
-// The block's share, from its launch position, for BM-row tiles over VOCAB_TILES vocabulary tiles.
+// The block's share, from its launch position, for BM-row tiles over vocabulary tiles
+// [args.first_tile, VOCAB_TILES).
 template <int BM, int VOCAB_TILES>
 __device__ __forceinline__ FwdBlock fwd_block(const LinearLogpFwdArgs& args) {
   FwdBlock block;
@@ -29,7 +30,9 @@ __device__ __forceinline__ FwdBlock fwd_block(const LinearLogpFwdArgs& args) {
   block.rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
   // A TP rank's splits are counted over the widest shard's, and a narrower shard's last splits
   // come out shorter or empty.
-  block.tiles = fwd_block_tiles(block.work, args.splits, args.unit_pieces, VOCAB_TILES);
+  block.tiles = fwd_block_tiles(block.work, args.splits, args.unit_pieces, VOCAB_TILES - args.first_tile);
+  block.tiles.begin += args.first_tile;
+  block.tiles.end += args.first_tile;
   return block;
 }
 

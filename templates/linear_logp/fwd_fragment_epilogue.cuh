@@ -11,6 +11,7 @@
 
 #include "common/math.cuh"
 #include "common/types.cuh"
+#include "linear_logp/fragment_bias.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
@@ -49,17 +50,7 @@ struct LogpFragmentEpilogue {
     mainloop.finish();
     float* const acc = mainloop.acc;
     const int limit = V_VALID - n0;
-    if constexpr (kBias) {
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = Mainloop::fragment_col(lane, g, e);
-          const float b = col < limit ? to_float(static_cast<const BiasT*>(bias)[n0 + col]) : 0.0f;
-          acc[4 * g + e] += b;
-          acc[4 * g + 2 + e] += b;
-        }
-    }
+    if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, limit, bias, lane);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (limit >= Mainloop::kColumnGroups * 8) {

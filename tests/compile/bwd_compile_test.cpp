@@ -51,6 +51,10 @@ TEST_P(BackwardTemplates, CompileToCubin) {
   config.grad_weight_fp32 = c.grad_weight_fp32;
   LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch);
   ASSERT_TRUE(kernels.backward.has_value());
+  // The kept chunk's two kernels come with a Hopper dZ kernel of 16-bit dZ, unfiltered.
+  const bool keeps = std::string(c.arch) == "sm_90a" && c.dtype != DType::kFP32 && !c.dz_fp32 && !c.filter;
+  EXPECT_EQ(kernels.backward->keep.has_value(), keeps);
+  EXPECT_EQ(kernels.backward->kept_dz.has_value(), keeps);
   if (c.dtype != DType::kFP32) {
     // The default tiles compiled here are the 128 x 256 ones (64 x 64 warp blocks).
     EXPECT_EQ(kernels.backward->dz.int_param("BN"), 256);
@@ -134,20 +138,24 @@ TEST(BackwardTemplates, FormerAndAlternativeTilesCompile) {
 }
 
 TEST(BackwardTemplates, EveryBackwardTemplateIsCoveredAbove) {
-  // The cases above reach each backward template: dz, scale, bias, gemm (mma and fp32 FMA).
+  // The cases above reach each backward template: dz, scale, bias, gemm (mma and fp32 FMA), and
+  // on sm_90a the kept chunk's two.
   std::set<std::string> names;
-  for (DType dtype : {DType::kBF16, DType::kFP32}) {
-    LinearLogpConfig config;
-    config.hidden = 64;
-    config.vocab_local = 300;
-    config.dtype = dtype;
-    config.bias_dtype = DType::kFP32;
-    config.want_backward = true;
-    for (const KernelSpec& spec : linear_logp_kernels(resolve_layout(config), "sm_80").backward->all()) {
-      names.insert(spec.template_name());
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (DType dtype : {DType::kBF16, DType::kFP32}) {
+      LinearLogpConfig config;
+      config.hidden = 64;
+      config.vocab_local = 300;
+      config.dtype = dtype;
+      config.bias_dtype = DType::kFP32;
+      config.want_backward = true;
+      for (const KernelSpec& spec : linear_logp_kernels(resolve_layout(config), arch).backward->all()) {
+        names.insert(spec.template_name());
+      }
     }
   }
-  EXPECT_EQ(names, (std::set<std::string>{"gemm", "linear_logp_bwd_bias", "linear_logp_bwd_dz", "linear_logp_bwd_scale"}));
+  EXPECT_EQ(names, (std::set<std::string>{"gemm", "linear_logp_bwd_bias", "linear_logp_bwd_dz", "linear_logp_bwd_scale",
+                                          "linear_logp_fwd_keep", "linear_logp_bwd_kept_dz"}));
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
@@ -188,8 +190,6 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
   in.weight = {w.data(), c.dtype, c.vocab, c.hidden, 0};
   if (c.bias) in.bias = {b.data(), *c.bias, c.vocab};
   in.targets = {t.data(), c.targets, c.n};
-  op.forward(in, {{logp.data(), DType::kFP32, c.n}, {lse.data(), DType::kFP32, c.n}, {}}, nullptr);
-
   LinearLogpGrads grads;
   grads.hidden = {gx.data(), c.dtype, c.n, c.hidden, 0};
   grads.weight = {gw.data(), wdt, c.vocab, c.hidden, 0};
@@ -199,10 +199,14 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
   if (c.upstream & kLogp) g_view = {g.data(), DType::kFP32, c.n};
   if (c.upstream & kLse) h_view = {h.data(), DType::kFP32, c.n};
 
-  std::vector<std::uint8_t> first[3];
+  // Runs 0 and 1 follow a forward of the same inputs, so a chunk the forward kept is used (and must
+  // give the same bits both times); run 2 follows run 1's backward, which used the kept chunk up,
+  // so it recomputes every chunk. Both kinds must match the reference.
+  std::vector<std::uint8_t> first[3], recomputed[3];
   Outcome o;
   o.main_loop = op.main_loop();
-  for (int run = 0; run < 2; ++run) {
+  for (int run = 0; run < 3; ++run) {
+    if (run < 2) op.forward(in, {{logp.data(), DType::kFP32, c.n}, {lse.data(), DType::kFP32, c.n}, {}}, nullptr);
     gx.fill_bytes(0xff);
     if (c.accumulate) {
       gw.upload(r_bytes.data(), r_bytes.size());
@@ -214,40 +218,44 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
     op.backward(in, {lse.data(), DType::kFP32, c.n}, g_view, h_view, grads, nullptr);
     std::vector<std::uint8_t> got[3] = {gx.to_vector<std::uint8_t>(gx.bytes()), gw.to_vector<std::uint8_t>(gw.bytes()),
                                         gb.to_vector<std::uint8_t>(gb.bytes())};
-    if (run == 0) {
-      for (int k = 0; k < 3; ++k) first[k] = got[k];
-    } else {
-      for (int k = 0; k < 3; ++k) o.repeatable = o.repeatable && got[k] == first[k];
+    for (int k = 0; k < 3; ++k) {
+      if (run == 0) first[k] = got[k];
+      if (run == 1) o.repeatable = o.repeatable && got[k] == first[k];
+      if (run == 2) recomputed[k] = got[k];
     }
   }
   EXPECT_EQ(op.check(nullptr).bad_rows, 0);
 
-  const std::vector<float> dx = to_floats(first[0], c.dtype, static_cast<std::size_t>(c.n) * H);
   if (c.filter > 0 && c.quiet_rows) {
     // Every dZ tile of rows [128, 256) lies below the threshold: dropped, those rows get exactly
     // nothing. The other rows are unaffected.
-    for (std::size_t k = 128 * H; k < std::min<std::size_t>(static_cast<std::size_t>(c.n), 256) * H; ++k) {
-      EXPECT_EQ(dx[k], 0.0f) << "grad_hidden element " << k << " of a filtered tile";
-      pr.dx[k] = 0.0;
-    }
+    for (std::size_t k = 128 * H; k < std::min<std::size_t>(static_cast<std::size_t>(c.n), 256) * H; ++k) pr.dx[k] = 0.0;
   }
-  o.dx = compare(dx, pr.dx, "grad_hidden");
-  const std::vector<float> dw_all = to_floats(first[1], wdt, V * H);
-  std::vector<float> dw;
   std::vector<double> dw_ref = pr.dw;
-  for (std::size_t s = 0; s < pr.sampled.size(); ++s) {
-    const auto v = static_cast<std::size_t>(pr.sampled[s]);
-    for (std::size_t k = 0; k < H; ++k) {
-      dw.push_back(dw_all[v * H + k]);
-      if (c.accumulate) dw_ref[s * H + k] += r[v * H + k];
-    }
+  for (std::size_t s = 0; s < pr.sampled.size() && c.accumulate; ++s) {
+    for (std::size_t k = 0; k < H; ++k) dw_ref[s * H + k] += r[static_cast<std::size_t>(pr.sampled[s]) * H + k];
   }
-  o.dw = compare(dw, dw_ref, "grad_weight");
-  if (c.bias) {
-    std::vector<double> db_ref = pr.db;
-    if (c.accumulate)
-      for (std::size_t v = 0; v < V; ++v) db_ref[v] += rb[v];
-    o.db = compare(to_floats(first[2], bdt, V), db_ref, "grad_bias");
+  std::vector<double> db_ref = pr.db;
+  for (std::size_t v = 0; v < db_ref.size() && c.accumulate; ++v) db_ref[v] += rb[v];
+  // The worse of the two kinds of run, field by field.
+  auto worse = [](Errors& e, const Errors& other) {
+    e.rel = std::max(e.rel, other.rel);
+    e.max_abs = std::max(e.max_abs, other.max_abs);
+  };
+  for (const auto* run : {&first, &recomputed}) {
+    const std::vector<float> dx = to_floats((*run)[0], c.dtype, static_cast<std::size_t>(c.n) * H);
+    for (std::size_t k = 128 * H; c.filter > 0 && c.quiet_rows && k < std::min<std::size_t>(c.n, 256) * H; ++k) {
+      EXPECT_EQ(dx[k], 0.0f) << "grad_hidden element " << k << " of a filtered tile";
+    }
+    worse(o.dx, compare(dx, pr.dx, "grad_hidden"));
+    const std::vector<float> dw_all = to_floats((*run)[1], wdt, V * H);
+    std::vector<float> dw;
+    for (std::int64_t v : pr.sampled) {
+      const auto row = dw_all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(v) * H);
+      dw.insert(dw.end(), row, row + static_cast<std::ptrdiff_t>(H));
+    }
+    worse(o.dw, compare(dw, dw_ref, "grad_weight"));
+    if (c.bias) worse(o.db, compare(to_floats((*run)[2], bdt, V), db_ref, "grad_bias"));
   }
   return o;
 }
@@ -452,6 +460,57 @@ TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAre
   }
   for (std::uint8_t byte : s.gw.to_vector<std::uint8_t>(300 * 64 * 4)) ASSERT_EQ(byte, 0x5a) << "grad_weight not asked for";
   s.op.check(nullptr);
+}
+
+// The first chunk kept by a forward is used only by a backward of that forward's inputs: after a
+// forward of the same inputs into another lse buffer, a backward that passes the first lse
+// recomputes every chunk, and gives the recomputed bits; a backward that passes the latest lse
+// gives the kept bits. Two chunks of 2304 columns (the correctness of both kinds against the
+// reference is MatchesFp64Reference's).
+TEST_F(LinearLogpBwdDeviceTest, KeptChunkIsUsedOnlyByTheBackwardOfItsForward) {
+  const std::int64_t n = 2200, h = 1024, v = 4600;
+  LinearLogpConfig config;
+  config.hidden = h;
+  config.vocab_local = v;
+  config.want_backward = true;
+  config.backward_workspace_bytes = n * 2 * 2304;
+  LinearLogp op(shared_runtime(), config);
+  std::vector<std::uint8_t> x_bytes, w_bytes;
+  testing::random_values(31, static_cast<std::size_t>(n * h), 1.0f, DType::kBF16, x_bytes);
+  testing::random_values(32, static_cast<std::size_t>(v * h), 0.125f, DType::kBF16, w_bytes);
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) targets[static_cast<std::size_t>(i)] = (i * 7919) % v;
+  std::vector<float> grad(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) grad[static_cast<std::size_t>(i)] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), logp(n * 4), lse1(n * 4), lse2(n * 4), gx(n * h * 2);
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  DeviceArray t = DeviceArray::from(targets), g = DeviceArray::from(grad);
+  const LinearLogpInputs in{{x.data(), DType::kBF16, n, h, 0}, {w.data(), DType::kBF16, v, h, 0}, {}, {t.data(), DType::kInt64, n}};
+  LinearLogpGrads grads;
+  grads.hidden = {gx.data(), DType::kBF16, n, h, 0};
+  auto forward = [&](DeviceArray& lse) {
+    op.forward(in, {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {}}, nullptr);
+  };
+  auto backward = [&](DeviceArray& lse) {
+    gx.fill_bytes(0xff);
+    op.backward(in, {lse.data(), DType::kFP32, n}, {g.data(), DType::kFP32, n}, {}, grads, nullptr);
+    return gx.to_vector<std::uint8_t>(gx.bytes());
+  };
+
+  forward(lse1);
+  const std::vector<std::uint8_t> kept = backward(lse1);
+  const std::vector<std::uint8_t> recomputed = backward(lse1);  // the kept chunk is used up
+  forward(lse1);
+  forward(lse2);
+  EXPECT_EQ(lse1.to_vector<std::uint8_t>(n * 4), lse2.to_vector<std::uint8_t>(n * 4));
+  EXPECT_EQ(backward(lse1), recomputed) << "a backward of another forward's lse must recompute";
+  forward(lse2);
+  EXPECT_EQ(backward(lse2), kept) << "the backward of the latest forward uses its kept chunk";
+  // Where the op keeps a chunk (the Hopper loop), its logits went through fp16: other bits.
+  if (std::string(op.main_loop()) == "wgmma") {
+    EXPECT_NE(kept, recomputed) << "the kept chunk was not used";
+  }
 }
 
 }  // namespace

@@ -172,7 +172,16 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
   EXPECT_EQ(k.grad_hidden_acc.type_param("OutT"), "fp32");
   EXPECT_EQ(k.grad_hidden_out.type_param("OutT"), "bf16");
   EXPECT_EQ(k.grad_hidden_out.type_param("AddT"), "fp32") << "the last chunk adds the fp32 accumulator";
-  EXPECT_EQ(k.all().size(), 6u);
+  // A single-GPU op keeps its first chunk from the forward: two kernels more.
+  ASSERT_TRUE(k.keep.has_value());
+  ASSERT_TRUE(k.kept_dz.has_value());
+  EXPECT_EQ(k.keep->template_name(), "linear_logp_fwd_keep");
+  EXPECT_EQ(k.kept_dz->type_param("DZ"), "bf16");
+  EXPECT_EQ(k.all().size(), 8u);
+  // A TP op does not (its partials cross NVLink), nor one that filters.
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a", 2).backward->keep.has_value());
+  c.grad_filter_threshold = 1e-6f;
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a").backward->keep.has_value());
 }
 
 void expect_tile(const FwdTile& t, int bm, int bn, int bk, int stages, const char* what) {

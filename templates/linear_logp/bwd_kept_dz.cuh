@@ -1,0 +1,57 @@
+// The backward's first chunk when the forward kept it (fwd_keep.cuh): the kept logits, fp16
+// z - m with m the row's max over the column tile (the max of the tile's partial), are turned
+// into dZ in place, by the formula of the dZ kernel (bwd_dz_epilogue.cuh):
+//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),   z_iv = kept + m,
+// zeros at columns past V_VALID or the chunk (up to the next multiple of 8), for ignored rows and
+// rows whose target is out of range. dZ has the kept values' size (16 bits), so each thread reads
+// and writes the same 16 bytes.
+//
+// Parameters: the dZ kernel's arguments (LinearLogpBwdDzArgs) of chunk 0, with tile_partials the
+// kept chunk's partials. Grid: n_rows blocks, one a row; block: linear_logp_bwd_kept_dz_threads threads.
+#pragma once
+
+#include "common/host_device.cuh"
+#include "common/math.cuh"
+#include "common/types.cuh"
+#include "linear_logp/bwd_dz_args.cuh"
+#include "linear_logp/bwd_dz_epilogue.cuh"
+#include "linear_logp/bwd_dz_layout.cuh"
+
+namespace shardjit {
+namespace kernels {
+
+template <class TargetT, class DZ, int V_VALID, int BN>
+__global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_bwd_kept_dz(const LinearLogpBwdDzArgs args) {
+  static_assert(sizeof(DZ) == 2, "dZ in place of the kept fp16 values");
+  static_assert(BN % 8 == 0, "eight columns of one tile a thread");
+  const long long row = blockIdx.x;
+  const BwdRow r = bwd_row<V_VALID>(read_bwd_row_inputs<TargetT>(args, row), args, read_bwd_scale(args));
+  const int limit = r.target == kBwdNoGradient ? 0 : min_int(V_VALID - args.chunk_begin, args.chunk_cols);
+  const int target_col = r.target - args.chunk_begin;  // r.target < 0: no column
+  const int padded = dz_padded_cols(args);
+  DZ* const out = static_cast<DZ*>(args.dz) + row * args.dz_stride;
+  for (int c = static_cast<int>(threadIdx.x) * 8; c < padded; c += linear_logp_bwd_kept_dz_threads * 8) {
+    const uint4 kept = *reinterpret_cast<const uint4*>(out + c);
+    const float m = args.tile_partials[static_cast<long long>(c / BN) * args.n_rows + row].max;
+    const float offset = (m - r.lse) * kLog2e;
+    const unsigned int words[4] = {kept.x, kept.y, kept.z, kept.w};
+    unsigned int packed[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = c + 2 * w + e;
+        const float d = to_float(fp16{static_cast<unsigned short>(words[w] >> (16 * e))});
+        float dz = r.coef_p * exp2_approx(fmaf(d, kLog2e, offset));
+        if (col == target_col) dz += r.coef_t;
+        v[e] = col < limit ? dz : 0.0f;
+      }
+      packed[w] = pack_pair<DZ>(v[0], v[1]);
+    }
+    *reinterpret_cast<uint4*>(out + c) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
+}  // namespace kernels
+}  // namespace shardjit
