@@ -123,7 +123,8 @@ SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_c
 ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const {
   ForwardPlan plan;
   plan.split = split_plan(n_rows);
-  if (!keep || !bwd.keep || tp) return plan;
+  // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
+  if (!keep || !bwd.keep || tp || !bwd.fits(n_rows)) return plan;
   // The first chunk of a backward of these rows, when there is a second one (a single chunk has
   // nothing to spare a recompute for: no kept chunk means the forward runs as it always has), it
   // ends on a forward tile and before the valid columns do, and the combine merges its sources

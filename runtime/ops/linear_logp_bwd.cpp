@@ -74,6 +74,15 @@ BwdCall check_call(const LinearLogpConfig& c, const LinearLogpBwdKernels& k, con
   return call;
 }
 
+// Whether `kept` is this call's first chunk: kept by the forward of these buffers (lse its output)
+// and rows, as wide as this call's first chunk, in the dZ buffer as it is now.
+bool holds_first_chunk(const KeptChunk& kept, const LinearLogpInputs& in, const void* bias, const VectorView& lse,
+                       const BwdCall& call, std::int64_t chunk_cols, const void* dz_buffer) {
+  return kept.hidden == in.hidden.data && kept.weight == in.weight.data && kept.bias == bias &&
+         kept.lse == lse.data && kept.n == call.n && kept.hidden_stride == call.hidden_stride &&
+         kept.weight_stride == call.weight_stride && kept.cols == chunk_cols && kept.dz == dz_buffer;
+}
+
 template <class T = void>
 T* offset(void* base, std::int64_t elements, DType dtype) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + elements * static_cast<std::int64_t>(dtype_size(dtype)));
@@ -151,11 +160,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   // The first chunk's logits, where the op's last forward kept them for these inputs; every chunk
   // after the first writes over them, so this call uses them up.
   const std::optional<KeptChunk> kept = std::exchange(bwd.kept, std::nullopt);
-  const bool use_kept = kept && n > 0 && kept->hidden == in.hidden.data && kept->weight == in.weight.data &&
-                        kept->bias == (c.bias_dtype ? in.bias.data : nullptr) && kept->lse == lse.data &&
-                        kept->n == n && kept->hidden_stride == call.hidden_stride &&
-                        kept->weight_stride == call.weight_stride && kept->cols == plan.chunk(0).cols &&
-                        kept->dz == bwd.dz_buffer.as<void>();
+  const bool use_kept = kept && n > 0 &&
+                        holds_first_chunk(*kept, in, c.bias_dtype ? in.bias.data : nullptr, lse, call,
+                                          plan.chunk(0).cols, bwd.dz_buffer.as<void>());
 
   // 16-bit dZ is stored times s; the GEMMs and the bias sums multiply by 1 / s.
   const float* scale = nullptr;
@@ -201,7 +208,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
     if ((parts & kChunkDz) && first && use_kept) {
-      dz.tile_partials = const_cast<kernels::RowPartial*>(kept->partials);
+      dz.tile_partials = kept->partials;
       launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, stream);
     } else if (parts & kChunkDz) {
       launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, k.dz_dtype, bwd.split, stream);

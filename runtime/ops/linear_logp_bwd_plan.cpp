@@ -42,21 +42,25 @@ BwdChunk BwdChunkPlan::chunk(std::int64_t index) const {
   return chunk;
 }
 
+bool bwd_chunk_fits(const BwdPlanInput& in) {
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols;
+}
+
 BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
   BwdChunkPlan plan;
   plan.vocab_local = in.vocab_local;
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
   const auto elem = static_cast<std::int64_t>(in.dz_elem_bytes);
-  // Widest chunk of whole tiles whose dZ fits the budget.
-  const std::int64_t fit_cols = in.budget / (rows * elem);
-  std::int64_t max_tiles = std::min(fit_cols / in.tile_cols, kMaxTilesPerChunk);
-  if (max_tiles < 1) {
+  if (!bwd_chunk_fits(in)) {
     throw Error(ErrorCode::kInvalidArgument,
                 "LinearLogp backward: " + std::to_string(in.n_rows) + " rows need at least " +
                     std::to_string(rows * elem * in.tile_cols) + " bytes of dZ workspace (one column of " +
                     std::to_string(in.tile_cols) + "-wide tiles); backward_workspace_bytes allows " +
                     std::to_string(in.budget) + ". Raise it or pass fewer rows per call");
   }
+  // Widest chunk of whole tiles whose dZ fits the budget.
+  const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
   const std::int64_t chunks = ceil_div(vocab_tiles, max_tiles);
   const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);

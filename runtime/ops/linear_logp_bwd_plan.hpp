@@ -62,6 +62,9 @@ struct BwdTileShape {
 bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
                       std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident);
 
+// Whether one column of dZ tiles of input.n_rows rows fits the budget: what plan_bwd_chunks needs.
+bool bwd_chunk_fits(const BwdPlanInput& input);
+
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver).
 // Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.
 BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& input);

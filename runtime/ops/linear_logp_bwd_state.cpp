@@ -94,6 +94,10 @@ BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) con
   return plan_bwd_chunks(plan_input(layout.config, *specs, n_rows, grad_hidden));
 }
 
+bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
+  return bwd_chunk_fits(plan_input(layout.config, *specs, n_rows, false));
+}
+
 BwdChunkPlan LinearLogpBwdState::reserve_plan(std::int64_t max_rows) const {
   return plan_bwd_reserve(plan_input(layout.config, *specs, max_rows, true));
 }

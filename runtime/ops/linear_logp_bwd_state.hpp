@@ -35,7 +35,7 @@ struct KeptChunk {
   std::int64_t weight_stride = 0;
   std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
   const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
-  const kernels::RowPartial* partials = nullptr;  // [cols / BN][n]
+  kernels::RowPartial* partials = nullptr;  // [cols / BN][n]
 };
 
 struct LinearLogpBwdState {
@@ -44,8 +44,10 @@ struct LinearLogpBwdState {
 
   bool loaded() const { return dz != nullptr; }
 
-  // The chunk plan of a call of n_rows rows (see plan_bwd_chunks).
+  // The chunk plan of a call of n_rows rows (see plan_bwd_chunks); throws where the rows do not
+  // fit the workspace budget, which fits() says without throwing.
   BwdChunkPlan plan(std::int64_t n_rows, bool grad_hidden) const;
+  bool fits(std::int64_t n_rows) const;
   // What to reserve for every call of up to max_rows rows (see plan_bwd_reserve).
   BwdChunkPlan reserve_plan(std::int64_t max_rows) const;
 

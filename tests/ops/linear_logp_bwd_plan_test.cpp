@@ -142,6 +142,14 @@ TEST(BwdChunks, ABudgetBelowOneTileColumnIsAClearError) {
   }
 }
 
+TEST(BwdChunks, FitsSaysWithoutThrowingWhetherOneTileColumnFits) {
+  // input()'s tiles are 128 columns of 2 bytes: 256 bytes a row.
+  EXPECT_TRUE(bwd_chunk_fits(input(4096, 128256, 4096 * 256)));
+  EXPECT_FALSE(bwd_chunk_fits(input(4097, 128256, 4096 * 256)));
+  EXPECT_NO_THROW(plan_bwd_chunks(input(4096, 128256, 4096 * 256)));
+  EXPECT_THROW(plan_bwd_chunks(input(4097, 128256, 4096 * 256)), Error);
+}
+
 LinearLogpConfig backward_config(DType dtype) {
   LinearLogpConfig c;
   c.hidden = 64;
