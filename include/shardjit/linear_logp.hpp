@@ -164,7 +164,10 @@ class LinearLogp {
   // buffers and whose lse is that forward's output turns them into the chunk's dZ instead of
   // multiplying them again, one chunk's product less. Any other backward recomputes every
   // chunk, and every call uses up what was kept. So the inputs must not change between a
-  // forward and its backward, which lse already asks. 16-bit dZ is stored times a power of two
+  // forward and its backward, which lse already asks. Under CUDA graph capture the chunk passes
+  // only from a forward to a backward of the same capture (whose replays keep their order); a
+  // forward that would have to grow a buffer for it there, or past what max_rows sized, runs
+  // without it. 16-bit dZ is stored times a power of two
   // chosen on the device from the upstream gradients (undone exactly in the GEMMs), so that
   // small gradients keep their precision in fp16 and large ones do not overflow it.
   // Targets out of range get no gradient here; the forward reports them (check()).

@@ -56,6 +56,7 @@ namespace shardjit {
   X(cuStreamQuery)                   \
   X(cuStreamWaitEvent)               \
   X(cuStreamIsCapturing)             \
+  X(cuStreamGetCaptureInfo)          \
   X(cuThreadExchangeStreamCaptureMode) \
   X(cuLaunchHostFunc)                \
   X(cuEventCreate)                   \

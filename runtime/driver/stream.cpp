@@ -74,6 +74,16 @@ bool stream_is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+std::uint64_t stream_capture_id(CUstream stream) {
+  // The legacy stream is never captured, and asking about it while another thread captures in
+  // the global mode would be an error.
+  if (stream == nullptr) return 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  SHARDJIT_CU(cuStreamGetCaptureInfo(stream, &status, &id, nullptr, nullptr, nullptr, nullptr));
+  return status == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : static_cast<std::uint64_t>(id);
+}
+
 void check_growth_outside_capture(CUstream stream, const std::string& what) {
   // The legacy stream (an op's build passes it) is never captured.
   if (stream == nullptr || !stream_is_capturing(stream)) return;

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/driver/device.hpp"
@@ -52,6 +53,10 @@ class OwnedEvent {
 
 // Whether `stream` is being captured into a CUDA graph (then nothing may synchronize with it).
 bool stream_is_capturing(CUstream stream);
+
+// The id of the capture sequence `stream` is part of, unique in the process; 0 when it is not
+// being captured (and for the legacy stream, which never is).
+std::uint64_t stream_capture_id(CUstream stream);
 
 // An op's buffer `what` must grow for a call on `stream`. Throws kInvalidArgument, naming the
 // remedy, when the stream is being captured: the growth would synchronize and allocate inside the

@@ -5,8 +5,10 @@
 // all-gather of the partials (runtime/ops/linear_logp_tp.cpp).
 #include "shardjit/linear_logp.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "runtime/driver/cuda_driver.hpp"
@@ -110,7 +112,12 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) { return forward_plan(rows, true).sources(); });
+  // A forward without lse, or one that keeps nothing, runs the plain plan; the kept plan's sources
+  // are counted at each row tile's largest row count, a best effort: its chunk width moves within
+  // a row tile, and a call whose kept sources do not fit runs the plain plan (enqueue_forward).
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
+    return std::max(forward_plan(rows, false).sources(), forward_plan(rows, true).sources());
+  });
 }
 
 SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_col) const {
@@ -141,8 +148,8 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
   return kept;
 }
 
-void LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
-                                          kernels::RowPartial* partials, CUstream stream) {
+KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
+                                               kernels::RowPartial* partials, CUstream stream) {
   const LinearLogpConfig& c = layout.config;
   const BwdChunkPlan chunks = bwd.plan(call.n, false);
   bwd.reserve(chunks, stream);
@@ -165,9 +172,9 @@ void LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Forward
   args.chunk_cols = static_cast<int>(plan.kept_cols);
   args.inv_temperature = 1.0f / c.temperature;
   launch_linear_logp_bwd_dz(*bwd.keep, args, layout, bwd.specs->dz_tile, DType::kFP16, bwd.split, stream);
-  bwd.kept = KeptChunk{call.in.hidden.data, call.in.weight.data, args.bias,
-                       static_cast<const float*>(call.out.lse.data), call.n, call.hidden_stride,
-                       call.weight_stride, plan.kept_cols, args.dz, partials};
+  return KeptChunk{call.in.hidden.data, call.in.weight.data, args.bias,
+                   static_cast<const float*>(call.out.lse.data), call.n, call.hidden_stride,
+                   call.weight_stride, plan.kept_cols, args.dz, partials};
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
@@ -176,18 +183,32 @@ void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stre
 }
 
 void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
-  const ForwardPlan plan = forward_plan(call.n, call.has_lse);
+  // This call rewrites the partials (the kept chunk's tile maxima) and maybe the dZ buffer: what
+  // an earlier forward kept is gone, from here on, whatever fails below.
+  bwd.kept.reset();
+  ForwardPlan plan = forward_plan(call.n, call.has_lse);
+  // A kept chunk never grows what max_rows sized at build, nor anything during graph capture:
+  // where it would have to, the forward runs without it.
+  const std::uint64_t capture = plan.kept_cols > 0 ? stream_capture_id(stream) : 0;
+  if (plan.kept_cols > 0 && (layout.config.max_rows > 0 || capture != 0)) {
+    const bool partials_fit =
+        static_cast<std::size_t>(call.n * plan.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
+    if (!partials_fit || (capture != 0 && !bwd.holds(bwd.plan(call.n, false), call.n))) {
+      plan = forward_plan(call.n, false);
+    }
+  }
   ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
-  // This call rewrites the partials, which hold the kept chunk's tile maxima.
-  bwd.kept.reset();
+  std::optional<KeptChunk> kept;
   if (plan.kept_cols > 0) {
-    enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
+    kept = enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
+    kept->capture = capture;
   }
   kernels::LinearLogpFwdArgs args = fwd_args(call, partials, plan.split);
   args.first_tile = static_cast<int>(plan.kept_cols / tile.bn);
   launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, stream);
   launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
+  bwd.kept = kept;
 }
 
 LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp_bwd_bias.hpp"
@@ -144,6 +145,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
+  // The first chunk's logits, where the op's last forward kept them; taken here, before anything
+  // can fail, since every chunk after the first writes over them: this call uses them up.
+  const std::optional<KeptChunk> kept = std::exchange(bwd.kept, std::nullopt);
   // TP: grad_hidden is the sum over the ranks' shards; every term goes into the fp32
   // accumulator, which is all-reduced and then rounded into grad_hidden.
   const bool tp_reduce = op.tp != nullptr && call.grad_hidden && n > 0;
@@ -153,14 +157,15 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
                 plan.mask_bytes > bwd.mask.bytes())) {
     op.tp->before_growth(stream, "backward buffers");  // bounds the wait reserve() does
   }
+  const std::size_t dz_bytes_kept = bwd.dz_buffer.bytes();  // a growth below loses what was kept
   bwd.reserve(plan, stream);
   bwd.reserve_split(plan, n, stream);
   const bool filter = c.grad_filter_threshold > 0.0f;
   const FwdTile& dz_tile = k.dz_tile;
-  // The first chunk's logits, where the op's last forward kept them for these inputs; every chunk
-  // after the first writes over them, so this call uses them up.
-  const std::optional<KeptChunk> kept = std::exchange(bwd.kept, std::nullopt);
-  const bool use_kept = kept && n > 0 &&
+  // Used where they are these inputs', the dZ buffer kept them, and the forward was enqueued in
+  // this call's capture sequence (or both in none, KeptChunk::capture).
+  const bool use_kept = kept && n > 0 && bwd.dz_buffer.bytes() == dz_bytes_kept &&
+                        kept->capture == stream_capture_id(stream) &&
                         holds_first_chunk(*kept, in, c.bias_dtype ? in.bias.data : nullptr, lse, call,
                                           plan.chunk(0).cols, bwd.dz_buffer.as<void>());
 

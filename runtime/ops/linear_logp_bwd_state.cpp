@@ -109,18 +109,36 @@ void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
   grow_buffer_for_stream(mask, plan.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
 }
 
-void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {
-  if (split.allocated() || split.resident_blocks() == 0) return;
+namespace {
+
+// Whether a kernel of a call of n_rows rows under `plan` splits its tiles (bwd_splits_tiles) on
+// the resident blocks of `split`.
+bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BwdChunkPlan& plan,
+                  std::int64_t n_rows, std::int64_t hidden) {
   auto hopper = [](bool on, int rows, int cols, int k) {
     return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
   };
-  const FwdTile& dz_tile = specs->dz_tile;
-  const GemmTile& gemm = specs->gemm_tile;
-  if (bwd_splits_tiles(plan, n_rows, layout.config.hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
-                       hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks())) {
+  const FwdTile& dz_tile = specs.dz_tile;
+  const GemmTile& gemm = specs.gemm_tile;
+  return bwd_splits_tiles(plan, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
+                          hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks());
+}
+
+}  // namespace
+
+void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {
+  if (split.allocated() || split.resident_blocks() == 0) return;
+  if (splits_tiles(*specs, split, plan, n_rows, layout.config.hidden)) {
     check_growth_outside_capture(stream, "LinearLogp backward: the split-tile workspace");
     split.allocate();
   }
+}
+
+bool LinearLogpBwdState::holds(const BwdChunkPlan& plan, std::int64_t n_rows) const {
+  return dz_buffer.bytes() >= plan.dz_bytes && accumulator.bytes() >= plan.accumulator_bytes &&
+         mask.bytes() >= plan.mask_bytes &&
+         (split.allocated() || split.resident_blocks() == 0 ||
+          !splits_tiles(*specs, split, plan, n_rows, layout.config.hidden));
 }
 
 }  // namespace shardjit

@@ -36,6 +36,10 @@ struct KeptChunk {
   std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
   const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
   kernels::RowPartial* partials = nullptr;  // [cols / BN][n]
+  // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
+  // uses the chunk only from the same one, eager after eager or within one graph, whose replays
+  // then run the two in the order of the calls.
+  std::uint64_t capture = 0;
 };
 
 struct LinearLogpBwdState {
@@ -58,6 +62,10 @@ struct LinearLogpBwdState {
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
   void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream);
+
+  // Whether the dZ buffer and the split-tile workspace hold what `plan` of n_rows rows needs
+  // without growing (so reserve and reserve_split would do nothing).
+  bool holds(const BwdChunkPlan& plan, std::int64_t n_rows) const;
 
   const LinearLogpLayout& layout;
   const DeviceContext& device;

@@ -73,9 +73,9 @@ struct LinearLogp::Impl {
   // of the same inputs passes back).
   ForwardPlan forward_plan(std::int64_t n_rows, bool keep) const;
   // The kept chunk's kernel of a call, writing its partials to `partials` (the plan's sources past
-  // the splits'); records what it kept in bwd.kept.
-  void enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan, kernels::RowPartial* partials,
-                          CUstream stream);
+  // the splits'); returns what it keeps, for bwd.kept once the forward is enqueued.
+  KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan, kernels::RowPartial* partials,
+                               CUstream stream);
 
   Runtime::Impl& runtime;
   LinearLogpLayout layout;
