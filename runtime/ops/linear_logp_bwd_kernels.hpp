@@ -40,9 +40,10 @@ struct LinearLogpBwdKernels {
 
 // Whether an op keeps its first backward chunk from the forward (templates/linear_logp/fwd_keep.cuh):
 // a single-GPU op (tp = 1) whose dZ kernel runs the Hopper loop, with a 16-bit dZ (the kept fp16
-// values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). A TP
-// op's forward partials cross NVLink, where a chunk's 32 more sources a row would cost more than
-// they save.
+// values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). TP ops
+// keep nothing: their partials are gathered across the ranks, which would carry the kept chunk's
+// sources too (32 more a row at llama3-8b-16k), and their plans are agreed between the ranks; not
+// built or measured there.
 bool keeps_first_chunk(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the
