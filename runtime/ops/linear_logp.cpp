@@ -136,13 +136,14 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
   // nothing to spare a recompute for: no kept chunk means the forward runs as it always has), it
   // ends on a forward tile and before the valid columns do, and the combine merges its sources
   // beside the splits'.
+  // Chunks are whole dZ tiles (plan_bwd_chunks).
   const BwdChunkPlan chunks = bwd.plan(n_rows, false);
   const std::int64_t cols = chunks.chunk_cols;
-  const int dz_cols = bwd.specs->dz_tile.bn;
-  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols % dz_cols != 0 || cols >= layout.valid_local) return plan;
+  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plan;
   ForwardPlan kept;
   kept.kept_cols = cols;
-  kept.kept_tiles = static_cast<int>(cols / dz_cols);
+  kept.kept_tiles = static_cast<int>(cols / bwd.specs->dz_tile.bn);
+  kept.chunks = chunks;
   kept.split = split_plan(n_rows, cols);
   if (kept.sources() > kMaxCombineSources) return plan;
   return kept;
@@ -150,27 +151,12 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
                                                kernels::RowPartial* partials, CUstream stream) {
-  const LinearLogpConfig& c = layout.config;
-  const BwdChunkPlan chunks = bwd.plan(call.n, false);
-  bwd.reserve(chunks, stream);
-  bwd.reserve_split(chunks, call.n, stream);
-  kernels::LinearLogpBwdDzArgs args{};
-  args.hidden = call.in.hidden.data;
-  args.weight = call.in.weight.data;
-  args.bias = c.bias_dtype ? call.in.bias.data : nullptr;
-  args.targets = call.in.targets.data;
-  args.dz = bwd.dz_buffer.as<void>();
+  bwd.reserve(plan.chunks, stream);
+  bwd.reserve_split(plan.chunks, call.n, stream);
+  kernels::LinearLogpBwdDzArgs args =
+      chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride,
+                       bwd.dz_buffer.as<void>(), plan.chunks.dz_stride, 0, plan.kept_cols);
   args.tile_partials = partials;
-  args.n_rows = call.n;
-  args.hidden_stride = call.hidden_stride;
-  args.weight_stride = call.weight_stride;
-  args.dz_stride = chunks.dz_stride;
-  args.vocab_start = c.vocab_start;
-  args.valid_vocab = c.valid_vocab;
-  args.ignore_index = c.ignore_index;
-  args.chunk_begin = 0;
-  args.chunk_cols = static_cast<int>(plan.kept_cols);
-  args.inv_temperature = 1.0f / c.temperature;
   launch_linear_logp_bwd_dz(*bwd.keep, args, layout, bwd.specs->dz_tile, DType::kFP16, bwd.split, stream);
   return KeptChunk{call.in.hidden.data, call.in.weight.data, args.bias,
                    static_cast<const float*>(call.out.lse.data), call.n, call.hidden_stride,
@@ -193,7 +179,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   if (plan.kept_cols > 0 && (layout.config.max_rows > 0 || capture != 0)) {
     const bool partials_fit =
         static_cast<std::size_t>(call.n * plan.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
-    if (!partials_fit || (capture != 0 && !bwd.holds(bwd.plan(call.n, false), call.n))) {
+    if (!partials_fit || (capture != 0 && !bwd.holds(plan.chunks, call.n))) {
       plan = forward_plan(call.n, false);
     }
   }

@@ -190,27 +190,14 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
     const bool last = index + 1 == plan.chunks;
     const std::int64_t mask_stride = (chunk.cols + dz_tile.bn - 1) / dz_tile.bn;
 
-    kernels::LinearLogpBwdDzArgs dz{};
-    dz.hidden = in.hidden.data;
-    dz.weight = in.weight.data;
-    dz.bias = c.bias_dtype ? in.bias.data : nullptr;
-    dz.targets = in.targets.data;
+    kernels::LinearLogpBwdDzArgs dz = chunk_logit_args(c, in, n, call.hidden_stride, call.weight_stride,
+                                                       bwd.dz_buffer.as<void>(), plan.dz_stride, chunk.begin,
+                                                       chunk.cols);
     dz.lse = static_cast<const float*>(lse.data);
     dz.grad_logp = static_cast<const float*>(grad_logp.data);
     dz.grad_lse = static_cast<const float*>(grad_lse.data);
     dz.scale = scale;
-    dz.dz = bwd.dz_buffer.as<void>();
     dz.tile_mask = filter ? bwd.mask.as<unsigned char>() : nullptr;
-    dz.n_rows = n;
-    dz.hidden_stride = call.hidden_stride;
-    dz.weight_stride = call.weight_stride;
-    dz.dz_stride = plan.dz_stride;
-    dz.vocab_start = c.vocab_start;
-    dz.valid_vocab = c.valid_vocab;
-    dz.ignore_index = c.ignore_index;
-    dz.chunk_begin = static_cast<int>(chunk.begin);
-    dz.chunk_cols = static_cast<int>(chunk.cols);
-    dz.inv_temperature = 1.0f / c.temperature;
     dz.filter_threshold = c.grad_filter_threshold;
     if ((parts & kChunkDz) && first && use_kept) {
       dz.tile_partials = kept->partials;

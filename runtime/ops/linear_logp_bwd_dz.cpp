@@ -74,6 +74,29 @@ KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz
                                                  {"BN", std::int64_t{tile.bn}}});
 }
 
+kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& c, const LinearLogpInputs& in, std::int64_t n,
+                                              std::int64_t hidden_stride, std::int64_t weight_stride, void* dz,
+                                              std::int64_t dz_stride, std::int64_t chunk_begin,
+                                              std::int64_t chunk_cols) {
+  kernels::LinearLogpBwdDzArgs args{};
+  args.hidden = in.hidden.data;
+  args.weight = in.weight.data;
+  args.bias = c.bias_dtype ? in.bias.data : nullptr;
+  args.targets = in.targets.data;
+  args.dz = dz;
+  args.n_rows = n;
+  args.hidden_stride = hidden_stride;
+  args.weight_stride = weight_stride;
+  args.dz_stride = dz_stride;
+  args.vocab_start = c.vocab_start;
+  args.valid_vocab = c.valid_vocab;
+  args.ignore_index = c.ignore_index;
+  args.chunk_begin = static_cast<int>(chunk_begin);
+  args.chunk_cols = static_cast<int>(chunk_cols);
+  args.inv_temperature = 1.0f / c.temperature;
+  return args;
+}
+
 void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                     CUstream stream) {
   if (args.n_rows == 0) return;

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 #include "linear_logp/bwd_dz_args.cuh"
@@ -12,6 +13,7 @@
 #include "runtime/ops/linear_logp_fwd.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
 #include "runtime/sched/stream_k_workspace.hpp"
+#include "shardjit/linear_logp.hpp"
 
 namespace shardjit {
 
@@ -29,6 +31,15 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 // on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz`.
 KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile);
+
+// The arguments every kernel that walks a vocabulary chunk's logit tiles takes (the dZ kernel,
+// the kept chunk's two): the inputs of n rows with their row strides, the shard, and the chunk
+// [chunk_begin, chunk_begin + chunk_cols) in `dz`, dz_stride elements a row. The caller adds what
+// its kernel reads besides (lse, the upstream gradients, the scale, the mask, tile_partials).
+kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& config, const LinearLogpInputs& in,
+                                              std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
+                                              void* dz, std::int64_t dz_stride, std::int64_t chunk_begin,
+                                              std::int64_t chunk_cols);
 
 // Grid: row tiles x column tiles of the chunk (args.chunk_cols), a tile a block, with
 // linear_logp_bwd_dz_smem's shared memory; the Hopper tile (tile.wgmma) runs at most

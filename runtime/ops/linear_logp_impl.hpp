@@ -40,6 +40,7 @@ struct ForwardPlan {
   SplitPlan split;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
+  BwdChunkPlan chunks;  // with a kept chunk: the backward's plan of these rows, chunk 0 the kept one
 
   int sources() const { return split.sources() + kept_tiles; }
 };
