@@ -4,7 +4,8 @@
 // times on the caller's stream.
 //
 // An op owns one workspace (partials, dZ chunk, status word), which every call uses: call one op
-// from one thread at a time, and keep its calls on the GPU in order (one stream, or streams
+// from one thread at a time (a call from a second thread while one runs is refused with
+// Error(kInvalidArgument)), and keep its calls on the GPU in order (one stream, or streams
 // ordered by events). Work on streams that run side by side takes one op each; ops of the same
 // configuration share their kernels through the Runtime.
 #pragma once

@@ -214,6 +214,7 @@ const char* LinearLogp::main_loop() const {
 
 void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& out, StreamHandle stream_handle) {
   Impl& op = *impl_;
+  const SingleCaller::Scope one_caller(op.calls, "LinearLogp::forward");
   const LinearLogpConfig& c = op.layout.config;
   const std::int64_t n = in.hidden.rows;
   const std::int64_t hidden_stride = check_matrix(in.hidden, "hidden", c.dtype, -1, c.hidden);
@@ -262,6 +263,7 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
 
 BadTargetReport LinearLogp::check(StreamHandle stream_handle) {
   Impl& op = *impl_;
+  const SingleCaller::Scope one_caller(op.calls, "LinearLogp::check");
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
   // A TP op's stream may wait for a collective: wait for it within the communicator's timeout

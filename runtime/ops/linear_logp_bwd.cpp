@@ -121,6 +121,7 @@ class LaunchActions final : public PlanActions {
 void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, const VectorView& grad_logp,
                           const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream_handle) {
   Impl& op = *impl_;
+  const SingleCaller::Scope one_caller(op.calls, "LinearLogp::backward");
   LinearLogpBwdState& bwd = op.bwd;
   const LinearLogpConfig& c = op.layout.config;
   if (!bwd.loaded()) {

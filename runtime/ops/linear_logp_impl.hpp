@@ -14,6 +14,7 @@
 #include "runtime/ops/linear_logp_bwd_state.hpp"
 #include "runtime/ops/linear_logp_kernels.hpp"
 #include "runtime/ops/linear_logp_layout.hpp"
+#include "runtime/ops/single_caller.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/linear_logp.hpp"
 
@@ -94,6 +95,7 @@ struct LinearLogp::Impl {
   // Tensor parallelism (null for a single-GPU op): the communicator, the agreed layout, the
   // gathered partials and the plans. Set right after the members above are built.
   std::unique_ptr<LinearLogpTp> tp;
+  SingleCaller calls;  // forward, backward and check: one thread at a time
 };
 
 }  // namespace shardjit

@@ -178,6 +178,7 @@ MoeCombine::MoeCombine(Runtime& runtime, Communicator& comm, const MoeCombineCon
 MoeCombine::~MoeCombine() = default;
 
 void MoeCombine::run(const MoeCombineCall& call, StreamHandle stream) {
+  const SingleCaller::Scope one_caller(impl_->peers.calls, "MoeCombine::run");
   impl_->enqueue(call, static_cast<CUstream>(stream));
 }
 
@@ -188,6 +189,7 @@ CollectivePath MoeCombine::path() const { return impl_->peers.path(); }
 int MoeCombine::device() const { return impl_->peers.device.info().ordinal; }
 
 BadPositionReport MoeCombine::check(StreamHandle stream) {
+  const SingleCaller::Scope one_caller(impl_->peers.calls, "MoeCombine::check");
   const kernels::PeerStatus status = impl_->peers.check(static_cast<CUstream>(stream), "MoeCombine::check");
   return BadPositionReport{status.bad_positions, status.first_bad_position};
 }

@@ -16,6 +16,7 @@
 #include "runtime/comm/communicator_impl.hpp"
 #include "runtime/comm/symmetric_buffer.hpp"
 #include "runtime/driver/device.hpp"
+#include "runtime/ops/single_caller.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/collective_path.hpp"
 #include "shardjit/tensor.hpp"
@@ -76,6 +77,7 @@ class PeerCollective {
 
   Communicator::Impl& comm;
   const DeviceContext& device;
+  SingleCaller calls;  // the op's run and check: one thread at a time
 
  private:
   const char* op_name_;

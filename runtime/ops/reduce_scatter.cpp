@@ -199,6 +199,7 @@ ReduceScatter::ReduceScatter(Runtime& runtime, Communicator& comm, const ReduceS
 ReduceScatter::~ReduceScatter() = default;
 
 void ReduceScatter::run(const MatrixView& input, const MatrixView& output, StreamHandle stream) {
+  const SingleCaller::Scope one_caller(impl_->peers.calls, "ReduceScatter::run");
   impl_->enqueue(input, output, static_cast<CUstream>(stream));
 }
 
@@ -207,6 +208,7 @@ CollectivePath ReduceScatter::path() const { return impl_->peers.path(); }
 int ReduceScatter::device() const { return impl_->peers.device.info().ordinal; }
 
 void ReduceScatter::check(StreamHandle stream) {
+  const SingleCaller::Scope one_caller(impl_->peers.calls, "ReduceScatter::check");
   impl_->peers.check(static_cast<CUstream>(stream), "ReduceScatter::check");
 }
 

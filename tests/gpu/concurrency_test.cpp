@@ -9,9 +9,11 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <latch>
 #include <map>
 #include <memory>
@@ -321,6 +323,68 @@ TEST(Concurrency, EightThreadsShareOneRuntimeAndGetTheSingleThreadResults) {
     expect_forward_matches_reference(*wk, r);
     expect_gradients_match_reference(*wk, r);
   }
+}
+
+
+// Blocks the stream it is enqueued on until its promise is kept.
+void CUDA_CB wait_for_release(void* released) {
+  static_cast<std::shared_future<void>*>(released)->wait();
+}
+
+// An op takes one call at a time: while one thread is inside op.check() (waiting for a stream
+// that a host function holds), a forward from another thread is refused with a clear error
+// instead of racing on the op's workspace and status word; once the call ends, it runs.
+TEST(Concurrency, AnOpInACallRefusesASecondThread) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  Runtime runtime;
+  Worker wk(kThreads[1], 777);
+  const DeviceContext& device = testing::test_device();
+  ScopedContext scope(device);
+  wk.upload();
+  wk.op = std::make_unique<LinearLogp>(runtime, wk.config());
+  wk.run(nullptr);  // sizes the op's buffers: no call below allocates (or frees, which would wait)
+  OwnedStream held(device);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  ASSERT_EQ(driver().cuLaunchHostFunc(held.get(), wait_for_release, &released), CUDA_SUCCESS);
+  auto checking = std::async(std::launch::async, [&] {
+    ScopedContext thread_scope(device);
+    for (;;) {  // this thread may itself find the main thread's forward inside the op: retry
+      try {
+        return wk.op->check(held.get()).bad_rows;
+      } catch (const Error& error) {
+        if (std::string(error.what()).find("another thread") == std::string::npos) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+
+  LinearLogpInputs in;
+  in.hidden = {wk.x->data(), wk.c.dtype, wk.c.n, wk.c.hidden, 0};
+  in.weight = {wk.w->data(), wk.c.dtype, wk.c.vocab, wk.c.hidden, 0};
+  in.targets = {wk.t->data(), wk.c.targets, wk.c.n};
+  LinearLogpOutputs out;
+  out.logp = {wk.logp->data(), DType::kFP32, wk.c.n};
+  // Until the other thread is inside check(), a forward runs; then it must be refused.
+  std::string refusal;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (refusal.empty() && std::chrono::steady_clock::now() < give_up) {
+    try {
+      wk.op->forward(in, out, nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      refusal = error.what();
+    }
+  }
+  release.set_value();
+  EXPECT_EQ(checking.get(), 0);
+  EXPECT_NE(refusal.find("LinearLogp::forward: another thread is inside a call of this op"), std::string::npos)
+      << "refusal: '" << refusal << "'";
+  // The op is usable again, and still right.
+  const Results r = wk.run(nullptr);
+  EXPECT_EQ(r.bad_rows, 0);
+  expect_forward_matches_reference(wk, r);
 }
 
 }  // namespace
