@@ -36,7 +36,9 @@ struct LinearLogpConfig {
   bool allow_tf32 = false;  // fp32 inputs may use TF32 matrix math (the current fp32 path is exact fp32 FMA either way)
   bool strict = false;      // check the device status word after every call (synchronizes)
   int device = 0;           // CUDA device ordinal the op runs on
-  std::int64_t max_rows = 0;  // workspace is sized for this many rows at build; 0: grows on demand
+  // The workspace is sized for this many rows at build (at most the rows one call takes:
+  // 65535 x the forward tile's rows, 8,388,480 with 128-row tiles); 0: grows on demand.
+  std::int64_t max_rows = 0;
 
   // Backward (LinearLogp::backward). Its kernels are compiled or loaded at build only when
   // want_backward is set, so that inference-only ops do not pay for them.

@@ -32,6 +32,21 @@ void clear_status(const DeviceBuffer& status, CUstream stream) {
   SHARDJIT_CU(cuMemsetD8Async(status.ptr(), 0, sizeof(kernels::DeviceStatus), stream));
 }
 
+// The most rows one forward takes: its grid holds the row tiles in y, at most 65535 of them.
+std::int64_t max_call_rows(const FwdTile& tile) { return 65535LL * tile.bm; }
+
+// `tile`, once max_rows is known to be within what one call takes: sizing for more would only
+// waste memory, and time (the workspaces are planned for every row count up to max_rows). Checked
+// before the op builds anything.
+const FwdTile& check_max_rows(const FwdTile& tile, std::int64_t max_rows) {
+  if (max_rows > max_call_rows(tile)) {
+    throw Error(ErrorCode::kInvalidArgument, "max_rows = " + std::to_string(max_rows) + "; expected at most " +
+                                                 std::to_string(max_call_rows(tile)) +
+                                                 ", the rows one call of this op takes");
+  }
+  return tile;
+}
+
 }  // namespace
 
 LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree,
@@ -41,7 +56,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
       device(rt.device(layout.config.device)),
       kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
                                   fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device))),
-      tile(kernels.tile) {
+      tile(check_max_rows(kernels.tile, layout.config.max_rows)) {
   const LinearLogpConfig& c = layout.config;
   const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
   if (smem_bytes > device.info().smem_per_block_optin) {
@@ -235,9 +250,10 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
                    {span_of("hidden", in.hidden), span_of("weight", in.weight), span_of("bias", in.bias),
                     span_of("targets", in.targets)});
   if (n == 0) return;
-  if ((n + op.tile.bm - 1) / op.tile.bm > 65535) {
+  if (n > max_call_rows(op.tile)) {
     throw Error(ErrorCode::kInvalidArgument, "hidden: " + std::to_string(n) + " rows exceed the " +
-                                                 std::to_string(65535 * op.tile.bm) + " one call supports; split the batch");
+                                                 std::to_string(max_call_rows(op.tile)) +
+                                                 " one call supports; split the batch");
   }
 
   auto stream = static_cast<CUstream>(stream_handle);

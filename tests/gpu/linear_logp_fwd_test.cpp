@@ -327,5 +327,24 @@ TEST_F(LinearLogpFwdDeviceTest, MisalignedHiddenIsAClearError) {
   }
 }
 
+// max_rows sizes the workspace for calls of up to that many rows: more than one call takes is a
+// mistake (and planning for it would take minutes), refused before anything is built.
+TEST_F(LinearLogpFwdDeviceTest, MaxRowsBeyondOneCallIsRefused) {
+  LinearLogpConfig config = small_config();
+  config.want_backward = true;
+  config.max_rows = std::int64_t{1} << 40;
+  try {
+    LinearLogp op(shared_runtime(), config);
+    FAIL() << "expected max_rows to be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("max_rows = 1099511627776; expected at most "), std::string::npos)
+        << e.what();
+  }
+  config.want_backward = false;
+  config.max_rows = 65535LL * 64;  // within what a call takes with any forward tile (64 or 128 rows)
+  EXPECT_NO_THROW(LinearLogp(shared_runtime(), config));
+}
+
 }  // namespace
 }  // namespace shardjit
