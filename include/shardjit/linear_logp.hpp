@@ -129,7 +129,8 @@ class LinearLogp {
   // CUDA graphs: forward and backward can be captured (no host synchronization, no allocation)
   // once the op is built and its buffers are sized: build every op (max_rows set to the largest
   // N, so no buffer grows during capture) on every rank before any rank captures or replays.
-  // check() and strict mode wait on the host and cannot be captured.
+  // check() and strict mode wait on the host and cannot be captured: during a capture they throw
+  // Error(kInvalidArgument) before enqueuing anything.
   //
   // Destruction is collective where the op attached the peer path (max_rows set, one host): every
   // rank destroys the op, like ReduceScatter; a rank that destroys it alone waits up to the

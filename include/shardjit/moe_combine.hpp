@@ -71,7 +71,8 @@ class MoeCombine {
   int device() const;
 
   // Waits for `stream` (bounded), raises Error(kCommError) if a call gave up waiting for a
-  // peer, and returns and clears the bad-position record.
+  // peer, and returns and clears the bad-position record. Not during a graph capture of
+  // `stream` (kInvalidArgument).
   BadPositionReport check(StreamHandle stream);
 
   const MoeCombineConfig& config() const;

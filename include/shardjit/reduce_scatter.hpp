@@ -75,7 +75,7 @@ class ReduceScatter {
   int device() const;
 
   // Waits for `stream` (bounded by the communicator's timeout) and raises Error(kCommError) if
-  // a call gave up waiting for a peer.
+  // a call gave up waiting for a peer. Not during a graph capture of `stream` (kInvalidArgument).
   void check(StreamHandle stream);
 
   const ReduceScatterConfig& config() const;

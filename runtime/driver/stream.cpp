@@ -92,6 +92,13 @@ void check_growth_outside_capture(CUstream stream, const std::string& what) {
                      "row count of a call, or run one call of that size before capturing");
 }
 
+void check_wait_outside_capture(CUstream stream, const std::string& what, const std::string& remedy) {
+  if (stream == nullptr || !stream_is_capturing(stream)) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              what + " waits for the stream on the host, and the stream is being captured into a CUDA graph; " +
+                  remedy);
+}
+
 void grow_buffer_for_stream(DeviceBuffer& buffer, std::size_t bytes, const DeviceContext& device, CUstream stream,
                             const std::string& what) {
   if (bytes <= buffer.bytes()) return;

@@ -63,6 +63,12 @@ std::uint64_t stream_capture_id(CUstream stream);
 // capture, which the driver refuses with an error that names neither.
 void check_growth_outside_capture(CUstream stream, const std::string& what);
 
+// A call `what` is about to wait for `stream` on the host. Throws kInvalidArgument, naming the
+// call and `remedy`, when the stream is being captured: the wait would end the capture with a
+// driver error that names neither.
+void check_wait_outside_capture(CUstream stream, const std::string& what,
+                                const std::string& remedy = "call it outside the capture, after launching the graph");
+
 // Grows `buffer` to at least `bytes` for a call on `stream`, whose queued work may still read the
 // old buffer: refused during capture (check_growth_outside_capture), otherwise the stream is
 // drained and the old buffer freed before the new one is allocated (the two may not fit

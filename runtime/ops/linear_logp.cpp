@@ -258,6 +258,10 @@ void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& ou
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
+  if (c.strict) {
+    check_wait_outside_capture(stream, "LinearLogp::forward with strict = true (it reads the bad-target record)",
+                               "build the op with strict = false for graphs, and call check() after a replay");
+  }
   const ForwardCall call{in, out, n, hidden_stride, weight_stride, has_lse, has_entropy};
   if (op.tp) {
     op.tp->forward(op, call, stream);
@@ -282,6 +286,7 @@ BadTargetReport LinearLogp::check(StreamHandle stream_handle) {
   const SingleCaller::Scope one_caller(op.calls, "LinearLogp::check");
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
+  check_wait_outside_capture(stream, "LinearLogp::check");
   // A TP op's stream may wait for a collective: wait for it within the communicator's timeout
   // first (the copy below would wait without a bound).
   if (op.tp) op.tp->wait(stream, "LinearLogp::check");

@@ -4,6 +4,7 @@
 
 #include "runtime/comm/collective_build.hpp"
 #include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -148,6 +149,7 @@ void PeerCollective::check_usable(const char* what) const {
 
 kernels::PeerStatus PeerCollective::check(CUstream stream, const char* what) {
   ScopedContext scope(device);
+  check_wait_outside_capture(stream, what);
   comm.wait_stream(stream, what);
   kernels::PeerStatus status{};
   SHARDJIT_CU(cuMemcpyDtoHAsync(&status, status_.ptr(), sizeof(status), stream));

@@ -327,7 +327,7 @@ std::string refused_capture(CUstream stream, const std::function<void()>& enqueu
   std::string message;
   try {
     enqueue();
-    ADD_FAILURE() << "a capture that had to allocate was accepted";
+    ADD_FAILURE() << "a call that cannot be captured was accepted during capture";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
     message = e.what();
@@ -394,6 +394,48 @@ TEST(GraphCaptureGrowthTest, GrowthDuringCaptureIsRefusedByName) {
   EXPECT_NE(message.find("max_rows"), std::string::npos) << message;
 
   f.expect_matches_reference(f.run(stream.get(), [&] { f.enqueue(stream.get()); }));
+}
+
+// A call that waits for the stream on the host cannot be captured: a strict forward (it reads the
+// bad-target record after the kernels) and check() are refused by name before they enqueue
+// anything, so that the capture ends clean; outside a capture both run.
+TEST(GraphCaptureHostWaits, StrictForwardAndCheckAreRefusedByName) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  constexpr std::int64_t kRows = 4, kHidden = 64, kVocab = 300;
+  LinearLogpConfig config;
+  config.hidden = kHidden;
+  config.vocab_local = kVocab;
+  config.strict = true;
+  config.max_rows = kRows;
+  LinearLogp op(shared_runtime(), config);
+  std::vector<std::uint8_t> x_bytes, w_bytes;
+  testing::random_values(31, kRows * kHidden, 1.0f, DType::kBF16, x_bytes);
+  testing::random_values(32, kVocab * kHidden, 0.5f, DType::kBF16, w_bytes);
+  const DeviceArray x = DeviceArray::from(x_bytes), w = DeviceArray::from(w_bytes);
+  const DeviceArray t = DeviceArray::from(std::vector<std::int64_t>{1, 2, 299, 0});
+  DeviceArray logp(kRows * 4);
+  const LinearLogpInputs in{{x.data(), DType::kBF16, kRows, kHidden, 0},
+                            {w.data(), DType::kBF16, kVocab, kHidden, 0},
+                            {},
+                            {t.data(), DType::kInt64, kRows}};
+  const LinearLogpOutputs out{{logp.data(), DType::kFP32, kRows}, {}, {}};
+  const DeviceContext& device = testing::test_device();
+  ScopedContext scope(device);
+  OwnedStream stream(device);
+  const CUstream s = stream.get();
+
+  std::size_t nodes = 0;
+  std::string message = refused_capture(s, [&] { op.forward(in, out, s); }, &nodes);
+  EXPECT_NE(message.find("strict = true"), std::string::npos) << message;
+  EXPECT_NE(message.find("being captured"), std::string::npos) << message;
+  EXPECT_EQ(nodes, 0u) << "the refused forward enqueued work";
+  message = refused_capture(s, [&] { op.check(s); }, &nodes);
+  EXPECT_NE(message.find("LinearLogp::check waits for the stream"), std::string::npos) << message;
+  EXPECT_EQ(nodes, 0u) << "the refused check enqueued work";
+
+  op.forward(in, out, s);
+  EXPECT_EQ(op.check(s).bad_rows, 0);
+  for (float value : logp.to_vector<float>(kRows)) EXPECT_TRUE(std::isfinite(value) && value < 0.0f) << value;
 }
 
 }  // namespace
