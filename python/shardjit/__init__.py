@@ -6,7 +6,14 @@ default stream). Errors of the library are :class:`ShardjitError` with a ``code`
 arguments the library refuses raise :class:`InvalidArgumentError`, also a :class:`ValueError`, and
 arguments the binding itself refuses a plain :class:`TypeError` (a tensor of the wrong dtype, an
 unknown keyword) or :class:`ValueError` (a tensor of the wrong shape or strides, or not on the op's
-GPU; an unknown dtype name).
+GPU; an array its producer marks read-only, such as a NumPy array with ``writeable=False``, passed
+as an output; an unknown dtype name).
+
+:class:`Communicator`, :class:`ReduceScatter`, :class:`MoeCombine` and :class:`LinearLogp` have
+``close()`` and work as context managers: their destruction may wait for the peer processes (up to
+the communicator's timeout), and closing, like the garbage collector's destruction, waits with the
+GIL released. A closed object raises :class:`ValueError` on use; an op keeps the communicator it
+was built on until the op itself is closed.
 """
 
 try:

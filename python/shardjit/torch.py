@@ -7,7 +7,8 @@ Kernels run on ``torch.cuda.current_stream()``. Gradients flow to ``hidden``, ``
 ``bias`` from both ``logp`` and ``lse``; ``targets`` get none. The gradients are not themselves
 differentiable (a second backward through them raises). A tensor-parallel op's ``hidden``
 gradient is already summed over the ranks. One op serves one call at a time: threads that share
-an op must take turns (its workspace is shared by its calls).
+an op must take turns (its workspace is shared by its calls); a call made while another thread is
+inside one raises :class:`shardjit.InvalidArgumentError`.
 """
 
 import torch

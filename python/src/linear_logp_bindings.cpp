@@ -1,6 +1,7 @@
 // LinearLogp: the config's fields are keyword arguments of the constructor; forward, backward
 // and check take DLPack tensors and the caller's CUDA stream as an integer (0: legacy default).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -9,6 +10,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
+#include "closable.hpp"
 #include "shardjit/communicator.hpp"
 #include "shardjit/linear_logp.hpp"
 #include "tensor_views.hpp"
@@ -73,6 +75,7 @@ LinearLogpConfig config_from(const nb::kwargs& kwargs) {
 }
 
 using OptTensor = std::optional<Tensor>;
+using OptOutput = std::optional<OutputTensor>;
 
 LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, const Tensor& weight,
                            const Tensor& targets, const OptTensor& bias) {
@@ -112,45 +115,51 @@ nb::dict config_dict(const LinearLogpConfig& c) {
 }  // namespace
 
 void bind_linear_logp(nb::module_& m) {
-  nb::class_<LinearLogp>(m, "LinearLogp",
-                         "Log-probabilities of target tokens under an LM head, without the N x V logits. "
-                         "Keyword arguments are the fields of shardjit::LinearLogpConfig (dtypes by name).")
+  using Op = Closable<LinearLogp>;
+  bind_closable<LinearLogp>(
+      m, "LinearLogp",
+      "Log-probabilities of target tokens under an LM head, without the N x V logits. Keyword arguments are the "
+      "fields of shardjit::LinearLogpConfig (dtypes by name).",
+      "Destroys the op now, with the GIL released (freeing its GPU memory may wait for queued GPU work); later "
+      "calls raise ValueError. A tensor-parallel op's destruction is collective where it attached the peer path "
+      "(max_rows set, one host): every rank closes it (or lets it be collected), and each waits up to the "
+      "communicator's timeout for the peers. Idempotent; also what the end of a `with` block does.")
       .def(
           "__init__",
-          [](LinearLogp* self, Runtime& runtime, const nb::kwargs& kwargs) {
+          [](Op* self, Runtime& runtime, const nb::kwargs& kwargs) {
             const LinearLogpConfig config = config_from(kwargs);
-            nb::gil_scoped_release release;
-            new (self) LinearLogp(runtime, config);
+            Op::build(self, [&] { return std::make_shared<LinearLogp>(runtime, config); });
           },
           nb::keep_alive<1, 2>())
       .def(
           "__init__",
-          [](LinearLogp* self, Runtime& runtime, Communicator& comm, const nb::kwargs& kwargs) {
+          [](Op* self, Runtime& runtime, const Closable<Communicator>& comm, const nb::kwargs& kwargs) {
             LinearLogpConfig config = config_from(kwargs);
+            const std::shared_ptr<Communicator> on = comm.use();
             // Each rank runs on its communicator's GPU: that is the device unless one is named.
-            if (!kwargs.contains("device")) config.device = comm.device();
-            nb::gil_scoped_release release;
-            new (self) LinearLogp(runtime, config, comm);
+            if (!kwargs.contains("device")) config.device = on->device();
+            Op::build(self, [&] { return std::make_shared<LinearLogp>(runtime, config, *on); }, on);
           },
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
           "The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, "
           "built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its "
           "backward's grad_hidden is already summed over the ranks.")
-      .def_prop_ro("config", [](const LinearLogp& op) { return config_dict(op.config()); })
-      .def_prop_ro("main_loop", [](const LinearLogp& op) { return std::string(op.main_loop()); },
+      .def_prop_ro("config", [](const Op& self) { return config_dict(self.use()->config()); })
+      .def_prop_ro("main_loop", [](const Op& self) { return std::string(self.use()->main_loop()); },
                    "'wgmma' (Hopper), 'mma.sync' (portable) or 'fp32 fma': the loop of the op's logit kernels")
       .def(
           "forward",
-          [](LinearLogp& op, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& logp,
-             const OptTensor& lse, const OptTensor& entropy, const OptTensor& bias, std::uintptr_t stream) {
-            const LinearLogpInputs in = inputs_of(op.config(), hidden, weight, targets, bias);
+          [](Op& self, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const OutputTensor& logp,
+             const OptOutput& lse, const OptOutput& entropy, const OptTensor& bias, std::uintptr_t stream) {
+            const std::shared_ptr<LinearLogp> op = self.use();
+            const LinearLogpInputs in = inputs_of(op->config(), hidden, weight, targets, bias);
             LinearLogpOutputs out;
-            const int device = op.config().device;
+            const int device = op->config().device;
             out.logp = vector_view(logp, "logp", DType::kFP32, device);
             out.lse = vector_view(lse, "lse", DType::kFP32, device);
             out.entropy = vector_view(entropy, "entropy", DType::kFP32, device);
             nb::gil_scoped_release release;
-            op.forward(in, out, stream_arg(stream));
+            op->forward(in, out, stream_arg(stream));
           },
           nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("logp"), nb::kw_only(),
           nb::arg("lse") = nb::none(), nb::arg("entropy") = nb::none(), nb::arg("bias") = nb::none(),
@@ -158,11 +167,12 @@ void bind_linear_logp(nb::module_& m) {
           "Enqueues the forward on `stream` (a cudaStream_t as an int). logp, lse, entropy: fp32 [N] outputs.")
       .def(
           "backward",
-          [](LinearLogp& op, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& lse,
-             const Tensor& grad_hidden, const OptTensor& grad_logp, const OptTensor& grad_lse,
-             const OptTensor& grad_weight, const OptTensor& grad_bias, const OptTensor& bias, bool accumulate,
+          [](Op& self, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& lse,
+             const OutputTensor& grad_hidden, const OptTensor& grad_logp, const OptTensor& grad_lse,
+             const OptOutput& grad_weight, const OptOutput& grad_bias, const OptTensor& bias, bool accumulate,
              std::uintptr_t stream) {
-            const LinearLogpConfig& c = op.config();
+            const std::shared_ptr<LinearLogp> op = self.use();
+            const LinearLogpConfig& c = op->config();
             const LinearLogpInputs in = inputs_of(c, hidden, weight, targets, bias);
             const VectorView lse_view = vector_view(lse, "lse", DType::kFP32, c.device);
             const VectorView grad_logp_view = vector_view(grad_logp, "grad_logp", DType::kFP32, c.device);
@@ -178,7 +188,7 @@ void bind_linear_logp(nb::module_& m) {
             }
             grads.accumulate = accumulate;
             nb::gil_scoped_release release;
-            op.backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream_arg(stream));
+            op->backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream_arg(stream));
           },
           nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("lse"), nb::arg("grad_hidden"),
           nb::kw_only(), nb::arg("grad_logp") = nb::none(), nb::arg("grad_lse") = nb::none(),
@@ -187,11 +197,12 @@ void bind_linear_logp(nb::module_& m) {
           "Enqueues the backward on `stream` (needs want_backward=True). lse is the forward's output.")
       .def(
           "check",
-          [](LinearLogp& op, std::uintptr_t stream) {
+          [](Op& self, std::uintptr_t stream) {
+            const std::shared_ptr<LinearLogp> op = self.use();
             BadTargetReport report;
             {
               nb::gil_scoped_release release;
-              report = op.check(stream_arg(stream));
+              report = op->check(stream_arg(stream));
             }
             nb::dict out;
             out["bad_rows"] = report.bad_rows;

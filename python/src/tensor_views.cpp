@@ -43,6 +43,38 @@ void check_common(const Tensor& tensor, const char* name, std::optional<DType> d
   }
 }
 
+// The one check of every output, made before the others: whatever else is wrong with a read-only
+// array, writing it would be the worse mistake (its producer promised the memory would not change:
+// NumPy's writeable=False guards data the caller must not change, a JAX array is immutable).
+const Tensor& writable_tensor(const OutputTensor& tensor, const char* name) {
+  if (!tensor.writable) {
+    throw nb::value_error((std::string(name) + ": expected a writable tensor, got a read-only one").c_str());
+  }
+  return tensor.tensor;
+}
+
+// What _describe_tensor and _describe_output return: the view `tensor` converts to.
+template <typename AnyTensor>
+nb::dict describe(const AnyTensor& tensor, const std::string& name, const std::optional<std::string>& dtype,
+                  std::size_t ndim, std::optional<int> device) {
+  const int place = device.value_or(kAnyPlace);
+  const std::optional<DType> expected = dtype ? std::optional<DType>(parse_dtype_arg("dtype", *dtype)) : std::nullopt;
+  nb::dict out;
+  if (ndim == 2) {
+    const MatrixView view = matrix_view(tensor, name.c_str(), expected, place);
+    out["dtype"] = dtype_name(view.dtype);
+    out["shape"] = nb::make_tuple(view.rows, view.cols);
+    out["row_stride"] = view.row_stride;
+  } else if (ndim == 1) {
+    const VectorView view = vector_view(tensor, name.c_str(), expected, place);
+    out["dtype"] = dtype_name(view.dtype);
+    out["shape"] = nb::make_tuple(view.size);
+  } else {
+    throw nb::value_error("ndim: 1 or 2");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<DType> dtype_of(const Tensor& tensor) {
@@ -82,10 +114,12 @@ VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DTy
   return VectorView{const_cast<void*>(tensor.data()), *dtype_of(tensor), size};
 }
 
-VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype,
-                       int device) {
-  if (!tensor) return VectorView{nullptr, dtype.value_or(DType::kFP32), 0};
-  return vector_view(*tensor, name, dtype, device);
+MatrixView matrix_view(const OutputTensor& tensor, const char* name, std::optional<DType> dtype, int device) {
+  return matrix_view(writable_tensor(tensor, name), name, dtype, device);
+}
+
+VectorView vector_view(const OutputTensor& tensor, const char* name, std::optional<DType> dtype, int device) {
+  return vector_view(writable_tensor(tensor, name), name, dtype, device);
 }
 
 DType parse_dtype_arg(const char* what, const std::string& text) {
@@ -95,31 +129,12 @@ DType parse_dtype_arg(const char* what, const std::string& text) {
 }
 
 void bind_tensor_views(nb::module_& m) {
-  // For the tests: the view a tensor converts to, or the error it raises.
-  m.def(
-      "_describe_tensor",
-      [](const Tensor& tensor, const std::string& name, std::optional<std::string> dtype, std::size_t ndim,
-         std::optional<int> device) {
-        const int place = device.value_or(kAnyPlace);
-        const std::optional<DType> expected =
-            dtype ? std::optional<DType>(parse_dtype_arg("dtype", *dtype)) : std::nullopt;
-        nb::dict out;
-        if (ndim == 2) {
-          const MatrixView view = matrix_view(tensor, name.c_str(), expected, place);
-          out["dtype"] = dtype_name(view.dtype);
-          out["shape"] = nb::make_tuple(view.rows, view.cols);
-          out["row_stride"] = view.row_stride;
-        } else if (ndim == 1) {
-          const VectorView view = vector_view(tensor, name.c_str(), expected, place);
-          out["dtype"] = dtype_name(view.dtype);
-          out["shape"] = nb::make_tuple(view.size);
-        } else {
-          throw nb::value_error("ndim: 1 or 2");
-        }
-        return out;
-      },
-      nb::arg("tensor"), nb::arg("name") = "tensor", nb::arg("dtype") = nb::none(), nb::arg("ndim") = 2,
-      nb::arg("device") = nb::none());
+  // For the tests: the view a tensor converts to, or the error it raises, as an input
+  // (_describe_tensor) or as an output (_describe_output), through the bindings' own conversions.
+  m.def("_describe_tensor", &describe<Tensor>, nb::arg("tensor"), nb::arg("name") = "tensor",
+        nb::arg("dtype") = nb::none(), nb::arg("ndim") = 2, nb::arg("device") = nb::none());
+  m.def("_describe_output", &describe<OutputTensor>, nb::arg("tensor"), nb::arg("name") = "tensor",
+        nb::arg("dtype") = nb::none(), nb::arg("ndim") = 2, nb::arg("device") = nb::none());
 }
 
 }  // namespace shardjit::python

@@ -1,6 +1,6 @@
 // Any DLPack tensor (PyTorch, CuPy, JAX, NumPy) -> shardjit::MatrixView / VectorView. Every
 // check names the argument and says what was expected: TypeError for a wrong dtype, ValueError
-// for a wrong rank, layout or device.
+// for a wrong rank, layout or device, or a read-only output.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,18 @@
 
 namespace shardjit::python {
 
-// Read-only arrays (JAX) are accepted too; outputs are the caller's to pass writable.
+// An input: read-only arrays (JAX, NumPy with writeable=False) are accepted too.
 using Tensor = nanobind::ndarray<nanobind::ro>;
+
+// An output, taken as any array and refused by the views below when read-only: a writable
+// nanobind::ndarray parameter would refuse it too, but as an overload mismatch that names
+// neither the argument nor the reason. `writable` is what the producer says (DLPack's read-only
+// flag, or the buffer protocol's readonly); one that cannot say (an unversioned DLPack capsule)
+// counts as writable.
+struct OutputTensor {
+  Tensor tensor;
+  bool writable = false;
+};
 
 // The shardjit dtype of a DLPack dtype; empty for one shardjit has no name for.
 std::optional<DType> dtype_of(const Tensor& tensor);
@@ -26,11 +36,20 @@ std::optional<DType> dtype_of(const Tensor& tensor);
 // kAnyPlace skips the check (the cpu-tier tests' NumPy arrays).
 constexpr int kAnyPlace = -1;
 
-// `dtype` empty: any dtype shardjit knows.
+// `dtype` empty: any dtype shardjit knows. The OutputTensor overloads first refuse a read-only
+// array (ValueError "<name>: expected a writable tensor, got a read-only one").
 MatrixView matrix_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, int device);
+MatrixView matrix_view(const OutputTensor& tensor, const char* name, std::optional<DType> dtype, int device);
 VectorView vector_view(const Tensor& tensor, const char* name, std::optional<DType> dtype, int device);
-// An absent optional tensor is the empty view (of `dtype`, fp32 if none).
-VectorView vector_view(const std::optional<Tensor>& tensor, const char* name, std::optional<DType> dtype, int device);
+VectorView vector_view(const OutputTensor& tensor, const char* name, std::optional<DType> dtype, int device);
+
+// An absent optional tensor (input or output) is the empty view (of `dtype`, fp32 if none).
+template <typename AnyTensor>
+VectorView vector_view(const std::optional<AnyTensor>& tensor, const char* name, std::optional<DType> dtype,
+                       int device) {
+  if (!tensor) return VectorView{nullptr, dtype.value_or(DType::kFP32), 0};
+  return vector_view(*tensor, name, dtype, device);
+}
 
 // A CUDA stream given in Python as an integer (a cudaStream_t; 0: the legacy default stream).
 inline StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<StreamHandle>(stream); }
@@ -39,3 +58,28 @@ inline StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<
 DType parse_dtype_arg(const char* what, const std::string& text);
 
 }  // namespace shardjit::python
+
+namespace nanobind::detail {
+
+// Tries the array as writable first (one import for the usual, writable output), then as
+// read-only. Signatures show it as the writable counterpart of the inputs' ndarray[writable=False].
+// `Flags` is deduced: nanobind 2 passes it as uint8_t, nanobind 3 as uint32_t.
+template <>
+struct type_caster<shardjit::python::OutputTensor> {
+  NB_TYPE_CASTER(shardjit::python::OutputTensor, const_name("ndarray[writable=True]"))
+
+  template <typename Flags>
+  bool from_python(handle src, Flags flags, cleanup_list* cleanup) noexcept {
+    make_caster<ndarray<>> writable;
+    if (writable.from_python(src, flags, cleanup)) {
+      value = {shardjit::python::Tensor(writable.value), true};
+      return true;
+    }
+    make_caster<shardjit::python::Tensor> read_only;
+    if (!read_only.from_python(src, flags, cleanup)) return false;
+    value = {read_only.value, false};
+    return true;
+  }
+};
+
+}  // namespace nanobind::detail

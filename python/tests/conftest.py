@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 import shardjit
@@ -15,3 +17,11 @@ def has_gpu():
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+def tensor_params(method):
+    """{parameter: True for an output, False for an input} of a bound method's tensor parameters,
+    read from nanobind's signature line: inputs are typed ndarray[writable=False] (read-only arrays
+    welcome), outputs ndarray[writable=True] (read-only ones refused by name)."""
+    signature = method.__doc__.splitlines()[0]
+    return {name: flag == "True" for name, flag in re.findall(r"(\w+): ndarray\[writable=(True|False)\]", signature)}

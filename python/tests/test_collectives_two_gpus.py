@@ -2,9 +2,10 @@
 training: ReduceScatter with uneven blocks (bf16 and fp32; the path 'auto' picks, and NCCL), the MoE
 combine (fp32 with gates, bf16 without; both paths) and the tensor-parallel LinearLogp with the
 vocabulary split in two (forward with both combines, all-gathered and read from the peer, and
-backward with its all-reduced grad_hidden), each rank against a float64 PyTorch reference. The ranks
-are two_rank_worker.py, launched here. Also: an op refuses a tensor on the other GPU. Skipped unless
-PyTorch sees two CUDA devices."""
+backward with its all-reduced grad_hidden), each rank against a float64 PyTorch reference, and the
+destruction of a peer-path op (close() and the last reference) waiting for the peer with the GIL
+released. The ranks are two_rank_worker.py, launched here. Also: an op refuses a tensor on the other
+GPU. Skipped unless PyTorch sees two CUDA devices."""
 
 import os
 import subprocess

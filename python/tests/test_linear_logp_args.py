@@ -3,7 +3,7 @@
 import pytest
 
 import shardjit
-from conftest import has_gpu
+from conftest import has_gpu, tensor_params
 
 
 def test_hidden_not_a_multiple_of_8(runtime):
@@ -62,6 +62,48 @@ def test_tensor_views():
         d(np.zeros(10, dtype=np.float32)[::2], "logp", "fp32", 1, None)
     with pytest.raises(ValueError, match=r"hidden: expected a tensor on CUDA device 0 \(the op's\), got one on the CPU"):
         d(a, "hidden", "fp32", 2, 0)
+
+
+def test_a_read_only_array_is_refused_as_an_output_and_taken_as_an_input():
+    np = pytest.importorskip("numpy")
+    as_input = shardjit._shardjit._describe_tensor
+    as_output = shardjit._shardjit._describe_output
+    frozen = np.zeros((4, 16), dtype=np.float32)
+    frozen.flags.writeable = False
+    # Through DLPack (NumPy >= 2.1 marks the capsule read-only) and the buffer protocol.
+    frozen_buffer = memoryview(bytes(64)).cast("f")
+
+    assert as_input(frozen, "hidden", "fp32", 2, None) == {"dtype": "fp32", "shape": (4, 16), "row_stride": 16}
+    assert as_input(frozen_buffer, "bias", "fp32", 1, None) == {"dtype": "fp32", "shape": (16,)}
+    with pytest.raises(ValueError, match=r"^grad_hidden: expected a writable tensor, got a read-only one$"):
+        as_output(frozen, "grad_hidden", "fp32", 2, None)
+    with pytest.raises(ValueError, match=r"^logp: expected a writable tensor, got a read-only one$"):
+        as_output(frozen[0], "logp", "fp32", 1, None)
+    with pytest.raises(ValueError, match=r"^entropy: expected a writable tensor, got a read-only one$"):
+        as_output(frozen_buffer, "entropy", "fp32", 1, None)
+    # Refused for that before anything else: here the dtype is wrong too.
+    with pytest.raises(ValueError, match=r"^lse: expected a writable tensor"):
+        as_output(frozen[0], "lse", "int64", 1, None)
+
+    # A writable output gets the same view and the same other checks as an input.
+    assert as_output(np.zeros((4, 16), dtype=np.float32), "grad_weight", "fp32", 2, None)["row_stride"] == 16
+    with pytest.raises(TypeError, match="grad_weight: expected dtype fp32, got fp16"):
+        as_output(np.zeros((4, 16), dtype=np.float16), "grad_weight", "fp32", 2, None)
+    with pytest.raises(ValueError, match="logp: expected a contiguous vector"):
+        as_output(np.zeros(10, dtype=np.float32)[::2], "logp", "fp32", 1, None)
+
+
+def test_the_outputs_of_forward_and_backward_are_the_writable_arguments():
+    # What the op writes goes through the output conversion (refuses read-only arrays), what it
+    # reads through the input one; the signatures show which conversion each argument takes.
+    assert tensor_params(shardjit.LinearLogp.forward) == {
+        "hidden": False, "weight": False, "targets": False, "bias": False,
+        "logp": True, "lse": True, "entropy": True,
+    }
+    assert tensor_params(shardjit.LinearLogp.backward) == {
+        "hidden": False, "weight": False, "targets": False, "lse": False, "grad_logp": False, "grad_lse": False,
+        "bias": False, "grad_hidden": True, "grad_weight": True, "grad_bias": True,
+    }
 
 
 def test_tensor_on_another_gpu_is_refused():

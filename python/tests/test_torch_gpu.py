@@ -1,5 +1,5 @@
-"""gpu tier: forward and the autograd.Function's backward against a float64 PyTorch reference.
-Skipped without PyTorch or a CUDA device."""
+"""gpu tier: forward and the autograd.Function's backward against a float64 PyTorch reference;
+read-only outputs refused; close() and `with`. Skipped without PyTorch or a CUDA device."""
 
 import os
 
@@ -95,3 +95,61 @@ def test_bias_and_temperature_with_a_strided_bias(runtime):
     torch.testing.assert_close(weight.grad.double(), w.grad, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(bias_store.grad[::2].double(), b.grad, atol=1e-3, rtol=1e-3)
     assert torch.count_nonzero(bias_store.grad[1::2]) == 0
+
+
+def test_read_only_outputs_are_refused(runtime):
+    torch = torch_mod()
+    np = pytest.importorskip("numpy")
+
+    def frozen(*shape):
+        array = np.zeros(shape, dtype=np.float32)
+        array.flags.writeable = False
+        return array
+
+    n, h, v = 4, 64, 300
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="fp32", bias_dtype="fp32", want_backward=True)
+    x = torch.randn(n, h, device="cuda")
+    w = torch.randn(v, h, device="cuda")
+    t = torch.zeros(n, dtype=torch.int64, device="cuda")
+    b = torch.zeros(v, device="cuda")
+    logp = torch.empty(n, device="cuda")
+    lse = torch.empty(n, device="cuda")
+
+    def refused(name):
+        return pytest.raises(ValueError, match=f"^{name}: expected a writable tensor, got a read-only one$")
+
+    with refused("logp"):
+        op.forward(x, w, t, frozen(n), bias=b)
+    with refused("lse"):
+        op.forward(x, w, t, logp, lse=frozen(n), bias=b)
+    with refused("entropy"):
+        op.forward(x, w, t, logp, entropy=frozen(n), bias=b)
+    op.forward(x, w, t, logp, lse=lse, bias=b)
+    with refused("grad_hidden"):
+        op.backward(x, w, t, lse, frozen(n, h), grad_logp=torch.ones(n, device="cuda"), bias=b)
+    with refused("grad_weight"):
+        op.backward(x, w, t, lse, torch.empty_like(x), grad_weight=frozen(v, h), bias=b)
+    with refused("grad_bias"):
+        op.backward(x, w, t, lse, torch.empty_like(x), grad_bias=frozen(v), bias=b)
+    op.check()
+
+
+def test_close_and_with(runtime):
+    torch = torch_mod()
+    import shardjit.torch as sjt
+
+    n, h, v = 5, 64, 300
+    x = torch.randn(n, h, device="cuda")
+    w = torch.randn(v, h, device="cuda")
+    t = torch.randint(0, v, (n,), device="cuda")
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="fp32")
+    with op as entered:
+        assert entered is op
+        logp, _ = sjt.linear_logp(op, x, w, t)
+        assert torch.isfinite(logp).all()
+    assert op.closed
+    op.close()
+    with pytest.raises(ValueError, match="^LinearLogp: closed$"):
+        sjt.linear_logp(op, x, w, t)
+    with pytest.raises(ValueError, match="^LinearLogp: closed$"):
+        op.main_loop

@@ -1,6 +1,7 @@
 """One rank of test_collectives_two_gpus.py: joins a communicator of two ranks on CUDA device <rank>
 and checks ReduceScatter, MoeCombine and the tensor-parallel LinearLogp against float64 PyTorch
-references computed on the CPU. Run as
+references computed on the CPU, then that destroying a peer-path op waits for the peer with the GIL
+released. Run as
 
     python3 two_rank_worker.py <rank> <unique_id_hex> <cache_dir>
 
@@ -9,6 +10,8 @@ Prints one line per passed case; exits 0 when every case passed, 1 (with each fa
 stderr) when a comparison failed; any other error is an uncaught exception (traceback, exit 1)."""
 
 import sys
+import threading
+import time
 import traceback
 
 import torch
@@ -256,6 +259,62 @@ def linear_logp_compare(ctx, combine, start, outputs, ref_logp, ref_lse, ref_gra
     ctx.report(f"linear_logp tp bf16 backward ({combine})", compare_backward)
 
 
+# Destroying an op on the peer path -------------------------------------------------------------
+
+# How long rank 1 waits before it destroys the op, keeping rank 0 waiting in its destruction.
+PEER_DELAY_S = 2.0
+
+
+def ticks_during(fn):
+    """Runs fn() and returns (seconds it took, ticks another thread made meanwhile): a thread can
+    tick only while fn lets go of the GIL."""
+    stop, ticking = threading.Event(), threading.Event()
+    ticks = [0]
+
+    def tick():
+        ticking.set()
+        while not stop.wait(0.005):
+            ticks[0] += 1
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    ticking.wait()
+    before, start = ticks[0], time.monotonic()
+    try:
+        fn()
+    finally:
+        elapsed, during = time.monotonic() - start, ticks[0] - before
+        stop.set()
+        ticker.join()
+    return elapsed, during
+
+
+def destroy_cases(ctx):
+    """close(), and the destruction when the last reference goes, wait for the peer (destruction
+    is collective on the peer path) with the GIL released: rank 1 destroys the op PEER_DELAY_S
+    late, and a thread of rank 0 keeps running while rank 0 waits for it."""
+    for how in ("close", "last reference"):
+        held = [shardjit.ReduceScatter(ctx.runtime, ctx.comm, hidden=RS_HIDDEN, rows_per_rank=RS_ROWS, dtype="fp32")]
+        path = held[0].path
+        # Only a list holds the op, so that clearing it drops the last reference.
+        destroy = held[0].close if how == "close" else held.clear
+        if ctx.rank == 1:
+            time.sleep(PEER_DELAY_S)
+            destroy()
+            continue
+        elapsed, ticks = ticks_during(destroy)
+        if path != "peer":
+            # The NCCL path has no buffers to release, so its destruction does not wait.
+            print(f"rank 0: destroy by {how} skipped: the op ran {path!r}", flush=True)
+            continue
+
+        def compare():
+            assert elapsed >= PEER_DELAY_S / 2, f"the destruction took {elapsed:.3f} s: it did not wait for the peer"
+            assert ticks >= 10, f"another thread ticked {ticks} times in {elapsed:.3f} s: the GIL was held"
+
+        ctx.report(f"destroy by {how} waits without the GIL ({elapsed:.2f} s, {ticks} ticks)", compare)
+
+
 def main(argv):
     if len(argv) != 4:
         print(f"usage: {argv[0]} <rank> <unique_id_hex> <cache_dir>", file=sys.stderr)
@@ -267,6 +326,7 @@ def main(argv):
     reduce_scatter_cases(ctx)
     moe_combine_cases(ctx)
     linear_logp_cases(ctx)
+    destroy_cases(ctx)
     torch.cuda.synchronize(rank)
     if ctx.failed:
         print(f"rank {rank}: {len(ctx.failed)} case(s) failed: {', '.join(ctx.failed)}", file=sys.stderr, flush=True)
