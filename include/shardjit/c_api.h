@@ -93,8 +93,9 @@ typedef struct shardjit_vector {
  * Every host-side wait on the peers is bounded by the communicator's timeout; when it runs out
  * the call returns SHARDJIT_ERROR_COMM and a communicator made by shardjit_comm_create is
  * aborted. The runtime outlives the communicator, which outlives the ops built on it; a
- * communicator and its ops are used by one thread at a time (an op's call made while another
- * thread is in one of its calls returns SHARDJIT_ERROR_INVALID_ARGUMENT). */
+ * communicator and its ops are used by one thread at a time (of that rule, this much is checked:
+ * a call of an op made while another thread is inside a call of the same op returns
+ * SHARDJIT_ERROR_INVALID_ARGUMENT). */
 typedef struct shardjit_comm shardjit_comm;
 
 /* The size of a unique id (the bytes of an ncclUniqueId). */

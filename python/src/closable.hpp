@@ -18,20 +18,19 @@ namespace shardjit::python {
 template <typename T>
 class Closable {
  public:
-  // `built_on`: the communicator of an op, shared so that closing the Communicator first cannot
-  // pull it from under the op (the NCCL group then ends with the last op built on it).
-  explicit Closable(std::shared_ptr<T> object, std::shared_ptr<Communicator> built_on = nullptr)
-      : object_(std::move(object)), built_on_(std::move(built_on)) {}
   // nanobind's __init__: builds the object into the Python instance `self` with the GIL released,
-  // since building may compile kernels or wait for the peers. `make()` returns a std::shared_ptr<T>.
+  // since building may compile kernels or wait for the peers. `make()` returns a
+  // std::unique_ptr<T>. `built_on`: an op's communicator, which the op's own reference keeps
+  // alive, so that closing the Communicator first cannot pull it from under the op (the NCCL
+  // group then ends with the last op built on it).
   template <typename Make>
   static void build(Closable* self, Make make, std::shared_ptr<Communicator> built_on = nullptr) {
-    std::shared_ptr<T> object;
+    std::unique_ptr<T> made;
     {
       nanobind::gil_scoped_release release;
-      object = make();
+      made = make();
     }
-    new (self) Closable(std::move(object), std::move(built_on));
+    new (self) Closable(std::shared_ptr<T>(made.release(), Destroy{std::move(built_on)}));
   }
 
   // Runs in the Python object's deallocation, with the GIL held, like close().
@@ -40,9 +39,8 @@ class Closable {
   Closable& operator=(const Closable&) = delete;
 
   // The object, for the caller to hold for the length of a call: a close() on another thread
-  // while the call has released the GIL then leaves the destruction to the call's end (with the
-  // GIL held, a race the one-thread-at-a-time rule excludes anyway) instead of freeing the object
-  // under it. ValueError "<class>: closed" once closed.
+  // while the call has released the GIL then leaves the destruction to the call's end instead of
+  // freeing the object under it. ValueError "<class>: closed" once closed.
   std::shared_ptr<T> use() const {
     if (!object_) {
       const nanobind::str name(nanobind::type<Closable>().attr("__name__"));
@@ -53,21 +51,32 @@ class Closable {
 
   bool closed() const { return object_ == nullptr; }
 
-  // With the GIL held; idempotent.
-  void close() noexcept {
-    // Taken out while the GIL is still held: a call from another thread sees a closed object,
-    // never a half-destroyed one.
-    std::shared_ptr<T> object = std::move(object_);
-    std::shared_ptr<Communicator> built_on = std::move(built_on_);
-    if (object == nullptr) return;
-    nanobind::gil_scoped_release release;
-    object.reset();  // first: an op's destructor still uses its communicator
-    built_on.reset();
-  }
+  // With the GIL held; idempotent. Taken out while the GIL is held, so that a call from another
+  // thread sees a closed object, never a half-destroyed one.
+  void close() noexcept { std::shared_ptr<T>(std::move(object_)).reset(); }
 
  private:
+  // Whoever drops the last reference (close(), the garbage collector, or a call that a close()
+  // on another thread raced, at its end) destroys the object with the GIL released: the
+  // destructor may wait for the peers. The op first, then its communicator, which it still uses.
+  struct Destroy {
+    mutable std::shared_ptr<Communicator> built_on;
+    void operator()(T* object) const noexcept {
+      std::shared_ptr<Communicator> communicator = std::move(built_on);
+      if (PyGILState_Check() != 0) {
+        nanobind::gil_scoped_release release;
+        delete object;
+        communicator.reset();
+      } else {
+        delete object;
+        communicator.reset();
+      }
+    }
+  };
+
+  explicit Closable(std::shared_ptr<T> object) : object_(std::move(object)) {}
+
   std::shared_ptr<T> object_;
-  std::shared_ptr<Communicator> built_on_;
 };
 
 // The Python class over Closable<T>, with what every such class has: close(), closed and the

@@ -95,7 +95,7 @@ void bind_collectives(nb::module_& m) {
             const CommUniqueId id = unique_id_arg(unique_id);
             const CommOptions options = options_arg(timeout_seconds);
             Closable<Communicator>::build(self, [&] {
-              return std::make_shared<Communicator>(Communicator::create(runtime, device, rank, size, id, options));
+              return std::make_unique<Communicator>(Communicator::create(runtime, device, rank, size, id, options));
             });
           },
           nb::arg("runtime"), nb::arg("device"), nb::arg("rank"), nb::arg("size"), nb::arg("unique_id"),
@@ -111,7 +111,8 @@ void bind_collectives(nb::module_& m) {
           "Changes the bound of later waits on the peers, e.g. a long one while the ops are built (first-time "
           "kernel compiles on one rank keep the others waiting in the build exchange) and a short one for "
           "steady-state calls; collectives already enqueued keep the bound they were enqueued with. seconds: "
-          "positive, at most a year, as timeout_seconds.")
+          "positive, at most a year, as timeout_seconds. Call it between the ops' calls, not while another thread "
+          "is inside one.")
       .def_prop_ro("aborted", [](const Closable<Communicator>& c) { return c.use()->aborted(); },
                    "True once the communicator was aborted (after a timeout or an NCCL error, or by abort()); "
                    "every later call of an op that uses it raises ShardjitError (code 'comm_error').")
@@ -142,7 +143,7 @@ void bind_collectives(nb::module_& m) {
             config.nccl_above_bytes = nccl_above_bytes;
             const std::shared_ptr<Communicator> on = comm.use();
             Closable<ReduceScatter>::build(
-                self, [&] { return std::make_shared<ReduceScatter>(runtime, *on, config); }, on);
+                self, [&] { return std::make_unique<ReduceScatter>(runtime, *on, config); }, on);
           },
           nb::arg("runtime"), nb::arg("comm"), nb::kw_only(), nb::arg("hidden"), nb::arg("rows_per_rank"),
           nb::arg("dtype") = "bf16", nb::arg("path") = "auto", nb::arg("nccl_above_bytes") = 0,
@@ -191,7 +192,7 @@ void bind_collectives(nb::module_& m) {
             config.path = path_arg(path);
             config.nccl_above_bytes = nccl_above_bytes;
             const std::shared_ptr<Communicator> on = comm.use();
-            Closable<MoeCombine>::build(self, [&] { return std::make_shared<MoeCombine>(runtime, *on, config); },
+            Closable<MoeCombine>::build(self, [&] { return std::make_unique<MoeCombine>(runtime, *on, config); },
                                         on);
           },
           nb::arg("runtime"), nb::arg("comm"), nb::kw_only(), nb::arg("hidden"), nb::arg("capacity"),

@@ -128,7 +128,7 @@ void bind_linear_logp(nb::module_& m) {
           "__init__",
           [](Op* self, Runtime& runtime, const nb::kwargs& kwargs) {
             const LinearLogpConfig config = config_from(kwargs);
-            Op::build(self, [&] { return std::make_shared<LinearLogp>(runtime, config); });
+            Op::build(self, [&] { return std::make_unique<LinearLogp>(runtime, config); });
           },
           nb::keep_alive<1, 2>())
       .def(
@@ -138,7 +138,7 @@ void bind_linear_logp(nb::module_& m) {
             const std::shared_ptr<Communicator> on = comm.use();
             // Each rank runs on its communicator's GPU: that is the device unless one is named.
             if (!kwargs.contains("device")) config.device = on->device();
-            Op::build(self, [&] { return std::make_shared<LinearLogp>(runtime, config, *on); }, on);
+            Op::build(self, [&] { return std::make_unique<LinearLogp>(runtime, config, *on); }, on);
           },
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
           "The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, "

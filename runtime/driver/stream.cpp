@@ -68,16 +68,23 @@ void OwnedEvent::release() noexcept {
   event_ = nullptr;
 }
 
+namespace {
+
+// The legacy stream is never captured, and asking about it while another thread captures in the
+// global mode would be an error of its own. It is null or CU_STREAM_LEGACY.
+bool is_legacy_stream(CUstream stream) { return stream == nullptr || stream == CU_STREAM_LEGACY; }
+
+}  // namespace
+
 bool stream_is_capturing(CUstream stream) {
+  if (is_legacy_stream(stream)) return false;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   SHARDJIT_CU(cuStreamIsCapturing(stream, &status));
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 std::uint64_t stream_capture_id(CUstream stream) {
-  // The legacy stream is never captured, and asking about it while another thread captures in
-  // the global mode would be an error.
-  if (stream == nullptr) return 0;
+  if (is_legacy_stream(stream)) return 0;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   SHARDJIT_CU(cuStreamGetCaptureInfo(stream, &status, &id, nullptr, nullptr, nullptr, nullptr));
@@ -85,15 +92,14 @@ std::uint64_t stream_capture_id(CUstream stream) {
 }
 
 void check_growth_outside_capture(CUstream stream, const std::string& what) {
-  // The legacy stream (an op's build passes it) is never captured.
-  if (stream == nullptr || !stream_is_capturing(stream)) return;
+  if (!stream_is_capturing(stream)) return;
   throw Error(ErrorCode::kInvalidArgument,
               what + " would have to grow during CUDA graph capture; build the op with max_rows >= the largest "
                      "row count of a call, or run one call of that size before capturing");
 }
 
 void check_wait_outside_capture(CUstream stream, const std::string& what, const std::string& remedy) {
-  if (stream == nullptr || !stream_is_capturing(stream)) return;
+  if (!stream_is_capturing(stream)) return;
   throw Error(ErrorCode::kInvalidArgument,
               what + " waits for the stream on the host, and the stream is being captured into a CUDA graph; " +
                   remedy);

@@ -51,7 +51,8 @@ class OwnedEvent {
   CUevent event_ = nullptr;
 };
 
-// Whether `stream` is being captured into a CUDA graph (then nothing may synchronize with it).
+// Whether `stream` is being captured into a CUDA graph (then nothing may synchronize with it);
+// never the legacy stream (null or CU_STREAM_LEGACY).
 bool stream_is_capturing(CUstream stream);
 
 // The id of the capture sequence `stream` is part of, unique in the process; 0 when it is not
