@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,8 +19,20 @@ namespace {
 namespace fs = std::filesystem;
 
 [[noreturn]] void file_error(const std::string& what, const fs::path& path, int error) {
-  throw Error(ErrorCode::kCacheError,
-              "cannot " + what + " '" + path.string() + "': " + std::strerror(error));
+  throw FileError("cannot " + what + " '" + path.string() + "': " + std::strerror(error), error);
+}
+
+// fail_next_file_writes_for_testing's failures still to come, and their errno.
+std::atomic<int> injected_failures_left{0};
+std::atomic<int> injected_errno{0};
+
+// The errno the next write must fail with, when a test asked for it; 0 (nearly always) when not.
+int take_injected_failure() {
+  int left = injected_failures_left.load();
+  while (left > 0) {
+    if (injected_failures_left.compare_exchange_weak(left, left - 1)) return injected_errno.load();
+  }
+  return 0;
 }
 
 // Owns a file descriptor; closing is checked explicitly where it matters (after writes).
@@ -74,6 +87,7 @@ FileIdentity identity_of(const struct stat& info) {
 }
 
 void write_all(int fd, std::string_view bytes, const fs::path& path) {
+  if (const int injected = take_injected_failure()) file_error("write", path, injected);
   while (!bytes.empty()) {
     ssize_t written = ::write(fd, bytes.data(), bytes.size());
     if (written < 0) {
@@ -99,6 +113,15 @@ void fsync_folder(const fs::path& folder) {
 }
 
 }  // namespace
+
+bool FileError::out_of_space() const noexcept {
+  return system_error_ == ENOSPC || system_error_ == EDQUOT;
+}
+
+void fail_next_file_writes_for_testing(int count, int error) {
+  injected_errno.store(error);
+  injected_failures_left.store(count);
+}
 
 std::optional<FileBytes> read_whole_file(const fs::path& path, std::uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (reads of a regular file ignore it).

@@ -24,6 +24,13 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kEntryExtension = ".sjk";
 constexpr auto kStaleTempAge = std::chrono::hours(1);
+// A store that finds the disk or the quota full frees this many times its entry's size before
+// writing again. The entry's size alone would often do, but the freed space is not the store's
+// alone (other writers on the disk, the file system's metadata and, copy-on-write, the unlinks
+// themselves take some), and with one retry, falling short costs every later process a compile;
+// the rest lets a run's next kernel fit at once. The excess costs a compile, if ever used again,
+// of the least recently used entries.
+constexpr std::uint64_t kRoomFactor = 2;
 
 struct ScannedFile {
   fs::path path;
@@ -185,11 +192,39 @@ std::optional<CacheEntry> DiskCache::reject_entry(const std::string& key, const 
 void DiskCache::store(const CacheEntry& entry) {
   require_writable("store a kernel");
   const fs::path path = entry_path(entry.key);
-  write_file_atomically(path, encode_entry(entry));
+  const std::string bytes = encode_entry(entry);
+  try {
+    write_file_atomically(path, bytes);
+  } catch (const FileError& error) {
+    if (!error.out_of_space()) throw;
+    write_after_making_room(path, bytes, error);
+  }
   try {
     evict_lru(max_bytes_, path);
   } catch (const Error& error) {
     log().warn("kernel cache eviction failed after storing '{}': {}", path.string(), error.what());
+  }
+}
+
+void DiskCache::write_after_making_room(const fs::path& path, const std::string& bytes,
+                                        const FileError& failure) {
+  Eviction eviction;
+  try {
+    eviction = evict_lru(max_bytes_, path, kRoomFactor * bytes.size());
+  } catch (const Error& error) {
+    throw FileError(std::string(failure.what()) + "; no room could be made: " + error.what(),
+                    failure.system_error());
+  }
+  const std::string evicted = std::to_string(eviction.entries) + " least recently used entries (" +
+                              std::to_string(eviction.bytes_freed) + " bytes)";
+  log().warn("kernel cache: no room to store '{}' ({}); evicted {} and writing it again",
+             path.string(), failure.what(), evicted);
+  try {
+    write_file_atomically(path, bytes);
+  } catch (const FileError& error) {
+    throw FileError(std::string(error.what()) + ", even after evicting " + evicted +
+                        " to make room for '" + path.string() + "'",
+                    error.system_error());
   }
 }
 
@@ -322,7 +357,8 @@ std::uint64_t DiskCache::total_bytes() const {
   return sum_sizes(scan_kernels(cache_kernels_dir(dir_)).entries);
 }
 
-DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep) {
+DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path& keep,
+                                         std::uint64_t min_freed) {
   Eviction eviction;
   KernelsScan scan = scan_kernels(cache_kernels_dir(dir_));
   eviction.temp_files = remove_stale_temps(scan.temps);
@@ -339,18 +375,25 @@ DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path
   }
   std::uint64_t total = sum_sizes(entries);
   eviction.bytes_before = total;
-  if (total <= max_bytes) return eviction;
+  auto done = [&] { return total <= max_bytes && eviction.bytes_freed >= min_freed; };
+  if (done()) return eviction;
   std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
     return a.mtime != b.mtime ? a.mtime < b.mtime : a.path < b.path;
   });
   for (const ScannedFile& file : entries) {
-    if (total <= max_bytes) break;
+    if (done()) break;
     if (!keep.empty() && file.path.filename() == keep.filename()) continue;
     if (!remove_file(file.path)) continue;
     remove_free_lock(file.path.stem().string());
-    log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
-               file.path.string(), file.size, max_bytes);
+    if (eviction.bytes_freed < min_freed) {
+      log().info("evicted kernel cache entry '{}' ({} bytes) to free {} bytes for a new entry",
+                 file.path.string(), file.size, min_freed);
+    } else {
+      log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
+                 file.path.string(), file.size, max_bytes);
+    }
     total -= file.size;
+    eviction.bytes_freed += file.size;
     ++eviction.entries;
   }
   return eviction;

@@ -72,8 +72,11 @@ class DiskCache {
 
   // Publishes entry atomically as kernels/<entry.key>.sjk, then evicts least recently used
   // entries (and their lock files) while the total exceeds the cap, and removes temporary files
-  // older than an hour. Error(kCacheError) when the cache is read-only or a write fails (naming
-  // the file and the reason); nothing partial is left behind.
+  // older than an hour. Where the disk or the quota is full (ENOSPC, EDQUOT), the cache's own
+  // least recently used entries (never this one) make room first: enough are evicted to free
+  // twice the entry's size (logged: warn), and the write is tried once more. Error(kCacheError)
+  // when the cache is read-only or a write fails (another error, or no room even then), naming
+  // the file and the reason (a FileError when the write failed); nothing partial is left behind.
   void store(const CacheEntry& entry);
 
   // Compiles a key once across processes: takes locks/<key>.lock, loads again, else calls
@@ -110,9 +113,16 @@ class DiskCache {
     std::size_t entries = 0;        // evicted
     std::size_t temp_files = 0;     // stale temporary files removed
     std::uint64_t bytes_before = 0;  // the entries' total when scanned
+    std::uint64_t bytes_freed = 0;   // the evicted entries' total
   };
-  // Evicts entries (never `keep`) and removes stale temporary files, as gc and store say.
-  Eviction evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep);
+  // Evicts least recently used entries (never `keep`) while their total exceeds max_bytes or
+  // fewer than min_freed bytes have gone, and removes stale temporary files, as gc and store say.
+  Eviction evict_lru(std::uint64_t max_bytes, const std::filesystem::path& keep,
+                     std::uint64_t min_freed = 0);
+  // store's second write, after the first found no room (failure): evicts to make room, then
+  // writes again, or throws a FileError saying what was evicted in vain.
+  void write_after_making_room(const std::filesystem::path& path, const std::string& bytes,
+                               const FileError& failure);
   // Deletes the lock file of `key` when no one holds it; false when held or absent.
   bool remove_free_lock(const std::string& key) const;
 

@@ -77,6 +77,29 @@ int exit_code_with_a_full_disk(const std::function<int()>& body) {
   return WEXITSTATUS(status);
 }
 
+// Makes the next `count` file writes fail with `error` (atomic_file's test seam) for a scope, and
+// cancels those left at its end, so that a test that stops early leaves none to the next.
+class InjectedWriteFailures {
+ public:
+  InjectedWriteFailures(int count, int error) { fail_next_file_writes_for_testing(count, error); }
+  ~InjectedWriteFailures() { fail_next_file_writes_for_testing(0, 0); }
+  InjectedWriteFailures(const InjectedWriteFailures&) = delete;
+  InjectedWriteFailures& operator=(const InjectedWriteFailures&) = delete;
+};
+
+// Stores a, b, c and d (entries of one size), then uses a: the least recently used are b and c,
+// which are not the first stored, so that eviction by last use is told from eviction by age.
+void store_four_entries_with_a_used_last(DiskCache& cache) {
+  const char* names[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; ++i) {
+    cache.store(test_entry(names[i]));
+    set_age(cache.entry_path(test_key(names[i])), std::chrono::seconds(1000 - 100 * i));
+  }
+  ASSERT_TRUE(cache.load(test_key("a")).has_value());
+}
+
+bool holds(DiskCache& cache, const char* name) { return fs::exists(cache.entry_path(test_key(name))); }
+
 TEST(DiskCache, StoreThenLoadReturnsTheSameEntry) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);
@@ -370,6 +393,27 @@ TEST(DiskCache, GetOrCreateReturnsTheEntryWhenItCannotBeStored) {
   EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
 }
 
+// On a disk that stays full, get_or_create has made room as a store does, and still returns
+// the kernel it made, with the warning that it is not kept.
+TEST(DiskCache, GetOrCreateOnADiskThatStaysFullReturnsTheKernel) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  store_four_entries_with_a_used_last(cache);
+  InjectedWriteFailures full_disk(1000, ENOSPC);
+  LogCapture log;
+  bool created = false;
+  EXPECT_EQ(cache.get_or_create(test_key("e"), [] { return test_entry("e"); }, &created), test_entry("e"));
+  EXPECT_TRUE(created);
+  EXPECT_NE(log.text().find("cannot keep a kernel"), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find("even after evicting 2 least recently used entries"), std::string::npos) << log.text();
+  EXPECT_FALSE(holds(cache, "e"));
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+  EXPECT_FALSE(holds(cache, "b"));
+  EXPECT_FALSE(holds(cache, "c"));
+  EXPECT_TRUE(holds(cache, "a"));
+  EXPECT_TRUE(holds(cache, "d"));
+}
+
 TEST(DiskCache, MakeReturningAnotherKeyIsAnInternalError) {
   TempDir temp;
   DiskCache cache(temp.path() / "cache", kNoCap, true);
@@ -595,6 +639,92 @@ TEST(DiskCache, WriteErrorNamesTheFileAndLeavesNoTempFile) {
   EXPECT_EQ(code, 0) << "10: setrlimit failed, 12: bad error, 13: store succeeded";
   EXPECT_EQ(count_temp_files(cache.dir()), 0u);
   EXPECT_FALSE(fs::exists(cache.entry_path(test_key("a"))));
+}
+
+// A full disk or quota (ENOSPC, EDQUOT) makes the store evict the least recently used entries,
+// twice the new entry's size (here two entries of its size), and write it again.
+TEST(DiskCache, StoreOnAFullDiskEvictsTheLeastRecentlyUsedEntriesAndWritesAgain) {
+  for (int error : {ENOSPC, EDQUOT}) {
+    SCOPED_TRACE(std::strerror(error));
+    TempDir temp;
+    DiskCache cache(temp.path() / "cache", kNoCap, true);
+    store_four_entries_with_a_used_last(cache);
+    LogCapture log;
+    {
+      InjectedWriteFailures full_disk(1, error);
+      cache.store(test_entry("e"));
+    }
+    EXPECT_EQ(cache.load(test_key("e")), test_entry("e"));
+    EXPECT_FALSE(holds(cache, "b"));
+    EXPECT_FALSE(holds(cache, "c"));
+    EXPECT_EQ(cache.load(test_key("a")), test_entry("a"));
+    EXPECT_EQ(cache.load(test_key("d")), test_entry("d"));
+    EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+    const std::string text = log.text();
+    EXPECT_NE(text.find(std::strerror(error)), std::string::npos) << text;
+    EXPECT_NE(text.find("evicted 2 least recently used entries"), std::string::npos) << text;
+  }
+}
+
+// A disk that stays full fails the store after one more write, naming the entry, the temporary
+// file's folder and the reason; it leaves no temporary file, and evicts what that one write
+// needed and no more.
+TEST(DiskCache, StoreOnADiskThatStaysFullFailsAfterOneRetryAndEvictsNoMore) {
+  TempDir temp;
+  DiskCache cache(temp.path() / "cache", kNoCap, true);
+  store_four_entries_with_a_used_last(cache);
+  {
+    InjectedWriteFailures full_disk(2, ENOSPC);  // the write and its retry
+    try {
+      cache.store(test_entry("e"));
+      FAIL() << "a store on a full disk succeeded";
+    } catch (const FileError& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kCacheError);
+      EXPECT_EQ(error.system_error(), ENOSPC);
+      const std::string message = error.what();
+      EXPECT_NE(message.find(cache_kernels_dir(cache.dir()).string() + "/.tmp-"), std::string::npos) << message;
+      EXPECT_NE(message.find(cache.entry_path(test_key("e")).string()), std::string::npos) << message;
+      EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+    }
+  }
+  EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+  EXPECT_FALSE(holds(cache, "e"));
+  EXPECT_FALSE(holds(cache, "b"));
+  EXPECT_FALSE(holds(cache, "c"));
+  EXPECT_TRUE(holds(cache, "a"));
+  EXPECT_TRUE(holds(cache, "d"));
+  // Both injected failures were spent (one retry): the next store writes at once, evicting none.
+  cache.store(test_entry("e"));
+  EXPECT_EQ(cache.load(test_key("e")), test_entry("e"));
+  EXPECT_TRUE(holds(cache, "a"));
+  EXPECT_TRUE(holds(cache, "d"));
+}
+
+// Any other write error (a failing disk, a permission) is no lack of room: the store fails at
+// once with its reason, and evicts nothing.
+TEST(DiskCache, AWriteErrorOtherThanNoSpaceEvictsNothing) {
+  for (int error : {EIO, EACCES}) {
+    SCOPED_TRACE(std::strerror(error));
+    TempDir temp;
+    DiskCache cache(temp.path() / "cache", kNoCap, true);
+    store_four_entries_with_a_used_last(cache);
+    {
+      InjectedWriteFailures failing_disk(1, error);
+      try {
+        cache.store(test_entry("e"));
+        FAIL() << "a failed write was not reported";
+      } catch (const FileError& failure) {
+        EXPECT_EQ(failure.system_error(), error);
+        EXPECT_FALSE(failure.out_of_space());
+        const std::string message = failure.what();
+        EXPECT_NE(message.find(std::strerror(error)), std::string::npos) << message;
+        EXPECT_NE(message.find(cache_kernels_dir(cache.dir()).string()), std::string::npos) << message;
+      }
+    }
+    for (const char* name : {"a", "b", "c", "d"}) EXPECT_TRUE(holds(cache, name)) << name;
+    EXPECT_FALSE(holds(cache, "e"));
+    EXPECT_EQ(count_temp_files(cache.dir()), 0u);
+  }
 }
 
 }  // namespace
