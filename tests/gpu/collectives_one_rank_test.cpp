@@ -3,12 +3,15 @@
 // the reduce-scatter of one rank, which is a copy; against a CPU reference. The multigpu tier
 // runs both ops on two GPUs; this tier runs them where there is one. Also: the communicator's
 // watchdog, polling a queued collective, leaves another thread's global-mode graph capture
-// intact.
+// intact, and check() during a capture of its stream is refused by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -167,6 +170,50 @@ TEST_F(OneRankCollectives, TheWatchdogLeavesAGlobalCaptureOnAnotherThreadIntact)
 
   op.check(nullptr);
   EXPECT_EQ(output.to_vector<std::uint8_t>(bytes.size()), bytes);
+  EXPECT_FALSE(comm.aborted());
+}
+
+// check() waits for the stream on the host: during a capture of that stream it is refused by
+// name before it enqueues anything (the capture ends clean), for either op; outside, it runs.
+TEST_F(OneRankCollectives, CheckDuringACaptureOfItsStreamIsRefusedByName) {
+  constexpr std::int64_t kHidden = 64, kRows = 8;
+  Runtime runtime;
+  Communicator comm = one_rank(runtime);
+  ReduceScatterConfig rs_config;
+  rs_config.hidden = kHidden;
+  rs_config.rows_per_rank = {kRows};
+  ReduceScatter reduce_scatter(runtime, comm, rs_config);
+  MoeCombineConfig moe_config;
+  moe_config.hidden = kHidden;
+  moe_config.capacity = kRows;
+  MoeCombine moe_combine(runtime, comm, moe_config);
+  const DeviceContext& device = runtime.impl().device(0);
+  const DriverApi& cu = driver();
+  ScopedContext scope(device);
+  OwnedStream stream(device);
+  const std::pair<const char*, std::function<void()>> checks[] = {
+      {"ReduceScatter::check", [&] { reduce_scatter.check(stream.get()); }},
+      {"MoeCombine::check", [&] { moe_combine.check(stream.get()); }},
+  };
+  for (const auto& [name, check] : checks) {
+    ASSERT_EQ(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    std::string message;
+    try {
+      check();
+      ADD_FAILURE() << name << " was accepted during a capture of its stream";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      message = error.what();
+    }
+    CUgraph graph = nullptr;
+    ASSERT_EQ(cu.cuStreamEndCapture(stream.get(), &graph), CUDA_SUCCESS) << name << ": the capture was invalidated";
+    std::size_t nodes = 0;
+    EXPECT_EQ(cu.cuGraphGetNodes(graph, nullptr, &nodes), CUDA_SUCCESS);
+    cu.cuGraphDestroy(graph);
+    EXPECT_EQ(nodes, 0u) << name << " enqueued work";
+    EXPECT_NE(message.find(std::string(name) + " waits for the stream"), std::string::npos) << message;
+    check();
+  }
   EXPECT_FALSE(comm.aborted());
 }
 
