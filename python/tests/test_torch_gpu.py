@@ -1,5 +1,6 @@
 """gpu tier: forward and the autograd.Function's backward against a float64 PyTorch reference;
-read-only outputs refused; close() and `with`. Skipped without PyTorch or a CUDA device."""
+read-only outputs refused; close() and `with`; a second thread's call refused while one runs.
+Skipped without PyTorch or a CUDA device."""
 
 import os
 
@@ -153,3 +154,47 @@ def test_close_and_with(runtime):
         sjt.linear_logp(op, x, w, t)
     with pytest.raises(ValueError, match="^LinearLogp: closed$"):
         op.main_loop
+
+
+def test_a_second_thread_is_refused_while_a_call_runs(runtime):
+    """One op takes one call at a time: while a thread is inside op.check() (waiting for a stream
+    that a spinning kernel keeps busy), a forward from another thread raises InvalidArgumentError
+    instead of racing on the op's buffers; once the call ends, the op runs again."""
+    import threading
+    import time
+
+    torch = torch_mod()
+    n, h, v = 5, 64, 300
+    x = torch.randn(n, h, device="cuda")
+    w = torch.randn(v, h, device="cuda")
+    t = torch.randint(0, v, (n,), device="cuda")
+    logp = torch.empty(n, device="cuda")
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="fp32")
+    op.forward(x, w, t, logp)  # sizes the workspace: no call below allocates
+    torch.cuda.synchronize()
+
+    busy = torch.cuda.Stream()
+    with torch.cuda.stream(busy):
+        torch.cuda._sleep(4_000_000_000)  # a few seconds of spinning at the GPU's clock
+    def wait_inside_the_op():
+        while True:  # this thread may itself find the main thread's forward inside the op: retry
+            try:
+                op.check(busy.cuda_stream)
+                return
+            except shardjit.InvalidArgumentError:
+                time.sleep(0.001)
+
+    inside = threading.Thread(target=wait_inside_the_op)
+    inside.start()
+    refusal = None
+    give_up = time.monotonic() + 20
+    while refusal is None and inside.is_alive() and time.monotonic() < give_up:
+        try:
+            op.forward(x, w, t, logp)  # runs until the other thread is inside check()
+            time.sleep(0.005)
+        except shardjit.InvalidArgumentError as error:
+            refusal = str(error)
+    inside.join()
+    assert refusal is not None and "another thread is inside a call of this op" in refusal, refusal
+    op.forward(x, w, t, logp)
+    assert op.check()["bad_rows"] == 0
