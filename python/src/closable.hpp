@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -63,14 +64,10 @@ class Closable {
     mutable std::shared_ptr<Communicator> built_on;
     void operator()(T* object) const noexcept {
       std::shared_ptr<Communicator> communicator = std::move(built_on);
-      if (PyGILState_Check() != 0) {
-        nanobind::gil_scoped_release release;
-        delete object;
-        communicator.reset();
-      } else {
-        delete object;
-        communicator.reset();
-      }
+      std::optional<nanobind::gil_scoped_release> release;  // ends first: the GIL is back on return
+      if (PyGILState_Check() != 0) release.emplace();
+      delete object;
+      communicator.reset();
     }
   };
 

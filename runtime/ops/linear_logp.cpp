@@ -147,11 +147,10 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
   plan.split = split_plan(n_rows);
   // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
   if (!keep || !bwd.keep || tp || !bwd.fits(n_rows)) return plan;
-  // The first chunk of a backward of these rows, when there is a second one (a single chunk has
-  // nothing to spare a recompute for: no kept chunk means the forward runs as it always has), it
-  // ends on a forward tile and before the valid columns do, and the combine merges its sources
-  // beside the splits'.
-  // Chunks are whole dZ tiles (plan_bwd_chunks).
+  // The first chunk of a backward of these rows is kept when there is a second one (a single
+  // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
+  // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
+  // (plan_bwd_chunks).
   const BwdChunkPlan chunks = bwd.plan(n_rows, false);
   const std::int64_t cols = chunks.chunk_cols;
   if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plan;

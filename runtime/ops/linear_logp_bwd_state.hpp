@@ -63,8 +63,8 @@ struct LinearLogpBwdState {
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
   void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream);
 
-  // Whether the dZ buffer and the split-tile workspace hold what `plan` of n_rows rows needs
-  // without growing (so reserve and reserve_split would do nothing).
+  // Whether the buffers (dZ, accumulator, mask) and the split-tile workspace hold what `plan` of
+  // n_rows rows needs without growing (so reserve and reserve_split would do nothing).
   bool holds(const BwdChunkPlan& plan, std::int64_t n_rows) const;
 
   const LinearLogpLayout& layout;
