@@ -15,7 +15,10 @@ using namespace shardjit::c_api;
 
 namespace {
 
-shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& config) {
+// The caller's config (its struct_size checked, read over the defaults) as the C++ one.
+shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& given) {
+  const shardjit_linear_logp_config config = read_struct(given, shardjit_linear_logp_config_init_sized,
+                                                         kOldestLinearLogpConfigSize, "shardjit_linear_logp_config");
   shardjit::LinearLogpConfig cpp;
   cpp.hidden = config.hidden;
   cpp.vocab_start = config.vocab_start;
@@ -91,29 +94,34 @@ const char* shardjit_status_name(shardjit_status status) {
 
 const char* shardjit_version(void) { return shardjit::version(); }
 
-void shardjit_runtime_options_init(shardjit_runtime_options* options) {
-  if (options != nullptr) *options = shardjit_runtime_options{nullptr, -1, nullptr, nullptr, -1, nullptr, -1, -1, -1, -1};
+void shardjit_runtime_options_init_sized(shardjit_runtime_options* options, size_t struct_size) {
+  write_defaults(options, struct_size,
+                 shardjit_runtime_options{sizeof(shardjit_runtime_options), nullptr, -1, nullptr, nullptr, -1, nullptr,
+                                          -1, -1, -1, -1});
 }
 
 shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out) {
   if (out == nullptr) return null_argument("shardjit_runtime_create", "out");
   *out = nullptr;
   return guarded([&] {
-    shardjit::RuntimeOptions cpp;
+    // NULL options: all defaults, every setting from the environment.
+    shardjit_runtime_options given;
+    shardjit_runtime_options_init(&given);
     if (options != nullptr) {
-      if (options->cache_dir) cpp.cache_dir = options->cache_dir;
-      cpp.jit = switch_of("jit", options->jit);
-      if (options->template_dir) cpp.template_dir = options->template_dir;
-      if (options->log_level) cpp.log_level = options->log_level;
-      if (options->cache_max_bytes != -1) cpp.cache_max_bytes = count_of("cache_max_bytes", options->cache_max_bytes);
-      if (options->dump_dir) cpp.dump_dir = options->dump_dir;
-      if (options->peer_blocks != -1) {
-        cpp.peer_blocks = static_cast<int>(count_of("peer_blocks", options->peer_blocks));
-      }
-      cpp.peer_lines = switch_of("peer_lines", options->peer_lines);
-      cpp.hopper_path = switch_of("hopper_path", options->hopper_path);
-      cpp.autotune = switch_of("autotune", options->autotune);
+      given = read_struct(*options, shardjit_runtime_options_init_sized, kOldestRuntimeOptionsSize,
+                          "shardjit_runtime_options");
     }
+    shardjit::RuntimeOptions cpp;
+    if (given.cache_dir) cpp.cache_dir = given.cache_dir;
+    cpp.jit = switch_of("jit", given.jit);
+    if (given.template_dir) cpp.template_dir = given.template_dir;
+    if (given.log_level) cpp.log_level = given.log_level;
+    if (given.cache_max_bytes != -1) cpp.cache_max_bytes = count_of("cache_max_bytes", given.cache_max_bytes);
+    if (given.dump_dir) cpp.dump_dir = given.dump_dir;
+    if (given.peer_blocks != -1) cpp.peer_blocks = static_cast<int>(count_of("peer_blocks", given.peer_blocks));
+    cpp.peer_lines = switch_of("peer_lines", given.peer_lines);
+    cpp.hopper_path = switch_of("hopper_path", given.hopper_path);
+    cpp.autotune = switch_of("autotune", given.autotune);
     auto handle = std::make_unique<shardjit_runtime>();
     handle->runtime = std::make_unique<shardjit::Runtime>(cpp);
     *out = handle.release();
@@ -206,15 +214,15 @@ shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted) {
   return guarded([&] { *aborted = comm->comm->aborted() ? 1 : 0; });
 }
 
-void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config) {
-  if (config == nullptr) return;
-  const shardjit::LinearLogpConfig defaults;
-  *config = shardjit_linear_logp_config{};
-  config->dtype = static_cast<shardjit_dtype>(defaults.dtype);
-  config->bias_dtype = SHARDJIT_BF16;
-  config->target_dtype = static_cast<shardjit_dtype>(defaults.target_dtype);
-  config->ignore_index = defaults.ignore_index;
-  config->temperature = defaults.temperature;
+void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config, size_t struct_size) {
+  const shardjit::LinearLogpConfig cpp;
+  shardjit_linear_logp_config defaults{};
+  defaults.dtype = static_cast<shardjit_dtype>(cpp.dtype);
+  defaults.bias_dtype = SHARDJIT_BF16;
+  defaults.target_dtype = static_cast<shardjit_dtype>(cpp.target_dtype);
+  defaults.ignore_index = cpp.ignore_index;
+  defaults.temperature = cpp.temperature;
+  write_defaults(config, struct_size, defaults);
 }
 
 shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
@@ -224,8 +232,9 @@ shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const sha
   if (runtime == nullptr) return null_argument("shardjit_linear_logp_create", "runtime");
   if (config == nullptr) return null_argument("shardjit_linear_logp_create", "config");
   return guarded([&] {
+    const shardjit::LinearLogpConfig cpp = config_of(*config);
     auto handle = std::make_unique<shardjit_linear_logp>();
-    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, config_of(*config));
+    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, cpp);
     *out = handle.release();
   });
 }
@@ -238,8 +247,9 @@ shardjit_status shardjit_linear_logp_create_tp(shardjit_runtime* runtime, const 
   if (config == nullptr) return null_argument("shardjit_linear_logp_create_tp", "config");
   if (comm == nullptr) return null_argument("shardjit_linear_logp_create_tp", "comm");
   return guarded([&] {
+    const shardjit::LinearLogpConfig cpp = config_of(*config);
     auto handle = std::make_unique<shardjit_linear_logp>();
-    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, config_of(*config), *comm->comm);
+    handle->op = std::make_unique<shardjit::LinearLogp>(*runtime->runtime, cpp, *comm->comm);
     *out = handle.release();
   });
 }

@@ -61,14 +61,14 @@ const char* shardjit_collective_path_name(shardjit_collective_path path) {
   return shardjit::collective_path_name(static_cast<shardjit::CollectivePath>(path));
 }
 
-void shardjit_reduce_scatter_config_init(shardjit_reduce_scatter_config* config) {
-  if (config == nullptr) return;
-  const shardjit::ReduceScatterConfig defaults;
-  *config = shardjit_reduce_scatter_config{};
-  config->dtype = static_cast<shardjit_dtype>(defaults.dtype);
-  config->hidden = defaults.hidden;
-  config->path = static_cast<shardjit_collective_path>(defaults.path);
-  config->nccl_above_bytes = defaults.nccl_above_bytes;
+void shardjit_reduce_scatter_config_init_sized(shardjit_reduce_scatter_config* config, size_t struct_size) {
+  const shardjit::ReduceScatterConfig cpp;
+  shardjit_reduce_scatter_config defaults{};
+  defaults.dtype = static_cast<shardjit_dtype>(cpp.dtype);
+  defaults.hidden = cpp.hidden;
+  defaults.path = static_cast<shardjit_collective_path>(cpp.path);
+  defaults.nccl_above_bytes = cpp.nccl_above_bytes;
+  write_defaults(config, struct_size, defaults);
 }
 
 shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardjit_comm* comm,
@@ -80,8 +80,11 @@ shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardj
   if (comm == nullptr) return null_argument("shardjit_reduce_scatter_create", "comm");
   if (config == nullptr) return null_argument("shardjit_reduce_scatter_create", "config");
   return guarded([&] {
+    const shardjit::ReduceScatterConfig cpp =
+        config_of(read_struct(*config, shardjit_reduce_scatter_config_init_sized, kOldestReduceScatterConfigSize,
+                              "shardjit_reduce_scatter_config"));
     auto handle = std::make_unique<shardjit_reduce_scatter>();
-    handle->op = std::make_unique<shardjit::ReduceScatter>(*runtime->runtime, *comm->comm, config_of(*config));
+    handle->op = std::make_unique<shardjit::ReduceScatter>(*runtime->runtime, *comm->comm, cpp);
     *out = handle.release();
   });
 }
@@ -105,16 +108,16 @@ shardjit_status shardjit_reduce_scatter_check(shardjit_reduce_scatter* op, void*
   return guarded([&] { op->op->check(stream); });
 }
 
-void shardjit_moe_combine_config_init(shardjit_moe_combine_config* config) {
-  if (config == nullptr) return;
-  const shardjit::MoeCombineConfig defaults;
-  *config = shardjit_moe_combine_config{};
-  config->dtype = static_cast<shardjit_dtype>(defaults.dtype);
-  config->hidden = defaults.hidden;
-  config->capacity = defaults.capacity;
-  config->gates = defaults.gates ? 1 : 0;
-  config->path = static_cast<shardjit_collective_path>(defaults.path);
-  config->nccl_above_bytes = defaults.nccl_above_bytes;
+void shardjit_moe_combine_config_init_sized(shardjit_moe_combine_config* config, size_t struct_size) {
+  const shardjit::MoeCombineConfig cpp;
+  shardjit_moe_combine_config defaults{};
+  defaults.dtype = static_cast<shardjit_dtype>(cpp.dtype);
+  defaults.hidden = cpp.hidden;
+  defaults.capacity = cpp.capacity;
+  defaults.gates = cpp.gates ? 1 : 0;
+  defaults.path = static_cast<shardjit_collective_path>(cpp.path);
+  defaults.nccl_above_bytes = cpp.nccl_above_bytes;
+  write_defaults(config, struct_size, defaults);
 }
 
 shardjit_status shardjit_moe_combine_create(shardjit_runtime* runtime, shardjit_comm* comm,
@@ -125,8 +128,10 @@ shardjit_status shardjit_moe_combine_create(shardjit_runtime* runtime, shardjit_
   if (comm == nullptr) return null_argument("shardjit_moe_combine_create", "comm");
   if (config == nullptr) return null_argument("shardjit_moe_combine_create", "config");
   return guarded([&] {
+    const shardjit::MoeCombineConfig cpp = config_of(read_struct(
+        *config, shardjit_moe_combine_config_init_sized, kOldestMoeCombineConfigSize, "shardjit_moe_combine_config"));
     auto handle = std::make_unique<shardjit_moe_combine>();
-    handle->op = std::make_unique<shardjit::MoeCombine>(*runtime->runtime, *comm->comm, config_of(*config));
+    handle->op = std::make_unique<shardjit::MoeCombine>(*runtime->runtime, *comm->comm, cpp);
     *out = handle.release();
   });
 }

@@ -1,7 +1,11 @@
 // What the C API's source files share: the opaque handles' definitions, the per-thread last
-// error, the guard that turns exceptions into statuses, and the conversions of C views.
+// error, the guard that turns exceptions into statuses, the reading of the versioned option and
+// config structs, and the conversions of C views.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -62,6 +66,57 @@ inline shardjit_status null_argument(const char* function, const char* name) noe
   } catch (...) {
     return fail(SHARDJIT_ERROR_INVALID_ARGUMENT, "an argument is NULL");
   }
+}
+
+// The oldest struct_size the library reads for each option and config struct: the size of its
+// first versioned layout. A later version that appends fields keeps the old size here, so that
+// callers built against the older header still work (they get the defaults of the new fields).
+// An appended field must start at or after the old size (with explicit padding where alignment
+// would place it sooner): an old caller's bytes up to its size may end in its layout's trailing
+// padding, which would otherwise be read as the new field.
+inline constexpr std::size_t kOldestRuntimeOptionsSize = sizeof(shardjit_runtime_options);
+inline constexpr std::size_t kOldestLinearLogpConfigSize = sizeof(shardjit_linear_logp_config);
+inline constexpr std::size_t kOldestReduceScatterConfigSize = sizeof(shardjit_reduce_scatter_config);
+inline constexpr std::size_t kOldestMoeCombineConfigSize = sizeof(shardjit_moe_combine_config);
+
+// The body of every *_init_sized: writes `defaults` with struct_size = the caller's size, but no
+// more bytes than the caller's struct has nor than this library knows. A size the library does
+// not know is kept as it is, so that the create call refuses it with a message (*_init returns
+// no status); one too small to hold struct_size itself leaves the struct untouched.
+template <class Struct>
+void write_defaults(Struct* out, std::size_t struct_size, Struct defaults) noexcept {
+  if (out == nullptr || struct_size < sizeof(defaults.struct_size)) return;
+  defaults.struct_size = struct_size;
+  std::memcpy(out, &defaults, std::min(struct_size, sizeof(Struct)));
+}
+
+// The caller's struct as this library reads it: the library's defaults (from `init`) with the
+// caller's first struct_size bytes copied over them, so a caller built against an older header
+// keeps the defaults of the fields it does not know. A struct_size outside [oldest,
+// sizeof(Struct)] is a layout the library does not know (0: a struct never passed through
+// *_init; larger: a header newer than the library): its fields would be read at the wrong
+// places, so it is refused, naming `type_name`, the value and what was expected.
+template <class Struct>
+Struct read_struct(const Struct& given, void (*init)(Struct*, std::size_t), std::size_t oldest,
+                   const char* type_name) {
+  const std::size_t size = given.struct_size;
+  if (size < oldest || size > sizeof(Struct)) {
+    const std::string expected = oldest == sizeof(Struct)
+                                     ? std::to_string(sizeof(Struct))
+                                     : std::to_string(oldest) + " to " + std::to_string(sizeof(Struct));
+    std::string message = std::string(type_name) + ".struct_size = " + std::to_string(size) + "; expected " + expected;
+    if (size > sizeof(Struct)) {
+      message += " (the caller's header looks newer than this library, shardjit " +
+                 std::string(shardjit::version()) + ")";
+    } else {
+      message += std::string(" (call ") + type_name + "_init before setting fields)";
+    }
+    throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument, message);
+  }
+  Struct read;
+  init(&read, sizeof(Struct));
+  std::memcpy(&read, &given, size);
+  return read;
 }
 
 shardjit::DType dtype_of(shardjit_dtype dtype);

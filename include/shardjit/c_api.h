@@ -1,10 +1,20 @@
 /* The C API of shardjit: opaque handles, status codes and a per-thread last-error message.
  * No C++ type crosses it; every function is safe to call with bad arguments (it returns a
  * status and sets the message, it never aborts; no exception crosses it, not even when host
- * memory runs out). Option and config structs are filled with their defaults by the matching
- * *_init function before the caller sets fields, so that a caller recompiled against a header
- * with new fields keeps their defaults. The structs carry no size field, so a caller is built
- * against the header of the library it runs with (before 1.0 a minor version may grow them). */
+ * memory runs out).
+ *
+ * Option and config structs (shardjit_runtime_options, shardjit_linear_logp_config,
+ * shardjit_reduce_scatter_config, shardjit_moe_combine_config) start with a size_t struct_size.
+ * Their *_init fills the defaults and struct_size, the struct's size in the header the caller
+ * was built with (*_init is inline here so that sizeof is taken in the caller's build; it passes
+ * the size to the library's *_init_sized); the caller then sets the fields it wants. The library
+ * reads the caller's first struct_size bytes over its own defaults, so fields are only ever
+ * appended, and a caller built against an older header (a layout the library still supports)
+ * keeps the defaults of the fields it does not know. A struct_size the library does not know (0:
+ * a struct never passed through *_init; larger than the library's own: a header newer than the
+ * library) is refused with SHARDJIT_ERROR_INVALID_ARGUMENT, naming the struct, the value and what
+ * was expected. The per-call structs (shardjit_matrix, shardjit_vector, shardjit_linear_logp_grads,
+ * shardjit_moe_combine_call) never change layout: a new field would come with a new function. */
 #ifndef SHARDJIT_C_API_H_
 #define SHARDJIT_C_API_H_
 
@@ -52,9 +62,9 @@ typedef struct shardjit_runtime shardjit_runtime;
 /* The fields of shardjit::RuntimeOptions (runtime.hpp). Each unset value (NULL, -1) leaves the
  * setting to its environment variable, then the default; the int switches take 0 or 1. */
 typedef struct shardjit_runtime_options {
+  size_t struct_size;        /* set by shardjit_runtime_options_init: sizeof in the caller's header */
   const char* cache_dir;     /* NULL: SHARDJIT_CACHE_DIR, then the default */
-  int jit;                   /* -1: SHARDJIT_JIT; 0: cache-only; 1: compile missing kernels.
-                              * A zeroed struct means cache-only: call shardjit_runtime_options_init */
+  int jit;                   /* -1: SHARDJIT_JIT, by default 1; 0: cache-only; 1: compile missing kernels */
   const char* template_dir;  /* NULL: SHARDJIT_TEMPLATE_DIR, then the embedded templates */
   const char* log_level;     /* NULL: SHARDJIT_LOG_LEVEL */
   int64_t cache_max_bytes;   /* -1: SHARDJIT_CACHE_MAX_BYTES; the disk cache's cap */
@@ -66,7 +76,10 @@ typedef struct shardjit_runtime_options {
   int autotune;              /* -1: SHARDJIT_AUTOTUNE; 1: ops time their tile candidates when built */
 } shardjit_runtime_options;
 
-void shardjit_runtime_options_init(shardjit_runtime_options* options);
+void shardjit_runtime_options_init_sized(shardjit_runtime_options* options, size_t struct_size);
+static inline void shardjit_runtime_options_init(shardjit_runtime_options* options) {
+  shardjit_runtime_options_init_sized(options, sizeof(shardjit_runtime_options));
+}
 shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out);
 void shardjit_runtime_destroy(shardjit_runtime* runtime);
 
@@ -144,6 +157,7 @@ shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted);
 typedef struct shardjit_linear_logp shardjit_linear_logp;
 
 typedef struct shardjit_linear_logp_config {
+  size_t struct_size;    /* set by shardjit_linear_logp_config_init: sizeof in the caller's header */
   int64_t hidden;
   int64_t vocab_start;
   int64_t vocab_local;
@@ -167,7 +181,10 @@ typedef struct shardjit_linear_logp_config {
   float grad_filter_threshold;      /* 0: exact */
 } shardjit_linear_logp_config;
 
-void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config);
+void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config, size_t struct_size);
+static inline void shardjit_linear_logp_config_init(shardjit_linear_logp_config* config) {
+  shardjit_linear_logp_config_init_sized(config, sizeof(shardjit_linear_logp_config));
+}
 /* One GPU, the whole vocabulary: vocab_start 0, vocab_global 0 or vocab_local (else
  * SHARDJIT_ERROR_INVALID_ARGUMENT; a shard of a larger vocabulary needs the tensor-parallel create). */
 shardjit_status shardjit_linear_logp_create(shardjit_runtime* runtime, const shardjit_linear_logp_config* config,
@@ -244,6 +261,7 @@ const char* shardjit_collective_path_name(shardjit_collective_path path);
 typedef struct shardjit_reduce_scatter shardjit_reduce_scatter;
 
 typedef struct shardjit_reduce_scatter_config {
+  size_t struct_size;              /* set by shardjit_reduce_scatter_config_init: sizeof in the caller's header */
   shardjit_dtype dtype;            /* bf16, fp16 or fp32 */
   int64_t hidden;                  /* H; H x element size a multiple of 4 bytes */
   /* One block size per rank (0 allowed; T = their sum): rows_per_rank_count entries, copied at
@@ -254,7 +272,10 @@ typedef struct shardjit_reduce_scatter_config {
   size_t nccl_above_bytes;         /* AUTO takes NCCL for inputs of more bytes than this; 0: never by size */
 } shardjit_reduce_scatter_config;
 
-void shardjit_reduce_scatter_config_init(shardjit_reduce_scatter_config* config);
+void shardjit_reduce_scatter_config_init_sized(shardjit_reduce_scatter_config* config, size_t struct_size);
+static inline void shardjit_reduce_scatter_config_init(shardjit_reduce_scatter_config* config) {
+  shardjit_reduce_scatter_config_init_sized(config, sizeof(shardjit_reduce_scatter_config));
+}
 shardjit_status shardjit_reduce_scatter_create(shardjit_runtime* runtime, shardjit_comm* comm,
                                                const shardjit_reduce_scatter_config* config,
                                                shardjit_reduce_scatter** out);
@@ -278,6 +299,7 @@ shardjit_status shardjit_reduce_scatter_check(shardjit_reduce_scatter* op, void*
 typedef struct shardjit_moe_combine shardjit_moe_combine;
 
 typedef struct shardjit_moe_combine_config {
+  size_t struct_size;              /* set by shardjit_moe_combine_config_init: sizeof in the caller's header */
   shardjit_dtype dtype;            /* bf16, fp16 or fp32 */
   int64_t hidden;                  /* H; H x element size a multiple of 4 bytes */
   int64_t capacity;                /* rows of every rank's expert-output buffer */
@@ -296,7 +318,10 @@ typedef struct shardjit_moe_combine_call {
   shardjit_matrix output;     /* [tokens, H], packed */
 } shardjit_moe_combine_call;
 
-void shardjit_moe_combine_config_init(shardjit_moe_combine_config* config);
+void shardjit_moe_combine_config_init_sized(shardjit_moe_combine_config* config, size_t struct_size);
+static inline void shardjit_moe_combine_config_init(shardjit_moe_combine_config* config) {
+  shardjit_moe_combine_config_init_sized(config, sizeof(shardjit_moe_combine_config));
+}
 shardjit_status shardjit_moe_combine_create(shardjit_runtime* runtime, shardjit_comm* comm,
                                             const shardjit_moe_combine_config* config, shardjit_moe_combine** out);
 void shardjit_moe_combine_destroy(shardjit_moe_combine* op);

@@ -14,6 +14,59 @@ static int names_null(shardjit_status status, const char* function, const char* 
   return status == SHARDJIT_ERROR_INVALID_ARGUMENT && strstr(shardjit_last_error(), expected) != NULL;
 }
 
+/* The struct_size values no library knows: 0 (a struct never passed through *_init) and one
+ * beyond this header's size (what a header newer than the library would pass). */
+static size_t unknown_size(int i, size_t own) { return i == 0 ? 0 : own + 8; }
+
+/* `status` refuses `type_name`.struct_size = `size` (the library's own size being `own`) and the
+ * message says what to do: call *_init, or that the header is newer than the library. */
+static int refuses_size(shardjit_status status, const char* type_name, size_t size, size_t own) {
+  char expected[192];
+  snprintf(expected, sizeof expected, "%s.struct_size = %zu; expected %zu", type_name, size, own);
+  if (status != SHARDJIT_ERROR_INVALID_ARGUMENT || strstr(shardjit_last_error(), expected) == NULL) return 0;
+  if (size == 0) {
+    snprintf(expected, sizeof expected, "call %s_init", type_name);
+  } else {
+    snprintf(expected, sizeof expected, "newer than this library, shardjit %s", shardjit_version());
+  }
+  return strstr(shardjit_last_error(), expected) != NULL;
+}
+
+/* *_init_sized writes the defaults of the first struct_size bytes only: a caller built against an
+ * older header (a smaller struct) keeps its memory past them, and a newer header's extra fields
+ * are left to the create call, which refuses the size. */
+static void check_init_sized(void) {
+  union {
+    shardjit_linear_logp_config config;
+    unsigned char bytes[sizeof(shardjit_linear_logp_config) + 8];
+  } buffer;
+  const size_t older = sizeof(size_t) + sizeof(int64_t); /* struct_size and hidden */
+  memset(buffer.bytes, 0xAB, sizeof buffer.bytes);
+  shardjit_linear_logp_config_init_sized(&buffer.config, older);
+  CHECK(buffer.config.struct_size == older && buffer.config.hidden == 0);
+  CHECK(buffer.bytes[older] == 0xAB && buffer.bytes[sizeof buffer.bytes - 1] == 0xAB);
+  memset(buffer.bytes, 0xAB, sizeof buffer.bytes);
+  shardjit_linear_logp_config_init_sized(&buffer.config, sizeof buffer.bytes);
+  CHECK(buffer.config.struct_size == sizeof buffer.bytes && buffer.config.ignore_index == -100);
+  CHECK(buffer.bytes[sizeof(shardjit_linear_logp_config)] == 0xAB && buffer.bytes[sizeof buffer.bytes - 1] == 0xAB);
+  shardjit_linear_logp_config_init_sized(NULL, sizeof(shardjit_linear_logp_config)); /* a no-op */
+}
+
+/* A runtime options struct of an unknown size is refused by name (main then builds the runtime
+ * from the same options with the size *_init set). */
+static void check_runtime_struct_size(const shardjit_runtime_options* defaults) {
+  CHECK(defaults->struct_size == sizeof(shardjit_runtime_options));
+  static char marker;
+  for (int i = 0; i < 2; ++i) {
+    shardjit_runtime_options options = *defaults;
+    options.struct_size = unknown_size(i, sizeof options);
+    shardjit_runtime* runtime = (shardjit_runtime*)&marker;
+    CHECK(refuses_size(shardjit_runtime_create(&options, &runtime), "shardjit_runtime_options", options.struct_size,
+                       sizeof options));
+    CHECK(runtime == NULL);
+  }
+}
+
 /* Every runtime option is read under its own name: a value out of range is refused naming the
  * field, and values in range build a runtime. */
 static void check_runtime_option_values(const shardjit_runtime_options* defaults) {
@@ -59,6 +112,7 @@ static void check_collective_ops(shardjit_runtime* runtime) {
   const int64_t rows_per_rank[2] = {3, 5};
   shardjit_reduce_scatter_config rs_config;
   shardjit_reduce_scatter_config_init(&rs_config);
+  CHECK(rs_config.struct_size == sizeof(shardjit_reduce_scatter_config));
   CHECK(rs_config.dtype == SHARDJIT_BF16 && rs_config.hidden == 0 && rs_config.rows_per_rank == NULL &&
         rs_config.rows_per_rank_count == 0 && rs_config.path == SHARDJIT_COLLECTIVE_AUTO &&
         rs_config.nccl_above_bytes == 0);
@@ -67,6 +121,7 @@ static void check_collective_ops(shardjit_runtime* runtime) {
   rs_config.rows_per_rank_count = 2;
   shardjit_moe_combine_config moe_config;
   shardjit_moe_combine_config_init(&moe_config);
+  CHECK(moe_config.struct_size == sizeof(shardjit_moe_combine_config));
   CHECK(moe_config.dtype == SHARDJIT_BF16 && moe_config.hidden == 0 && moe_config.capacity == 0 &&
         moe_config.gates == 0 && moe_config.path == SHARDJIT_COLLECTIVE_AUTO && moe_config.nccl_above_bytes == 0);
   moe_config.hidden = 64;
@@ -133,6 +188,13 @@ static void check_collective_ops_on(shardjit_runtime* runtime, shardjit_comm* co
   shardjit_reduce_scatter* rs = NULL;
   CHECK(names_null(shardjit_reduce_scatter_create(runtime, comm, NULL, &rs), "shardjit_reduce_scatter_create",
                    "config"));
+  for (int i = 0; i < 2; ++i) {
+    shardjit_reduce_scatter_config unknown = rs_config;
+    unknown.struct_size = unknown_size(i, sizeof unknown);
+    CHECK(refuses_size(shardjit_reduce_scatter_create(runtime, comm, &unknown, &rs), "shardjit_reduce_scatter_config",
+                       unknown.struct_size, sizeof unknown));
+    CHECK(rs == NULL);
+  }
   rs_config.rows_per_rank_count = 1; /* rows_per_rank left NULL */
   CHECK(shardjit_reduce_scatter_create(runtime, comm, &rs_config, &rs) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(shardjit_last_error(), "config->rows_per_rank is NULL") != NULL);
@@ -150,6 +212,13 @@ static void check_collective_ops_on(shardjit_runtime* runtime, shardjit_comm* co
   shardjit_moe_combine_config_init(&moe_config);
   shardjit_moe_combine* moe = NULL;
   CHECK(names_null(shardjit_moe_combine_create(runtime, comm, NULL, &moe), "shardjit_moe_combine_create", "config"));
+  for (int i = 0; i < 2; ++i) {
+    shardjit_moe_combine_config unknown = moe_config;
+    unknown.struct_size = unknown_size(i, sizeof unknown);
+    CHECK(refuses_size(shardjit_moe_combine_create(runtime, comm, &unknown, &moe), "shardjit_moe_combine_config",
+                       unknown.struct_size, sizeof unknown));
+    CHECK(moe == NULL);
+  }
   CHECK(shardjit_moe_combine_create(runtime, comm, &moe_config, &moe) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(shardjit_last_error(), "hidden = 0") != NULL);
   CHECK(moe == NULL);
@@ -255,6 +324,13 @@ static void check_communicator(shardjit_runtime* runtime) {
   CHECK(shardjit_comm_set_timeout(comm, 0) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(shardjit_comm_set_timeout(comm, 30000) == SHARDJIT_OK);
   check_collective_ops_on(runtime, comm);
+  for (int i = 0; i < 2; ++i) {
+    shardjit_linear_logp_config unknown = config;
+    unknown.struct_size = unknown_size(i, sizeof unknown);
+    CHECK(refuses_size(shardjit_linear_logp_create_tp(runtime, &unknown, comm, &op), "shardjit_linear_logp_config",
+                       unknown.struct_size, sizeof unknown));
+    CHECK(op == NULL);
+  }
   /* A bad layout is refused by the collective build, with a message. */
   config.hidden = 100;
   CHECK(shardjit_linear_logp_create_tp(runtime, &config, comm, &op) == SHARDJIT_ERROR_INVALID_ARGUMENT);
@@ -286,6 +362,8 @@ int main(int argc, char** argv) {
   options.cache_dir = argv[1];
   shardjit_runtime* runtime = NULL;
   check_runtime_option_values(&options);
+  check_runtime_struct_size(&options);
+  check_init_sized();
   CHECK(shardjit_runtime_create(&options, &runtime) == SHARDJIT_OK);
   CHECK(runtime != NULL);
   CHECK(strcmp(shardjit_last_error(), "") == 0);
@@ -293,7 +371,17 @@ int main(int argc, char** argv) {
   /* A bad config is reported with what was expected. */
   shardjit_linear_logp_config config;
   shardjit_linear_logp_config_init(&config);
+  CHECK(config.struct_size == sizeof(shardjit_linear_logp_config));
   CHECK(config.ignore_index == -100 && config.temperature == 1.0f && config.target_dtype == SHARDJIT_INT64);
+  /* The config is read before anything needs a GPU: an unknown size is refused here too. */
+  for (int i = 0; i < 2; ++i) {
+    shardjit_linear_logp_config unknown = config;
+    unknown.struct_size = unknown_size(i, sizeof unknown);
+    shardjit_linear_logp* refused = (shardjit_linear_logp*)&unknown;  /* any non-NULL value */
+    CHECK(refuses_size(shardjit_linear_logp_create(runtime, &unknown, &refused), "shardjit_linear_logp_config",
+                       unknown.struct_size, sizeof unknown));
+    CHECK(refused == NULL);
+  }
   config.hidden = 100;
   config.vocab_local = 1000;
   shardjit_linear_logp* op = NULL;
