@@ -9,24 +9,10 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "live_buffers.h"
 #include "shardjit/c_api.h"
 
 enum { kN = 5, kH = 24, kV = 40, kValid = 37 };
-
-/* Values in [-scale, scale) from a fixed linear congruential sequence. */
-static void fill(float* values, int count, unsigned* state, float scale) {
-  for (int i = 0; i < count; ++i) {
-    *state = *state * 1664525u + 1013904223u;
-    values[i] = scale * ((float)(*state >> 8) / 8388608.0f - 1.0f);
-  }
-}
-
-static void* to_device(const void* host, size_t bytes) {
-  void* device = NULL;
-  if (cudaMalloc(&device, bytes) != cudaSuccess) return NULL;
-  cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
-  return device;
-}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
