@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
-#include "live_buffers.h"
+#include "live_program.h"
 #include "shardjit/c_api.h"
 
 enum { kN = 37, kH = 72, kV = 700, kValid = 690 };
@@ -97,15 +97,8 @@ static void check_grads(int calls) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
-    return 2;
-  }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("c api backward: no GPU here, nothing to run\n");
-    return 0;
-  }
+  int exit_code = 0;
+  if (!live_start(argc, argv, "c api backward", &exit_code)) return exit_code;
   unsigned state = 2024u;
   fill(x, kN * kH, &state, 1.0f);
   fill(w, kV * kH, &state, 0.5f);
@@ -119,12 +112,8 @@ int main(int argc, char** argv) {
   targets[5] = kIgnoreIndex;
   reference_grads();
 
-  shardjit_runtime_options options;
-  shardjit_runtime_options_init(&options);
-  options.cache_dir = argv[1];
-  options.jit = 1;
-  shardjit_runtime* runtime = NULL;
-  CHECK(shardjit_runtime_create(&options, &runtime) == SHARDJIT_OK);
+  shardjit_runtime* runtime = live_runtime(argv[1]);
+  if (runtime == NULL) return 1;
   shardjit_linear_logp_config config;
   shardjit_linear_logp_config_init(&config);
   config.hidden = kH;
@@ -193,10 +182,5 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; ++i) cudaFree(buffers[i]);
   shardjit_linear_logp_destroy(op);
   shardjit_runtime_destroy(runtime);
-  if (failures != 0) {
-    fprintf(stderr, "c api backward: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("c api backward: all checks passed\n");
-  return 0;
+  return live_finish("c api backward");
 }

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
-#include "live_buffers.h"
+#include "live_program.h"
 #include "shardjit/c_api.h"
 
 enum { kH = 96, kRsRows = 13, kCapacity = 16, kRows = 11, kTokens = 9 };
@@ -121,21 +121,9 @@ static void check_moe_combine(shardjit_runtime* runtime, shardjit_comm* comm) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
-    return 2;
-  }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("c api collectives: no GPU here, nothing to run\n");
-    return 0;
-  }
-  shardjit_runtime_options options;
-  shardjit_runtime_options_init(&options);
-  options.cache_dir = argv[1];
-  options.jit = 1;
-  shardjit_runtime* runtime = NULL;
-  CHECK(shardjit_runtime_create(&options, &runtime) == SHARDJIT_OK);
+  int exit_code = 0;
+  if (!live_start(argc, argv, "c api collectives", &exit_code)) return exit_code;
+  shardjit_runtime* runtime = live_runtime(argv[1]);
   if (runtime == NULL) return 1;
 
   char id[SHARDJIT_COMM_UNIQUE_ID_BYTES];
@@ -154,10 +142,5 @@ int main(int argc, char** argv) {
     shardjit_comm_destroy(comm);
   }
   shardjit_runtime_destroy(runtime);
-  if (failures != 0) {
-    fprintf(stderr, "c api collectives: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("c api collectives: all checks passed\n");
-  return 0;
+  return live_finish("c api collectives");
 }

@@ -9,21 +9,14 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
-#include "live_buffers.h"
+#include "live_program.h"
 #include "shardjit/c_api.h"
 
 enum { kN = 5, kH = 24, kV = 40, kValid = 37 };
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
-    return 2;
-  }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("c api forward: no GPU here, nothing to run\n");
-    return 0;
-  }
+  int exit_code = 0;
+  if (!live_start(argc, argv, "c api forward", &exit_code)) return exit_code;
   const float temperature = 0.75f;
   const int ignore_index = -7;
   float x[kN * kH], w[kV * kH], bias[kV];
@@ -33,12 +26,8 @@ int main(int argc, char** argv) {
   fill(bias, kV, &state, 2.0f);
   const int targets[kN] = {3, 36, ignore_index, 0, 20};
 
-  shardjit_runtime_options options;
-  shardjit_runtime_options_init(&options);
-  options.cache_dir = argv[1];
-  options.jit = 1;
-  shardjit_runtime* runtime = NULL;
-  CHECK(shardjit_runtime_create(&options, &runtime) == SHARDJIT_OK);
+  shardjit_runtime* runtime = live_runtime(argv[1]);
+  if (runtime == NULL) return 1;
   shardjit_linear_logp_config config;
   shardjit_linear_logp_config_init(&config);
   config.hidden = kH;
@@ -113,10 +102,5 @@ int main(int argc, char** argv) {
   cudaFree(dentropy);
   shardjit_linear_logp_destroy(op);
   shardjit_runtime_destroy(runtime);
-  if (failures != 0) {
-    fprintf(stderr, "c api forward: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("c api forward: all checks passed\n");
-  return 0;
+  return live_finish("c api forward");
 }
