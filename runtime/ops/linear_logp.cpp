@@ -131,7 +131,8 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
   // are counted at each row tile's largest row count, a best effort: its chunk width moves within
   // a row tile, and a call whose kept sources do not fit runs the plain plan (enqueue_forward).
   return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
-    return std::max(forward_plan(rows, false).sources(), forward_plan(rows, true).sources());
+    const ForwardPlan plan = forward_plan(rows, true);
+    return plan.kept_cols > 0 ? std::max(plan.sources(), split_plan(rows).sources()) : plan.sources();
   });
 }
 
@@ -143,23 +144,27 @@ SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_c
 }
 
 ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const {
-  ForwardPlan plan;
-  plan.split = split_plan(n_rows);
+  // The plan without a kept chunk, computed only when it is the one returned: this runs per call.
+  auto plain = [&] {
+    ForwardPlan plan;
+    plan.split = split_plan(n_rows);
+    return plan;
+  };
   // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
-  if (!keep || !bwd.keep || tp || !bwd.fits(n_rows)) return plan;
+  if (!keep || !bwd.keep || tp || !bwd.fits(n_rows)) return plain();
   // The first chunk of a backward of these rows is kept when there is a second one (a single
   // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
   // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
   // (plan_bwd_chunks).
   const BwdChunkPlan chunks = bwd.plan(n_rows, false);
   const std::int64_t cols = chunks.chunk_cols;
-  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plan;
+  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plain();
   ForwardPlan kept;
   kept.kept_cols = cols;
   kept.kept_tiles = static_cast<int>(cols / bwd.specs->dz_tile.bn);
   kept.chunks = chunks;
   kept.split = split_plan(n_rows, cols);
-  if (kept.sources() > kMaxCombineSources) return plan;
+  if (kept.sources() > kMaxCombineSources) return plain();
   return kept;
 }
 
