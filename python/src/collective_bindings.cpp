@@ -63,6 +63,13 @@ CommOptions options_arg(std::optional<double> timeout_seconds) {
   return options;
 }
 
+// The `path` property of each op of this file.
+template <class Op>
+std::string path_name(const Closable<Op>& self) {
+  return collective_path_name(self.use()->path());
+}
+constexpr const char* kPathDoc = "'peer' or 'nccl': what the op runs";
+
 // What close() waits for, in the docstring of each op of this file.
 constexpr const char* kCloseOpDoc =
     "Destroys the op now, with the GIL released; later calls raise ValueError. Destruction is collective: every "
@@ -148,11 +155,7 @@ void bind_collectives(nb::module_& m) {
           nb::arg("runtime"), nb::arg("comm"), nb::kw_only(), nb::arg("hidden"), nb::arg("rows_per_rank"),
           nb::arg("dtype") = "bf16", nb::arg("path") = "auto", nb::arg("nccl_above_bytes") = 0,
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
-      .def_prop_ro("path",
-                   [](const Closable<ReduceScatter>& self) {
-                     return std::string(collective_path_name(self.use()->path()));
-                   },
-                   "'peer' or 'nccl': what the op runs")
+      .def_prop_ro("path", &path_name<ReduceScatter>, kPathDoc)
       .def(
           "run",
           [](Closable<ReduceScatter>& self, const Tensor& input, const OutputTensor& output, std::uintptr_t stream) {
@@ -198,11 +201,7 @@ void bind_collectives(nb::module_& m) {
           nb::arg("runtime"), nb::arg("comm"), nb::kw_only(), nb::arg("hidden"), nb::arg("capacity"),
           nb::arg("dtype") = "bf16", nb::arg("gates") = false, nb::arg("path") = "auto",
           nb::arg("nccl_above_bytes") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
-      .def_prop_ro("path",
-                   [](const Closable<MoeCombine>& self) {
-                     return std::string(collective_path_name(self.use()->path()));
-                   },
-                   "'peer' or 'nccl': what the op runs")
+      .def_prop_ro("path", &path_name<MoeCombine>, kPathDoc)
       .def(
           "run",
           [](Closable<MoeCombine>& self, const Tensor& rows, const Tensor& positions, const OutputTensor& output,
