@@ -166,8 +166,11 @@ class LinearLogp {
   // dZ buffer (fp16, each relative to its row's max over a 256-column tile; the buffer is sized
   // there, as the backward would); the next backward whose hidden, weight and bias are the same
   // buffers and whose lse is that forward's output turns them into the chunk's dZ instead of
-  // multiplying them again, one chunk's product less. Any other backward recomputes every
-  // chunk, and every call uses up what was kept. So the inputs must not change between a
+  // multiplying them again, one chunk's product less. Where the fp32 buffer exists (16-bit
+  // dtypes), there are at least three chunks and a chunk is at most 2 x hidden columns wide, the
+  // second chunk is kept the same way in that buffer (which is then one band of rows of logits
+  // longer: 16 MiB at H = 4096 on an H200). Any other backward recomputes every chunk, and every
+  // call uses up what was kept. So the inputs must not change between a
   // forward and its backward, which lse already asks. Under CUDA graph capture the chunk passes
   // only from a forward to a backward of the same capture (whose replays keep their order); a
   // forward that would have to grow a buffer for it there, or past what max_rows sized, runs
@@ -179,7 +182,7 @@ class LinearLogp {
   // Deterministic: no floating-point atomics; every sum runs in a fixed order, so the same calls
   // give bitwise identical gradients (which training reproducibility and debugging need, and
   // which costs nothing here: every output element has one owner). There is no
-  // non-deterministic mode. A backward that uses a kept first chunk and one that recomputes it
+  // non-deterministic mode. A backward that uses kept chunks and one that recomputes them
   // differ in rounding (the kept logits went through fp16), each repeatably.
   void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
                 const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);

@@ -155,31 +155,57 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
   // The first chunk of a backward of these rows is kept when there is a second one (a single
   // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
   // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
-  // (plan_bwd_chunks).
-  const BwdChunkPlan chunks = bwd.plan(n_rows, false);
+  // (plan_bwd_chunks). The second is kept too where the accumulator's memory holds it
+  // (kept_band_rows) and it also ends before the valid columns do.
+  BwdChunkPlan chunks = bwd.plan(n_rows, true);
   const std::int64_t cols = chunks.chunk_cols;
   if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plain();
   ForwardPlan kept;
-  kept.kept_cols = cols;
-  kept.kept_tiles = static_cast<int>(cols / bwd.specs->dz_tile.bn);
+  kept.second_kept = chunks.kept_band_rows > 0 && 2 * cols < layout.valid_local;
+  if (!kept.second_kept) chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  kept.kept_cols = kept.second_kept ? 2 * cols : cols;
+  kept.kept_tiles = static_cast<int>(kept.kept_cols / bwd.specs->dz_tile.bn);
   kept.chunks = chunks;
-  kept.split = split_plan(n_rows, cols);
+  kept.split = split_plan(n_rows, kept.kept_cols);
   if (kept.sources() > kMaxCombineSources) return plain();
   return kept;
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
                                                kernels::RowPartial* partials, CUstream stream) {
-  bwd.reserve(plan.chunks, stream);
-  bwd.reserve_split(plan.chunks, call.n, stream);
-  kernels::LinearLogpBwdDzArgs args =
-      chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride,
-                       bwd.dz_buffer.as<void>(), plan.chunks.dz_stride, 0, plan.kept_cols);
-  args.tile_partials = partials;
-  launch_linear_logp_bwd_dz(*bwd.keep, args, layout, bwd.specs->dz_tile, DType::kFP16, bwd.split, stream);
-  return KeptChunk{call.in.hidden.data, call.in.weight.data, args.bias,
-                   static_cast<const float*>(call.out.lse.data), call.n, call.hidden_stride,
-                   call.weight_stride, plan.kept_cols, args.dz, partials};
+  const BwdChunkPlan& chunks = plan.chunks;
+  bwd.reserve(chunks, stream);
+  bwd.reserve_split(chunks, call.n, stream);
+  const FwdTile& dz_tile = bwd.specs->dz_tile;
+  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end; a chunk's tile partials
+  // follow the ones of the chunk before.
+  auto keep = [&](std::int64_t index, void* logits) {
+    const BwdChunk chunk = chunks.chunk(index);
+    kernels::LinearLogpBwdDzArgs args =
+        chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
+                         chunks.dz_stride, chunk.begin, chunk.cols);
+    args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
+    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, stream);
+  };
+  KeptChunk kept;
+  kept.hidden = call.in.hidden.data;
+  kept.weight = call.in.weight.data;
+  kept.bias = layout.config.bias_dtype ? call.in.bias.data : nullptr;
+  kept.lse = static_cast<const float*>(call.out.lse.data);
+  kept.n = call.n;
+  kept.hidden_stride = call.hidden_stride;
+  kept.weight_stride = call.weight_stride;
+  kept.cols = chunks.chunk_cols;
+  kept.dz = bwd.dz_buffer.as<void>();
+  kept.partials = partials;
+  keep(0, bwd.dz_buffer.as<void>());
+  if (plan.second_kept) {
+    kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
+    kept.accumulator = bwd.accumulator.as<void>();
+    kept.accumulator_bytes = bwd.accumulator.bytes();
+    keep(1, kept.second);
+  }
+  return kept;
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {

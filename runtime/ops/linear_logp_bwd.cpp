@@ -1,6 +1,7 @@
 // LinearLogp::backward: checks the views, plans the vocabulary chunks, then per chunk enqueues
-// on the caller's stream the dZ kernel, the bias column sums, grad_weight = dZ^T X and
-// grad_hidden += dZ W. No host synchronization (unless a buffer has to grow). A tensor-parallel
+// on the caller's stream the dZ kernel (or the kept chunk's dZ), the bias column sums,
+// grad_weight = dZ^T X and grad_hidden += dZ W; chunk 1 first where the forward kept it in the
+// accumulator. No host synchronization (unless a buffer has to grow). A tensor-parallel
 // op accumulates grad_hidden in fp32 and all-reduces it while the last chunk's grad_weight runs
 // (tp_backward_plan in runtime/ops/linear_logp_tp_plan.hpp).
 #include <algorithm>
@@ -158,7 +159,9 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
                 plan.mask_bytes > bwd.mask.bytes())) {
     op.tp->before_growth(stream, "backward buffers");  // bounds the wait reserve() does
   }
-  const std::size_t dz_bytes_kept = bwd.dz_buffer.bytes();  // a growth below loses what was kept
+  // A growth below loses what was kept.
+  const std::size_t dz_bytes_kept = bwd.dz_buffer.bytes();
+  const std::size_t accumulator_bytes_kept = bwd.accumulator.bytes();
   bwd.reserve(plan, stream);
   bwd.reserve_split(plan, n, stream);
   const bool filter = c.grad_filter_threshold > 0.0f;
@@ -169,6 +172,12 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
                         kept->capture == stream_capture_id(stream) &&
                         holds_first_chunk(*kept, in, c.bias_dtype ? in.bias.data : nullptr, lse, call,
                                           plan.chunk(0).cols, bwd.dz_buffer.as<void>());
+  // The second chunk, in the accumulator's memory (BwdChunkPlan::kept_band_rows): its
+  // grad_hidden product is the call's first, in bands, so that chunk 0's follows it and adds.
+  const bool use_second = use_kept && kept->second != nullptr && bwd.accumulator.bytes() == accumulator_bytes_kept &&
+                          kept->accumulator == bwd.accumulator.as<void>() && plan.chunks >= 3 &&
+                          plan.chunk(1).cols == kept->cols && (!call.grad_hidden || plan.kept_band_rows > 0);
+  const std::int64_t first_hidden_chunk = use_second ? 1 : 0;
 
   // 16-bit dZ is stored times s; the GEMMs and the bias sums multiply by 1 / s.
   const float* scale = nullptr;
@@ -187,21 +196,23 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
   auto enqueue_chunk = [&](std::int64_t index, unsigned parts) {
     const BwdChunk chunk = plan.chunk(index);
-    const bool first = index == 0;
+    const bool first = index == first_hidden_chunk;
     const bool last = index + 1 == plan.chunks;
+    const bool kept_chunk = (index == 0 && use_kept) || (index == 1 && use_second);
     const std::int64_t mask_stride = (chunk.cols + dz_tile.bn - 1) / dz_tile.bn;
+    // The chunk's dZ: in the dZ buffer, or for the second kept chunk where it was kept.
+    void* const dz_of_chunk = index == 1 && use_second ? kept->second : bwd.dz_buffer.as<void>();
 
-    kernels::LinearLogpBwdDzArgs dz = chunk_logit_args(c, in, n, call.hidden_stride, call.weight_stride,
-                                                       bwd.dz_buffer.as<void>(), plan.dz_stride, chunk.begin,
-                                                       chunk.cols);
+    kernels::LinearLogpBwdDzArgs dz = chunk_logit_args(c, in, n, call.hidden_stride, call.weight_stride, dz_of_chunk,
+                                                       plan.dz_stride, chunk.begin, chunk.cols);
     dz.lse = static_cast<const float*>(lse.data);
     dz.grad_logp = static_cast<const float*>(grad_logp.data);
     dz.grad_lse = static_cast<const float*>(grad_lse.data);
     dz.scale = scale;
     dz.tile_mask = filter ? bwd.mask.as<unsigned char>() : nullptr;
     dz.filter_threshold = c.grad_filter_threshold;
-    if ((parts & kChunkDz) && first && use_kept) {
-      dz.tile_partials = kept->partials;
+    if ((parts & kChunkDz) && kept_chunk) {
+      dz.tile_partials = kept->partials + chunk.begin / dz_tile.bn * n;
       launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, stream);
     } else if (parts & kChunkDz) {
       launch_linear_logp_bwd_dz(*bwd.dz, dz, op.layout, dz_tile, k.dz_dtype, bwd.split, stream);
@@ -209,7 +220,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
     if (call.grad_bias && (parts & kChunkBias)) {
       kernels::LinearLogpBwdBiasArgs args{};
-      args.dz = bwd.dz_buffer.as<void>();
+      args.dz = dz_of_chunk;
       args.out = offset(grads.bias.data, chunk.begin, *k.grad_bias_dtype);
       args.addend = grads.accumulate ? args.out : nullptr;
       args.alpha = inv_scale;
@@ -221,7 +232,7 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
     // Both GEMMs read dZ of the chunk: [n rows][chunk.cols], zeros up to a multiple of 8.
     kernels::GemmArgs gemm{};
-    gemm.a = bwd.dz_buffer.as<void>();
+    gemm.a = dz_of_chunk;
     gemm.a_stride = plan.dz_stride;
     gemm.a_cols = round_up8(chunk.cols);
     gemm.alpha = inv_scale;
@@ -263,7 +274,16 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.out_stride = direct ? call.grad_hidden_stride : acc_stride;
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
-      if (direct) {
+      if (index == 1 && use_second) {
+        // Over the chunk's own logits, band after band (see BwdChunkPlan::kept_band_rows).
+        for (std::int64_t row = 0; row < n; row += plan.kept_band_rows) {
+          kernels::GemmArgs band = h;
+          band.a = offset(dz_of_chunk, row * plan.dz_stride, k.dz_dtype);
+          band.m = std::min(plan.kept_band_rows, n - row);
+          band.out = offset(h.out, row * acc_stride, DType::kFP32);
+          launch_gemm(*bwd.grad_hidden_acc, band, k.grad_hidden_acc_kind, k.gemm_tile, bwd.split, stream);
+        }
+      } else if (direct) {
         launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.split, stream);
       } else {
         launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.split, stream);
@@ -272,7 +292,10 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
   };
 
   if (!tp_reduce) {
-    for (std::int64_t index = 0; index < plan.chunks; ++index) enqueue_chunk(index, kChunkAll);
+    enqueue_chunk(first_hidden_chunk, kChunkAll);
+    for (std::int64_t index = 0; index < plan.chunks; ++index) {
+      if (index != first_hidden_chunk) enqueue_chunk(index, kChunkAll);
+    }
     return;
   }
 

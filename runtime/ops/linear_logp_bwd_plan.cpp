@@ -75,7 +75,30 @@ BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
   if (in.hidden_accumulator && plan.chunks > 1) {
     plan.accumulator_bytes = static_cast<std::size_t>(in.n_rows * in.hidden) * sizeof(float);
   }
+  // A second kept chunk (chunk 1, not the last, so that it is whole) in the accumulator: its rows
+  // of C = dz_stride 16-bit values, no longer than the accumulator's rows (2 C <= 4 H bytes). With
+  // R = keep_band_rows and E = R x 2 C extra bytes, the logits start at O = N 4H + E - N 2C. The
+  // band of rows [r, r + R) writes bytes [4H r, 4H (r + R)) and reads logits from O + 2C r on;
+  // (r + R) 4H <= O + 2C r  <=>  E >= R 4H - (N - r)(4H - 2C), which holds with E = R 2C since
+  // N - r >= R (the last band: rows [r, N), the same with N - r for R). Earlier bands' logits,
+  // which the band may overwrite, were read by earlier launches.
+  const std::int64_t chunk_row_bytes = plan.dz_stride * elem;
+  if (in.keep_band_rows > 0 && plan.accumulator_bytes > 0 && elem == 2 && plan.chunks >= 3 &&
+      chunk_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
+    plan.kept_band_rows = in.keep_band_rows;
+    // N 4H rounded up to 256 bytes, so that the logits start on a boundary TMA and the vector
+    // copies take; that only moves them further from the bands' writes.
+    const std::int64_t rows_bytes = ceil_div(in.n_rows * in.hidden * std::int64_t{sizeof(float)}, 256) * 256;
+    const std::int64_t band_bytes = std::min(in.keep_band_rows, in.n_rows) * chunk_row_bytes;
+    plan.accumulator_bytes = static_cast<std::size_t>(rows_bytes + band_bytes);
+    plan.accumulator_kept_offset = plan.accumulator_bytes - plan.dz_bytes;
+  }
   return plan;
+}
+
+std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident) {
+  const std::int64_t tiles_a_row = std::max<std::int64_t>(ceil_div(hidden, tile_cols), 1);
+  return tile_rows * std::max<std::int64_t>(resident / tiles_a_row, 1);
 }
 
 BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {

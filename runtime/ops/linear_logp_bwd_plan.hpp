@@ -31,6 +31,16 @@ struct BwdChunkPlan {
   std::size_t dz_bytes = 0;        // the dZ buffer: n_rows x dz_stride elements
   std::size_t mask_bytes = 0;      // filtering: a byte per dZ tile of a chunk
   std::size_t accumulator_bytes = 0;  // fp32 [n_rows, hidden] for grad_hidden across chunks
+  // Where the accumulator's memory holds chunk 1's logits when a forward keeps a second chunk
+  // (0 rows: it cannot). Between a forward and its backward the accumulator holds nothing, and a
+  // chunk's 16-bit values (dz_bytes, the dZ buffer's shape) fit in its fp32 rows when the chunk is
+  // at most 2 x hidden wide. They lie at its end, from accumulator_kept_offset on; the backward's
+  // first grad_hidden product, chunk 1's, is launched kept_band_rows rows at a time and writes its
+  // fp32 rows from the accumulator's start, each band over logits that earlier bands have read:
+  // the accumulator is kept_band_rows x chunk_cols x 2 bytes longer than its rows for that
+  // (plan_bwd_chunks; the inequality is in its comment).
+  std::int64_t kept_band_rows = 0;
+  std::size_t accumulator_kept_offset = 0;
 
   BwdChunk chunk(std::int64_t index) const;
 };
@@ -45,7 +55,16 @@ struct BwdPlanInput {
   std::int64_t budget = kDefaultBackwardWorkspaceBytes;  // bytes the dZ buffer may take
   bool hidden_accumulator = false;  // grad_hidden of a 16-bit dtype is accumulated in fp32
   bool filter = false;
+  // > 0: the op keeps chunks from the forward, and the first grad_hidden product runs in bands of
+  // this many rows (kept_band_rows_for) when the accumulator holds a second kept chunk.
+  std::int64_t keep_band_rows = 0;
 };
+
+// Rows of one band of the backward's first grad_hidden product when the accumulator holds a
+// second kept chunk: the row tiles whose tiles (hidden / tile_cols a row tile) one wave of
+// `resident` blocks runs, at least one row tile. A band a launch, so a band's output is written
+// only after the bands before it have read their logits (stream order).
+std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident);
 
 // A Hopper kernel's tile, for bwd_splits_tiles: its rows, columns and K slice.
 struct BwdTileShape {

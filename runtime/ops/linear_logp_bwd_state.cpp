@@ -73,8 +73,10 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
 
 namespace {
 
-BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, std::int64_t n_rows,
-                        bool grad_hidden) {
+// `resident`: the blocks of a Hopper kernel that run at once (StreamKWorkspace), for the bands of
+// a second kept chunk's product (kept_band_rows_for).
+BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
+                        std::int64_t n_rows, bool grad_hidden) {
   BwdPlanInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -85,21 +87,24 @@ BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& s
   input.budget = backward_workspace_budget(c);
   input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
   input.filter = c.grad_filter_threshold > 0.0f;
+  if (specs.keep && resident > 0) {
+    input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
+  }
   return input;
 }
 
 }  // namespace
 
 BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
-  return plan_bwd_chunks(plan_input(layout.config, *specs, n_rows, grad_hidden));
+  return plan_bwd_chunks(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
-  return bwd_chunk_fits(plan_input(layout.config, *specs, n_rows, false));
+  return bwd_chunk_fits(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
 }
 
 BwdChunkPlan LinearLogpBwdState::reserve_plan(std::int64_t max_rows) const {
-  return plan_bwd_reserve(plan_input(layout.config, *specs, max_rows, true));
+  return plan_bwd_reserve(plan_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
 }
 
 void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,7 +23,8 @@
 namespace shardjit {
 
 // What an op's last forward kept for its backward (templates/linear_logp/fwd_keep.cuh): the first
-// chunk's logits in the dZ buffer and their tile maxima in `partials`, for these inputs. A
+// chunk's logits in the dZ buffer, maybe the second's in the grad_hidden accumulator
+// (BwdChunkPlan::kept_band_rows), and their tile maxima in `partials`, for these inputs. A
 // backward whose inputs are these (the same buffers, lse the forward's output) uses them; the
 // contract that a backward's inputs are its forward's, unchanged, is the one lse already sets.
 struct KeptChunk {
@@ -35,7 +37,13 @@ struct KeptChunk {
   std::int64_t weight_stride = 0;
   std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
   const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
-  kernels::RowPartial* partials = nullptr;  // [cols / BN][n]
+  // The second chunk's logits, [n][dz stride] at BwdChunkPlan::accumulator_kept_offset of the
+  // accumulator as it was (its address and size: a later growth would move it); null: only the
+  // first chunk was kept.
+  void* second = nullptr;
+  const void* accumulator = nullptr;
+  std::size_t accumulator_bytes = 0;
+  kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
   // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
   // uses the chunk only from the same one, eager after eager or within one graph, whose replays
   // then run the two in the order of the calls.
@@ -83,7 +91,7 @@ struct LinearLogpBwdState {
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
-  std::optional<KeptChunk> kept;  // set by a forward that kept its first chunk, reset by the next call
+  std::optional<KeptChunk> kept;  // set by a forward that kept chunks, reset by the next call
   // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.
   std::atomic<bool> warned_16bit_accumulation{false};
 };

@@ -34,13 +34,14 @@ struct ForwardCall {
 };
 
 // A single-GPU forward's work for a call: the forward kernel's split plan over the shard's columns
-// from kept_cols on, and the backward's first chunk, columns [0, kept_cols), which the kept
-// chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none). The combine
-// merges the splits' sources, then a source per column tile of the kept chunk.
+// from kept_cols on, and the backward's first chunk, or its first two, columns [0, kept_cols),
+// which the kept chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none).
+// The combine merges the splits' sources, then a source per column tile of the kept chunks.
 struct ForwardPlan {
   SplitPlan split;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
+  bool second_kept = false;  // chunk 1 too, in the accumulator's memory (BwdChunkPlan::kept_band_rows)
   BwdChunkPlan chunks;  // with a kept chunk: the backward's plan of these rows, chunk 0 the kept one
 
   int sources() const { return split.sources() + kept_tiles; }
@@ -74,8 +75,9 @@ struct LinearLogp::Impl {
   // `keep`: whether the call may keep its first backward chunk (it writes lse, which the backward
   // of the same inputs passes back).
   ForwardPlan forward_plan(std::int64_t n_rows, bool keep) const;
-  // The kept chunk's kernel of a call, writing its partials to `partials` (the plan's sources past
-  // the splits'); returns what it keeps, for bwd.kept once the forward is enqueued.
+  // The kept chunks' kernel of a call, a launch a chunk, writing their partials to `partials` (the
+  // plan's sources past the splits'); returns what it keeps, for bwd.kept once the forward is
+  // enqueued.
   KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan, kernels::RowPartial* partials,
                                CUstream stream);
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardjit/shardjit.hpp"
@@ -322,6 +323,14 @@ const BwdCase kCases[] = {
     // the forward on the Hopper loop, with all of them.
     {"n300_h128_v20000_pad_chunks_bias_temp", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kBoth, true, false, false, false, 300 * 2 * 2560},
+    // Two chunks kept by the forward on the Hopper loop, the second in the accumulator's memory
+    // (BwdChunkPlan::kept_band_rows): chunks of H columns, whose first grad_hidden product runs
+    // in two bands on an H200 (4224 and 276 rows), with bias, a temperature, ignored rows and
+    // padding columns; and chunks of 2 H columns, one band, fp16 with grad_weight accumulated.
+    {"n4500_h1024_v2548_two_kept_bands", 4500, 1024, 2548, 2540, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f,
+     kBoth, true, false, false, false, 4500 * 2 * 1024},
+    {"n1000_h128_v1000_two_kept_2h_fp16", 1000, 128, 1000, 990, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f, kLogp,
+     true, true, false, false, 1000 * 2 * 256},
     {"n129_h64_v300_dz_fp32", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false, false, true,
      true, 0, 1.0, 1e-2},
     {"n1_h200_v50257_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLogp},
@@ -487,19 +496,15 @@ TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAre
   s.op.check(nullptr);
 }
 
-// The first chunk kept by a forward is used only by a backward of that forward's inputs: after a
-// forward of the same inputs into another lse buffer, a backward that passes the first lse
-// recomputes every chunk, and gives the recomputed bits; a backward that passes the latest lse
-// gives the kept bits. Two chunks of 2304 columns (the correctness of both kinds against the
-// reference is MatchesFp64Reference's).
-TEST_F(LinearLogpBwdDeviceTest, KeptChunkIsUsedOnlyByTheBackwardOfItsForward) {
+// A chunk kept by a forward is used only by a backward of that forward's inputs: after a forward
+// of the same inputs into another lse buffer, a backward that passes the first lse recomputes
+// every chunk, and gives the recomputed bits; a backward that passes the latest lse gives the kept
+// bits. With chunks of 2304 columns (two chunks) the forward keeps the first; with chunks of 1024
+// (five) the first two, the second in the accumulator's memory: on the Hopper loop, whose kept
+// logits went through fp16, exactly those chunks' grad_weight rows differ from the recomputed
+// ones. (The correctness of both kinds against the reference is MatchesFp64Reference's.)
+TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward) {
   const std::int64_t n = 2200, h = 1024, v = 4600;
-  LinearLogpConfig config;
-  config.hidden = h;
-  config.vocab_local = v;
-  config.want_backward = true;
-  config.backward_workspace_bytes = n * 2 * 2304;
-  LinearLogp op(shared_runtime(), config);
   std::vector<std::uint8_t> x_bytes, w_bytes;
   testing::random_values(31, static_cast<std::size_t>(n * h), 1.0f, DType::kBF16, x_bytes);
   testing::random_values(32, static_cast<std::size_t>(v * h), 0.125f, DType::kBF16, w_bytes);
@@ -507,34 +512,57 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunkIsUsedOnlyByTheBackwardOfItsForward) {
   for (std::int64_t i = 0; i < n; ++i) targets[static_cast<std::size_t>(i)] = (i * 7919) % v;
   std::vector<float> grad(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) grad[static_cast<std::size_t>(i)] = 0.5f + static_cast<float>(i % 7) * 0.25f;
-  DeviceArray x(x_bytes.size()), w(w_bytes.size()), logp(n * 4), lse1(n * 4), lse2(n * 4), gx(n * h * 2);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), logp(n * 4), lse1(n * 4), lse2(n * 4), gx(n * h * 2),
+      gw(v * h * 2);
   x.upload(x_bytes.data(), x_bytes.size());
   w.upload(w_bytes.data(), w_bytes.size());
   DeviceArray t = DeviceArray::from(targets), g = DeviceArray::from(grad);
   const LinearLogpInputs in{{x.data(), DType::kBF16, n, h, 0}, {w.data(), DType::kBF16, v, h, 0}, {}, {t.data(), DType::kInt64, n}};
   LinearLogpGrads grads;
   grads.hidden = {gx.data(), DType::kBF16, n, h, 0};
-  auto forward = [&](DeviceArray& lse) {
-    op.forward(in, {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {}}, nullptr);
-  };
-  auto backward = [&](DeviceArray& lse) {
-    gx.fill_bytes(0xff);
-    op.backward(in, {lse.data(), DType::kFP32, n}, {g.data(), DType::kFP32, n}, {}, grads, nullptr);
-    return gx.to_vector<std::uint8_t>(gx.bytes());
-  };
+  grads.weight = {gw.data(), DType::kBF16, v, h, 0};
 
-  forward(lse1);
-  const std::vector<std::uint8_t> kept = backward(lse1);
-  const std::vector<std::uint8_t> recomputed = backward(lse1);  // the kept chunk is used up
-  forward(lse1);
-  forward(lse2);
-  EXPECT_EQ(lse1.to_vector<std::uint8_t>(n * 4), lse2.to_vector<std::uint8_t>(n * 4));
-  EXPECT_EQ(backward(lse1), recomputed) << "a backward of another forward's lse must recompute";
-  forward(lse2);
-  EXPECT_EQ(backward(lse2), kept) << "the backward of the latest forward uses its kept chunk";
-  // Where the op keeps a chunk (the Hopper loop), its logits went through fp16: other bits.
-  if (std::string(op.main_loop()) == "wgmma") {
-    EXPECT_NE(kept, recomputed) << "the kept chunk was not used";
+  struct Kept {
+    std::int64_t chunk_cols;
+    std::int64_t kept_cols;  // on the Hopper loop
+  };
+  for (const Kept& k : {Kept{2304, 2304}, Kept{1024, 2048}}) {
+    SCOPED_TRACE("chunks of " + std::to_string(k.chunk_cols) + " columns");
+    LinearLogpConfig config;
+    config.hidden = h;
+    config.vocab_local = v;
+    config.want_backward = true;
+    config.backward_workspace_bytes = n * 2 * k.chunk_cols;
+    LinearLogp op(shared_runtime(), config);
+    auto forward = [&](DeviceArray& lse) {
+      op.forward(in, {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {}}, nullptr);
+    };
+    auto backward = [&](DeviceArray& lse) {
+      gx.fill_bytes(0xff);
+      gw.fill_bytes(0xff);
+      op.backward(in, {lse.data(), DType::kFP32, n}, {g.data(), DType::kFP32, n}, {}, grads, nullptr);
+      return std::make_pair(gx.to_vector<std::uint8_t>(gx.bytes()), gw.to_vector<std::uint8_t>(gw.bytes()));
+    };
+
+    forward(lse1);
+    const auto kept = backward(lse1);
+    const auto recomputed = backward(lse1);  // the kept chunks are used up
+    forward(lse1);
+    forward(lse2);
+    EXPECT_EQ(lse1.to_vector<std::uint8_t>(n * 4), lse2.to_vector<std::uint8_t>(n * 4));
+    EXPECT_EQ(backward(lse1), recomputed) << "a backward of another forward's lse must recompute";
+    forward(lse2);
+    EXPECT_EQ(backward(lse2), kept) << "the backward of the latest forward uses its kept chunks";
+    if (std::string(op.main_loop()) != "wgmma") continue;
+    EXPECT_NE(kept.first, recomputed.first) << "no kept chunk was used";
+    const auto row_bytes = static_cast<std::ptrdiff_t>(h * 2);
+    const auto kept_end = static_cast<std::ptrdiff_t>(k.kept_cols) * row_bytes;
+    for (std::int64_t begin = 0; begin < v; begin += k.chunk_cols) {
+      const std::int64_t end = std::min(begin + k.chunk_cols, v);
+      const bool same = std::equal(kept.second.begin() + begin * row_bytes, kept.second.begin() + end * row_bytes,
+                                   recomputed.second.begin() + begin * row_bytes);
+      EXPECT_EQ(same, begin * row_bytes >= kept_end) << "grad_weight rows of the chunk at column " << begin;
+    }
   }
 }
 

@@ -104,6 +104,65 @@ TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
   EXPECT_GT(plan_bwd_reserve(in).dz_bytes, plan_bwd_chunks(in).dz_bytes);
 }
 
+// A second kept chunk in the accumulator: where the plan allows it, and that no band of the first
+// grad_hidden product writes over logits that it or a later band still reads.
+TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
+  const std::int64_t band_rows = kept_band_rows_for(4096, 128, 256, 132);
+  EXPECT_EQ(band_rows, 1024) << "8 row tiles of 16 tiles: one wave of 132 blocks";
+  EXPECT_EQ(kept_band_rows_for(100000, 128, 256, 132), 128) << "at least one row tile";
+  EXPECT_EQ(kept_band_rows_for(64, 128, 256, 132), 128 * 132);
+  struct Case {
+    std::int64_t n, hidden, vocab, budget;
+    bool kept;
+  };
+  const Case cases[] = {
+      {16384, 4096, 128256, kDefaultBackwardWorkspaceBytes, true},  // llama3-8b-16k: C = 8192 = 2 H
+      {4096, 4096, 151936, kDefaultBackwardWorkspaceBytes, false},  // C = 32768 > 2 H
+      {4500, 1024, 2548, 4500 * 2 * 1024, true},                    // C = H, bands of 1024 rows
+      {4500, 1024, 2548, 4500 * 2 * 2304, false},                   // two chunks: chunk 1 is the last
+      {1000, 128, 1000, 1000 * 2 * 256, true},                      // C = 2 H, one band
+      {1000, 128, 1000, 1000 * 2 * 512, false},                     // C = 4 H
+      {17, 4096, 128256, 17 * 2 * 8192, true},                      // fewer rows than a band
+  };
+  for (const Case& c : cases) {
+    BwdPlanInput in = input(c.n, c.vocab, c.budget);
+    in.hidden = c.hidden;
+    in.tile_cols = 256;
+    in.hidden_accumulator = true;
+    in.keep_band_rows = 1024;
+    const BwdChunkPlan plan = plan_bwd_chunks(in);
+    const std::size_t rows_bytes = static_cast<std::size_t>(c.n * c.hidden) * 4u;
+    SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.hidden) + " x " + std::to_string(c.vocab));
+    if (!c.kept) {
+      EXPECT_EQ(plan.kept_band_rows, 0);
+      EXPECT_EQ(plan.accumulator_bytes, plan.chunks > 1 ? rows_bytes : 0u);
+      continue;
+    }
+    ASSERT_EQ(plan.kept_band_rows, 1024);
+    ASSERT_GE(plan.chunks, 3);
+    const auto logits_row = static_cast<std::size_t>(plan.dz_stride) * 2u;
+    const auto band = static_cast<std::size_t>(std::min<std::int64_t>(1024, c.n));
+    EXPECT_EQ(plan.accumulator_bytes, rows_bytes + band * logits_row);
+    EXPECT_EQ(plan.accumulator_kept_offset + plan.dz_bytes, plan.accumulator_bytes) << "the logits end the buffer";
+    for (std::int64_t row = 0; row < c.n; row += plan.kept_band_rows) {
+      const std::int64_t end = std::min(row + plan.kept_band_rows, c.n);
+      const std::size_t written_end = static_cast<std::size_t>(end * c.hidden) * 4u;
+      const std::size_t unread_begin = plan.accumulator_kept_offset + static_cast<std::size_t>(row) * logits_row;
+      EXPECT_LE(written_end, unread_begin) << "band from row " << row;
+    }
+    // Without the keep, the same plan has no extra bytes.
+    in.keep_band_rows = 0;
+    EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, rows_bytes);
+  }
+  // What an op with max_rows reserves covers the longer accumulator.
+  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  in.hidden_accumulator = true;
+  in.keep_band_rows = 1024;
+  EXPECT_EQ(plan_bwd_reserve(in).accumulator_bytes, plan_bwd_chunks(in).accumulator_bytes);
+  EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, (256u << 20) + (16u << 20));
+}
+
 TEST(BwdChunks, LargeBatchesOfALargeVocabularyAreChunked) {
   BwdChunkPlan plan = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
   EXPECT_EQ(plan.chunks, 16);
