@@ -158,7 +158,8 @@ class LinearLogp {
   // grad_weight[chunk] = dZ^T X (one product over all N rows: rounded once) and
   // grad_hidden += dZ W[chunk] (in an fp32 buffer of N x H for 16-bit dtypes when there are
   // several chunks, rounded once after the last). Extra device memory: the dZ chunk, plus that
-  // fp32 buffer, both kept by the op for the next call.
+  // fp32 buffer (longer where it may hold a kept chunk: below), both kept by the op for the next
+  // call.
   //
   // The first chunk, where there are several: a single-GPU op on the Hopper path (sm_90a, 16-bit,
   // no gradient filter) keeps it from its forward. The forward of an op built with want_backward
@@ -166,15 +167,16 @@ class LinearLogp {
   // dZ buffer (fp16, each relative to its row's max over a 256-column tile; the buffer is sized
   // there, as the backward would); the next backward whose hidden, weight and bias are the same
   // buffers and whose lse is that forward's output turns them into the chunk's dZ instead of
-  // multiplying them again, one chunk's product less. Where the fp32 buffer exists (16-bit
-  // dtypes), there are at least three chunks and a chunk is at most 2 x hidden columns wide, the
-  // second chunk is kept the same way in that buffer (which is then one band of rows of logits
-  // longer: 16 MiB at H = 4096 on an H200). Any other backward recomputes every chunk, and every
-  // call uses up what was kept. So the inputs must not change between a
-  // forward and its backward, which lse already asks. Under CUDA graph capture the chunk passes
+  // multiplying them again, one chunk's product less. The second chunk is kept the same way, in
+  // the fp32 buffer (which the forward then sizes), where that buffer exists (16-bit dtypes),
+  // there are at least three chunks, a chunk is at most 2 x hidden columns wide and the second
+  // ends before the valid vocabulary does; the buffer is then one band of rows of that chunk's
+  // logits longer (16 MiB at llama3-8b-16k on an H200). Any other backward recomputes every
+  // chunk, and every call uses up what was kept. So the inputs must not change between a
+  // forward and its backward, which lse already asks. Under CUDA graph capture the chunks pass
   // only from a forward to a backward of the same capture (whose replays keep their order); a
-  // forward that would have to grow a buffer for it there, or past what max_rows sized, runs
-  // without it. 16-bit dZ is stored times a power of two
+  // forward that would have to grow a buffer for them there, or past what max_rows sized, keeps
+  // fewer (the second needs the fp32 buffer), or none. 16-bit dZ is stored times a power of two
   // chosen on the device from the upstream gradients (undone exactly in the GEMMs), so that
   // small gradients keep their precision in fp16 and large ones do not overflow it.
   // Targets out of range get no gradient here; the forward reports them (check()).

@@ -127,12 +127,14 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  // A forward without lse, or one that keeps nothing, runs the plain plan; the kept plan's sources
-  // are counted at each row tile's largest row count, a best effort: its chunk width moves within
-  // a row tile, and a call whose kept sources do not fit runs the plain plan (enqueue_forward).
+  // A forward without lse runs the plain plan, one with lse keeps up to two chunks or, where they
+  // do not fit, fewer (enqueue_forward). The kept plans' sources are counted at each row tile's
+  // largest row count, a best effort: their chunk width moves within a row tile, and a call whose
+  // kept sources do not fit keeps fewer chunks.
   return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
-    const ForwardPlan plan = forward_plan(rows, true);
-    return plan.kept_cols > 0 ? std::max(plan.sources(), split_plan(rows).sources()) : plan.sources();
+    int most = 0;
+    for (int keep = 0; keep <= kMaxKeptChunks; ++keep) most = std::max(most, forward_plan(rows, keep).sources());
+    return most;
   });
 }
 
@@ -143,7 +145,7 @@ SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_c
                         gpu.sm_count);
 }
 
-ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const {
+ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, int keep) const {
   // The plan without a kept chunk, computed only when it is the one returned: this runs per call.
   auto plain = [&] {
     ForwardPlan plan;
@@ -151,23 +153,24 @@ ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, bool keep) const
     return plan;
   };
   // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
-  if (!keep || !bwd.keep || tp || !bwd.fits(n_rows)) return plain();
+  if (keep < 1 || !bwd.keep || tp || !bwd.fits(n_rows)) return plain();
   // The first chunk of a backward of these rows is kept when there is a second one (a single
   // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
   // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
-  // (plan_bwd_chunks). The second is kept too where the accumulator's memory holds it
-  // (kept_band_rows) and it also ends before the valid columns do.
+  // (plan_bwd_chunks). The second is kept too where the call may keep two, the accumulator's
+  // memory holds it (kept_band_rows) and it also ends before the valid columns do. Sources past
+  // what the combine merges keep one chunk fewer.
   BwdChunkPlan chunks = bwd.plan(n_rows, true);
   const std::int64_t cols = chunks.chunk_cols;
   if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plain();
   ForwardPlan kept;
-  kept.second_kept = chunks.kept_band_rows > 0 && 2 * cols < layout.valid_local;
-  if (!kept.second_kept) chunks.accumulator_bytes = 0;  // the forward writes nothing there
-  kept.kept_cols = kept.second_kept ? 2 * cols : cols;
+  kept.kept_chunks = keep >= 2 && chunks.kept_band_rows > 0 && 2 * cols < layout.valid_local ? 2 : 1;
+  if (kept.kept_chunks < 2) chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  kept.kept_cols = kept.kept_chunks * cols;
   kept.kept_tiles = static_cast<int>(kept.kept_cols / bwd.specs->dz_tile.bn);
   kept.chunks = chunks;
   kept.split = split_plan(n_rows, kept.kept_cols);
-  if (kept.sources() > kMaxCombineSources) return plain();
+  if (kept.sources() > kMaxCombineSources) return forward_plan(n_rows, kept.kept_chunks - 1);
   return kept;
 }
 
@@ -199,10 +202,9 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.dz = bwd.dz_buffer.as<void>();
   kept.partials = partials;
   keep(0, bwd.dz_buffer.as<void>());
-  if (plan.second_kept) {
+  if (plan.kept_chunks == 2) {
     kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
     kept.accumulator = bwd.accumulator.as<void>();
-    kept.accumulator_bytes = bwd.accumulator.bytes();
     keep(1, kept.second);
   }
   return kept;
@@ -217,21 +219,23 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   // This call rewrites the partials (the kept chunk's tile maxima) and maybe the dZ buffer: what
   // an earlier forward kept is gone, from here on, whatever fails below.
   bwd.kept.reset();
-  ForwardPlan plan = forward_plan(call.n, call.has_lse);
-  // A kept chunk never grows what max_rows sized at build, nor anything during graph capture:
-  // where it would have to, the forward runs without it.
-  const std::uint64_t capture = plan.kept_cols > 0 ? stream_capture_id(stream) : 0;
-  if (plan.kept_cols > 0 && (layout.config.max_rows > 0 || capture != 0)) {
-    const bool partials_fit =
-        static_cast<std::size_t>(call.n * plan.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
-    if (!partials_fit || (capture != 0 && !bwd.holds(plan.chunks, call.n))) {
-      plan = forward_plan(call.n, false);
-    }
+  ForwardPlan plan = forward_plan(call.n, call.has_lse ? kMaxKeptChunks : 0);
+  // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
+  // they would have to, the forward keeps fewer (the second needs the accumulator, the first only
+  // the dZ buffer), or none.
+  const std::uint64_t capture = plan.kept_chunks > 0 ? stream_capture_id(stream) : 0;
+  if (layout.config.max_rows > 0 || capture != 0) {
+    auto fits = [&](const ForwardPlan& p) {
+      const bool partials_fit =
+          static_cast<std::size_t>(call.n * p.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
+      return partials_fit && (capture == 0 || bwd.holds(p.chunks, call.n));
+    };
+    while (plan.kept_chunks > 0 && !fits(plan)) plan = forward_plan(call.n, plan.kept_chunks - 1);
   }
   ensure_workspace(call.n * plan.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
-  if (plan.kept_cols > 0) {
+  if (plan.kept_chunks > 0) {
     kept = enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
     kept->capture = capture;
   }

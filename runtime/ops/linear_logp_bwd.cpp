@@ -147,8 +147,8 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
 
   auto stream = static_cast<CUstream>(stream_handle);
   ScopedContext scope(op.device);
-  // The first chunk's logits, where the op's last forward kept them; taken here, before anything
-  // can fail, since every chunk after the first writes over them: this call uses them up.
+  // The chunks' logits the op's last forward kept; taken here, before anything can fail, since
+  // the chunks after them write over them: this call uses them up.
   const std::optional<KeptChunk> kept = std::exchange(bwd.kept, std::nullopt);
   // TP: grad_hidden is the sum over the ranks' shards; every term goes into the fp32
   // accumulator, which is all-reduced and then rounded into grad_hidden.
@@ -275,7 +275,8 @@ void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, con
       h.addend = first ? nullptr : acc;
       h.addend_stride = acc_stride;
       if (index == 1 && use_second) {
-        // Over the chunk's own logits, band after band (see BwdChunkPlan::kept_band_rows).
+        // Over the chunk's own logits, band after band (see BwdChunkPlan::kept_band_rows). No
+        // filter mask to move with the rows: an op with a filter keeps nothing (keeps_first_chunk).
         for (std::int64_t row = 0; row < n; row += plan.kept_band_rows) {
           kernels::GemmArgs band = h;
           band.a = offset(dz_of_chunk, row * plan.dz_stride, k.dz_dtype);

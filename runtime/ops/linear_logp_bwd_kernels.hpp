@@ -43,7 +43,8 @@ struct LinearLogpBwdKernels {
 // values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). TP ops
 // keep nothing: their partials are gathered across the ranks, which would carry the kept chunk's
 // sources too (32 more a row at llama3-8b-16k), and their plans are agreed between the ranks; not
-// built or measured there. Such an op may keep the second chunk too (BwdChunkPlan::kept_band_rows).
+// built or measured there. An op that keeps the first chunk may keep the second too
+// (BwdChunkPlan::kept_band_rows).
 bool keeps_first_chunk(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the

@@ -86,8 +86,9 @@ BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
   if (in.keep_band_rows > 0 && plan.accumulator_bytes > 0 && elem == 2 && plan.chunks >= 3 &&
       chunk_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
     plan.kept_band_rows = in.keep_band_rows;
-    // N 4H rounded up to 256 bytes, so that the logits start on a boundary TMA and the vector
-    // copies take; that only moves them further from the bands' writes.
+    // N 4H rounded up to 256 bytes, so that the logits (2C bytes a row, C a multiple of 8) start
+    // on a 16-byte boundary, as TMA and the vector copies need; that only moves them further
+    // from the bands' writes.
     const std::int64_t rows_bytes = ceil_div(in.n_rows * in.hidden * std::int64_t{sizeof(float)}, 256) * 256;
     const std::int64_t band_bytes = std::min(in.keep_band_rows, in.n_rows) * chunk_row_bytes;
     plan.accumulator_bytes = static_cast<std::size_t>(rows_bytes + band_bytes);

@@ -37,8 +37,8 @@ struct BwdChunkPlan {
   // at most 2 x hidden wide. They lie at its end, from accumulator_kept_offset on; the backward's
   // first grad_hidden product, chunk 1's, is launched kept_band_rows rows at a time and writes its
   // fp32 rows from the accumulator's start, each band over logits that earlier bands have read:
-  // the accumulator is kept_band_rows x chunk_cols x 2 bytes longer than its rows for that
-  // (plan_bwd_chunks; the inequality is in its comment).
+  // the accumulator is min(kept_band_rows, n_rows) x chunk_cols x 2 bytes longer than its rows
+  // (rounded up to 256 bytes) for that (plan_bwd_chunks; the inequality is in its comment).
   std::int64_t kept_band_rows = 0;
   std::size_t accumulator_kept_offset = 0;
 

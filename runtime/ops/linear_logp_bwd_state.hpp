@@ -6,7 +6,6 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,11 +37,10 @@ struct KeptChunk {
   std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
   const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
   // The second chunk's logits, [n][dz stride] at BwdChunkPlan::accumulator_kept_offset of the
-  // accumulator as it was (its address and size: a later growth would move it); null: only the
-  // first chunk was kept.
+  // accumulator, whose address is `accumulator` (a growth would move it); null: only the first
+  // chunk was kept.
   void* second = nullptr;
   const void* accumulator = nullptr;
-  std::size_t accumulator_bytes = 0;
   kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
   // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
   // uses the chunk only from the same one, eager after eager or within one graph, whose replays

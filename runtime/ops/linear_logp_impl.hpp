@@ -33,16 +33,22 @@ struct ForwardCall {
   bool has_entropy = false;
 };
 
+// The most backward chunks a forward keeps: the first in the dZ buffer, the second in the
+// grad_hidden accumulator's memory (BwdChunkPlan::kept_band_rows).
+inline constexpr int kMaxKeptChunks = 2;
+
 // A single-GPU forward's work for a call: the forward kernel's split plan over the shard's columns
-// from kept_cols on, and the backward's first chunk, or its first two, columns [0, kept_cols),
-// which the kept chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none).
-// The combine merges the splits' sources, then a source per column tile of the kept chunks.
+// from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols), which
+// the kept chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none). The
+// combine merges the splits' sources, then a source per column tile of the kept chunks.
 struct ForwardPlan {
   SplitPlan split;
+  int kept_chunks = 0;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
-  bool second_kept = false;  // chunk 1 too, in the accumulator's memory (BwdChunkPlan::kept_band_rows)
-  BwdChunkPlan chunks;  // with a kept chunk: the backward's plan of these rows, chunk 0 the kept one
+  // With kept chunks: the backward's plan of these rows, its buffers what the forward writes
+  // (accumulator_bytes 0 unless the second chunk is kept).
+  BwdChunkPlan chunks;
 
   int sources() const { return split.sources() + kept_tiles; }
 };
@@ -72,9 +78,9 @@ struct LinearLogp::Impl {
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
   // The forward kernel's plan for n_rows rows over the shard's columns from first_col on.
   SplitPlan split_plan(std::int64_t n_rows, std::int64_t first_col = 0) const;
-  // `keep`: whether the call may keep its first backward chunk (it writes lse, which the backward
-  // of the same inputs passes back).
-  ForwardPlan forward_plan(std::int64_t n_rows, bool keep) const;
+  // `keep`: how many of its first backward chunks the call may keep, 0 to kMaxKeptChunks (a call
+  // that writes lse, which the backward of the same inputs passes back, may keep them).
+  ForwardPlan forward_plan(std::int64_t n_rows, int keep) const;
   // The kept chunks' kernel of a call, a launch a chunk, writing their partials to `partials` (the
   // plan's sources past the splits'); returns what it keeps, for bwd.kept once the forward is
   // enqueued.

@@ -496,15 +496,18 @@ TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAre
   s.op.check(nullptr);
 }
 
-// A chunk kept by a forward is used only by a backward of that forward's inputs: after a forward
+// Chunks kept by a forward are used only by a backward of that forward's inputs: after a forward
 // of the same inputs into another lse buffer, a backward that passes the first lse recomputes
 // every chunk, and gives the recomputed bits; a backward that passes the latest lse gives the kept
-// bits. With chunks of 2304 columns (two chunks) the forward keeps the first; with chunks of 1024
-// (five) the first two, the second in the accumulator's memory: on the Hopper loop, whose kept
-// logits went through fp16, exactly those chunks' grad_weight rows differ from the recomputed
-// ones. (The correctness of both kinds against the reference is MatchesFp64Reference's.)
+// bits. With chunks of 3072 columns (two chunks) the forward keeps the first; with chunks of 1024
+// (six) or 2048 (three) the first two, the second in the accumulator's memory, whose grad_hidden
+// product runs in two bands on an H200 (4224 and 276 rows). On the Hopper loop, whose kept logits
+// went through fp16: exactly the kept chunks' grad_weight rows differ from the recomputed ones;
+// every row of grad_hidden stays close to the recomputed one (a band written over logits still
+// to be read would not); and a backward without grad_hidden gives the kept grad_weight bits.
+// (The correctness of both kinds against the reference is MatchesFp64Reference's.)
 TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward) {
-  const std::int64_t n = 2200, h = 1024, v = 4600;
+  const std::int64_t n = 4500, h = 1024, v = 6100;
   std::vector<std::uint8_t> x_bytes, w_bytes;
   testing::random_values(31, static_cast<std::size_t>(n * h), 1.0f, DType::kBF16, x_bytes);
   testing::random_values(32, static_cast<std::size_t>(v * h), 0.125f, DType::kBF16, w_bytes);
@@ -518,15 +521,12 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
   w.upload(w_bytes.data(), w_bytes.size());
   DeviceArray t = DeviceArray::from(targets), g = DeviceArray::from(grad);
   const LinearLogpInputs in{{x.data(), DType::kBF16, n, h, 0}, {w.data(), DType::kBF16, v, h, 0}, {}, {t.data(), DType::kInt64, n}};
-  LinearLogpGrads grads;
-  grads.hidden = {gx.data(), DType::kBF16, n, h, 0};
-  grads.weight = {gw.data(), DType::kBF16, v, h, 0};
 
   struct Kept {
     std::int64_t chunk_cols;
     std::int64_t kept_cols;  // on the Hopper loop
   };
-  for (const Kept& k : {Kept{2304, 2304}, Kept{1024, 2048}}) {
+  for (const Kept& k : {Kept{3072, 3072}, Kept{1024, 2048}, Kept{2048, 4096}}) {
     SCOPED_TRACE("chunks of " + std::to_string(k.chunk_cols) + " columns");
     LinearLogpConfig config;
     config.hidden = h;
@@ -537,7 +537,10 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
     auto forward = [&](DeviceArray& lse) {
       op.forward(in, {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {}}, nullptr);
     };
-    auto backward = [&](DeviceArray& lse) {
+    auto backward = [&](DeviceArray& lse, bool grad_hidden = true) {
+      LinearLogpGrads grads;
+      if (grad_hidden) grads.hidden = {gx.data(), DType::kBF16, n, h, 0};
+      grads.weight = {gw.data(), DType::kBF16, v, h, 0};
       gx.fill_bytes(0xff);
       gw.fill_bytes(0xff);
       op.backward(in, {lse.data(), DType::kFP32, n}, {g.data(), DType::kFP32, n}, {}, grads, nullptr);
@@ -553,6 +556,8 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
     EXPECT_EQ(backward(lse1), recomputed) << "a backward of another forward's lse must recompute";
     forward(lse2);
     EXPECT_EQ(backward(lse2), kept) << "the backward of the latest forward uses its kept chunks";
+    forward(lse2);
+    EXPECT_EQ(backward(lse2, false).second, kept.second) << "grad_weight alone, from the kept chunks";
     if (std::string(op.main_loop()) != "wgmma") continue;
     EXPECT_NE(kept.first, recomputed.first) << "no kept chunk was used";
     const auto row_bytes = static_cast<std::ptrdiff_t>(h * 2);
@@ -562,6 +567,17 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
       const bool same = std::equal(kept.second.begin() + begin * row_bytes, kept.second.begin() + end * row_bytes,
                                    recomputed.second.begin() + begin * row_bytes);
       EXPECT_EQ(same, begin * row_bytes >= kept_end) << "grad_weight rows of the chunk at column " << begin;
+    }
+    const std::vector<float> dx_kept = to_floats(kept.first, DType::kBF16, static_cast<std::size_t>(n * h));
+    const std::vector<float> dx = to_floats(recomputed.first, DType::kBF16, static_cast<std::size_t>(n * h));
+    for (std::int64_t row = 0; row < n; ++row) {
+      double diff = 0.0, norm = 0.0;
+      for (std::int64_t col = 0; col < h; ++col) {
+        const auto at = static_cast<std::size_t>(row * h + col);
+        diff += (dx_kept[at] - dx[at]) * static_cast<double>(dx_kept[at] - dx[at]);
+        norm += dx[at] * static_cast<double>(dx[at]);
+      }
+      ASSERT_LT(std::sqrt(diff), 2e-2 * std::sqrt(norm)) << "grad_hidden row " << row;
     }
   }
 }

@@ -123,6 +123,8 @@ TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
       {1000, 128, 1000, 1000 * 2 * 256, true},                      // C = 2 H, one band
       {1000, 128, 1000, 1000 * 2 * 512, false},                     // C = 4 H
       {17, 4096, 128256, 17 * 2 * 8192, true},                      // fewer rows than a band
+      {5000, 4096, 128256, 5000 * 2 * 8192, true},                  // C = 2 H, a partial last band
+      {4501, 1000, 2548, 4501 * 2 * 1024, true},                    // N 4H not a multiple of 256
   };
   for (const Case& c : cases) {
     BwdPlanInput in = input(c.n, c.vocab, c.budget);
@@ -132,6 +134,7 @@ TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
     in.keep_band_rows = 1024;
     const BwdChunkPlan plan = plan_bwd_chunks(in);
     const std::size_t rows_bytes = static_cast<std::size_t>(c.n * c.hidden) * 4u;
+    const std::size_t rows_bytes_256 = (rows_bytes + 255) / 256 * 256;
     SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.hidden) + " x " + std::to_string(c.vocab));
     if (!c.kept) {
       EXPECT_EQ(plan.kept_band_rows, 0);
@@ -142,8 +145,9 @@ TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
     ASSERT_GE(plan.chunks, 3);
     const auto logits_row = static_cast<std::size_t>(plan.dz_stride) * 2u;
     const auto band = static_cast<std::size_t>(std::min<std::int64_t>(1024, c.n));
-    EXPECT_EQ(plan.accumulator_bytes, rows_bytes + band * logits_row);
+    EXPECT_EQ(plan.accumulator_bytes, rows_bytes_256 + band * logits_row);
     EXPECT_EQ(plan.accumulator_kept_offset + plan.dz_bytes, plan.accumulator_bytes) << "the logits end the buffer";
+    EXPECT_EQ(plan.accumulator_kept_offset % 16, 0u) << "TMA's alignment";
     for (std::int64_t row = 0; row < c.n; row += plan.kept_band_rows) {
       const std::int64_t end = std::min(row + plan.kept_band_rows, c.n);
       const std::size_t written_end = static_cast<std::size_t>(end * c.hidden) * 4u;
