@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gemm/gemm_layout.cuh"
-#include "runtime/ops/linear_logp_fwd.hpp"
+#include "runtime/arch/arch.hpp"
 #include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
 #include "shardjit/error.hpp"
@@ -44,9 +44,9 @@ constexpr std::span<const GemmTile> kGemmMmaTiles = kGemmTilesWide;
 GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hopper_path) {
   const unsigned limit = smem_limit_for_arch(arch);
   const bool tensor_cores = a == b && a != DType::kFP32;
-  // The Hopper loop where the forward's applies (hopper_logit_tile): four stages fed by TMA, one
-  // slice of wgmma left in flight; 196,672 bytes, and 231,488 with a 16-bit output's staging area.
-  if (tensor_cores && hopper_logit_tile(a, arch, hopper_path, 4)) return GemmTile{128, 256, 64, 4, true, true};
+  // The Hopper loop where it applies: four stages fed by TMA, one slice of wgmma left in flight;
+  // 196,672 bytes, and 231,488 with a 16-bit output's staging area.
+  if (tensor_cores && wgmma_applies(a, arch, hopper_path)) return GemmTile{128, 256, 64, 4, true, true};
   // Without TMA a kernel's shared memory does not depend on its output's type.
   const GemmKind kind{a, b};
   if (!tensor_cores) {

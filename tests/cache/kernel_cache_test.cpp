@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/cache/kernel_cache.hpp"
-#include "runtime/ops/logp_combine.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "shardjit/error.hpp"
 #include "support/temp_dir.hpp"
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/driver/device.hpp"
-#include "runtime/ops/linear_logp_layout.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
 #include "support/temp_dir.hpp"
 #include "tests/cli/cli_runner.hpp"
 #include "tests/cli/tiny_model.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops/prewarm_plan.hpp"
+#include "runtime/prewarm/plan.hpp"
 #include "tests/cli/cli_runner.hpp"
 
 namespace shardjit::testing {

@@ -7,8 +7,8 @@
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
 #include "runtime/ops/gemm.hpp"
-#include "runtime/ops/linear_logp_bwd_dz.hpp"
-#include "runtime/ops/linear_logp_kernels.hpp"
+#include "runtime/ops/linear_logp/bwd/dz.hpp"
+#include "runtime/ops/linear_logp/kernels.hpp"
 
 namespace shardjit {
 namespace {

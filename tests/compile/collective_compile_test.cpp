@@ -4,8 +4,8 @@
 
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
-#include "runtime/ops/collective_kernels.hpp"
-#include "runtime/ops/logp_combine.hpp"
+#include "runtime/ops/collective/kernels.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {

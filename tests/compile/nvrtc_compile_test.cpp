@@ -8,8 +8,8 @@
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
-#include "runtime/ops/linear_logp_kernels.hpp"
-#include "runtime/ops/logp_combine.hpp"
+#include "runtime/ops/linear_logp/kernels.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "support/temp_dir.hpp"
 #include "shardjit/error.hpp"
 

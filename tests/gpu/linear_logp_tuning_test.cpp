@@ -9,8 +9,8 @@
 #include <random>
 
 #include "runtime/cache/tuning_store.hpp"
-#include "runtime/ops/linear_logp_layout.hpp"
-#include "runtime/ops/linear_logp_tuning.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "runtime/ops/logp_combine.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "support/device_array.hpp"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/ops/prewarm_build.hpp"
+#include "runtime/prewarm/build.hpp"
 
 namespace shardjit::cli {
 

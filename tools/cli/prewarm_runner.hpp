@@ -1,4 +1,4 @@
-// Runs the CLI's prewarm: every item through build_prewarm_items (runtime/ops/prewarm_build.hpp),
+// Runs the CLI's prewarm: every item through build_prewarm_items (runtime/prewarm/build.hpp),
 // with a progress line, and the failures and missing kernels reported at the end, sorted.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/cache/kernel_cache.hpp"
-#include "runtime/ops/prewarm_plan.hpp"
+#include "runtime/prewarm/plan.hpp"
 #include "tools/cli/progress.hpp"
 
 namespace shardjit::cli {

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "runtime/driver/device.hpp"
-#include "runtime/ops/linear_logp_layout.hpp"
-#include "runtime/ops/linear_logp_tuning.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/linear_logp.hpp"
 

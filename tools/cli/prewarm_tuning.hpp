@@ -1,13 +1,13 @@
 // `shardjit prewarm --tune`: after the compiles, build each single-GPU LinearLogp op of the
 // request on GPU 0 with autotuning on, so that its forward tile is timed once and recorded in the
-// cache (runtime/ops/linear_logp_tuning.hpp); an op that already has a record reuses it.
+// cache (runtime/ops/linear_logp/tuning.hpp); an op that already has a record reuses it.
 #pragma once
 
 #include <cstddef>
 #include <cstdio>
 #include <vector>
 
-#include "runtime/ops/prewarm_plan.hpp"
+#include "runtime/prewarm/plan.hpp"
 #include "shardjit/runtime.hpp"
 
 namespace shardjit::cli {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/env.hpp"
-#include "runtime/ops/prewarm_plan.hpp"
+#include "runtime/prewarm/plan.hpp"
 
 namespace shardjit::bench {
 

@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "runtime/comm/communicator_impl.hpp"
-#include "runtime/ops/linear_logp_fwd.hpp"
-#include "runtime/ops/linear_logp_tp_plan.hpp"
-#include "runtime/ops/logp_combine.hpp"
-#include "runtime/ops/peer_collective.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/tp/plan.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
+#include "runtime/ops/collective/peer_collective.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/sched/scheduler.hpp"
 

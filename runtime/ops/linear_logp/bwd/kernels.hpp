@@ -1,0 +1,55 @@
+// Every kernel the backward of a LinearLogp op of a given layout loads (when the op is built
+// with want_backward). Part of linear_logp_kernels(), so that prewarm compiles the same list.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+
+namespace shardjit {
+
+struct LinearLogpBwdKernels {
+  FwdTile dz_tile;
+  GemmTile gemm_tile;
+  DType dz_dtype;                 // config.dtype, or fp32 (fp32 ops, or config.dz_fp32)
+  DType grad_weight_dtype;        // fp32 with config.grad_weight_fp32, else config.dtype
+  std::optional<DType> grad_bias_dtype;  // ops with a bias: fp32 or the bias dtype, as above
+  KernelSpec dz;                  // recompute the logits of a chunk, write dZ
+  std::optional<KernelSpec> scale;  // 16-bit dZ: the power of two it is stored scaled by
+  std::optional<KernelSpec> bias;   // ops with a bias: column sums of dZ
+  KernelSpec grad_weight;         // dZ^T X (+ grad_weight) -> grad_weight
+  KernelSpec grad_hidden_acc;     // dZ W (+ fp32 buffer) -> fp32 buffer (or grad_hidden for fp32)
+  KernelSpec grad_hidden_out;     // dZ W (+ fp32 buffer) -> grad_hidden in config.dtype
+  // The kept chunk (see keeps_first_chunk): the forward's kernel that writes the first chunk's
+  // logits into the dZ buffer, and the backward's that turns them into that chunk's dZ.
+  std::optional<KernelSpec> keep;
+  std::optional<KernelSpec> kept_dz;
+  // What the three GEMM specs are specialized for (launch_gemm takes them).
+  GemmKind grad_weight_kind;
+  GemmKind grad_hidden_acc_kind;
+  GemmKind grad_hidden_out_kind;
+
+  // Every spec above once, in a fixed order.
+  std::vector<KernelSpec> all() const;
+};
+
+// Whether an op keeps its first backward chunk from the forward (templates/linear_logp/fwd_keep.cuh):
+// a single-GPU op (tp = 1) whose dZ kernel runs the Hopper loop, with a 16-bit dZ (the kept fp16
+// values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). TP ops
+// keep nothing: their partials are gathered across the ranks, which would carry the kept chunk's
+// sources too (32 more a row at llama3-8b-16k), and their plans are agreed between the ranks; not
+// built or measured there. An op that keeps the first chunk may keep the second too
+// (BwdChunkPlan::kept_band_rows).
+bool keeps_first_chunk(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
+
+// Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the
+// tensor-parallel degree the op is built for.
+LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
+                                             bool hopper_path, int tp);
+
+}  // namespace shardjit

@@ -1,0 +1,143 @@
+#include "runtime/ops/linear_logp/bwd/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common/stream_k.cuh"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The dZ kernel's grid has the chunk's column tiles in y, which holds at most 65535.
+constexpr std::int64_t kMaxTilesPerChunk = 65535;
+
+}  // namespace
+
+void check_backward_config(const LinearLogpConfig& c) {
+  if (c.backward_workspace_bytes < 0) {
+    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: backward_workspace_bytes = " +
+                                                 std::to_string(c.backward_workspace_bytes) +
+                                                 "; expected >= 0 (0: the default, 256 MiB)");
+  }
+  if (!std::isfinite(c.grad_filter_threshold) || c.grad_filter_threshold < 0.0f) {
+    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: grad_filter_threshold = " +
+                                                 std::to_string(c.grad_filter_threshold) +
+                                                 "; expected a finite value >= 0 (0: no filtering)");
+  }
+}
+
+std::int64_t backward_workspace_budget(const LinearLogpConfig& c) {
+  return c.backward_workspace_bytes > 0 ? c.backward_workspace_bytes : kDefaultBackwardWorkspaceBytes;
+}
+
+BwdChunk BwdChunkPlan::chunk(std::int64_t index) const {
+  BwdChunk chunk;
+  chunk.begin = index * chunk_cols;
+  const std::int64_t end = std::min((index + 1) * chunk_cols, vocab_local);
+  chunk.cols = end - chunk.begin;
+  return chunk;
+}
+
+bool bwd_chunk_fits(const BwdPlanInput& in) {
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols;
+}
+
+BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
+  BwdChunkPlan plan;
+  plan.vocab_local = in.vocab_local;
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  const auto elem = static_cast<std::int64_t>(in.dz_elem_bytes);
+  if (!bwd_chunk_fits(in)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LinearLogp backward: " + std::to_string(in.n_rows) + " rows need at least " +
+                    std::to_string(rows * elem * in.tile_cols) + " bytes of dZ workspace (one column of " +
+                    std::to_string(in.tile_cols) + "-wide tiles); backward_workspace_bytes allows " +
+                    std::to_string(in.budget) + ". Raise it or pass fewer rows per call");
+  }
+  // Widest chunk of whole tiles whose dZ fits the budget.
+  const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  const std::int64_t chunks = ceil_div(vocab_tiles, max_tiles);
+  const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);
+  plan.chunk_cols = tiles_per_chunk * in.tile_cols;
+  plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
+  const std::int64_t widest = std::min(plan.chunk_cols, in.vocab_local);
+  plan.dz_stride = ceil_div(widest, 8) * 8;
+  plan.dz_bytes = static_cast<std::size_t>(in.n_rows * plan.dz_stride * elem);
+  if (in.filter) {
+    plan.mask_bytes = static_cast<std::size_t>(ceil_div(rows, in.tile_rows) * tiles_per_chunk);
+  }
+  if (in.hidden_accumulator && plan.chunks > 1) {
+    plan.accumulator_bytes = static_cast<std::size_t>(in.n_rows * in.hidden) * sizeof(float);
+  }
+  // A second kept chunk (chunk 1, not the last, so that it is whole) in the accumulator: its rows
+  // of C = dz_stride 16-bit values, no longer than the accumulator's rows (2 C <= 4 H bytes). With
+  // R = keep_band_rows and E = R x 2 C extra bytes, the logits start at O = N 4H + E - N 2C. The
+  // band of rows [r, r + R) writes bytes [4H r, 4H (r + R)) and reads logits from O + 2C r on;
+  // (r + R) 4H <= O + 2C r  <=>  E >= R 4H - (N - r)(4H - 2C), which holds with E = R 2C since
+  // N - r >= R (the last band: rows [r, N), the same with N - r for R). Earlier bands' logits,
+  // which the band may overwrite, were read by earlier launches.
+  const std::int64_t chunk_row_bytes = plan.dz_stride * elem;
+  if (in.keep_band_rows > 0 && plan.accumulator_bytes > 0 && elem == 2 && plan.chunks >= 3 &&
+      chunk_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
+    plan.kept_band_rows = in.keep_band_rows;
+    // N 4H rounded up to 256 bytes, so that the logits (2C bytes a row, C a multiple of 8) start
+    // on a 16-byte boundary, as TMA and the vector copies need; that only moves them further
+    // from the bands' writes.
+    const std::int64_t rows_bytes = ceil_div(in.n_rows * in.hidden * std::int64_t{sizeof(float)}, 256) * 256;
+    const std::int64_t band_bytes = std::min(in.keep_band_rows, in.n_rows) * chunk_row_bytes;
+    plan.accumulator_bytes = static_cast<std::size_t>(rows_bytes + band_bytes);
+    plan.accumulator_kept_offset = plan.accumulator_bytes - plan.dz_bytes;
+  }
+  return plan;
+}
+
+std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident) {
+  const std::int64_t tiles_a_row = std::max<std::int64_t>(ceil_div(hidden, tile_cols), 1);
+  return tile_rows * std::max<std::int64_t>(resident / tiles_a_row, 1);
+}
+
+BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {
+  BwdChunkPlan most = plan_bwd_chunks(in);
+  // A call's chunks follow the widest chunk its rows allow, t tiles = budget / (rows x a tile
+  // column's bytes a row). Among the row counts that allow the same t, the buffers grow with the
+  // rows; so the largest row count of each t up to n_rows is the one to look at: t from the one
+  // of n_rows (n_rows itself) up to where one chunk holds the whole vocabulary.
+  const std::int64_t column_bytes = in.tile_cols * static_cast<std::int64_t>(in.dz_elem_bytes);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  const std::int64_t first = in.budget / (std::max<std::int64_t>(in.n_rows, 1) * column_bytes);
+  for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
+    BwdPlanInput fewer = in;
+    fewer.n_rows = std::min(in.n_rows, in.budget / (t * column_bytes));
+    if (fewer.n_rows < 1) break;
+    const BwdChunkPlan plan = plan_bwd_chunks(fewer);
+    most.dz_bytes = std::max(most.dz_bytes, plan.dz_bytes);
+    most.mask_bytes = std::max(most.mask_bytes, plan.mask_bytes);
+    most.accumulator_bytes = std::max(most.accumulator_bytes, plan.accumulator_bytes);
+  }
+  return most;
+}
+
+bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
+                      std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident) {
+  if (n_rows <= 0 || plan.chunks <= 0) return false;
+  auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
+    const std::int64_t tiles = ceil_div(rows, tile.rows) * ceil_div(cols, tile.cols);
+    if (tiles > resident) return false;  // never split; and it may not fit an int
+    const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
+    return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident);
+  };
+  for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
+    const std::int64_t cols = plan.chunk(index).cols;
+    if (dz && splits(n_rows, cols, hidden, *dz)) return true;
+    if (gemm && (splits(cols, hidden, n_rows, *gemm) || splits(n_rows, hidden, cols, *gemm))) return true;
+  }
+  return false;
+}
+
+}  // namespace shardjit

@@ -1,0 +1,149 @@
+#include "runtime/ops/linear_logp/bwd/state.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "runtime/driver/stream.hpp"
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp/bwd/dz.hpp"
+#include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
+  if (bytes > device.info().smem_per_block_optin) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("LinearLogp backward: the ") + what + " kernel needs " + std::to_string(bytes) +
+                    " bytes of shared memory per block; device " + std::to_string(device.info().ordinal) + " (" +
+                    device.info().name + ") allows " + std::to_string(device.info().smem_per_block_optin));
+  }
+}
+
+}  // namespace
+
+LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& op_layout,
+                                       const DeviceContext& op_device, const LinearLogpKernels& kernels)
+    : layout(op_layout), device(op_device), specs(kernels.backward) {
+  if (!specs) return;
+  const LinearLogpConfig& c = layout.config;
+  const unsigned dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
+  check_smem("dZ", dz_smem, device);
+  // Each GEMM kernel's shared memory depends on its output's type (gemm_smem).
+  struct Gemm {
+    const char* name;
+    const GemmKind* kind;
+    std::shared_ptr<const LoadedKernel>* kernel;
+  };
+  const Gemm gemms[] = {{"grad_weight GEMM", &specs->grad_weight_kind, &grad_weight},
+                        {"grad_hidden accumulating GEMM", &specs->grad_hidden_acc_kind, &grad_hidden_acc},
+                        {"grad_hidden GEMM", &specs->grad_hidden_out_kind, &grad_hidden_out}};
+  for (const Gemm& gemm : gemms) check_smem(gemm.name, gemm_smem(*gemm.kind, specs->gemm_tile), device);
+
+  const std::string hint = prewarm_command(layout, device.arch(), runtime.config.hopper_path);
+  auto load = [&](const KernelSpec& spec) { return runtime.load(spec, c.device, hint); };
+  dz = load(specs->dz);
+  allow_dynamic_smem(*dz, dz_smem);
+  if (specs->scale) scale = load(*specs->scale);
+  if (specs->bias) bias = load(*specs->bias);
+  grad_weight = load(specs->grad_weight);
+  grad_hidden_acc = load(specs->grad_hidden_acc);
+  grad_hidden_out = load(specs->grad_hidden_out);
+  if (specs->keep) {
+    keep = load(*specs->keep);
+    allow_dynamic_smem(*keep, dz_smem);  // the dZ kernel's layout
+  }
+  if (specs->kept_dz) kept_dz = load(*specs->kept_dz);
+  for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
+
+  if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
+  // The Hopper kernels split the tiles of small grids along K (templates/common/stream_k.cuh).
+  if (specs->gemm_tile.tma || specs->dz_tile.wgmma) {
+    split = StreamKWorkspace(device, std::max(specs->gemm_tile.bm * specs->gemm_tile.bn,
+                                              specs->dz_tile.bm * specs->dz_tile.bn));
+  }
+  if (c.max_rows > 0) {
+    ScopedContext scope(device);
+    reserve(reserve_plan(c.max_rows), nullptr);
+    // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
+    split.allocate();
+  }
+}
+
+namespace {
+
+// `resident`: the blocks of a Hopper kernel that run at once (StreamKWorkspace), for the bands of
+// a second kept chunk's product (kept_band_rows_for).
+BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
+                        std::int64_t n_rows, bool grad_hidden) {
+  BwdPlanInput input;
+  input.n_rows = n_rows;
+  input.hidden = c.hidden;
+  input.vocab_local = c.vocab_local;
+  input.dz_elem_bytes = dtype_size(specs.dz_dtype);
+  input.tile_rows = specs.dz_tile.bm;
+  input.tile_cols = specs.dz_tile.bn;
+  input.budget = backward_workspace_budget(c);
+  input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
+  input.filter = c.grad_filter_threshold > 0.0f;
+  if (specs.keep && resident > 0) {
+    input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
+  }
+  return input;
+}
+
+}  // namespace
+
+BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
+  return plan_bwd_chunks(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
+}
+
+bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
+  return bwd_chunk_fits(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
+}
+
+BwdChunkPlan LinearLogpBwdState::reserve_plan(std::int64_t max_rows) const {
+  return plan_bwd_reserve(plan_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
+}
+
+void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
+  grow_buffer_for_stream(dz_buffer, plan.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
+  grow_buffer_for_stream(accumulator, plan.accumulator_bytes, device, stream,
+                         "LinearLogp backward: the grad_hidden accumulator");
+  grow_buffer_for_stream(mask, plan.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
+}
+
+namespace {
+
+// Whether a kernel of a call of n_rows rows under `plan` splits its tiles (bwd_splits_tiles) on
+// the resident blocks of `split`.
+bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BwdChunkPlan& plan,
+                  std::int64_t n_rows, std::int64_t hidden) {
+  auto hopper = [](bool on, int rows, int cols, int k) {
+    return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
+  };
+  const FwdTile& dz_tile = specs.dz_tile;
+  const GemmTile& gemm = specs.gemm_tile;
+  return bwd_splits_tiles(plan, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
+                          hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks());
+}
+
+}  // namespace
+
+void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {
+  if (split.allocated() || split.resident_blocks() == 0) return;
+  if (splits_tiles(*specs, split, plan, n_rows, layout.config.hidden)) {
+    check_growth_outside_capture(stream, "LinearLogp backward: the split-tile workspace");
+    split.allocate();
+  }
+}
+
+bool LinearLogpBwdState::holds(const BwdChunkPlan& plan, std::int64_t n_rows) const {
+  return dz_buffer.bytes() >= plan.dz_bytes && accumulator.bytes() >= plan.accumulator_bytes &&
+         mask.bytes() >= plan.mask_bytes &&
+         (split.allocated() || split.resident_blocks() == 0 ||
+          !splits_tiles(*specs, split, plan, n_rows, layout.config.hidden));
+}
+
+}  // namespace shardjit

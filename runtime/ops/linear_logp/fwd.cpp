@@ -1,0 +1,159 @@
+#include "runtime/ops/linear_logp/fwd.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <optional>
+
+#include "linear_logp/fwd_layout.cuh"
+#include "runtime/arch/arch.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
+#include "runtime/ops/tensor_maps.hpp"
+#include "runtime/sched/launch.hpp"
+
+namespace shardjit {
+
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages) {
+  if (!wgmma_applies(dtype, arch, hopper_path)) return std::nullopt;
+  return FwdTile{128, 256, 64, stages, true};
+}
+
+FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
+  // 196,672 bytes: the TMA ring's four stages and their mbarriers, one slice of wgmma left in
+  // flight (templates/linear_logp/fwd_hopper.cuh).
+  if (auto hopper = hopper_logit_tile(dtype, arch, hopper_path, 4)) return *hopper;
+  const unsigned limit = smem_limit_for_arch(arch);
+  if (dtype == DType::kFP32) {
+    FwdTile tile;
+    tile.bk = 32;  // 128-byte rows of fp32, as bf16's 64 elements are
+    while (tile.stages > 2 && linear_logp_fwd_smem(dtype, tile) > limit) --tile.stages;
+    if (linear_logp_fwd_smem(dtype, tile) > limit) tile = FwdTile{64, 128, 32, 2};  // 85,248 B
+    return tile;
+  }
+  // 16-bit inputs: the first portable tile that fits.
+  for (const FwdTile& tile : portable_fwd_tiles()) {
+    if (linear_logp_fwd_smem(dtype, tile) <= limit) return tile;
+  }
+  return portable_fwd_tiles().back();
+}
+
+std::span<const FwdTile> portable_fwd_tiles() {
+  // docs/perf-notes.md, "Portable forward main loop": 128 x 256 halves the L2 traffic per flop
+  // of 128 x 128 and runs 17 % faster on H200; BK = 64 beats BK = 32 by 9 % there (half the
+  // barriers), so A100-class parts fall back to BK = 32 only because three 48 KiB stages do not
+  // fit in their 166,912 bytes.
+  static constexpr FwdTile kTiles[] = {
+      {128, 256, 64, 3},  // 219,648 B: H100, H200, B200 (232,448)
+      {128, 256, 32, 3},  // 145,920 B: A100 (166,912)
+      {64, 256, 32, 3},   //  97,536 B: the 101,376-byte parts
+      {64, 128, 32, 2},   //  60,672 B
+  };
+  return kTiles;
+}
+
+KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
+                             std::vector<std::pair<std::string, ParamValue>> own) {
+  const LinearLogpConfig& c = layout.config;
+  std::vector<std::pair<std::string, ParamValue>> values = {
+      {"T", TypeArg{dtype_name(c.dtype)}},
+      {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
+      {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
+      {"H", c.hidden},
+      {"V_LOCAL", c.vocab_local},
+      {"V_VALID", layout.valid_local},
+      {"BM", std::int64_t{tile.bm}},
+      {"BN", std::int64_t{tile.bn}},
+      {"BK", std::int64_t{tile.bk}},
+      {"STAGES", std::int64_t{tile.stages}},
+      {"WGMMA", tile.wgmma}};
+  values.insert(values.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  return KernelSpec(name, values);
+}
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+  return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", layout.config.want_entropy}});
+}
+
+unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
+  return static_cast<unsigned>(kernels::linear_logp_fwd_smem_bytes(static_cast<int>(dtype_size(dtype)), tile.bm,
+                                                                   tile.bn, tile.bk, tile.stages, tile.wgmma));
+}
+
+double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count) {
+  const std::int64_t sms = std::max(1, sm_count);
+  const std::int64_t longest = (vocab_tiles + splits - 1) / splits;
+  const std::int64_t waves = (row_tiles * splits + sms - 1) / sms;
+  return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
+}
+
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
+  const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
+  const int sms = std::max(1, gpu.sm_count);
+  const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
+  const auto plan_for = [&](int splits) {
+    SplitPlan plan;
+    plan.splits = splits;
+    plan.group_rows = (sms + splits - 1) / splits;
+    plan.row_tiles = static_cast<int>(row_tiles);
+    plan.vocab_tiles = static_cast<int>(vocab_tiles);
+    plan.whole_units = plan.units();
+    return plan;
+  };
+  // The blocks run in groups of group_rows row tiles: that many run at the same time.
+  const auto x_fits_in_l2 = [&](int splits) {
+    const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
+    return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
+  };
+  double best = 0.0;
+  for (int splits : kVocabSplitChoices) {
+    if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
+  }
+  // Each split costs partials traffic and a wider combine, so prefer few of them.
+  std::optional<SplitPlan> fallback;
+  for (int splits : kVocabSplitChoices) {
+    if (!usable(splits)) break;
+    if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
+    if (x_fits_in_l2(splits)) return plan_for(splits);
+    if (!fallback) fallback = plan_for(splits);
+  }
+  return fallback.value_or(plan_for(1));
+}
+
+SplitPlan cut_last_waves(SplitPlan plan, int sm_count) {
+  const int sms = std::max(1, sm_count);
+  // A split's pieces are its partial sources, and one combine merges at most kMaxCombineSources
+  // a row: a very long shard gets fewer, longer pieces.
+  const int pieces = std::min((plan.split_tiles() + kFwdPieceTiles - 1) / kFwdPieceTiles,
+                              kMaxCombineSources / std::max(1, plan.splits));
+  if (plan.units() <= sms || pieces < 2) return plan;
+  plan.whole_units = (plan.units() / sms - 1) * sms;
+  plan.unit_pieces = pieces;
+  return plan;
+}
+
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for) {
+  std::int64_t most = 0;
+  for (std::int64_t rows = bm; rows < n_rows + bm; rows += bm) {
+    const std::int64_t r = std::min(rows, n_rows);
+    most = std::max(most, r * sources_for(r));
+  }
+  return most;
+}
+
+void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
+                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            CUstream stream) {
+  LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(plan.blocks());
+  shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
+  shape.smem_bytes = linear_logp_fwd_smem(layout.config.dtype, tile);
+  kernels::LinearLogpFwdParams params{};
+  params.args = args;
+  if (tile.wgmma) {
+    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
+  }
+  launch(kernel, shape, params, stream);
+}
+
+}  // namespace shardjit

@@ -1,0 +1,133 @@
+// Host side of templates/linear_logp/fwd.cuh: the fused GEMM + online log-sum-exp kernel that
+// writes per-row partial statistics for each vocabulary split.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "linear_logp/fwd_args.cuh"
+#include "linear_logp/fwd_block_order.cuh"
+#include "runtime/arch/arch.hpp"
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/driver/module.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+
+namespace shardjit {
+
+struct FwdTile {
+  int bm = 128;
+  int bn = 128;
+  int bk = 64;
+  int stages = 3;
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit inputs) instead of
+  // the portable one (templates/linear_logp/logit_mainloop.cuh).
+  bool wgmma = false;
+
+  bool operator==(const FwdTile&) const = default;
+};
+
+// The Hopper main loop's tile where it applies (wgmma_applies): 128 x 256 x 64 with a ring of
+// `stages` slots (what the kernel's shared memory leaves room for).
+std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
+
+// The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
+// where it applies (hopper_logit_tile with four stages: the Hopper epilogue works in registers and
+// leaves the whole shared memory to the ring), else the portable path's: for 16-bit inputs the fastest
+// measured tile whose shared memory fits the arch's per-block limit (128 x 256 x 64, 3 stages,
+// on Hopper; 128 x 256 x 32 on A100), for fp32 the deepest 128 x 128 x 32 pipeline that fits.
+FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);
+
+// The portable path's tiles for 16-bit inputs, fastest first where they fit.
+std::span<const FwdTile> portable_fwd_tiles();
+
+// A kernel that recomputes logit tiles of the shard (linear_logp_fwd, linear_logp_bwd_dz): the
+// parameters they share (the input types, the shard, the tile and its main loop), plus `own`.
+KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
+                             std::vector<std::pair<std::string, ParamValue>> own);
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+
+unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
+
+// The vocabulary split counts the forward chooses from. Split s of S walks the vocabulary tiles
+// [s P, (s + 1) P), P = ceil(V / S) (templates/linear_logp/fwd.cuh), and the combine kernel takes
+// the number of partials as an argument, so any count would work; counts between these fill the
+// last wave better on paper but ran slower (docs/perf-notes.md, "Forward: split counts that fill
+// the last wave").
+inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
+inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
+
+// A forward call's launch (templates/linear_logp/fwd_args.cuh, fwd_block_order.cuh).
+struct SplitPlan {
+  int splits = 1;
+  // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
+  // wave of one block per multiprocessor holds, ceil(SMs / splits).
+  int group_rows = 1;
+  int row_tiles = 1;
+  int vocab_tiles = 1;
+  // Units (row tile, split) that run whole; the rest are cut into unit_pieces pieces each
+  // (cut_last_waves). A plan that cuts nothing has whole_units = units() and unit_pieces = 1.
+  int whole_units = 1;
+  int unit_pieces = 1;
+
+  int units() const { return row_tiles * splits; }
+  // Partial sources the combine merges a row.
+  int sources() const { return splits * unit_pieces; }
+  int blocks() const { return whole_units + (units() - whole_units) * unit_pieces; }
+  int split_tiles() const { return kernels::fwd_split_tiles(vocab_tiles, splits); }
+};
+
+// What the split choice needs to know of the GPU.
+struct GpuShape {
+  int sm_count = 132;
+  std::int64_t l2_bytes = 50ll << 20;
+};
+
+// The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
+// vocabulary columns: among the counts of kVocabSplitChoices (up to max_splits) whose
+// efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
+// concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
+// once per tile). Tensor parallelism passes a wider tolerance (there every split also travels
+// to the other ranks) and a cap that keeps tp x splits within what one combine merges. The plan
+// runs every unit whole; cut_last_waves may then cut the last ones.
+SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
+                              int max_splits = kMaxVocabSplits);
+
+// Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
+// partial one after it) into pieces of about kFwdPieceTiles tiles, one block each
+// (templates/linear_logp/fwd_block_order.cuh says why), where there is more than one wave of
+// units and a split has at least two pieces of tiles; otherwise returns `plan` as it is. The
+// pieces multiply the partial sources of a split, so tensor parallelism, whose partials cross
+// NVLink, does not cut.
+SplitPlan cut_last_waves(SplitPlan plan, int sm_count);
+// About a fifth of a multiprocessor's share of a 16k-row forward's tiles at llama3-8b: long
+// enough that a block's fixed costs (prologue, partial store) stay near 1 %, short enough that
+// the last blocks end within a few percent of the kernel of each other.
+inline constexpr int kFwdPieceTiles = 8;
+
+// Useful tile work over the tile slots the waves occupy when row_tiles x splits blocks of at
+// most ceil(vocab_tiles / splits) tiles run one per multiprocessor.
+double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
+
+// The most partial rows (sources x rows) any call of up to n_rows rows needs, given the partial
+// sources a call of `rows` rows writes. Those depend on the rows only through the number of
+// BM-row tiles, so every tile count is visited (a few thousand at most).
+std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
+
+// One block for each unit and piece of `plan` (SplitPlan::blocks), of the kernel built for `tile`
+// and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
+// here, from the arguments' pointers.
+void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
+                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            CUstream stream);
+
+}  // namespace shardjit

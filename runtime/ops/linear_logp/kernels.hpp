@@ -1,0 +1,33 @@
+// Every kernel a LinearLogp op of a given layout loads. The op builds from this list and
+// `shardjit prewarm` compiles from it, so a prewarmed cache always holds what the op asks for.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/ops/linear_logp/bwd/kernels.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+
+namespace shardjit {
+
+struct LinearLogpKernels {
+  FwdTile tile;
+  KernelSpec fwd;
+  // Merges the tp x splits partials of each row, whatever the split count.
+  KernelSpec combine;
+  // With 2 <= tp <= kMaxPeers: the same merge reading the partials from the ranks' symmetric
+  // buffers (the TP forward's peer path).
+  std::optional<KernelSpec> peer_combine;
+  std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
+};
+
+// `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).
+// `hopper_path`: RuntimeConfig::hopper_path (whether sm_90a targets take the wgmma main loop).
+// `fwd_tile`: the forward's tile where a tuning record chose one (runtime/ops/linear_logp/tuning.hpp),
+// else default_fwd_tile's.
+LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std::string& arch, int tp = 1,
+                                      bool hopper_path = true, std::optional<FwdTile> fwd_tile = std::nullopt);
+
+}  // namespace shardjit

@@ -1,0 +1,334 @@
+// The LinearLogp op: built once (layout checked, kernels loaded, workspace sized), then each
+// forward is two launches on the caller's stream: the fused GEMM + log-sum-exp kernel writing
+// per-split partials, and the combine kernel merging them into logp / lse / entropy. A
+// tensor-parallel op (built with a Communicator) runs the same two kernels around one
+// all-gather of the partials (runtime/ops/linear_logp/tp/tp.cpp).
+#include "shardjit/linear_logp.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "runtime/driver/cuda_driver.hpp"
+#include "runtime/driver/stream.hpp"
+#include "runtime/ops/linear_logp/bwd/dz.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/impl.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+#include "runtime/ops/linear_logp/tp/tp.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
+#include "runtime/ops/view_checks.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+void clear_status(const DeviceBuffer& status, CUstream stream) {
+  SHARDJIT_CU(cuMemsetD8Async(status.ptr(), 0, sizeof(kernels::DeviceStatus), stream));
+}
+
+// The most rows one forward takes: its grid holds the row tiles in y, at most 65535 of them.
+std::int64_t max_call_rows(const FwdTile& tile) { return 65535LL * tile.bm; }
+
+// `tile`, once max_rows is known to be within what one call takes: sizing for more would only
+// waste memory, and time (the workspaces are planned for every row count up to max_rows). Checked
+// before the op builds anything.
+const FwdTile& check_max_rows(const FwdTile& tile, std::int64_t max_rows) {
+  if (max_rows > max_call_rows(tile)) {
+    throw Error(ErrorCode::kInvalidArgument, "max_rows = " + std::to_string(max_rows) + "; expected at most " +
+                                                 std::to_string(max_call_rows(tile)) +
+                                                 ", the rows one call of this op takes");
+  }
+  return tile;
+}
+
+}  // namespace
+
+LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree,
+                       std::optional<FwdTile> fwd_tile)
+    : runtime(rt),
+      layout(resolve_layout(config)),
+      device(rt.device(layout.config.device)),
+      kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
+                                  fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device))),
+      tile(check_max_rows(kernels.tile, layout.config.max_rows)) {
+  const LinearLogpConfig& c = layout.config;
+  const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
+  if (smem_bytes > device.info().smem_per_block_optin) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LinearLogp needs " + std::to_string(smem_bytes) + " bytes of shared memory per block; device " +
+                    std::to_string(c.device) + " (" + device.info().name + ") allows " +
+                    std::to_string(device.info().smem_per_block_optin));
+  }
+  const std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path, tp_degree);
+  fwd = runtime.load(kernels.fwd, c.device, hint);
+  allow_dynamic_smem(*fwd, smem_bytes);
+  combine = runtime.load(kernels.combine, c.device, hint);
+  if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
+
+  ScopedContext scope(device);
+  status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
+  clear_status(status, nullptr);
+  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
+  if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
+  SHARDJIT_CU(cuStreamSynchronize(nullptr));
+}
+
+LinearLogp::Impl::~Impl() = default;
+
+kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
+                                                      const SplitPlan& plan) const {
+  const LinearLogpConfig& c = layout.config;
+  kernels::LinearLogpFwdArgs args{};
+  args.hidden = call.in.hidden.data;
+  args.weight = call.in.weight.data;
+  args.bias = c.bias_dtype ? call.in.bias.data : nullptr;
+  args.targets = call.in.targets.data;
+  args.partials = partials;
+  args.n_rows = call.n;
+  args.hidden_stride = call.hidden_stride;
+  args.weight_stride = call.weight_stride;
+  args.vocab_start = c.vocab_start;
+  args.row_tiles = plan.row_tiles;
+  args.splits = plan.splits;
+  args.group_rows = plan.group_rows;
+  args.whole_units = plan.whole_units;
+  args.unit_pieces = plan.unit_pieces;
+  args.inv_temperature = 1.0f / c.temperature;
+  return args;
+}
+
+kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call, const kernels::RowPartial* partials,
+                                                        int sources) const {
+  const LinearLogpConfig& c = layout.config;
+  kernels::LogpCombineArgs args{};
+  args.sources = sources;
+  args.partials = partials;
+  args.source_stride = call.n;
+  args.targets = call.in.targets.data;
+  args.logp = static_cast<float*>(call.out.logp.data);
+  args.lse = call.has_lse ? static_cast<float*>(call.out.lse.data) : nullptr;
+  args.entropy = call.has_entropy ? static_cast<float*>(call.out.entropy.data) : nullptr;
+  args.status = status.as<kernels::DeviceStatus>();
+  args.n_rows = call.n;
+  args.valid_vocab = c.valid_vocab;
+  args.ignore_index = c.ignore_index;
+  return args;
+}
+
+const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
+  if (!peer_combine) throw Error(ErrorCode::kInternal, "LinearLogp: no peer combine kernel loaded");
+  return *peer_combine;
+}
+
+std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
+  // A forward without lse runs the plain plan, one with lse keeps up to two chunks or, where they
+  // do not fit, fewer (enqueue_forward). The kept plans' sources are counted at each row tile's
+  // largest row count, a best effort: their chunk width moves within a row tile, and a call whose
+  // kept sources do not fit keeps fewer chunks.
+  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
+    int most = 0;
+    for (int keep = 0; keep <= kMaxKeptChunks; ++keep) most = std::max(most, forward_plan(rows, keep).sources());
+    return most;
+  });
+}
+
+SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_col) const {
+  const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
+  const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
+  return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
+                        gpu.sm_count);
+}
+
+ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, int keep) const {
+  // The plan without a kept chunk, computed only when it is the one returned: this runs per call.
+  auto plain = [&] {
+    ForwardPlan plan;
+    plan.split = split_plan(n_rows);
+    return plan;
+  };
+  // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
+  if (keep < 1 || !bwd.keep || tp || !bwd.fits(n_rows)) return plain();
+  // The first chunk of a backward of these rows is kept when there is a second one (a single
+  // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
+  // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
+  // (plan_bwd_chunks). The second is kept too where the call may keep two, the accumulator's
+  // memory holds it (kept_band_rows) and it also ends before the valid columns do. Sources past
+  // what the combine merges keep one chunk fewer.
+  BwdChunkPlan chunks = bwd.plan(n_rows, true);
+  const std::int64_t cols = chunks.chunk_cols;
+  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plain();
+  ForwardPlan kept;
+  kept.kept_chunks = keep >= 2 && chunks.kept_band_rows > 0 && 2 * cols < layout.valid_local ? 2 : 1;
+  if (kept.kept_chunks < 2) chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  kept.kept_cols = kept.kept_chunks * cols;
+  kept.kept_tiles = static_cast<int>(kept.kept_cols / bwd.specs->dz_tile.bn);
+  kept.chunks = chunks;
+  kept.split = split_plan(n_rows, kept.kept_cols);
+  if (kept.sources() > kMaxCombineSources) return forward_plan(n_rows, kept.kept_chunks - 1);
+  return kept;
+}
+
+KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
+                                               kernels::RowPartial* partials, CUstream stream) {
+  const BwdChunkPlan& chunks = plan.chunks;
+  bwd.reserve(chunks, stream);
+  bwd.reserve_split(chunks, call.n, stream);
+  const FwdTile& dz_tile = bwd.specs->dz_tile;
+  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end; a chunk's tile partials
+  // follow the ones of the chunk before.
+  auto keep = [&](std::int64_t index, void* logits) {
+    const BwdChunk chunk = chunks.chunk(index);
+    kernels::LinearLogpBwdDzArgs args =
+        chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
+                         chunks.dz_stride, chunk.begin, chunk.cols);
+    args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
+    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, stream);
+  };
+  KeptChunk kept;
+  kept.hidden = call.in.hidden.data;
+  kept.weight = call.in.weight.data;
+  kept.bias = layout.config.bias_dtype ? call.in.bias.data : nullptr;
+  kept.lse = static_cast<const float*>(call.out.lse.data);
+  kept.n = call.n;
+  kept.hidden_stride = call.hidden_stride;
+  kept.weight_stride = call.weight_stride;
+  kept.cols = chunks.chunk_cols;
+  kept.dz = bwd.dz_buffer.as<void>();
+  kept.partials = partials;
+  keep(0, bwd.dz_buffer.as<void>());
+  if (plan.kept_chunks == 2) {
+    kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
+    kept.accumulator = bwd.accumulator.as<void>();
+    keep(1, kept.second);
+  }
+  return kept;
+}
+
+void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
+  const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
+  grow_buffer_for_stream(workspace, bytes, device, stream, "LinearLogp: the partials workspace");
+}
+
+void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream) {
+  // This call rewrites the partials (the kept chunk's tile maxima) and maybe the dZ buffer: what
+  // an earlier forward kept is gone, from here on, whatever fails below.
+  bwd.kept.reset();
+  ForwardPlan plan = forward_plan(call.n, call.has_lse ? kMaxKeptChunks : 0);
+  // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
+  // they would have to, the forward keeps fewer (the second needs the accumulator, the first only
+  // the dZ buffer), or none.
+  const std::uint64_t capture = plan.kept_chunks > 0 ? stream_capture_id(stream) : 0;
+  if (layout.config.max_rows > 0 || capture != 0) {
+    auto fits = [&](const ForwardPlan& p) {
+      const bool partials_fit =
+          static_cast<std::size_t>(call.n * p.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
+      return partials_fit && (capture == 0 || bwd.holds(p.chunks, call.n));
+    };
+    while (plan.kept_chunks > 0 && !fits(plan)) plan = forward_plan(call.n, plan.kept_chunks - 1);
+  }
+  ensure_workspace(call.n * plan.sources(), stream);
+  kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
+  std::optional<KeptChunk> kept;
+  if (plan.kept_chunks > 0) {
+    kept = enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
+    kept->capture = capture;
+  }
+  kernels::LinearLogpFwdArgs args = fwd_args(call, partials, plan.split);
+  args.first_tile = static_cast<int>(plan.kept_cols / tile.bn);
+  launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, stream);
+  launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
+  bwd.kept = kept;
+}
+
+LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config)
+    : impl_(std::make_unique<Impl>(runtime.impl(), resolve_single_gpu_layout(config).config)) {}
+
+LinearLogp::LinearLogp(Runtime& runtime, const LinearLogpConfig& config, Communicator& comm)
+    : impl_(build_tp_linear_logp(runtime.impl(), config, comm.impl())) {}
+
+LinearLogp::~LinearLogp() = default;
+
+const LinearLogpConfig& LinearLogp::config() const { return impl_->layout.config; }
+
+const char* LinearLogp::main_loop() const {
+  if (impl_->tile.wgmma) return "wgmma";
+  return impl_->layout.config.dtype == DType::kFP32 ? "fp32 fma" : "mma.sync";
+}
+
+void LinearLogp::forward(const LinearLogpInputs& in, const LinearLogpOutputs& out, StreamHandle stream_handle) {
+  Impl& op = *impl_;
+  const SingleCaller::Scope one_caller(op.calls, "LinearLogp::forward");
+  const LinearLogpConfig& c = op.layout.config;
+  const std::int64_t n = in.hidden.rows;
+  const std::int64_t hidden_stride = check_matrix(in.hidden, "hidden", c.dtype, -1, c.hidden);
+  const std::int64_t weight_stride = check_matrix(in.weight, "weight", c.dtype, c.vocab_local, c.hidden);
+  if (c.bias_dtype) {
+    check_vector(in.bias, "bias", *c.bias_dtype, c.vocab_local, false);
+  } else if (in.bias.data != nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, "bias: given, but the op was built without bias_dtype");
+  }
+  check_vector(in.targets, "targets", c.target_dtype, n, false);
+  check_vector(out.logp, "logp", DType::kFP32, n, false);
+  const bool has_lse = check_vector(out.lse, "lse", DType::kFP32, n, true);
+  const bool has_entropy = check_vector(out.entropy, "entropy", DType::kFP32, n, true);
+  if (has_entropy && !c.want_entropy) {
+    throw Error(ErrorCode::kInvalidArgument, "entropy: requested, but the op was built with want_entropy = false");
+  }
+  check_no_overlap({span_of("logp", out.logp), span_of("lse", out.lse), span_of("entropy", out.entropy)},
+                   {span_of("hidden", in.hidden), span_of("weight", in.weight), span_of("bias", in.bias),
+                    span_of("targets", in.targets)});
+  if (n == 0) return;
+  if (n > max_call_rows(op.tile)) {
+    throw Error(ErrorCode::kInvalidArgument, "hidden: " + std::to_string(n) + " rows exceed the " +
+                                                 std::to_string(max_call_rows(op.tile)) +
+                                                 " one call supports; split the batch");
+  }
+
+  auto stream = static_cast<CUstream>(stream_handle);
+  ScopedContext scope(op.device);
+  if (c.strict) {
+    check_wait_outside_capture(stream, "LinearLogp::forward with strict = true (it reads the bad-target record)",
+                               "build the op with strict = false for graphs, and call check() after a replay");
+  }
+  const ForwardCall call{in, out, n, hidden_stride, weight_stride, has_lse, has_entropy};
+  if (op.tp) {
+    op.tp->forward(op, call, stream);
+  } else {
+    op.enqueue_forward(call, stream);
+  }
+
+  if (c.strict) {
+    BadTargetReport report = check(stream_handle);
+    if (report.bad_rows > 0) {
+      throw Error(ErrorCode::kDeviceStatus,
+                  "LinearLogp: " + std::to_string(report.bad_rows) + " row(s) had a target outside [0, " +
+                      std::to_string(c.valid_vocab) + ") that is not ignore_index (" +
+                      std::to_string(c.ignore_index) + "); first bad id " + std::to_string(report.first_bad_id) +
+                      "; their logp is NaN");
+    }
+  }
+}
+
+BadTargetReport LinearLogp::check(StreamHandle stream_handle) {
+  Impl& op = *impl_;
+  const SingleCaller::Scope one_caller(op.calls, "LinearLogp::check");
+  auto stream = static_cast<CUstream>(stream_handle);
+  ScopedContext scope(op.device);
+  check_wait_outside_capture(stream, "LinearLogp::check");
+  // A TP op's stream may wait for a collective: wait for it within the communicator's timeout
+  // first (the copy below would wait without a bound).
+  if (op.tp) op.tp->wait(stream, "LinearLogp::check");
+  kernels::DeviceStatus status{};
+  SHARDJIT_CU(cuMemcpyDtoHAsync(&status, op.status.ptr(), sizeof(status), stream));
+  clear_status(op.status, stream);
+  SHARDJIT_CU(cuStreamSynchronize(stream));
+  return BadTargetReport{status.bad_rows, status.first_bad_id};
+}
+
+}  // namespace shardjit

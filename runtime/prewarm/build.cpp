@@ -1,0 +1,74 @@
+#include "runtime/prewarm/build.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace shardjit {
+namespace {
+
+// Builds one item; never throws, so that one bad kernel cannot take the pool down.
+PrewarmOutcome build(KernelCache& cache, const PrewarmItem& item, std::string* error) {
+  try {
+    // JIT is on during a prewarm, so the cache-only hint is never shown.
+    const CachedKernel kernel = cache.get(item.spec, item.arch, "shardjit prewarm");
+    return kernel.origin == KernelOrigin::kCompiled ? PrewarmOutcome::kCompiled : PrewarmOutcome::kCached;
+  } catch (const std::exception& caught) {
+    *error = caught.what();
+  } catch (...) {
+    *error = "unexpected error of an unknown type";
+  }
+  return PrewarmOutcome::kFailed;
+}
+
+std::string missing_reason(const DiskCache& disk) {
+  const std::string not_stored = "it could not be stored (see the warning logged)";
+  if (disk.max_bytes() == UINT64_MAX) return "not in the cache folder when the prewarm ended: " + not_stored;
+  return "not in the cache folder when the prewarm ended: evicted by the cache's size cap of " +
+         std::to_string(disk.max_bytes()) +
+         " bytes (SHARDJIT_CACHE_MAX_BYTES, RuntimeOptions::cache_max_bytes) to make room for later kernels, so "
+         "raise the cap; or " + not_stored;
+}
+
+}  // namespace
+
+void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
+                         const PrewarmFinished& finished, const PrewarmMissing& missing) {
+  std::vector<PrewarmOutcome> outcomes(items.size(), PrewarmOutcome::kFailed);
+  std::atomic<std::size_t> next{0};
+  std::mutex finished_mutex;  // one call of `finished` at a time
+  auto worker = [&] {
+    for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
+      std::string error;
+      outcomes[i] = build(cache, items[i], &error);
+      std::lock_guard<std::mutex> lock(finished_mutex);
+      finished(items[i], outcomes[i], error);
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(jobs, 1)), items.size());
+  std::vector<std::thread> pool;
+  for (std::size_t i = 0; i < threads; ++i) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      // Out of threads: the workers already started still take every item.
+      if (pool.empty()) throw;
+      break;
+    }
+  }
+  for (std::thread& thread : pool) thread.join();
+
+  const std::string reason = missing_reason(cache.disk());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (outcomes[i] == PrewarmOutcome::kFailed) continue;
+    const std::filesystem::path entry = cache.disk().entry_path(cache.key(items[i].spec, items[i].arch));
+    std::error_code error;
+    if (!std::filesystem::exists(entry, error)) missing(items[i], reason);
+  }
+}
+
+}  // namespace shardjit

@@ -1,0 +1,32 @@
+// Builds a prewarm's kernels (runtime/prewarm/plan.hpp) through the kernel cache (memory ->
+// disk -> NVRTC) on a pool of threads, for shardjit::prewarm and the `shardjit prewarm` CLI. A
+// kernel that fails does not stop the others; it is reported, not thrown. A prewarm only counts
+// where its kernels stay in the cache folder, so the build ends by looking for each of them there.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/cache/kernel_cache.hpp"
+#include "runtime/prewarm/plan.hpp"
+
+namespace shardjit {
+
+enum class PrewarmOutcome { kCompiled, kCached, kFailed };
+
+// What happened to one item; `error` is the message of a failed one, else empty. Called once an
+// item from the worker threads, one call at a time.
+using PrewarmFinished = std::function<void(const PrewarmItem& item, PrewarmOutcome outcome, const std::string& error)>;
+
+// Called, after every item has finished, for each item that was built or found but whose entry is
+// not in the cache folder any more, with the reason: the disk cache's size cap evicted it to make
+// room for later items, or it could not be stored. A cache-only process would not find it.
+using PrewarmMissing = std::function<void(const PrewarmItem& item, const std::string& error)>;
+
+// Builds every item on up to `jobs` threads (fewer when the system runs out of them), then looks
+// for each built item's entry in the cache folder.
+void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
+                         const PrewarmFinished& finished, const PrewarmMissing& missing);
+
+}  // namespace shardjit

@@ -1,0 +1,66 @@
+// What `shardjit prewarm` builds: for each model, TP degree, dtype and option set, the layouts
+// of every rank and the kernels each rank's ops load (deduplicated), for each target arch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/compile/kernel_spec.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
+
+namespace shardjit {
+
+struct ModelShape {
+  std::string name;             // for messages, e.g. the config file
+  std::int64_t hidden = 0;
+  std::int64_t vocab = 0;       // rows of the LM head (V_global)
+  std::int64_t valid_vocab = 0; // 0: all of vocab
+};
+
+struct ShardRange {
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+};
+
+struct PrewarmRequest {
+  std::vector<ModelShape> models;
+  std::vector<int> tp = {1};
+  std::vector<DType> dtypes = {DType::kBF16};
+  std::vector<std::string> archs;
+  std::vector<DType> target_dtypes = {DType::kInt64};
+  std::vector<std::optional<DType>> bias_dtypes = {std::nullopt};
+  std::vector<bool> entropy = {false};
+  bool backward = false;  // also the kernels of LinearLogp::backward
+  // With backward: also those of ops built with LinearLogpConfig::dz_fp32, and of ops that filter
+  // gradient tiles (grad_filter_threshold > 0; the threshold is an argument, not a parameter).
+  bool dz_fp32 = false;
+  bool grad_filter = false;
+  // Also (or, with linear_logp false, only) ReduceScatter's and MoeCombine's kernels for each
+  // model's hidden size, dtype and TP degree of 2 or more (up to 8; a larger one is an error).
+  bool collectives = false;
+  bool linear_logp = true;
+  std::optional<ShardRange> shard;  // one explicit shard instead of the TP split
+  bool hopper_path = true;          // RuntimeConfig::hopper_path of the ops that will load them
+};
+
+struct PrewarmItem {
+  KernelSpec spec;
+  std::string arch;
+  std::string origin;  // which model / tp / dtype asked for it first, for messages
+  // For the forward kernel of a single-GPU op: that op's config, whose forward tile
+  // `shardjit prewarm --tune` can time (runtime/ops/linear_logp/tuning.hpp).
+  std::optional<LinearLogpConfig> tunable;
+
+  // "<spec text> <arch>", how messages name the kernel.
+  std::string name() const { return spec.canonical_text() + " " + arch; }
+};
+
+// The shards of an even TP split: ceil(V / tp) rows per rank, the last rank the rest.
+std::vector<ShardRange> even_shards(std::int64_t vocab, int tp);
+
+// Throws Error(kInvalidArgument) for an impossible request (no model, a bad TP degree, ...).
+std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request);
+
+}  // namespace shardjit

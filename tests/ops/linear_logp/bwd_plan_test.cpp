@@ -1,0 +1,494 @@
+// How the backward is laid out: vocabulary chunks within the dZ budget, the kernels an op with
+// want_backward loads, and the config errors of the backward options.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp/bwd/dz.hpp"
+#include "runtime/ops/linear_logp/bwd/plan.hpp"
+#include "runtime/ops/linear_logp/kernels.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+BwdPlanInput input(std::int64_t n, std::int64_t vocab, std::int64_t budget) {
+  BwdPlanInput in;
+  in.n_rows = n;
+  in.hidden = 4096;
+  in.vocab_local = vocab;
+  in.budget = budget;
+  return in;
+}
+
+void expect_covers(const BwdChunkPlan& plan, std::int64_t vocab) {
+  std::int64_t next = 0;
+  for (std::int64_t i = 0; i < plan.chunks; ++i) {
+    BwdChunk chunk = plan.chunk(i);
+    EXPECT_EQ(chunk.begin, next);
+    EXPECT_GT(chunk.cols, 0);
+    EXPECT_LE(chunk.cols, plan.chunk_cols);
+    EXPECT_LE(chunk.cols, plan.dz_stride);
+    EXPECT_EQ(chunk.begin % 128, 0) << "chunks start on tile boundaries";
+    next += chunk.cols;
+  }
+  EXPECT_EQ(next, vocab);
+}
+
+TEST(BwdChunks, OneChunkWhenTheWholeVocabularyFits) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(1000, 50257, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.chunks, 1);
+  EXPECT_EQ(plan.dz_stride, 50264) << "50257 rounded up to a multiple of 8";
+  EXPECT_EQ(plan.dz_bytes, 1000u * 50264u * 2u);
+  EXPECT_EQ(plan.accumulator_bytes, 0u);
+  expect_covers(plan, 50257);
+}
+
+TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
+  for (std::int64_t n : {1, 129, 1000, 4096, 16384, 65536, 1 << 20}) {
+    for (std::int64_t vocab : {1, 300, 50257, 128256, 151936}) {
+      BwdPlanInput in = input(n, vocab, kDefaultBackwardWorkspaceBytes);
+      in.hidden_accumulator = true;
+      BwdChunkPlan plan = plan_bwd_chunks(in);
+      EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes)) << n << " x " << vocab;
+      EXPECT_EQ(plan.dz_stride % 8, 0);
+      EXPECT_EQ(plan.chunk_cols % 128, 0);
+      expect_covers(plan, vocab);
+      // As few chunks as the budget allows.
+      const std::int64_t widest = kDefaultBackwardWorkspaceBytes / (n * 2) / 128 * 128;
+      EXPECT_LT((plan.chunks - 1) * widest, vocab) << n << " x " << vocab;
+      if (plan.chunks > 1) {
+        EXPECT_EQ(plan.accumulator_bytes, static_cast<std::size_t>(n) * 4096u * 4u);
+      } else {
+        EXPECT_EQ(plan.accumulator_bytes, 0u) << "one chunk writes grad_hidden directly";
+      }
+    }
+  }
+}
+
+// Fewer rows get wider chunks, so a call below max_rows can need a larger dZ buffer than one of
+// max_rows: what an op reserves covers every call up to max_rows, and no more than the largest.
+TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
+  struct Case {
+    std::int64_t vocab;
+    std::int64_t max_rows;
+    int tile_cols;
+    bool filter;
+  };
+  for (const Case& c : {Case{1000000, 1000, 256, false}, Case{1000000, 4096, 256, true},
+                        Case{128256, 3000, 128, true}, Case{50257, 700, 256, false}}) {
+    BwdPlanInput in = input(c.max_rows, c.vocab, kDefaultBackwardWorkspaceBytes);
+    in.tile_cols = c.tile_cols;
+    in.filter = c.filter;
+    in.hidden_accumulator = true;
+    const BwdChunkPlan reserve = plan_bwd_reserve(in);
+    std::size_t dz_most = 0;
+    std::size_t mask_most = 0;
+    std::size_t accumulator_most = 0;
+    for (std::int64_t n = 1; n <= c.max_rows; ++n) {
+      BwdPlanInput call = in;
+      call.n_rows = n;
+      const BwdChunkPlan plan = plan_bwd_chunks(call);
+      dz_most = std::max(dz_most, plan.dz_bytes);
+      mask_most = std::max(mask_most, plan.mask_bytes);
+      accumulator_most = std::max(accumulator_most, plan.accumulator_bytes);
+    }
+    EXPECT_EQ(reserve.dz_bytes, dz_most) << c.vocab << " x " << c.max_rows;
+    EXPECT_EQ(reserve.mask_bytes, mask_most) << c.vocab << " x " << c.max_rows;
+    EXPECT_EQ(reserve.accumulator_bytes, accumulator_most) << c.vocab << " x " << c.max_rows;
+  }
+  // The case where max_rows' own plan falls short: 804 rows need more dZ than 1000 do.
+  BwdPlanInput in = input(1000, 1000000, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  EXPECT_GT(plan_bwd_reserve(in).dz_bytes, plan_bwd_chunks(in).dz_bytes);
+}
+
+// A second kept chunk in the accumulator: where the plan allows it, and that no band of the first
+// grad_hidden product writes over logits that it or a later band still reads.
+TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
+  const std::int64_t band_rows = kept_band_rows_for(4096, 128, 256, 132);
+  EXPECT_EQ(band_rows, 1024) << "8 row tiles of 16 tiles: one wave of 132 blocks";
+  EXPECT_EQ(kept_band_rows_for(100000, 128, 256, 132), 128) << "at least one row tile";
+  EXPECT_EQ(kept_band_rows_for(64, 128, 256, 132), 128 * 132);
+  struct Case {
+    std::int64_t n, hidden, vocab, budget;
+    bool kept;
+  };
+  const Case cases[] = {
+      {16384, 4096, 128256, kDefaultBackwardWorkspaceBytes, true},  // llama3-8b-16k: C = 8192 = 2 H
+      {4096, 4096, 151936, kDefaultBackwardWorkspaceBytes, false},  // C = 32768 > 2 H
+      {4500, 1024, 2548, 4500 * 2 * 1024, true},                    // C = H, bands of 1024 rows
+      {4500, 1024, 2548, 4500 * 2 * 2304, false},                   // two chunks: chunk 1 is the last
+      {1000, 128, 1000, 1000 * 2 * 256, true},                      // C = 2 H, one band
+      {1000, 128, 1000, 1000 * 2 * 512, false},                     // C = 4 H
+      {17, 4096, 128256, 17 * 2 * 8192, true},                      // fewer rows than a band
+      {5000, 4096, 128256, 5000 * 2 * 8192, true},                  // C = 2 H, a partial last band
+      {4501, 1000, 2548, 4501 * 2 * 1024, true},                    // N 4H not a multiple of 256
+  };
+  for (const Case& c : cases) {
+    BwdPlanInput in = input(c.n, c.vocab, c.budget);
+    in.hidden = c.hidden;
+    in.tile_cols = 256;
+    in.hidden_accumulator = true;
+    in.keep_band_rows = 1024;
+    const BwdChunkPlan plan = plan_bwd_chunks(in);
+    const std::size_t rows_bytes = static_cast<std::size_t>(c.n * c.hidden) * 4u;
+    const std::size_t rows_bytes_256 = (rows_bytes + 255) / 256 * 256;
+    SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.hidden) + " x " + std::to_string(c.vocab));
+    if (!c.kept) {
+      EXPECT_EQ(plan.kept_band_rows, 0);
+      EXPECT_EQ(plan.accumulator_bytes, plan.chunks > 1 ? rows_bytes : 0u);
+      continue;
+    }
+    ASSERT_EQ(plan.kept_band_rows, 1024);
+    ASSERT_GE(plan.chunks, 3);
+    const auto logits_row = static_cast<std::size_t>(plan.dz_stride) * 2u;
+    const auto band = static_cast<std::size_t>(std::min<std::int64_t>(1024, c.n));
+    EXPECT_EQ(plan.accumulator_bytes, rows_bytes_256 + band * logits_row);
+    EXPECT_EQ(plan.accumulator_kept_offset + plan.dz_bytes, plan.accumulator_bytes) << "the logits end the buffer";
+    EXPECT_EQ(plan.accumulator_kept_offset % 16, 0u) << "TMA's alignment";
+    for (std::int64_t row = 0; row < c.n; row += plan.kept_band_rows) {
+      const std::int64_t end = std::min(row + plan.kept_band_rows, c.n);
+      const std::size_t written_end = static_cast<std::size_t>(end * c.hidden) * 4u;
+      const std::size_t unread_begin = plan.accumulator_kept_offset + static_cast<std::size_t>(row) * logits_row;
+      EXPECT_LE(written_end, unread_begin) << "band from row " << row;
+    }
+    // Without the keep, the same plan has no extra bytes.
+    in.keep_band_rows = 0;
+    EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, rows_bytes);
+  }
+  // What an op with max_rows reserves covers the longer accumulator.
+  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  in.hidden_accumulator = true;
+  in.keep_band_rows = 1024;
+  EXPECT_EQ(plan_bwd_reserve(in).accumulator_bytes, plan_bwd_chunks(in).accumulator_bytes);
+  EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, (256u << 20) + (16u << 20));
+}
+
+TEST(BwdChunks, LargeBatchesOfALargeVocabularyAreChunked) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.chunks, 16);
+  EXPECT_EQ(plan.chunk_cols, 8064);
+}
+
+TEST(BwdChunks, SmallBudgetsGiveManyChunks) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(100, 1000, 100 * 128 * 2 * 3));
+  EXPECT_EQ(plan.chunk_cols, 384);
+  EXPECT_EQ(plan.chunks, 3);
+  EXPECT_EQ(plan.chunk(2).cols, 1000 - 768);
+  expect_covers(plan, 1000);
+}
+
+TEST(BwdChunks, FilteringNeedsAByteATile) {
+  BwdPlanInput in = input(1000, 50257, kDefaultBackwardWorkspaceBytes);
+  in.filter = true;
+  EXPECT_EQ(plan_bwd_chunks(in).mask_bytes, 8u * 393u);
+}
+
+TEST(BwdChunks, ZeroRowsPlanNoBuffers) {
+  BwdChunkPlan plan = plan_bwd_chunks(input(0, 300, kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.dz_bytes, 0u);
+  expect_covers(plan, 300);
+}
+
+TEST(BwdChunks, ABudgetBelowOneTileColumnIsAClearError) {
+  try {
+    plan_bwd_chunks(input(1 << 20, 128256, 1 << 20));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("backward_workspace_bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("268435456"), std::string::npos) << "names the bytes needed: " << message;
+  }
+}
+
+TEST(BwdChunks, FitsSaysWithoutThrowingWhetherOneTileColumnFits) {
+  // input()'s tiles are 128 columns of 2 bytes: 256 bytes a row.
+  EXPECT_TRUE(bwd_chunk_fits(input(4096, 128256, 4096 * 256)));
+  EXPECT_FALSE(bwd_chunk_fits(input(4097, 128256, 4096 * 256)));
+  EXPECT_NO_THROW(plan_bwd_chunks(input(4096, 128256, 4096 * 256)));
+  EXPECT_THROW(plan_bwd_chunks(input(4097, 128256, 4096 * 256)), Error);
+}
+
+LinearLogpConfig backward_config(DType dtype) {
+  LinearLogpConfig c;
+  c.hidden = 64;
+  c.vocab_local = 300;
+  c.dtype = dtype;
+  c.want_backward = true;
+  return c;
+}
+
+TEST(BwdKernels, OnlyLoadedWhenAskedFor) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.want_backward = false;
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a").backward.has_value());
+}
+
+TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.bias_dtype = DType::kFP16;
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(c), "sm_90a").backward;
+  EXPECT_EQ(k.dz_dtype, DType::kBF16);
+  EXPECT_EQ(k.dz.type_param("DZ"), "bf16");
+  EXPECT_FALSE(k.dz.bool_param("FILTER"));
+  ASSERT_TRUE(k.scale.has_value()) << "16-bit dZ is stored scaled";
+  ASSERT_TRUE(k.bias.has_value());
+  EXPECT_EQ(k.bias->type_param("OutT"), "fp16") << "grad_bias in the bias dtype by default";
+  EXPECT_TRUE(k.grad_weight.bool_param("A_TRANS"));
+  EXPECT_EQ(k.grad_weight.type_param("OutT"), "bf16");
+  EXPECT_EQ(k.grad_hidden_acc.type_param("OutT"), "fp32");
+  EXPECT_EQ(k.grad_hidden_out.type_param("OutT"), "bf16");
+  EXPECT_EQ(k.grad_hidden_out.type_param("AddT"), "fp32") << "the last chunk adds the fp32 accumulator";
+  // A single-GPU op keeps its first chunk from the forward: two kernels more.
+  ASSERT_TRUE(k.keep.has_value());
+  ASSERT_TRUE(k.kept_dz.has_value());
+  EXPECT_EQ(k.keep->template_name(), "linear_logp_fwd_keep");
+  EXPECT_EQ(k.kept_dz->type_param("DZ"), "bf16");
+  EXPECT_EQ(k.all().size(), 8u);
+  // A TP op does not (its partials cross NVLink), nor one that filters.
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a", 2).backward->keep.has_value());
+  c.grad_filter_threshold = 1e-6f;
+  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a").backward->keep.has_value());
+}
+
+void expect_tile(const FwdTile& t, int bm, int bn, int bk, int stages, const char* what) {
+  EXPECT_EQ(t.bm, bm) << what;
+  EXPECT_EQ(t.bn, bn) << what;
+  EXPECT_EQ(t.bk, bk) << what;
+  EXPECT_EQ(t.stages, stages) << what;
+}
+
+void expect_tile(const GemmTile& t, int bm, int bn, int bk, int stages, const char* what) {
+  EXPECT_EQ(t.bm, bm) << what;
+  EXPECT_EQ(t.bn, bn) << what;
+  EXPECT_EQ(t.bk, bk) << what;
+  EXPECT_EQ(t.stages, stages) << what;
+}
+
+TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
+  // docs/perf-notes.md, "Backward tiles": 64 x 64 warp blocks in 128 x 256 tiles wherever they fit.
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), "sm_90a").backward;
+    // The wgmma loops keep one slice in flight: a fourth stage. The dZ kernel's register
+    // epilogue needs only the tile max beside its ring.
+    expect_tile(k.dz_tile, 128, 256, 64, 4, "dZ, sm_90a");
+    expect_tile(k.gemm_tile, 128, 256, 64, 4, "GEMM, sm_90a");
+    EXPECT_TRUE(k.dz_tile.wgmma);
+    EXPECT_TRUE(k.gemm_tile.wgmma);
+    EXPECT_TRUE(k.gemm_tile.tma);
+    EXPECT_TRUE(k.grad_weight.bool_param("TMA"));
+    // The TMA ring, its mbarriers, two tile max and the epilogue's staging rows.
+    // The ring, then its mbarriers and the region in the next KiB, then the staging area.
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 4u * (128 + 256) * 64 * 2 + 1024 + 128 * 272);
+    EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch("sm_90a"));
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219152u);
+    // The TMA ring's stages, a full and an empty mbarrier each, and for a 16-bit output the
+    // epilogue's staging area from the next KiB on.
+    EXPECT_EQ(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), 196608u + 1024 + 128 * 272);
+    EXPECT_EQ(gemm_smem(k.grad_weight_kind, k.gemm_tile), 196608u + 1024 + 128 * 272);
+    EXPECT_EQ(gemm_smem(k.grad_hidden_acc_kind, k.gemm_tile), 196608u + 4 * 16) << "fp32 accumulator";
+    EXPECT_LE(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), smem_limit_for_arch("sm_90a"));
+    EXPECT_EQ(k.dz.int_param("BN"), 256);
+    EXPECT_EQ(k.grad_weight.int_param("BN"), 256);
+    EXPECT_EQ(k.grad_hidden_out.int_param("BK"), 64);
+    // An fp32 grad_weight is stored from the registers: no staging area.
+    LinearLogpConfig fp32_weight = backward_config(dtype);
+    fp32_weight.grad_weight_fp32 = true;
+    LinearLogpBwdKernels kw = *linear_logp_kernels(resolve_layout(fp32_weight), "sm_90a").backward;
+    EXPECT_EQ(kw.grad_weight_kind.out, DType::kFP32);
+    EXPECT_EQ(gemm_smem(kw.grad_weight_kind, kw.gemm_tile), 196608u + 4 * 16);
+  }
+  LinearLogpBwdKernels a100 = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_80").backward;
+  expect_tile(a100.dz_tile, 128, 256, 32, 3, "dZ, sm_80");
+  expect_tile(a100.gemm_tile, 128, 256, 64, 3, "GEMM, sm_80");
+  EXPECT_FALSE(a100.gemm_tile.tma);
+  LinearLogpBwdKernels small = *linear_logp_kernels(resolve_layout(backward_config(DType::kBF16)), "sm_86").backward;
+  expect_tile(small.dz_tile, 64, 256, 32, 3, "dZ, sm_86");
+  expect_tile(small.gemm_tile, 128, 256, 32, 3, "GEMM, sm_86");
+}
+
+TEST(BwdKernels, Fp32TilesAreUnchanged) {
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(DType::kFP32)), "sm_90a").backward;
+  expect_tile(k.dz_tile, 128, 128, 32, 3, "fp32 dZ");
+  expect_tile(k.gemm_tile, 128, 128, 16, 3, "fp32 GEMM");
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.dz_fp32 = true;  // fp32 dZ against bf16 operands: the FMA loop
+  expect_tile(linear_logp_kernels(resolve_layout(c), "sm_90a").backward->gemm_tile, 128, 128, 16, 3, "fp32 dZ GEMM");
+}
+
+TEST(BwdChunks, ChunksOfTheHopperDzTile) {
+  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  in.tile_cols = 256;
+  in.filter = true;
+  BwdChunkPlan plan = plan_bwd_chunks(in);
+  EXPECT_EQ(plan.chunks, 16);
+  EXPECT_EQ(plan.chunk_cols, 8192);
+  EXPECT_EQ(plan.dz_stride, 8192);
+  EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes));
+  EXPECT_EQ(plan.mask_bytes, 128u * 32u) << "a byte per 128 x 256 dZ tile";
+  expect_covers(plan, 128256);
+}
+
+TEST(BwdKernels, Fp32OpsAccumulateGradHiddenInPlace) {
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(DType::kFP32)), "sm_80").backward;
+  EXPECT_EQ(k.dz_dtype, DType::kFP32);
+  EXPECT_FALSE(k.scale.has_value());
+  EXPECT_FALSE(k.bias.has_value());
+  EXPECT_EQ(k.grad_hidden_acc, k.grad_hidden_out);
+  EXPECT_EQ(k.all().size(), 3u);
+}
+
+TEST(BwdKernels, OptionsReachTheSpecs) {
+  LinearLogpConfig c = backward_config(DType::kFP16);
+  c.bias_dtype = DType::kBF16;
+  c.grad_weight_fp32 = true;
+  c.dz_fp32 = true;
+  c.grad_filter_threshold = 1e-6f;
+  LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(c), "sm_80").backward;
+  EXPECT_EQ(k.grad_weight.type_param("OutT"), "fp32");
+  EXPECT_EQ(k.bias->type_param("OutT"), "fp32");
+  EXPECT_EQ(k.dz.type_param("DZ"), "fp32");
+  EXPECT_EQ(k.grad_weight.type_param("TA"), "fp32");
+  EXPECT_EQ(k.grad_weight.type_param("TB"), "fp16");
+  EXPECT_TRUE(k.dz.bool_param("FILTER"));
+  EXPECT_TRUE(k.grad_hidden_out.bool_param("FILTER"));
+  EXPECT_FALSE(k.scale.has_value()) << "fp32 dZ needs no scale";
+}
+
+TEST(BwdKernels, DzTileFitsTheArch) {
+  for (const char* arch : {"sm_80", "sm_86", "sm_90a"}) {
+    for (DType dtype : {DType::kBF16, DType::kFP32}) {
+      LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), arch).backward;
+      EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch(arch)) << arch;
+      for (const GemmKind& kind : {k.grad_weight_kind, k.grad_hidden_acc_kind, k.grad_hidden_out_kind}) {
+        EXPECT_LE(gemm_smem(kind, k.gemm_tile), smem_limit_for_arch(arch)) << arch;
+      }
+    }
+  }
+}
+
+TEST(BwdConfig, BadOptionsNameTheField) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.backward_workspace_bytes = -1;
+  try {
+    linear_logp_kernels(resolve_layout(c), "sm_80");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("backward_workspace_bytes"), std::string::npos) << e.what();
+  }
+  c = backward_config(DType::kBF16);
+  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    c.grad_filter_threshold = bad;
+    try {
+      linear_logp_kernels(resolve_layout(c), "sm_80");
+      FAIL() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("grad_filter_threshold"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BwdConfig, WorkspaceBudgetDefaultsTo256MiB) {
+  LinearLogpConfig c;
+  EXPECT_EQ(backward_workspace_budget(c), 256 << 20);
+  c.backward_workspace_bytes = 1 << 20;
+  EXPECT_EQ(backward_workspace_budget(c), 1 << 20);
+}
+
+TEST(GemmSpec, TilesUpTo64x64AWarp) {
+  GemmKind kind;
+  for (GemmTile tile : {GemmTile{128, 256, 64, 3}, GemmTile{256, 128, 64, 3}, GemmTile{128, 128, 32, 4},
+                        GemmTile{64, 256, 32, 2}}) {
+    EXPECT_NO_THROW(gemm_spec(kind, tile)) << tile.bm << " x " << tile.bn;
+  }
+  for (GemmTile tile : {GemmTile{256, 256, 32, 2}, GemmTile{192, 128, 32, 2}, GemmTile{128, 512, 32, 2}}) {
+    EXPECT_THROW(gemm_spec(kind, tile), Error) << tile.bm << " x " << tile.bn;
+  }
+  kind.a = DType::kFP32;  // the FMA loop holds at most 128 x 128
+  EXPECT_NO_THROW(gemm_spec(kind, GemmTile{128, 128, 16, 3}));
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 16, 3}), Error);
+}
+
+TEST(DzSpec, TilesUpTo64x64AWarp) {
+  const LinearLogpLayout layout = resolve_layout(backward_config(DType::kBF16));
+  EXPECT_NO_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{128, 256, 64, 3}, true));
+  EXPECT_NO_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 128, 64, 3}, false));
+  EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{256, 256, 32, 2}, false), Error);
+  EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{192, 128, 32, 2}, false), Error);
+  const LinearLogpLayout fp32 = resolve_layout(backward_config(DType::kFP32));
+  EXPECT_THROW(linear_logp_bwd_dz_spec(fp32, DType::kFP32, FwdTile{128, 256, 32, 2}, false), Error);
+}
+
+TEST(GemmSpec, MixedSixteenBitOperandsAreRejected) {
+  GemmKind kind;
+  kind.a = DType::kBF16;
+  kind.b = DType::kFP16;
+  EXPECT_THROW(gemm_spec(kind, GemmTile{}), Error);
+  kind.a = DType::kFP32;
+  EXPECT_NO_THROW(gemm_spec(kind, default_gemm_tile(kind.a, kind.b, "sm_80", true)));
+}
+
+TEST(GemmSpec, HopperTileWhereTheForwardHasOne) {
+  // 16-bit operands on sm_90a with the Hopper path on: wgmma, 128 x 256 x 64, four stages.
+  const GemmTile hopper = default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", true);
+  EXPECT_TRUE(hopper.wgmma);
+  EXPECT_EQ(hopper.bm, 128);
+  EXPECT_EQ(hopper.bn, 256);
+  EXPECT_EQ(hopper.bk, 64);
+  EXPECT_EQ(hopper.stages, 4);
+  EXPECT_LE(gemm_smem(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16}, hopper), smem_limit_for_arch("sm_90a"));
+  EXPECT_TRUE(default_gemm_tile(DType::kFP16, DType::kFP16, "sm_90a", true).wgmma);
+  // Not: the Hopper path off, an fp32 A (the FMA loop), other targets.
+  const GemmTile portable = default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90a", false);
+  EXPECT_FALSE(portable.wgmma);
+  EXPECT_EQ(portable.stages, 3);
+  EXPECT_FALSE(default_gemm_tile(DType::kFP32, DType::kBF16, "sm_90a", true).wgmma);
+  EXPECT_FALSE(default_gemm_tile(DType::kBF16, DType::kBF16, "sm_90", true).wgmma);
+  EXPECT_FALSE(default_gemm_tile(DType::kBF16, DType::kBF16, "sm_100", true).wgmma);
+}
+
+TEST(GemmSpec, WgmmaNeedsSixteenBitOperandsAndItsTile) {
+  GemmKind kind;
+  GemmTile tile{128, 256, 64, 4, true};
+  EXPECT_NO_THROW(gemm_spec(kind, tile));
+  kind.a_trans = true;
+  EXPECT_NO_THROW(gemm_spec(kind, tile));
+  tile.bn = 128;
+  EXPECT_THROW(gemm_spec(kind, tile), Error);
+  kind.a = DType::kFP32;
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true}), Error);
+}
+
+TEST(GemmSpec, TmaNeedsTheWgmmaLoopOnFourStages) {
+  GemmKind kind;
+  kind.a = kind.b = DType::kBF16;
+  EXPECT_NO_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true, true}));
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 3, true, true}), Error);  // three stages
+  EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, false, true}), Error);  // the mma.sync loop
+}
+
+// Whether a call needs the split workspace (templates/common/stream_k.cuh), on 132
+// multiprocessors with the Hopper tiles: only when a kernel's grid fills at most half of them.
+TEST(BwdSplits, OnlyCallsWithAGridOfFewTilesSplit) {
+  const BwdTileShape dz{128, 256, 64};
+  const BwdTileShape gemm{128, 256, 64};
+  // llama3-8b-16k: 4096, 1024 and 2048 tiles a chunk (the last chunk's fewer, still > 66).
+  const BwdChunkPlan large = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_FALSE(bwd_splits_tiles(large, 16384, 4096, dz, gemm, 132));
+  // llama3-8b-decode: grad_hidden is 2 x 16 = 32 tiles of 2004 slices.
+  const BwdChunkPlan decode = plan_bwd_chunks(input(256, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(bwd_splits_tiles(decode, 256, 4096, dz, gemm, 132));
+  EXPECT_FALSE(bwd_splits_tiles(decode, 256, 4096, dz, std::nullopt, 132)) << "the portable GEMMs never split";
+  EXPECT_FALSE(bwd_splits_tiles(decode, 0, 4096, dz, gemm, 132)) << "no rows, no kernels";
+  // A narrow vocabulary shard: dZ 8 x 2 = 16 tiles.
+  const BwdChunkPlan narrow = plan_bwd_chunks(input(1024, 500, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(bwd_splits_tiles(narrow, 1024, 4096, dz, std::nullopt, 132));
+}
+
+}  // namespace
+}  // namespace shardjit

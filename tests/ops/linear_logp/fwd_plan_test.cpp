@@ -1,0 +1,349 @@
+// How the forward is laid out on the GPU: vocabulary splits and the kernels an op loads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/tile_order.cuh"
+#include "linear_logp/fwd_block_order.cuh"
+#include "runtime/ops/linear_logp/kernels.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
+#include "runtime/prewarm/plan.hpp"
+#include "shardjit/error.hpp"
+
+namespace shardjit {
+namespace {
+
+const GpuShape kH200{132, 60ll << 20};
+
+// Every block of the grid gets its own tile, and a group's blocks run row tile fastest.
+TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
+  for (auto [tiles_m, tiles_n, group] : {std::tuple{128, 8, 17}, {7, 3, 8}, {1, 5, 4}, {33, 1, 16}, {5, 9, 1}}) {
+    std::vector<int> seen(static_cast<std::size_t>(tiles_m * tiles_n), 0);
+    for (int id = 0; id < tiles_m * tiles_n; ++id) {
+      const kernels::TileIndex t = kernels::grouped_tile_index(id, tiles_m, tiles_n, group);
+      ASSERT_TRUE(t.m >= 0 && t.m < tiles_m && t.n >= 0 && t.n < tiles_n) << id;
+      ++seen[static_cast<std::size_t>(t.m * tiles_n + t.n)];
+    }
+    for (int count : seen) EXPECT_EQ(count, 1) << tiles_m << " x " << tiles_n << " in groups of " << group;
+    const kernels::TileIndex second = kernels::grouped_tile_index(1, tiles_m, tiles_n, group);
+    if (tiles_m > 1 && group > 1) {
+      EXPECT_EQ(second.m, 1) << "the next block is the next row tile of the same column";
+      EXPECT_EQ(second.n, 0);
+    }
+  }
+}
+
+
+TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
+  SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
+  EXPECT_LE(plan.splits, 8);
+  EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
+}
+
+TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
+  // X is 128 MiB at 16k rows x 4096 bf16: with one split all 128 row tiles would run at once.
+  SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
+  EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
+}
+
+// A group of the block order is the row tiles one wave of blocks holds.
+TEST(VocabSplits, GroupRowsAreTheRowTilesOfOneWave) {
+  EXPECT_EQ(choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).splits, 8);
+  EXPECT_EQ(choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).group_rows, 17);
+  EXPECT_EQ(choose_vocab_splits(1, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).group_rows,
+            (132 + 127) / 128);
+  EXPECT_GE(choose_vocab_splits(1, 8192, 128256, FwdTile{}, GpuShape{0, 0}).group_rows, 1)
+      << "never zero, whatever the device reports";
+}
+
+TEST(VocabSplits, EfficiencyCountsTheWavesOfTheLongestSplit) {
+  EXPECT_DOUBLE_EQ(fwd_split_efficiency(128, 501, 8, 132), 128.0 * 501 / (8 * 132 * 63));
+  EXPECT_DOUBLE_EQ(fwd_split_efficiency(2, 501, 64, 132), 2.0 * 501 / (132 * 8));
+}
+
+TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
+  SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
+  EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
+  EXPECT_LE(plan.splits * 2, 132) << "one wave";
+}
+
+// Split s of S walks the vocabulary tiles [s P, min((s + 1) P, V)), P = ceil(V / S), as the
+// kernel does.
+std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
+  const std::int64_t per = (vocab_tiles + splits - 1) / splits;
+  return std::max<std::int64_t>(0, std::min(vocab_tiles, (s + 1) * per) - std::min(vocab_tiles, s * per));
+}
+
+TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
+  for (std::int64_t vocab : {1, 128, 129, 300, 1000, 128256}) {
+    for (std::int64_t n : {1, 300, 16384}) {
+      const SplitPlan plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
+      const std::int64_t tiles = (vocab + 127) / 128;
+      EXPECT_LE(plan.splits, tiles) << vocab;
+      EXPECT_GE(plan.splits, 1) << vocab;
+      std::int64_t covered = 0;
+      const std::int64_t per = (tiles + plan.splits - 1) / plan.splits;
+      for (int s = 0; s < plan.splits; ++s) {
+        const std::int64_t mine = split_tiles(tiles, plan.splits, s);
+        EXPECT_LE(mine, per);
+        if (s < tiles / per) {
+          EXPECT_EQ(mine, per) << "the splits before the last one that has tiles are whole";
+        }
+        covered += mine;
+      }
+      EXPECT_EQ(covered, tiles) << vocab << " columns, " << n << " rows";
+    }
+  }
+}
+
+TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
+  for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
+    const SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
+    EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
+    EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
+  }
+}
+
+TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
+  const FwdTile tile{128, 256, 64, 3};
+  auto sources_for = [&](std::int64_t rows) {
+    return cut_last_waves(choose_vocab_splits(rows, 8192, 128256, tile, kH200), kH200.sm_count).sources();
+  };
+  const std::int64_t bound = max_partial_rows(16384, tile.bm, sources_for);
+  std::int64_t most = 0;
+  for (std::int64_t n = 1; n <= 16384; ++n) most = std::max(most, n * sources_for(n));
+  EXPECT_EQ(bound, most);
+}
+
+// The kernel's block arithmetic (fwd_block_work, fwd_block_tiles) on the host: every (row tile,
+// vocabulary tile) is computed by exactly one block, and every partial source of every row tile
+// is written by exactly one block, with or without cut units.
+void expect_blocks_cover_once(const SplitPlan& p) {
+  SCOPED_TRACE(std::to_string(p.row_tiles) + " row tiles x " + std::to_string(p.vocab_tiles) + " tiles, " +
+               std::to_string(p.splits) + " splits, " + std::to_string(p.whole_units) + " whole units, " +
+               std::to_string(p.unit_pieces) + " pieces");
+  std::vector<int> tiles(static_cast<std::size_t>(p.row_tiles) * p.vocab_tiles, 0);
+  std::vector<int> sources(static_cast<std::size_t>(p.row_tiles) * p.sources(), 0);
+  for (int block = 0; block < p.blocks(); ++block) {
+    const kernels::FwdBlockWork w = kernels::fwd_block_work(block, p.row_tiles, p.splits, p.group_rows, p.whole_units);
+    ASSERT_TRUE(w.row_tile >= 0 && w.row_tile < p.row_tiles && w.split >= 0 && w.split < p.splits) << block;
+    ASSERT_TRUE(w.piece >= -1 && w.piece < p.unit_pieces) << block;
+    const kernels::TileRange r = kernels::fwd_block_tiles(w, p.splits, p.unit_pieces, p.vocab_tiles);
+    ASSERT_TRUE(r.begin >= 0 && r.begin <= r.end && r.end <= p.vocab_tiles) << block;
+    for (int t = r.begin; t < r.end; ++t) ++tiles[static_cast<std::size_t>(w.row_tile) * p.vocab_tiles + t];
+    const int first = w.split * p.unit_pieces;
+    if (w.piece >= 0) {
+      ++sources[static_cast<std::size_t>(first + w.piece) * p.row_tiles + w.row_tile];
+    } else {
+      for (int c = 0; c < p.unit_pieces; ++c) ++sources[static_cast<std::size_t>(first + c) * p.row_tiles + w.row_tile];
+    }
+  }
+  EXPECT_EQ(std::count(tiles.begin(), tiles.end(), 1), static_cast<std::ptrdiff_t>(tiles.size()));
+  EXPECT_EQ(std::count(sources.begin(), sources.end(), 1), static_cast<std::ptrdiff_t>(sources.size()));
+}
+
+TEST(CutLastWaves, EveryTileOnceAndEverySourceOnce) {
+  for (std::int64_t n : {1, 129, 1000, 3000, 4096, 7500, 16384}) {
+    for (std::int64_t vocab : {1, 300, 3001, 60000, 128256}) {
+      for (const FwdTile& tile : {FwdTile{128, 256, 64, 4, true}, FwdTile{128, 128, 32, 3}}) {
+        const SplitPlan whole = choose_vocab_splits(n, 8192, vocab, tile, kH200);
+        EXPECT_EQ(whole.whole_units, whole.units()) << "choose_vocab_splits runs every unit whole";
+        expect_blocks_cover_once(whole);
+        expect_blocks_cover_once(cut_last_waves(whole, kH200.sm_count));
+        expect_blocks_cover_once(cut_last_waves(whole, 100));
+      }
+    }
+  }
+}
+
+// llama3-8b at 16k rows: 1 024 units of 63 tiles, 7 waves of 132 and 100 units. The last full
+// wave and the partial one are cut into pieces of 8 tiles.
+TEST(CutLastWaves, CutsTheLastTwoWavesIntoPiecesOfAboutEightTiles) {
+  const SplitPlan whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
+  ASSERT_EQ(whole.units(), 1024);
+  const SplitPlan cut = cut_last_waves(whole, 132);
+  EXPECT_EQ(cut.splits, whole.splits);
+  EXPECT_EQ(cut.whole_units, 6 * 132);
+  EXPECT_EQ(cut.unit_pieces, 8);
+  EXPECT_EQ(kernels::fwd_piece_tiles(cut.split_tiles(), cut.unit_pieces), 8);
+  EXPECT_EQ(cut.blocks(), 792 + 232 * 8);
+  EXPECT_EQ(cut.sources(), 64);
+}
+
+// A shard of 2.2 M ids at 4096 rows would be cut into 135 pieces a split, 1 080 sources with 8
+// splits: more than one combine merges. The pieces grow longer instead.
+TEST(CutLastWaves, AVeryLongShardKeepsItsSourcesWithinOneCombine) {
+  const SplitPlan whole = choose_vocab_splits(4096, 8192, 2200000, FwdTile{128, 256, 64, 4, true}, kH200);
+  const SplitPlan cut = cut_last_waves(whole, kH200.sm_count);
+  EXPECT_GT(cut.unit_pieces, 1);
+  EXPECT_LE(cut.sources(), kMaxCombineSources);
+  expect_blocks_cover_once(cut);
+}
+
+TEST(CutLastWaves, OneWaveOrShortSplitsStayWhole) {
+  const FwdTile tile{128, 256, 64, 4, true};
+  const SplitPlan decode = cut_last_waves(choose_vocab_splits(256, 8192, 128256, tile, kH200), 132);
+  EXPECT_EQ(decode.unit_pieces, 1) << "128 units: one wave";
+  EXPECT_EQ(decode.blocks(), decode.units());
+  EXPECT_EQ(decode.sources(), decode.splits);
+  const SplitPlan short_splits = cut_last_waves(choose_vocab_splits(16384, 8192, 3001, tile, kH200), 132);
+  EXPECT_EQ(short_splits.unit_pieces, 1) << "splits of a few tiles: no piece of 8";
+}
+
+// The gpu tier's cut cases (tests/gpu/linear_logp_fwd_test.cpp) are cut on an H200's 132
+// multiprocessors, as their comment says.
+TEST(CutLastWaves, TheGpuTestsCutCasesAreCut) {
+  const SplitPlan bf16 = cut_last_waves(
+      choose_vocab_splits(5000, 64 * 2, 60000, FwdTile{128, 256, 64, 4, true}, kH200), kH200.sm_count);
+  EXPECT_GT(bf16.whole_units, 0);
+  EXPECT_GE(bf16.unit_pieces, 2);
+  const SplitPlan fp32 = cut_last_waves(
+      choose_vocab_splits(3000, 64 * 4, 60000, default_fwd_tile(DType::kFP32, "sm_90a", true), kH200),
+      kH200.sm_count);
+  EXPECT_GT(fp32.whole_units, 0);
+  EXPECT_GE(fp32.unit_pieces, 4);
+}
+
+TEST(LinearLogpKernels, OneForwardAndOneCombine) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(c), "sm_90a");
+  EXPECT_EQ(kernels.fwd.template_name(), "linear_logp_fwd");
+  EXPECT_EQ(kernels.fwd.int_param("H"), 4096);
+  EXPECT_EQ(kernels.combine.template_name(), "logp_combine");
+  EXPECT_EQ(kernels.combine.int_param("PEERS"), 0);
+  EXPECT_FALSE(kernels.peer_combine.has_value());
+}
+
+// The wgmma main loop exists on sm_90a alone, for 16-bit inputs, and can be turned off; the
+// forward and the dZ kernel always run the same one.
+TEST(LinearLogpKernels, TheHopperMainLoopOnlyOnSm90aFor16BitInputs) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  c.want_backward = true;
+  for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    c.dtype = dtype;
+    const LinearLogpLayout layout = resolve_layout(c);
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a", "sm_100a"}) {
+      for (bool hopper_path : {true, false}) {
+        const LinearLogpKernels k = linear_logp_kernels(layout, arch, 1, hopper_path);
+        const bool expected = hopper_path && std::string(arch) == "sm_90a" && dtype != DType::kFP32;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + arch + (hopper_path ? " hopper on" : " hopper off"));
+        EXPECT_EQ(k.fwd.bool_param("WGMMA"), expected);
+        EXPECT_EQ(k.backward->dz.bool_param("WGMMA"), expected);
+        if (expected) {
+          EXPECT_EQ(k.fwd.int_param("BM"), 128);
+          EXPECT_EQ(k.fwd.int_param("BN"), 256);
+          EXPECT_EQ(k.fwd.int_param("BK"), 64);
+          // The Hopper epilogues work in registers, so the rings take a fourth stage (and keep
+          // a slice of wgmma in flight), in the forward and in the dZ kernel.
+          EXPECT_EQ(k.fwd.int_param("STAGES"), 4);
+          EXPECT_EQ(k.backward->dz.int_param("STAGES"), 4);
+          const FwdTile tile = default_fwd_tile(dtype, arch, hopper_path);
+          EXPECT_EQ(linear_logp_fwd_smem(dtype, tile), 4u * (128 + 256) * 64 * 2 + 4u * 16) << "the TMA ring and its mbarriers";
+          EXPECT_LE(linear_logp_fwd_smem(dtype, tile), smem_limit_for_arch(arch));
+        }
+      }
+    }
+  }
+}
+
+TEST(PrewarmPlan, EvenShardsCoverTheVocabulary) {
+  auto shards = even_shards(128256, 8);
+  ASSERT_EQ(shards.size(), 8u);
+  std::int64_t next = 0;
+  for (const auto& s : shards) {
+    EXPECT_EQ(s.start, next);
+    next += s.size;
+  }
+  EXPECT_EQ(next, 128256);
+  auto uneven = even_shards(151937, 2);
+  EXPECT_EQ(uneven[0].size, 75969);
+  EXPECT_EQ(uneven[1].size, 75968);
+}
+
+TEST(PrewarmPlan, DeduplicatesSharedKernels) {
+  PrewarmRequest request;
+  request.models = {{"m", 64, 300, 0}};
+  request.tp = {1, 2};
+  request.archs = {"sm_80"};
+  auto items = prewarm_items(request);
+  // tp=1: one fwd (V=300) and the combine; tp=2: one fwd (two even shards of 150 share it), the
+  // same combine (any number of sources) and its peer-path variant.
+  EXPECT_EQ(items.size(), 2u + 1u + 1u);
+}
+
+// Prewarm builds the loop the ops will run: the request carries RuntimeConfig::hopper_path.
+TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
+  for (bool hopper_path : {true, false}) {
+    PrewarmRequest request;
+    request.models = {{"m", 64, 300, 0}};
+    request.archs = {"sm_90a"};
+    request.backward = true;
+    request.hopper_path = hopper_path;
+    int logit_kernels = 0;
+    for (const PrewarmItem& item : prewarm_items(request)) {
+      const std::string& name = item.spec.template_name();
+      if (name != "linear_logp_fwd" && name != "linear_logp_bwd_dz") continue;
+      ++logit_kernels;
+      EXPECT_EQ(item.spec.bool_param("WGMMA"), hopper_path) << item.spec.canonical_text();
+    }
+    EXPECT_GE(logit_kernels, 2);
+  }
+}
+
+// Ops built with dz_fp32 or gradient filtering load other dZ and GEMM kernels: prewarm builds
+// them when asked (--dz-fp32, --grad-filter), so that such ops start cache-only too.
+TEST(PrewarmPlan, BuildsTheDzVariantsAskedFor) {
+  PrewarmRequest request;
+  request.models = {{"m", 64, 300, 0}};
+  request.archs = {"sm_90a"};
+  request.backward = true;
+  std::set<std::string> plain;
+  for (const PrewarmItem& item : prewarm_items(request)) plain.insert(item.spec.canonical_text());
+  request.dz_fp32 = true;
+  request.grad_filter = true;
+  std::set<std::string> all;
+  for (const PrewarmItem& item : prewarm_items(request)) all.insert(item.spec.canonical_text());
+  for (bool dz_fp32 : {false, true}) {
+    for (float threshold : {0.0f, 1e-3f}) {
+      LinearLogpConfig config;
+      config.hidden = 64;
+      config.vocab_local = 300;
+      config.want_backward = true;
+      config.dz_fp32 = dz_fp32;
+      config.grad_filter_threshold = threshold;
+      const LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), "sm_90a");
+      ASSERT_TRUE(kernels.backward.has_value());
+      const bool variant = dz_fp32 || threshold > 0.0f;
+      for (const KernelSpec& spec : kernels.backward->all()) {
+        EXPECT_EQ(all.count(spec.canonical_text()), 1u) << spec.canonical_text();
+        if (variant && spec.template_name() == "linear_logp_bwd_dz") {
+          EXPECT_EQ(plain.count(spec.canonical_text()), 0u) << "a variant's dZ kernel without asking: "
+                                                            << spec.canonical_text();
+        }
+      }
+    }
+  }
+}
+
+TEST(PrewarmPlan, RejectsEmptyRequests) {
+  PrewarmRequest request;
+  request.archs = {"sm_80"};
+  EXPECT_THROW(prewarm_items(request), Error);
+  request.models = {{"m", 64, 300, 0}};
+  request.archs.clear();
+  EXPECT_THROW(prewarm_items(request), Error);
+  request.archs = {"sm_80"};
+  request.tp = {0};
+  EXPECT_THROW(prewarm_items(request), Error);
+}
+
+}  // namespace
+}  // namespace shardjit
