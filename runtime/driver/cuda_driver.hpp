@@ -43,6 +43,7 @@ namespace shardjit {
   X(cuMemcpyDtoHAsync)               \
   X(cuMemcpyHtoDAsync)               \
   X(cuMemcpyDtoDAsync)               \
+  X(cuMemcpy2DAsync)                 \
   X(cuMemsetD8)                      \
   X(cuCtxSynchronize)                \
   X(cuIpcGetMemHandle)               \

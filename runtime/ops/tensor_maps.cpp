@@ -49,14 +49,14 @@ void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
-// X [n_rows][H] in boxes of bm rows and W's valid rows [V_VALID][H] in boxes of bn, for a kernel
+// X [x_rows][H] in boxes of bm rows and W's valid rows [V_VALID][H] in boxes of bn, for a kernel
 // that recomputes logit tiles (the forward's and the dZ kernel's parameters name them alike).
 template <class Params>
-void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t v_valid, int bm, int bn,
-                       const char* what) {
+void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t v_valid, std::int64_t x_rows, int bm,
+                       int bn, const char* what) {
   check_dtype(dtype, what);
   const auto& args = params.args;
-  encode_2d(params.x_map, dtype, args.hidden, args.n_rows, h, args.hidden_stride, bm);
+  encode_2d(params.x_map, dtype, args.hidden, x_rows, h, args.hidden_stride, bm);
   encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
 }
 
@@ -87,7 +87,7 @@ void encode_gemm_output_map(kernels::GemmParams& params, DType dtype) {
 
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
                            std::int64_t v_valid, int bm, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, bm, bn, "dZ kernel");
+  encode_logit_maps(params, dtype, h, v_valid, params.args.n_rows, bm, bn, "dZ kernel");
 }
 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
@@ -98,8 +98,8 @@ void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
 }
 
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, int bm, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, bm, bn, "forward");
+                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, bm, bn, "forward");
 }
 
 }  // namespace shardjit

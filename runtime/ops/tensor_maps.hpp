@@ -39,8 +39,9 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
 // the next multiple of 8], row stride dz_stride), written in boxes of 16 rows x 64 columns.
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
-// The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh).
+// The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh), X's as
+// x_rows rows (at least params.args.n_rows; more where X was staged into a taller buffer).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, int bm, int bn);
+                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
 
 }  // namespace shardjit

@@ -1,7 +1,9 @@
 // Merges the S = args.sources softmax partials of each row (vocabulary splits of this GPU and TP
-// ranks) into logp, lse and entropy, and records target ids that are out of range. One thread
-// per row; sources are visited in the fixed order 0..S-1, so every rank gets bit-identical
-// results. S is an argument, not a template parameter, so one kernel serves every split count.
+// ranks) into logp, lse and entropy, and records target ids that are out of range. A row is
+// merged by a group of L = combine_lanes_per_row(S) lanes (combine_args.cuh): lane j folds
+// sources j, j + L, ... in that order, then the group merges its lanes in a fixed butterfly. L
+// depends on S alone, so every rank gets bit-identical results. S is an argument, not a template
+// parameter, so one kernel serves every split count.
 //
 // PEERS = 0: the partials of every source are in one local buffer (a single GPU, or gathered
 // by NCCL). PEERS = tp: each rank's partials stay in its symmetric buffer and are read over
@@ -10,13 +12,15 @@
 // publishes an end flag and waits for the peers' (no rank's next forward overwrites partials a
 // peer still reads). This replaces the all-gather: no collective, no comm stream.
 //
-// Launch: kLogpCombineThreads threads per block; rows are strided over the grid. With PEERS
-// every rank launches the same grid (at most kMaxPeerSlots blocks, all resident).
+// Launch: kLogpCombineThreads threads per block, kLogpCombineThreads / L rows a block; rows are
+// strided over the grid. With PEERS every rank launches the same grid (at most kMaxPeerSlots
+// blocks, all resident).
 #pragma once
 
 #include "collective/peer_sync.cuh"
 #include "common/math.cuh"
 #include "linear_logp/combine_args.cuh"
+#include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -35,7 +39,7 @@ __device__ __forceinline__ RowPartial source_partial(const LogpCombineArgs& args
 }
 
 template <class TargetT, bool ENTROPY, int PEERS>
-__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready);
+__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, int lanes, bool ready);
 
 template <class TargetT, bool ENTROPY, int PEERS>
 __global__ void __launch_bounds__(kLogpCombineThreads)
@@ -54,10 +58,13 @@ __global__ void __launch_bounds__(kLogpCombineThreads)
     }
     ready = wait_for_peers(args.sync, true, slot, 1, epoch);
   }
-  const long long step = static_cast<long long>(gridDim.x) * kLogpCombineThreads;
-  for (long long row = static_cast<long long>(blockIdx.x) * kLogpCombineThreads + threadIdx.x; row < args.n_rows;
-       row += step) {
-    combine_row<TargetT, ENTROPY, PEERS>(args, row, ready);
+  // Groups are aligned within a warp, so a group's lanes always take the same rows.
+  const int lanes = combine_lanes_per_row(args.sources);
+  const long long rows_per_block = kLogpCombineThreads / lanes;
+  const long long step = static_cast<long long>(gridDim.x) * rows_per_block;
+  for (long long row = static_cast<long long>(blockIdx.x) * rows_per_block + threadIdx.x / lanes;
+       row < args.n_rows; row += step) {
+    combine_row<TargetT, ENTROPY, PEERS>(args, row, lanes, ready);
   }
   if (PEERS > 0) {
     __syncthreads();
@@ -68,38 +75,67 @@ __global__ void __launch_bounds__(kLogpCombineThreads)
   }
 }
 
-// One row; `ready` false (a peer never came) poisons it with NaN.
+// This lane's share of a row's sources (lane, lane + lanes, ...), merged as one partial. Two
+// passes, so each source is rescaled once against the share's max rather than repeatedly against
+// a running one.
+template <bool ENTROPY, int PEERS>
+__device__ __forceinline__ RowPartial lane_sources(const LogpCombineArgs& args, long long row, int lane, int lanes) {
+  RowPartial share = empty_partial();
+  float& m = share.max;
+#pragma unroll 4
+  for (int s = lane; s < args.sources; s += lanes) {
+    const RowPartial p = source_partial<PEERS>(args, s, row);
+    m = fmaxf(m, p.max);
+    share.target = fmaxf(share.target, p.target);
+  }
+  if (m == neg_inf()) return share;
+#pragma unroll 4
+  for (int s = lane; s < args.sources; s += lanes) {
+    const RowPartial p = source_partial<PEERS>(args, s, row);
+    if (p.max == neg_inf()) continue;
+    const float shift = p.max - m;
+    const float scale = expf(shift);
+    share.sum += p.sum * scale;
+    if (ENTROPY) share.ent += scale * (p.ent + shift * p.sum);
+  }
+  return share;
+}
+
+// The group's shares merged in a butterfly over its `lanes` lanes (xor 1, 2, ...): a fixed order.
+template <bool ENTROPY>
+__device__ __forceinline__ RowPartial merge_group(RowPartial r, int lanes) {
+  const int lane = threadIdx.x % 32;
+  const unsigned int group_mask =
+      lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u) << (lane & ~(lanes - 1));
+  for (int offset = 1; offset < lanes; offset <<= 1) {
+    const float max = __shfl_xor_sync(group_mask, r.max, offset, lanes);
+    const float sum = __shfl_xor_sync(group_mask, r.sum, offset, lanes);
+    const float ent = __shfl_xor_sync(group_mask, r.ent, offset, lanes);
+    const float target = __shfl_xor_sync(group_mask, r.target, offset, lanes);
+    merge_stats<ENTROPY>(r, max, sum, ent);
+    r.target = fmaxf(r.target, target);
+  }
+  return r;
+}
+
+// One row, by its group of `lanes` lanes; the group's first lane writes it. `ready` false (a peer
+// never came) poisons it with NaN.
 template <class TargetT, bool ENTROPY, int PEERS>
-__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, bool ready) {
+__device__ __forceinline__ void combine_row(const LogpCombineArgs& args, long long row, int lanes, bool ready) {
+  const int lane = static_cast<int>(threadIdx.x) % lanes;
   if (!ready) {
+    if (lane != 0) return;
     if (args.logp != nullptr) args.logp[row] = quiet_nan();
     if (args.lse != nullptr) args.lse[row] = quiet_nan();
     if (ENTROPY && args.entropy != nullptr) args.entropy[row] = quiet_nan();
     return;
   }
-  // Two passes, so each source is rescaled once against the global max rather than repeatedly
-  // against a running one.
-  float m = neg_inf();
-  float target = neg_inf();
-#pragma unroll 8
-  for (int s = 0; s < args.sources; ++s) {
-    const RowPartial p = source_partial<PEERS>(args, s, row);
-    m = fmaxf(m, p.max);
-    target = fmaxf(target, p.target);
-  }
-  float sum = 0.0f;
-  float ent = 0.0f;
-  if (m != neg_inf()) {
-#pragma unroll 8
-    for (int s = 0; s < args.sources; ++s) {
-      const RowPartial p = source_partial<PEERS>(args, s, row);
-      if (p.max == neg_inf()) continue;
-      const float shift = p.max - m;
-      const float scale = expf(shift);
-      sum += p.sum * scale;
-      if (ENTROPY) ent += scale * (p.ent + shift * p.sum);
-    }
-  }
+  const RowPartial merged = merge_group<ENTROPY>(lane_sources<ENTROPY, PEERS>(args, row, lane, lanes), lanes);
+  if (lane != 0) return;
+  const float m = merged.max;
+  const float sum = merged.sum;
+  const float ent = merged.ent;
+  const float target = merged.target;
 
   // An empty row (no valid column anywhere) gets lse = -inf and entropy 0 rather than NaN.
   const float log_sum = logf(sum);

@@ -3,10 +3,21 @@
 #pragma once
 
 #include "collective/peer_sync_args.cuh"
+#include "common/host_device.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
 namespace kernels {
+
+// Lanes that merge one row's S sources together (a power of two, at most a warp): about four
+// sources a lane, so that a row of many sources (a small call's 128 vocabulary splits) is not one
+// thread's long serial walk. It depends on S alone, so every rank of a TP group, and every call,
+// merges a row the same way.
+SHARDJIT_HOST_DEVICE constexpr int combine_lanes_per_row(int sources) {
+  int lanes = 1;
+  while (lanes < 32 && lanes * 8 <= sources) lanes *= 2;
+  return lanes;
+}
 
 struct LogpCombineArgs {
   int sources;                 // S, in [1, kMaxCombineSources]; with PEERS, a multiple of PEERS

@@ -185,6 +185,10 @@ const FwdCase kCases[] = {
     {"n7_h5120_v128256_pad", 7, 5120, 128256, 128000, DType::kBF16, std::nullopt, DType::kInt32},
     {"n7_h64_v1_fp32", 7, 64, 1, 0, DType::kFP32},
     {"n1_h4096_v128256_fp16", 1, 4096, 128256, 0, DType::kFP16},
+    // Fewer rows than the Hopper tile: X is staged into a tile-high buffer (strided X here).
+    {"n33_h2048_v3001_strided_staged", 33, 2048, 3001, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true, true,
+     2056},
+    {"n127_h4096_v50257_fp16_staged", 127, 4096, 50257, 0, DType::kFP16},
     // Every logit below -140, where exp would underflow against a running max that started at 0
     // instead of -inf: lse, logp and entropy must still match.
     {"n300_h128_v5000_negative_logits", 300, 128, 5000, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.0f, true, false,
@@ -244,6 +248,53 @@ TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
   EXPECT_EQ(report.bad_rows, 3);
   EXPECT_TRUE(report.first_bad_id == 300 || report.first_bad_id == -7 || report.first_bad_id == 1000);
   EXPECT_EQ(op.check(nullptr).bad_rows, 0) << "check() clears the record";
+}
+
+// A call of fewer rows than the forward tile reuses the op's staging buffer of X (Hopper loop),
+// whose rows past the call's hold an earlier call's values: they must not reach the results,
+// which come out bit for bit as from an op that never ran a larger call.
+TEST_F(LinearLogpFwdDeviceTest, SmallCallAfterALargerOneMatchesAFreshOp) {
+  LinearLogpConfig config;
+  config.hidden = 256;
+  config.vocab_local = 3001;
+  config.want_entropy = true;
+  LinearLogp used(shared_runtime(), config);
+  LinearLogp fresh(shared_runtime(), config);
+  const std::int64_t big = 120, small = 5;
+  std::vector<std::uint8_t> x_big, x_small, w_bytes;
+  testing::random_values(21, big * 256, 30.0f, DType::kBF16, x_big);  // large logits in the stale rows
+  testing::random_values(22, small * 256, 1.0f, DType::kBF16, x_small);
+  testing::random_values(23, 3001 * 256, 0.25f, DType::kBF16, w_bytes);
+  DeviceArray xb(x_big.size()), xs(x_small.size()), w(w_bytes.size());
+  xb.upload(x_big.data(), x_big.size());
+  xs.upload(x_small.data(), x_small.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  std::vector<std::int64_t> targets(big);
+  for (std::int64_t i = 0; i < big; ++i) targets[static_cast<std::size_t>(i)] = (i * 37) % 3001;
+  DeviceArray t = DeviceArray::from(targets);
+  auto run = [&](LinearLogp& op, const DeviceArray& x, std::int64_t n) {
+    DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4);
+    for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
+    op.forward({{x.data(), DType::kBF16, n, 256, 0}, {w.data(), DType::kBF16, 3001, 256, 0}, {},
+                {t.data(), DType::kInt64, n}},
+               {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {entropy.data(), DType::kFP32, n}},
+               nullptr);
+    std::vector<float> all = logp.to_vector<float>(static_cast<std::size_t>(n));
+    for (const DeviceArray* o : {&lse, &entropy}) {
+      const std::vector<float> more = o->to_vector<float>(static_cast<std::size_t>(n));
+      all.insert(all.end(), more.begin(), more.end());
+    }
+    return all;
+  };
+  run(used, xb, big);
+  const std::vector<float> after_big = run(used, xs, small);
+  const std::vector<float> alone = run(fresh, xs, small);
+  ASSERT_EQ(after_big.size(), alone.size());
+  for (std::size_t k = 0; k < alone.size(); ++k) {
+    EXPECT_TRUE(std::isfinite(alone[k])) << "output " << k;
+    EXPECT_EQ(std::memcmp(&after_big[k], &alone[k], sizeof(float)), 0) << "output " << k << ": " << after_big[k]
+                                                                         << " vs " << alone[k];
+  }
 }
 
 // Outputs on top of each other or of an input would be overwritten in the kernels' own order:

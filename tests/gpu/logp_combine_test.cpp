@@ -152,7 +152,7 @@ TEST_P(LogpCombineTest, RowsWithEveryPartialEmpty) {
   EXPECT_EQ(got.bad_rows, counted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sources, LogpCombineTest, ::testing::Values(1, 2, 3, 8, 128));
+INSTANTIATE_TEST_SUITE_P(Sources, LogpCombineTest, ::testing::Values(1, 2, 3, 8, 17, 37, 100, 128, 1024));
 
 }  // namespace
 }  // namespace shardjit

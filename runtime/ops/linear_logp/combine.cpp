@@ -15,6 +15,9 @@ void check_sources(const kernels::LogpCombineArgs& args) {
                                         std::to_string(kMaxCombineSources));
 }
 
+// Rows a block merges: one a group of combine_lanes_per_row lanes (templates/linear_logp/combine.cuh).
+std::int64_t rows_per_block(int sources) { return kThreads / kernels::combine_lanes_per_row(sources); }
+
 }  // namespace
 
 KernelSpec logp_combine_spec(DType target_dtype, bool entropy, int peers) {
@@ -27,7 +30,7 @@ void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineA
   check_sources(args);
   if (args.n_rows == 0) return;
   LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>((args.n_rows + kThreads - 1) / kThreads);
+  shape.grid_x = static_cast<unsigned>((args.n_rows + rows_per_block(args.sources) - 1) / rows_per_block(args.sources));
   shape.block_x = kThreads;
   launch(kernel, shape, args, stream);
 }
@@ -45,8 +48,8 @@ void launch_logp_combine_peers(const LoadedKernel& kernel, const kernels::LogpCo
   launch(kernel, shape, args, stream);
 }
 
-int logp_combine_peer_blocks(std::int64_t n_rows, int max_blocks) {
-  const std::int64_t wanted = (n_rows + kThreads - 1) / kThreads;
+int logp_combine_peer_blocks(std::int64_t n_rows, int sources, int max_blocks) {
+  const std::int64_t wanted = (n_rows + rows_per_block(sources) - 1) / rows_per_block(sources);
   return static_cast<int>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
 }
 

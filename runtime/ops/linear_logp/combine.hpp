@@ -19,7 +19,7 @@ inline constexpr int kMaxCombineSources = 1024;
 // (LogpCombineArgs::sources), so one kernel serves every split count.
 KernelSpec logp_combine_spec(DType target_dtype, bool entropy, int peers = 0);
 
-// One thread per row; nothing is launched for zero rows. Both launches throw Error(kInternal)
+// A group of combine_lanes_per_row(sources) lanes a row; nothing is launched for zero rows. Both launches throw Error(kInternal)
 // unless args.sources is in [1, kMaxCombineSources] (the peer variant's callers make it tp x splits).
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream);
 
@@ -28,8 +28,9 @@ void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineA
 void launch_logp_combine_peers(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, int blocks,
                                CUstream stream);
 
-// The blocks of the peer variant for n_rows rows: one per kLogpCombineThreads rows, at most
-// max_blocks (all resident at once) and at least one.
-int logp_combine_peer_blocks(std::int64_t n_rows, int max_blocks);
+// The blocks of the peer variant for n_rows rows of `sources` sources: one per block's worth of
+// rows (kLogpCombineThreads / combine_lanes_per_row), at most max_blocks (all resident at once)
+// and at least one.
+int logp_combine_peer_blocks(std::int64_t n_rows, int sources, int max_blocks);
 
 }  // namespace shardjit

@@ -143,7 +143,7 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            CUstream stream) {
+                            std::int64_t x_rows, CUstream stream) {
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(plan.blocks());
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
@@ -151,7 +151,8 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {
-    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, tile.bm, tile.bn);
+    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, x_rows, tile.bm,
+                           tile.bn);
   }
   launch(kernel, shape, params, stream);
 }

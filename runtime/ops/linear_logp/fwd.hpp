@@ -125,9 +125,10 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 
 // One block for each unit and piece of `plan` (SplitPlan::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
-// here, from the arguments' pointers.
+// here, from the arguments' pointers, X's as `x_rows` rows (args.n_rows, or more where X was
+// staged into a taller buffer: LinearLogp::Impl::stage_small_call).
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            CUstream stream);
+                            std::int64_t x_rows, CUstream stream);
 
 }  // namespace shardjit

@@ -74,6 +74,13 @@ struct LinearLogp::Impl {
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
   const LoadedKernel& peer_combine_kernel() const;
 
+  // A call of fewer rows than the forward tile on the Hopper loop: copies its X rows into
+  // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
+  // their tensor (a box mostly past the tensor's rows made the whole kernel ~30 % slower at
+  // N <= 16, docs/perf-notes.md, "Forward: calls of fewer rows than a tile"). Returns the rows of
+  // X's storage the kernel may read: the tile's when staged, else args.n_rows.
+  std::int64_t stage_small_call(kernels::LinearLogpFwdArgs& args, CUstream stream) const;
+
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
   // The forward kernel's plan for n_rows rows over the shard's columns from first_col on.
@@ -96,6 +103,7 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]
+  DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop only): stage_small_call
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.

@@ -74,6 +74,12 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
   clear_status(status, nullptr);
+  if (tile.wgmma) {
+    x_stage = DeviceBuffer(device, static_cast<std::size_t>(tile.bm * c.hidden) * dtype_size(c.dtype));
+    // Rows a call does not fill keep what an earlier call left (finite values): they only ever
+    // feed accumulators of rows that are not stored.
+    SHARDJIT_CU(cuMemsetD8Async(x_stage.ptr(), 0, x_stage.bytes(), nullptr));
+  }
   // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
   if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
@@ -210,6 +216,24 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   return kept;
 }
 
+std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpFwdArgs& args, CUstream stream) const {
+  if (!tile.wgmma || args.n_rows >= tile.bm) return args.n_rows;
+  const std::size_t elem = dtype_size(layout.config.dtype);
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = reinterpret_cast<CUdeviceptr>(args.hidden);
+  copy.srcPitch = static_cast<std::size_t>(args.hidden_stride) * elem;
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstDevice = x_stage.ptr();
+  copy.dstPitch = static_cast<std::size_t>(layout.config.hidden) * elem;
+  copy.WidthInBytes = copy.dstPitch;
+  copy.Height = static_cast<std::size_t>(args.n_rows);
+  SHARDJIT_CU(cuMemcpy2DAsync(&copy, stream));
+  args.hidden = x_stage.as<void>();
+  args.hidden_stride = layout.config.hidden;
+  return tile.bm;
+}
+
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
   grow_buffer_for_stream(workspace, bytes, device, stream, "LinearLogp: the partials workspace");
@@ -241,7 +265,8 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   }
   kernels::LinearLogpFwdArgs args = fwd_args(call, partials, plan.split);
   args.first_tile = static_cast<int>(plan.kept_cols / tile.bn);
-  launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, stream);
+  const std::int64_t x_rows = stage_small_call(args, stream);
+  launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, x_rows, stream);
   launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
   bwd.kept = kept;
 }

@@ -119,7 +119,7 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
     for (int q = 0; q < tp; ++q) peer_args.rank_partials[q] = static_cast<kernels::RowPartial*>(peers.data_on(q));
     peer_args.sync = peers.sync();
     CombineOnly peer_actions(ci, *peer_kernel, peer_args, mine, all, bytes_per_rank);
-    peer_actions.peer_blocks = logp_combine_peer_blocks(n, std::min(kernels::kMaxPeerSlots, 4 * peers.grid()));
+    peer_actions.peer_blocks = logp_combine_peer_blocks(n, peer_args.sources, std::min(kernels::kMaxPeerSlots, 4 * peers.grid()));
     const Scheduler peer_scheduler(device, tp_forward_peer_plan(), ci.stream.get());
     result.median_us = 1000.0 * median_ms([&] { peer_scheduler.run(peer_actions, stream); }, stream, timing);
     peers.check(stream, "combine step bench");

@@ -59,12 +59,14 @@ class ForwardActions final : public PlanActions {
     if (peers == nullptr) return;
     for (int q = 0; q < peers->world(); ++q) combine_.rank_partials[q] = static_cast<kernels::RowPartial*>(peers->data_on(q));
     combine_.sync = peers->sync();
-    peer_blocks_ = logp_combine_peer_blocks(call.n, std::min(kernels::kMaxPeerSlots, 4 * peers->grid()));
+    peer_blocks_ = logp_combine_peer_blocks(call.n, combine_.sources, std::min(kernels::kMaxPeerSlots, 4 * peers->grid()));
   }
 
   void launch(int action, CUstream stream) override {
     if (action == kTpForwardKernel) {
-      launch_linear_logp_fwd(*op_.fwd, fwd_, plan_, op_.layout, op_.tile, stream);
+      kernels::LinearLogpFwdArgs args = fwd_;
+      const std::int64_t x_rows = op_.stage_small_call(args, stream);
+      launch_linear_logp_fwd(*op_.fwd, args, plan_, op_.layout, op_.tile, x_rows, stream);
     } else if (action == kTpCombine) {
       launch_logp_combine(*op_.combine, combine_, stream);
     } else if (action == kTpPeerCombine) {
