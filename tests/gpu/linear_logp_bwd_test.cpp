@@ -324,7 +324,7 @@ const BwdCase kCases[] = {
     {"n300_h128_v20000_pad_chunks_bias_temp", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kBoth, true, false, false, false, 300 * 2 * 2560},
     // Two chunks kept by the forward on the Hopper loop, the second in the accumulator's memory
-    // (BwdChunkPlan::kept_band_rows): chunks of H columns, whose first grad_hidden product runs
+    // (BackwardChunks::kept_band_rows): chunks of H columns, whose first grad_hidden product runs
     // in two bands on an H200 (4224 and 276 rows), with bias, a temperature, ignored rows and
     // padding columns; and chunks of 2 H columns, one band, fp16 with grad_weight accumulated.
     {"n4500_h1024_v2548_two_kept_bands", 4500, 1024, 2548, 2540, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f,
