@@ -91,6 +91,19 @@ struct LinearLogpGrads {
   // gradients each call rounds the running sum, so over many micro-batches small terms are lost:
   // set config.grad_weight_fp32 for an fp32 running sum (the op warns once otherwise).
   bool accumulate = false;
+  // Tensor parallelism: true sums grad_hidden over the ranks (one all-reduce); false leaves it as
+  // this rank's partial, the product over its own shard, for callers that reduce it themselves
+  // (sequence parallelism). Every rank passes the same value. No effect on a single-GPU op.
+  bool reduce_hidden = true;
+};
+
+// What the backward reads besides the forward's inputs: fp32 vectors of N elements.
+struct LinearLogpBackwardInputs {
+  VectorView lse;           // the forward's lse for these inputs; required
+  VectorView entropy;       // the forward's entropy; required with grad_entropy, else unused
+  VectorView grad_logp;     // upstream gradient of logp; null: zero
+  VectorView grad_lse;      // upstream gradient of lse; null: zero
+  VectorView grad_entropy;  // upstream gradient of entropy; null: zero. Needs config.want_entropy
 };
 
 // What the device recorded about target ids outside [0, valid_vocab) that were not ignore_index.
@@ -121,9 +134,10 @@ class LinearLogp {
   // ONE all-gather of the partials runs on the communicator's stream, ordered with `stream` by
   // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward()
   // all-reduces grad_hidden (fp32, on the communicator's stream, while the last vocabulary
-  // chunk's grad_weight is computed); grad_weight and grad_bias stay local. Every rank passes
-  // the same hidden and targets, makes the same calls in the same order with the same row count
-  // N, and asks backward for grad_hidden alike (these are not checked per call: a rank that
+  // chunk's grad_weight is computed; unless grads.reduce_hidden is false); grad_weight and
+  // grad_bias stay local. Every rank passes the same hidden and targets, makes the same calls in
+  // the same order with the same row count N, and asks backward for grad_hidden alike, with the
+  // same reduce_hidden (these are not checked per call: a rank that
   // differs leaves the others waiting until check() times out).
   //
   // CUDA graphs: forward and backward can be captured (no host synchronization, no allocation)
@@ -149,15 +163,18 @@ class LinearLogp {
 
   // Enqueues the backward on `stream` (needs config.want_backward).
   //
-  // What: `inputs` and `lse` [N] are the forward's (lse its output for these inputs, which must
-  // not change in between); grad_logp and grad_lse [N] (fp32) are the upstream gradients of logp
-  // and lse, either of which may be left null (zero). With g = grad_logp, h = grad_lse,
-  // p = softmax(z) over the global vocabulary and T the temperature, the gradient with respect to
-  // a logit of X W^T + b is
-  //   dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T,
+  // What: `inputs` are the forward's and backward_inputs.lse (and .entropy) its outputs for them,
+  // which must not change in between; grad_logp, grad_lse and grad_entropy are the upstream
+  // gradients of logp, lse and entropy, any of which may be left null (zero). With g = grad_logp,
+  // h = grad_lse, e = grad_entropy, p = softmax(z) and H the entropy over the global vocabulary
+  // and T the temperature, the gradient with respect to a logit of X W^T + b is
+  //   dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))) / T,
   // and grads (LinearLogpGrads) get grad_hidden = dZ W, grad_weight = dZ^T X, grad_bias = the
   // column sums of dZ. Rows whose target is ignore_index or out of range, and padding columns,
-  // get no gradient (the forward reports out-of-range targets: check()).
+  // get no gradient (the forward reports out-of-range targets: check()). Tensor parallel: lse
+  // and entropy are the global ones every rank got from the forward, so each rank's dZ of its
+  // shard is exact with no collective; grad_hidden is summed over the ranks unless
+  // grads.reduce_hidden is false.
   //
   // Memory: never N x V. Beyond the gradients, the op keeps for its next calls a dZ buffer of at
   // most backward_workspace_bytes and, for 16-bit dtypes whose vocabulary takes more than one
@@ -166,9 +183,10 @@ class LinearLogp {
   // "The backward kernels").
   //
   // Errors (Error(kInvalidArgument), naming the argument): an op built without want_backward; a
-  // view of the wrong dtype, shape or alignment; a bias or grad_bias for an op without
-  // bias_dtype; a gradient sharing memory with another or with an input; more rows than one
-  // column of dZ tiles fits in backward_workspace_bytes.
+  // view of the wrong dtype, shape or alignment; grad_entropy on an op built without
+  // want_entropy, or without entropy; a bias or grad_bias for an op without bias_dtype; a
+  // gradient sharing memory with another or with an input; more rows than one column of dZ
+  // tiles fits in backward_workspace_bytes.
   //
   // No host synchronization, unless a buffer has to grow (set max_rows to size them at build);
   // capturable in a CUDA graph.
@@ -179,6 +197,10 @@ class LinearLogp {
   // non-deterministic mode. A backward that directly follows the forward of the same inputs
   // may reuse logits that forward computed for it, and then differs in rounding from one that
   // recomputes them, each repeatably.
+  void backward(const LinearLogpInputs& inputs, const LinearLogpBackwardInputs& backward_inputs,
+                const LinearLogpGrads& grads, StreamHandle stream);
+
+  // The backward without entropy: backward(inputs, {lse, {}, grad_logp, grad_lse, {}}, grads, stream).
   void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
                 const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);
 

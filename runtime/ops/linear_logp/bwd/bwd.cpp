@@ -48,7 +48,7 @@ BackwardKeptMatch kept_match(const BackwardCall& call, const LinearLogpBwdState&
 BackwardPass prepare_pass(LinearLogp::Impl& op, const BackwardCall& call, const KeptChunk* kept, CUstream stream) {
   LinearLogpBwdState& bwd = op.bwd;
   BackwardPass pass(call, bwd);
-  pass.tp_reduce = op.tp != nullptr && call.grad_hidden && call.n > 0;
+  pass.tp_reduce = op.tp != nullptr && call.grad_hidden && call.n > 0 && call.reduce_hidden;
   pass.chunks = bwd.chunks_for(call.n, call.grad_hidden);
   if (pass.tp_reduce) pass.chunks.accumulator_bytes = static_cast<std::size_t>(op.tp->accumulator_bytes(call.n));
   if (op.tp && (pass.chunks.dz_bytes > bwd.dz_buffer.bytes() ||
@@ -99,11 +99,15 @@ class TpBackwardLaunches final : public PlanActions {
 
 void LinearLogp::backward(const LinearLogpInputs& in, const VectorView& lse, const VectorView& grad_logp,
                           const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream_handle) {
+  backward(in, LinearLogpBackwardInputs{lse, {}, grad_logp, grad_lse, {}}, grads, stream_handle);
+}
+
+void LinearLogp::backward(const LinearLogpInputs& in, const LinearLogpBackwardInputs& backward_inputs,
+                          const LinearLogpGrads& grads, StreamHandle stream_handle) {
   Impl& op = *impl_;
   const SingleCaller::Scope one_caller(op.calls, "LinearLogp::backward");
   require_backward_kernels(op.bwd);
-  const BackwardCall call =
-      check_backward_call(op.layout.config, *op.bwd.specs, in, lse, grad_logp, grad_lse, grads);
+  const BackwardCall call = check_backward_call(op.layout.config, *op.bwd.specs, in, backward_inputs, grads);
   if (!call.any_gradient()) return;
   warn_16bit_accumulation_once(op.bwd, call);
 

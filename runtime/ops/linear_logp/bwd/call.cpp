@@ -32,6 +32,20 @@ void check_inputs(const LinearLogpConfig& c, BackwardCall& call) {
   check_vector(call.lse, "lse", DType::kFP32, call.n, false);
   check_vector(call.grad_logp, "grad_logp", DType::kFP32, call.n, true);
   check_vector(call.grad_lse, "grad_lse", DType::kFP32, call.n, true);
+  const bool entropy = check_vector(call.entropy, "entropy", DType::kFP32, call.n, true);
+  const bool grad_entropy = check_vector(call.grad_entropy, "grad_entropy", DType::kFP32, call.n, true);
+  if (grad_entropy && !c.want_entropy) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "grad_entropy: given, but the op was built with want_entropy = false, so its forward gives no "
+                "entropy for the gradient to use; build it with LinearLogpConfig::want_entropy");
+  }
+  if (grad_entropy && !entropy) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "entropy: required with grad_entropy (the forward's entropy output for these inputs), but its data is "
+                "null");
+  }
+  // Only the entropy term reads it.
+  if (!grad_entropy) call.entropy = VectorView{};
 }
 
 // The gradients' views, each optional.
@@ -56,9 +70,9 @@ void check_grads(const LinearLogpConfig& c, const LinearLogpBwdKernels& k, Backw
 }  // namespace
 
 BackwardCall check_backward_call(const LinearLogpConfig& c, const LinearLogpBwdKernels& k, const LinearLogpInputs& in,
-                                 const VectorView& lse, const VectorView& grad_logp, const VectorView& grad_lse,
-                                 const LinearLogpGrads& grads) {
-  BackwardCall call{in, grads, lse, grad_logp, grad_lse};
+                                 const LinearLogpBackwardInputs& b, const LinearLogpGrads& grads) {
+  BackwardCall call{in, grads, b.lse, b.entropy, b.grad_logp, b.grad_lse, b.grad_entropy};
+  call.reduce_hidden = grads.reduce_hidden;
   check_inputs(c, call);
   check_grads(c, k, call);
   // A gradient written over an input (grad_hidden over hidden, say) would change what later
@@ -66,8 +80,9 @@ BackwardCall check_backward_call(const LinearLogpConfig& c, const LinearLogpBwdK
   check_no_overlap({span_of("grad_hidden", grads.hidden), span_of("grad_weight", grads.weight),
                     span_of("grad_bias", grads.bias)},
                    {span_of("hidden", in.hidden), span_of("weight", in.weight), span_of("bias", in.bias),
-                    span_of("targets", in.targets), span_of("lse", lse), span_of("grad_logp", grad_logp),
-                    span_of("grad_lse", grad_lse)});
+                    span_of("targets", in.targets), span_of("lse", b.lse), span_of("entropy", call.entropy),
+                    span_of("grad_logp", b.grad_logp), span_of("grad_lse", b.grad_lse),
+                    span_of("grad_entropy", b.grad_entropy)});
   return call;
 }
 

@@ -15,8 +15,10 @@ struct BackwardCall {
   const LinearLogpInputs& in;
   const LinearLogpGrads& grads;
   VectorView lse;
-  VectorView grad_logp;  // data null: zero
-  VectorView grad_lse;   // data null: zero
+  VectorView entropy;       // data null unless grad_entropy is given
+  VectorView grad_logp;     // data null: zero
+  VectorView grad_lse;      // data null: zero
+  VectorView grad_entropy;  // data null: zero
   std::int64_t n = 0;
   std::int64_t hidden_stride = 0;
   std::int64_t weight_stride = 0;
@@ -25,6 +27,8 @@ struct BackwardCall {
   bool grad_hidden = false;
   bool grad_weight = false;
   bool grad_bias = false;
+  // TP: whether grad_hidden is summed over the ranks (LinearLogpGrads::reduce_hidden).
+  bool reduce_hidden = true;
 
   bool any_gradient() const { return grad_hidden || grad_weight || grad_bias; }
 };
@@ -34,9 +38,11 @@ void require_backward_kernels(const LinearLogpBwdState& bwd);
 
 // Checks every view against the op's config and kernels (dtypes, shapes, strides, presence) and
 // that no gradient overlaps another or an input; throws Error(kInvalidArgument) naming the view.
+// grad_entropy needs an op built with want_entropy and the forward's entropy beside it; entropy
+// without grad_entropy is checked and then not read.
 BackwardCall check_backward_call(const LinearLogpConfig& config, const LinearLogpBwdKernels& kernels,
-                                 const LinearLogpInputs& in, const VectorView& lse, const VectorView& grad_logp,
-                                 const VectorView& grad_lse, const LinearLogpGrads& grads);
+                                 const LinearLogpInputs& in, const LinearLogpBackwardInputs& backward_inputs,
+                                 const LinearLogpGrads& grads);
 
 // Accumulating into a 16-bit grad_weight (or grad_bias) rounds the running sum every call: said
 // once per op, as a warning.

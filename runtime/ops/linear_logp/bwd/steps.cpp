@@ -67,6 +67,8 @@ const float* enqueue_dz_scale(LinearLogpBwdState& bwd, const BackwardCall& call,
   kernels::LinearLogpBwdScaleArgs args{};
   args.grad_logp = static_cast<const float*>(call.grad_logp.data);
   args.grad_lse = static_cast<const float*>(call.grad_lse.data);
+  args.grad_entropy = static_cast<const float*>(call.grad_entropy.data);
+  args.entropy = static_cast<const float*>(call.entropy.data);
   args.scale = bwd.scale_buffer.as<float>();
   args.n_rows = call.n;
   args.inv_temperature = 1.0f / bwd.layout.config.temperature;
@@ -84,6 +86,8 @@ void enqueue_chunk_dz(const BackwardPass& pass, std::int64_t index, CUstream str
   dz.lse = static_cast<const float*>(call.lse.data);
   dz.grad_logp = static_cast<const float*>(call.grad_logp.data);
   dz.grad_lse = static_cast<const float*>(call.grad_lse.data);
+  dz.grad_entropy = static_cast<const float*>(call.grad_entropy.data);
+  dz.entropy = static_cast<const float*>(call.entropy.data);
   dz.scale = pass.scale;
   dz.tile_mask = filters(pass) ? bwd.mask.as<unsigned char>() : nullptr;
   dz.filter_threshold = bwd.layout.config.grad_filter_threshold;

@@ -25,8 +25,8 @@ struct BackwardPass {
   BackwardChunks chunks;
   const KeptChunk* kept = nullptr;  // what the last forward kept; null: nothing
   KeptChunksUse kept_use;
-  // TP: every grad_hidden term goes into the fp32 accumulator, which is all-reduced and then
-  // rounded into grad_hidden.
+  // TP with reduce_hidden: every grad_hidden term goes into the fp32 accumulator, which is
+  // all-reduced and then rounded into grad_hidden. Without it a TP op runs the single-GPU steps.
   bool tp_reduce = false;
   // 16-bit dZ is stored times s (scale[0] = s, scale[1] = 1 / s); null: fp32 dZ, unscaled.
   const float* scale = nullptr;
