@@ -28,7 +28,7 @@ struct CompiledKernel {
 //   C7515: the kernel's wgmma run one at a time ("wgmma.mma_async instructions are serialized
 //          ..."); the Hopper main loops then lose their overlap of products with everything
 //          else, typically a third or more of their speed. Any value kept live across the K loop
-//          or touched between a wgmma and its wait can cause it (docs/perf-notes.md);
+//          or touched between a wgmma and its wait can cause it (docs/perf-notes.md, "Serialized wgmma");
 //   C7507: a setmaxnreg ignored ("to maintain minimum register requirements"): the compute
 //          warps of a TMA ring keep the block's even share of registers and spill.
 // The results stay right either way, so every compile is checked and a hit is logged as a

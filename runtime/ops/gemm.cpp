@@ -16,7 +16,7 @@ namespace {
 
 // Tensor cores: 64 x 64 warp blocks in 128 x 256 tiles, as the forward's main loop (0.25
 // ldmatrix per mma instead of 0.375, a quarter less L2 traffic per flop than 128 x 128; see
-// docs/perf-notes.md, "Backward tiles"). No epilogue tile, so BK = 64 and three stages fit A100's
+// docs/perf-notes.md, "Portable forward"). No epilogue tile, so BK = 64 and three stages fit A100's
 // shared memory too.
 constexpr GemmTile kGemmTilesWide[] = {
     {128, 256, 64, 3},  // 147,456 B: H100, H200, B200, A100

@@ -78,7 +78,7 @@ class CpAsyncTile {
 // and, for a tile with rows past the limit or a K tail, a predicate; the whole-tile case, by far
 // the most common, skips the predicates behind one branch (threads differ only in edge tiles). (Recomputing each chunk's
 // address from the stride, as this copier first did, took ~8 instructions a chunk and made the
-// Hopper main loop issue-bound: docs/perf-notes.md.)
+// Hopper main loop issue-bound: docs/perf-notes.md, "Portable forward".)
 template <class T, int ROWS, int BK, int KDIM, int THREADS, L2Priority PRIORITY = L2Priority::kNormal>
 class CpAsyncTileStrided {
  public:

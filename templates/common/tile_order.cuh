@@ -5,7 +5,7 @@
 // one B column, and the next wave streams every A row again. In groups of GROUP_ROWS row tiles
 // walked column by column, a wave covers a few rows across many columns: each A and B slice is
 // read by several blocks at about the same time, and the group's A rows are read again by its
-// next wave while still in L2 (docs/perf-notes.md, "Grouped GEMM tile order").
+// next wave while still in L2 (docs/perf-notes.md, "Tile order").
 #pragma once
 
 #include "common/host_device.cuh"
@@ -17,7 +17,7 @@ namespace kernels {
 // ~132 multiprocessors. A wave of W tiles in groups of g rows reads g row strips (A) and W / g
 // column strips (B) whole along K, and a B strip is twice an A strip (256 columns against 128
 // rows), so the wave reads g + 2W / g A strips' bytes from memory: least at g = sqrt(2W) ~ 16
-// (docs/perf-notes.md, "Backward tile groups of 16 row tiles").
+// (docs/perf-notes.md, "Tile order").
 constexpr int kTileGroupRows = 16;
 
 struct TileIndex {

@@ -14,7 +14,7 @@
 // The block goes on to its next tile at once and waits for the stores' reads only before it
 // stages again or exits, while their writes drain. An fp32 tile (128 KiB) would pass the 34 KiB
 // staging area in eight parts, each waiting for the last one's copies: measured slower than its
-// direct stores (docs/perf-notes.md), so write_tile keeps those. An accumulating fp32 tile added
+// direct stores (docs/perf-notes.md, "GEMM design"), so write_tile keeps those. An accumulating fp32 tile added
 // by reductions at L2 instead of reading its addend was slower too (the same notes).
 #pragma once
 
@@ -199,7 +199,7 @@ struct GemmEpilogue {
   // and an odd q columns 2 q - 2 .. 2 q + 1 of group g + 1. A warp's store then writes 64
   // contiguous bytes of each of its 8 rows where the pair stores wrote 32: half the store
   // instructions, and half the line requests, of store_tile (measured: grad_hidden's tiles
-  // 0.6 % shorter, docs/perf-notes.md).
+  // 0.6 % shorter, docs/perf-notes.md, "GEMM design").
   template <class Mainloop, class ReadAddend>
   __device__ __forceinline__ void store_tile_wide(const Mainloop& mainloop, long long m0, long long n0, int warp,
                                                   int lane, ReadAddend&& read_addend) const {

@@ -130,7 +130,7 @@ class GemmTileCopy {
   }
 
   // Every chunk of the thread holds data: the bulk of the slices, a 64-bit add and a copy a chunk
-  // (the predicated path costs the loop about twice the instructions; docs/perf-notes.md).
+  // (the predicated path costs the loop about twice the instructions; docs/perf-notes.md, "GEMM design").
   __device__ __forceinline__ void copy_whole(unsigned int dst, const T* src) const {
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {

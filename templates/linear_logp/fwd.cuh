@@ -11,7 +11,7 @@
 // even when its range is empty (fwd_block.cuh). Every split but the last has the same
 // length, so the blocks of a wave finish together and the row tiles of the next split start
 // together, reading its W tiles in step (splits that differ by a tile, [s V / S, (s + 1) V / S),
-// ran ~2 % slower: docs/perf-notes.md). Block: linear_logp_fwd_block_threads(WGMMA), dynamic
+// ran ~2 % slower: docs/perf-notes.md, "Splits and block order"). Block: linear_logp_fwd_block_threads(WGMMA), dynamic
 // shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
 //
 // The K slices of all the block's tiles form one stream through a STAGES-deep ring, so the first
@@ -50,7 +50,7 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
   constexpr bool kStridedCopy = BM * BN > 16384;
   // The blocks of a split's row tiles read each W tile at about the same time and never again,
   // while each reads its X tile once per vocabulary tile: W goes in as the first to evict, so
-  // that it does not push the X tiles out of L2 between their reads (docs/perf-notes.md).
+  // that it does not push the X tiles out of L2 between their reads (docs/perf-notes.md, "Splits and block order").
   using XCopy = typename CpAsyncTileFor<T, BM, BK, H, kThreads, kStridedCopy>::type;
   using WCopy = typename CpAsyncTileFor<T, BN, BK, H, kThreads, kStridedCopy, L2Priority::kEvictFirst>::type;
   using Mainloop = typename LogitMainloop<T, BM, BN, BK>::type;

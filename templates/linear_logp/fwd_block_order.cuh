@@ -6,7 +6,7 @@
 // multiprocessor, so the units fill waves; but they do not stay in waves: a short split's blocks
 // end early and their multiprocessors start the next units early, so by the last wave its blocks
 // start over a window of up to half a unit, and multiprocessors idle until the last one ends
-// (~4 % of the forward at 16k rows: docs/perf-notes.md).
+// (~4 % of the forward at 16k rows: docs/perf-notes.md, "Splits and block order").
 //
 // So the units from whole_units on are each cut into unit_pieces pieces of consecutive tiles,
 // one block each, launched after the whole units, piece-major and unit-minor: the hardware hands

@@ -8,7 +8,7 @@
 // of each slice's copies and the block meets at a barrier every slice, ~110 instructions a warp
 // a slice of which 4 are products; here the compute warps issue their wgmma and their waits, and
 // the forward draws as little power a product as the backward's TMA-fed kernels
-// (docs/perf-notes.md, "Forward on the TMA ring").
+// (docs/perf-notes.md, "Why the forward is tiled this way").
 //
 // W is read with an evict-first L2 policy, as on the portable loops: the row tiles of a split
 // read each W tile at about the same time and never again, and X, read once per vocabulary

@@ -24,7 +24,7 @@ namespace shardjit {
 namespace {
 
 // Inputs from this size on move in stages (sending overlaps summing); up to the second, in a
-// flagged protocol (lines or words, no barrier round trips). See docs/perf-notes.md.
+// flagged protocol (lines or words, no barrier round trips). See docs/perf-notes.md, "ReduceScatter design".
 constexpr std::int64_t kStagedInputBytes = std::int64_t{64} << 20;
 constexpr std::int64_t kFlaggedInputBytes = std::int64_t{4} << 20;
 
@@ -128,7 +128,7 @@ struct ReduceScatter::Impl final : PlanActions {
     args.chunk_offset[config.rows_per_rank.size()] = offset * chunks_per_row;
     total_rows = offset;
     // Stages pay off once a block's slice is large; below, each stage would only add an NVLink
-    // round trip (docs/perf-notes.md).
+    // round trip (docs/perf-notes.md, "ReduceScatter design").
     args.stages = total_rows * row_bytes >= kStagedInputBytes ? kernels::kReduceScatterStages : 1;
     args.protocol = protocol_of(config, peers, runtime.config);
     if (peers.peer() && peers.rank() == 0) log().info("ReduceScatter: {} protocol", protocol_name(args.protocol));
@@ -166,7 +166,7 @@ struct ReduceScatter::Impl final : PlanActions {
     shape.grid_x = static_cast<unsigned>(std::min(peers.grid(), kernels::kMaxPeerSlots / kernels::kReduceScatterStages));
     shape.block_x = kernels::kPeerThreads;
     // The kernel waits for the stream's previous kernel before it touches memory, so the next
-    // call's launch overlaps this one's end (docs/perf-notes.md).
+    // call's launch overlaps this one's end (docs/perf-notes.md, "ReduceScatter design").
     shape.early_start = peers.device.info().cc_major >= 9;
     shardjit::launch(*kernel, shape, args, stream);
   }

@@ -37,7 +37,7 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
 }
 
 std::span<const FwdTile> portable_fwd_tiles() {
-  // docs/perf-notes.md, "Portable forward main loop": 128 x 256 halves the L2 traffic per flop
+  // docs/perf-notes.md, "Portable forward": 128 x 256 halves the L2 traffic per flop
   // of 128 x 128 and runs 17 % faster on H200; BK = 64 beats BK = 32 by 9 % there (half the
   // barriers), so A100-class parts fall back to BK = 32 only because three 48 KiB stages do not
   // fit in their 166,912 bytes.

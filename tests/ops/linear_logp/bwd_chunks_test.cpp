@@ -270,7 +270,7 @@ void expect_tile(const GemmTile& t, int bm, int bn, int bk, int stages, const ch
 }
 
 TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
-  // docs/perf-notes.md, "Backward tiles": 64 x 64 warp blocks in 128 x 256 tiles wherever they fit.
+  // docs/perf-notes.md, "Portable forward": 64 x 64 warp blocks in 128 x 256 tiles wherever they fit.
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     LinearLogpBwdKernels k = *linear_logp_kernels(resolve_layout(backward_config(dtype)), "sm_90a").backward;
     // The wgmma loops keep one slice in flight: a fourth stage. The dZ kernel's register

@@ -1,6 +1,6 @@
 // The board's energy counter (NVML, loaded at run time): the joules a call of GPU work takes and
 // the board's average power meanwhile. At llama3-8b-16k an H200 runs at its power cap, where the
-// time of a kernel follows its energy rather than its cycles (docs/perf-notes.md, "the power
+// time of a kernel follows its energy rather than its cycles (docs/perf-notes.md, "The power
 // cap"), so the benchmark can report both.
 #pragma once
 

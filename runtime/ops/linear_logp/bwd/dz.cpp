@@ -10,8 +10,8 @@ namespace shardjit {
 
 namespace {
 
-// 16-bit inputs: the forward's tiles (docs/perf-notes.md, "Portable forward main loop" and
-// "Backward tiles"). The dZ kernel runs the forward's main loop and takes its tile in the same
+// 16-bit inputs: the forward's tiles (docs/perf-notes.md, "Portable forward" and
+// "Backward design"). The dZ kernel runs the forward's main loop and takes its tile in the same
 // 128-column chunks, so the logit tile of a 128 x 256 tile is 68 KiB and three 48 KiB stages fit.
 constexpr FwdTile kDzTilesWide[] = {
     {128, 256, 64, 3},  // 219,664 B: H100, H200, B200 (232,448)
