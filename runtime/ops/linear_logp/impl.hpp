@@ -58,7 +58,7 @@ struct LinearLogp::Impl {
   // A call of fewer rows than the forward tile on the Hopper loop: copies its X rows into
   // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
   // their tensor (a box mostly past the tensor's rows made the whole kernel ~30 % slower at
-  // N <= 16, docs/perf-notes.md, "Forward: calls of fewer rows than a tile"). Returns the rows of
+  // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"). Returns the rows of
   // X's storage the kernel may read: the tile's when staged, else args.n_rows.
   std::int64_t stage_small_call(kernels::LinearLogpFwdArgs& args, CUstream stream) const;
 
