@@ -546,6 +546,57 @@ TEST_F(LinearLogpBwdDeviceTest, ReduceHiddenChangesNothingOnOneGpu) {
   EXPECT_EQ(bits[0], bits[1]);
 }
 
+// The entropy's gradient through a tensor-parallel op of one rank, which runs the TP backward
+// (grad_hidden accumulated in fp32, all-reduced over its one rank, rounded) with
+// reduce_grad_hidden, and the single-GPU steps without it: both give the reference gradients.
+TEST_F(LinearLogpBwdDeviceTest, OneRankTensorParallelTakesTheEntropyGradient) {
+  const BwdCase c{"tp1", 300, 128, 5000, 4990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f, kAll, true, false,
+                  true, false, 300 * 2 * 1024};
+  std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;
+  Problem pr = make_problem(c, 77, x_bytes, w_bytes, b_bytes);
+  reference_gradients(pr);
+  Communicator comm = Communicator::create(shared_runtime(), 0, 0, 1, Communicator::new_unique_id());
+  LinearLogp op(shared_runtime(), config_for(c), comm);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), b(b_bytes.size());
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  b.upload(b_bytes.data(), b_bytes.size());
+  DeviceArray t = DeviceArray::from(pr.p.targets), g = DeviceArray::from(pr.g_values),
+              h = DeviceArray::from(pr.h_values), e = DeviceArray::from(pr.e_values);
+  DeviceArray logp(300 * 4), lse(300 * 4), entropy(300 * 4), gx(300 * 128 * 2), gw(5000 * 128 * 4);
+  const LinearLogpInputs in{{x.data(), DType::kBF16, 300, 128, 0},
+                            {w.data(), DType::kBF16, 5000, 128, 0},
+                            {b.data(), DType::kBF16, 5000},
+                            {t.data(), DType::kInt64, 300}};
+  op.forward(in, {{logp.data(), DType::kFP32, 300}, {lse.data(), DType::kFP32, 300}, {entropy.data(), DType::kFP32, 300}},
+             nullptr);
+  expect_forward_matches(pr.p, logp, lse, &entropy);
+  const LinearLogpBackwardInputs upstream{{lse.data(), DType::kFP32, 300},
+                                          {entropy.data(), DType::kFP32, 300},
+                                          {g.data(), DType::kFP32, 300},
+                                          {h.data(), DType::kFP32, 300},
+                                          {e.data(), DType::kFP32, 300}};
+  for (const bool reduce : {true, false}) {
+    SCOPED_TRACE(reduce ? "reduce_hidden" : "this rank's partial");
+    LinearLogpGrads grads;
+    grads.hidden = {gx.data(), DType::kBF16, 300, 128, 0};
+    grads.weight = {gw.data(), DType::kFP32, 5000, 128, 0};
+    grads.reduce_hidden = reduce;
+    gx.fill_bytes(0xff);
+    gw.fill_bytes(0xff);
+    op.backward(in, upstream, grads, nullptr);
+    EXPECT_EQ(op.check(nullptr).bad_rows, 0);
+    EXPECT_LT(compare(to_floats(gx.to_vector<std::uint8_t>(gx.bytes()), DType::kBF16, 300 * 128), pr.dx, "grad_hidden").rel,
+              2e-2);
+    const std::vector<float> dw_all = gw.to_vector<float>(5000 * 128);
+    std::vector<float> dw;
+    for (std::int64_t v : pr.sampled) {
+      dw.insert(dw.end(), dw_all.begin() + v * 128, dw_all.begin() + (v + 1) * 128);
+    }
+    EXPECT_LT(compare(dw, pr.dw, "grad_weight").rel, 2e-2);
+  }
+}
+
 TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {
   LinearLogpConfig config = Small::base_config();
   config.backward_workspace_bytes = 1000;
