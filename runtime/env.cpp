@@ -19,11 +19,14 @@ constexpr std::array<EnvKnob, 11> kKnobs{{
     {"SHARDJIT_JIT", "bool", "1",
      "0: cache-only mode; a kernel missing from the cache is an error naming the prewarm command."},
     {"SHARDJIT_TEMPLATE_DIR", "path", "(embedded)",
-     "Load kernel templates from this folder instead of the copies built into the library."},
+     "Load kernel templates from this folder instead of the copies built into the library. Like the "
+     "cache folder, it (its subfolders and *.cuh files) must be yours or root's and writable by no one "
+     "else."},
     {"SHARDJIT_CACHE_MAX_BYTES", "bytes", "4G",
      "Size cap of the disk cache; least recently used entries are evicted past it."},
     {"SHARDJIT_DUMP_DIR", "path", "(off)",
-     "Write the source, PTX and CUBIN of every compile into this folder."},
+     "Write the source, PTX and CUBIN of every compile into this folder (created 0700; refused, with one "
+     "warning, where the cache folder would be; compiles go on without dumps)."},
     {"SHARDJIT_LOG_LEVEL", "level", "warn",
      "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
     {"SHARDJIT_ARCH", "string", "(the device's)",

@@ -73,7 +73,8 @@ class DiskCache {
 
   // The entry of key, or nullopt when there is none. An entry that does not decode or holds
   // another key is logged (warn), removed when writable, and reported as absent, so that the
-  // caller rebuilds it. A hit marks the entry as used (when writable).
+  // caller rebuilds it. An entry this user cannot read (another user's 0700 folder) is absent too,
+  // warned once. A hit marks the entry as used (when writable).
   std::optional<CacheEntry> load(const std::string& key);
 
   // Publishes entry atomically as kernels/<entry.key>.sjk, then evicts least recently used
