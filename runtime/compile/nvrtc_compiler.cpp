@@ -167,8 +167,9 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
     std::string quoted = quote_offending_lines(source.source, nvrtc_log);
     if (!quoted.empty()) message += "\noffending template lines:\n" + quoted;
     // The specialized source is what a bug report needs; it is kept only in a dump folder.
-    message += dump_dir_ && dump_folder_usable(*dump_dir_) ? "\nspecialized source: " + dump_path(source, arch) + ".cu"
-                         : "\nset SHARDJIT_DUMP_DIR to a folder to keep the specialized source";
+    const bool dumped = dump_dir_ && dump_folder_usable(*dump_dir_);
+    message += dumped ? "\nspecialized source: " + dump_path(source, arch) + ".cu"
+                      : "\nset SHARDJIT_DUMP_DIR to a folder to keep the specialized source";
     log().error("{}", message);
     throw Error(ErrorCode::kCompileFailed, message);
   }
