@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "runtime/cache/trusted_folder.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -18,11 +19,14 @@ constexpr std::array<EnvKnob, 11> kKnobs{{
     {"SHARDJIT_JIT", "bool", "1",
      "0: cache-only mode; a kernel missing from the cache is an error naming the prewarm command."},
     {"SHARDJIT_TEMPLATE_DIR", "path", "(embedded)",
-     "Load kernel templates from this folder instead of the copies built into the library."},
+     "Load kernel templates from this folder instead of the copies built into the library. Like the "
+     "cache folder, it (its subfolders and *.cuh files) must be yours or root's and writable by no one "
+     "else."},
     {"SHARDJIT_CACHE_MAX_BYTES", "bytes", "4G",
      "Size cap of the disk cache; least recently used entries are evicted past it."},
     {"SHARDJIT_DUMP_DIR", "path", "(off)",
-     "Write the source, PTX and CUBIN of every compile into this folder."},
+     "Write the source, PTX and CUBIN of every compile into this folder (created 0700; refused, with one "
+     "warning, where the cache folder would be; compiles go on without dumps)."},
     {"SHARDJIT_LOG_LEVEL", "level", "warn",
      "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
     {"SHARDJIT_ARCH", "string", "(the device's)",
@@ -55,6 +59,9 @@ std::string default_cache_dir() {
   if (auto home = env("HOME")) return (std::filesystem::path(*home) / ".cache" / "shardjit").string();
   return (std::filesystem::temp_directory_path() / "shardjit-cache").string();
 }
+
+// What a bool knob accepts (parse_bool), as its error says it.
+constexpr const char* kBoolExpected = "0 or 1 (or false/true, off/on, no/yes)";
 
 [[noreturn]] void bad_value(const char* name, const std::string& value, const char* expected) {
   throw Error(ErrorCode::kInvalidArgument,
@@ -121,7 +128,7 @@ std::optional<int> parse_block_count(const std::string& text) {
 RuntimeConfig resolve_config(const RuntimeOptions& options) {
   RuntimeConfig config;
   config.cache_dir = options.cache_dir.value_or(env("SHARDJIT_CACHE_DIR").value_or(default_cache_dir()));
-  config.jit = option_or_env(options.jit, "SHARDJIT_JIT", parse_bool, "0 or 1", true);
+  config.jit = option_or_env(options.jit, "SHARDJIT_JIT", parse_bool, kBoolExpected, true);
   config.template_dir = options.template_dir ? options.template_dir : env("SHARDJIT_TEMPLATE_DIR");
   config.cache_max_bytes = option_or_env(options.cache_max_bytes, "SHARDJIT_CACHE_MAX_BYTES", parse_bytes,
                                          "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
@@ -133,9 +140,13 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.arch = env("SHARDJIT_ARCH");
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
-  config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, "0 or 1", true);
-  config.hopper_path = option_or_env(options.hopper_path, "SHARDJIT_HOPPER_PATH", parse_bool, "0 or 1", true);
-  config.autotune = option_or_env(options.autotune, "SHARDJIT_AUTOTUNE", parse_bool, "0 or 1", false);
+  config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, kBoolExpected, true);
+  config.hopper_path = option_or_env(options.hopper_path, "SHARDJIT_HOPPER_PATH", parse_bool, kBoolExpected, true);
+  config.autotune = option_or_env(options.autotune, "SHARDJIT_AUTOTUNE", parse_bool, kBoolExpected, false);
+  // Environment values cannot hold a NUL byte, options set in code (C++, Python) can.
+  check_path_text(config.cache_dir, "the cache folder (cache_dir, SHARDJIT_CACHE_DIR)");
+  if (config.template_dir) check_path_text(*config.template_dir, "the template folder (template_dir, SHARDJIT_TEMPLATE_DIR)");
+  if (config.dump_dir) check_path_text(*config.dump_dir, "the dump folder (dump_dir, SHARDJIT_DUMP_DIR)");
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;
 }

@@ -4,11 +4,12 @@
 # tests), the tensor-parallel and reduce-scatter benchmarks and a compute-sanitizer run of the
 # peer kernels. Every log goes into one folder.
 # Usage: scripts/gpu-suite.sh [LOG_DIR] [SHAPES_JSON] [PART]
+#   SHAPES_JSON: the benchmark cases (default: tools/bench/shapes.json, the standard ones).
 #   PART: all (default), single (the one-GPU part only) or multi (the multi-GPU part only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:-build/gpu-logs}
-shapes=${2:-../shared/bench/shapes.json}
+shapes=${2:-tools/bench/shapes.json}
 part=${3:-all}
 mkdir -p "$logs"
 export SHARDJIT_CACHE_DIR=${SHARDJIT_CACHE_DIR:-$PWD/build/kernel-cache}

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # The main job: build, prewarm the kernel cache for the bundled model configs, and where a GPU
 # exists run the LinearLogp demo against a CPU reference.
+# Usage: scripts/run.sh [--build-only]   (--build-only: stop after the build)
+# The build skips the tests (SHARDJIT_BUILD_TESTS=OFF stays in build/'s cache; scripts/test.sh
+# switches them on again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "" | --build-only) ;;
+  *) echo "usage: scripts/run.sh [--build-only]" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
 cmake --preset release -DSHARDJIT_BUILD_TESTS=OFF
 cmake --build --preset release
+[ "${1:-}" = --build-only ] && exit 0
 
 cli=build/tools/shardjit
 if "$cli" info --json | grep -Eq '"devices": *\[ *\]'; then

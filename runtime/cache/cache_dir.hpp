@@ -13,10 +13,12 @@ namespace shardjit {
 // folder must be writable by the current user. Without need_write (cache-only mode) nothing is
 // created, a read-only folder is fine, and a missing folder is an empty cache.
 //
-// Refused with Error(kCacheError), naming the folder, what is wrong and what is expected:
-// a path that is not a folder; a folder writable by its group or by others; a folder owned by a
-// user other than the current effective user or root. A symlink is followed; the link itself must
-// be owned by the current user or root, and its target must pass the same checks.
+// Refused with FolderRefused(kCacheError) (runtime/cache/trusted_folder.hpp), naming the folder,
+// what is wrong and what is expected: a path that is not a folder or holds a NUL byte; a folder
+// writable by its group or by others; a folder owned by a user other than the current effective
+// user or root; with need_write, a folder the current user cannot write. A symlink is followed;
+// the link itself must be owned by the current user or root, and its target must pass the same
+// checks.
 void prepare_cache_dir(const std::filesystem::path& dir, bool need_write);
 
 // The folder of the entries, the folder of the per-key lock files and the folder of the tuning

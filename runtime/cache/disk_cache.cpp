@@ -14,6 +14,7 @@
 #include "runtime/cache/cache_dir.hpp"
 #include "runtime/cache/cache_key.hpp"
 #include "runtime/cache/file_lock.hpp"
+#include "runtime/cache/kernels_folder.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -22,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kEntryExtension = ".sjk";
-constexpr auto kStaleTempAge = std::chrono::hours(1);
 // A store that finds the disk or the quota full frees this many times its entry's size before
 // writing again. The entry's size alone would often do, but the freed space is not the store's
 // alone (other writers on the disk, the file system's metadata and, copy-on-write, the unlinks
@@ -31,79 +30,6 @@ constexpr auto kStaleTempAge = std::chrono::hours(1);
 // the rest lets a run's next kernel fit at once. The excess costs a compile, if ever used again,
 // of the least recently used entries.
 constexpr std::uint64_t kRoomFactor = 2;
-
-struct ScannedFile {
-  fs::path path;
-  std::uint64_t size = 0;
-  fs::file_time_type mtime;
-  bool regular = true;  // false: a symbolic link, folder or FIFO under an entry's name
-};
-
-struct KernelsScan {
-  std::vector<ScannedFile> entries;  // *.sjk: regular files, and what else bears the name
-  std::vector<ScannedFile> temps;    // .tmp-* regular files
-};
-
-// What kernels/ holds now. Files removed by another process during the scan are skipped; other
-// files (not ours) are ignored. Something under an entry's name that is no regular file (copied
-// in as a link, say) is listed, never followed, so that verify and gc can report and remove it.
-KernelsScan scan_kernels(const fs::path& kernels) {
-  KernelsScan scan;
-  std::error_code error;
-  fs::directory_iterator it(kernels, error);
-  if (error == std::errc::no_such_file_or_directory) return scan;
-  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
-    const fs::path& path = it->path();
-    std::string name = path.filename().string();
-    bool temp = is_temp_file_name(name);
-    if (!temp && path.extension() != kEntryExtension) continue;
-    std::error_code stat_error;
-    const fs::file_status status = it->symlink_status(stat_error);
-    if (stat_error) continue;
-    if (!fs::is_regular_file(status)) {
-      // Its own times are not read (that would follow a link): listed as seen now.
-      if (!temp) scan.entries.push_back({path, 0, fs::file_time_type::clock::now(), false});
-      continue;
-    }
-    ScannedFile file{path, fs::file_size(path, stat_error), {}};
-    if (stat_error) continue;
-    file.mtime = fs::last_write_time(path, stat_error);
-    if (stat_error) continue;
-    (temp ? scan.temps : scan.entries).push_back(std::move(file));
-  }
-  if (error) {
-    throw Error(ErrorCode::kCacheError,
-                "cannot list cache folder '" + kernels.string() + "': " + error.message());
-  }
-  return scan;
-}
-
-std::uint64_t sum_sizes(const std::vector<ScannedFile>& files) {
-  std::uint64_t total = 0;
-  for (const ScannedFile& file : files) total += file.size;
-  return total;
-}
-
-// Removes a file (or an empty folder under an entry's name); a file already gone counts as
-// removed. Failures are logged, not thrown: an eviction that fails must not fail the store or gc
-// that asked for it.
-bool remove_file(const fs::path& path) {
-  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
-  if (errno == EISDIR && ::rmdir(path.c_str()) == 0) return true;
-  log().warn("cannot remove '{}' from the kernel cache: {}", path.string(), std::strerror(errno));
-  return false;
-}
-
-// Removes the temporary files older than kStaleTempAge (their writers were interrupted); a newer
-// one may belong to a writer at work. Returns how many went.
-std::size_t remove_stale_temps(const std::vector<ScannedFile>& temps) {
-  const auto now = fs::file_time_type::clock::now();
-  std::size_t removed = 0;
-  for (const ScannedFile& temp : temps) {
-    if (now - temp.mtime > kStaleTempAge && remove_file(temp.path)) ++removed;
-  }
-  return removed;
-}
 
 void check_key(const std::string& key) {
   if (!is_cache_key(key)) {
@@ -113,21 +39,6 @@ void check_key(const std::string& key) {
 }
 
 std::string unusable_entry(const FileBytes& file) { return "bad cache entry: " + file.unusable; }
-
-// The entry stored at path, checked to hold the key its file name says; nullopt when the file
-// disappeared. Error(kCacheError) with the reason when it is unusable.
-std::optional<CacheEntry> read_entry_file(const fs::path& path) {
-  auto file = read_whole_file(path, kMaxCacheEntryBytes);
-  if (!file) return std::nullopt;
-  if (!file->unusable.empty()) throw Error(ErrorCode::kCacheError, unusable_entry(*file));
-  CacheEntry entry = decode_entry(file->bytes);
-  std::string expected = path.stem().string();
-  if (entry.key != expected) {
-    throw Error(ErrorCode::kCacheError,
-                "bad cache entry: holds key " + entry.key + " but is named for key " + expected);
-  }
-  return entry;
-}
 
 }  // namespace
 
@@ -153,7 +64,16 @@ void DiskCache::require_writable(const char* action) const {
 
 std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   const fs::path path = entry_path(key);
-  auto file = read_whole_file(path, kMaxCacheEntryBytes);
+  std::optional<FileBytes> file;
+  try {
+    file = read_whole_file(path, kMaxCacheEntryBytes);
+  } catch (const FileError& error) {
+    // A folder this user may not read (another user's 0700 cache it can reach, an entry made
+    // by root): as good as missing, so that JIT builds the kernel into memory.
+    warn_once("read", std::string("kernel cache: cannot read an entry (") + error.what() +
+                          "); such kernels are treated as missing from the cache");
+    return std::nullopt;
+  }
   if (!file) return std::nullopt;
   if (!file->unusable.empty()) return reject_entry(key, path, file->identity, unusable_entry(*file));
   CacheEntry entry;
@@ -185,7 +105,7 @@ std::optional<CacheEntry> DiskCache::reject_entry(const std::string& key, const 
   log().warn("removing unusable kernel cache entry '{}' ({}); it will be rebuilt", path.string(),
              reason);
   // Only remove the file that was read: another process may have renamed a good one into place.
-  if (file_identity(path) == identity) remove_file(path);
+  if (file_identity(path) == identity) remove_cache_file(path);
   return std::nullopt;
 }
 
@@ -198,6 +118,10 @@ void DiskCache::store(const CacheEntry& entry) {
   } catch (const FileError& error) {
     if (!error.out_of_space()) throw;
     write_after_making_room(path, bytes, error);
+  }
+  {
+    std::lock_guard<std::mutex> guard(lost_mutex_);
+    lost_.erase(entry.key);
   }
   try {
     evict_lru(max_bytes_, path);
@@ -265,6 +189,7 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
     store(entry);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kCacheError) throw;
+    note_lost(key, std::string("it could not be stored (") + error.what() + ")");
     warn_once("store", std::string("kernel cache: cannot keep a kernel (") + error.what() +
                            "); it runs from memory, and later processes compile it again");
   }
@@ -272,72 +197,34 @@ CacheEntry DiskCache::get_or_create(const std::string& key, const std::function<
   return entry;
 }
 
+void DiskCache::note_lost(const std::string& key, const std::string& reason) {
+  std::lock_guard<std::mutex> guard(lost_mutex_);
+  lost_[key] = reason;
+}
+
+std::optional<std::string> DiskCache::entry_problem(const std::string& key) {
+  const fs::path path = entry_path(key);
+  std::string problem;
+  try {
+    if (read_entry_file(path)) return std::nullopt;
+    problem = "not in the cache folder";
+  } catch (const Error& error) {
+    problem = "its entry '" + path.string() + "' does not verify (" + error.what() + ")";
+  }
+  std::lock_guard<std::mutex> guard(lost_mutex_);
+  const auto found = lost_.find(key);
+  if (found != lost_.end()) return problem + ": " + found->second;
+  if (!writable_) {
+    return problem + ": the cache folder '" + dir_.string() +
+           "' is not writable by this user, so kernels missing from it are built into memory only";
+  }
+  return problem + ": this process stored it, then another process removed it (a `shardjit gc`, "
+                   "`shardjit verify --remove`, or an eviction under that process's size cap)";
+}
+
 void DiskCache::warn_once(const std::string& topic, const std::string& message) {
   std::lock_guard<std::mutex> guard(warned_mutex_);
   if (warned_keys_.insert(topic).second) log().warn("{}", message);
-}
-
-std::vector<DiskEntryInfo> DiskCache::list() const {
-  std::vector<DiskEntryInfo> infos;
-  for (const ScannedFile& file : scan_kernels(cache_kernels_dir(dir_)).entries) {
-    DiskEntryInfo info;
-    info.key = file.path.stem().string();
-    info.size_bytes = file.size;
-    info.last_use = file.mtime;
-    info.path = file.path;
-    try {
-      auto entry = read_entry_file(file.path);
-      if (!entry) continue;  // removed since the scan
-      info.spec_text = std::move(entry->spec_text);
-      info.arch = std::move(entry->arch);
-    } catch (const Error& error) {
-      info.spec_text = std::string("<unreadable: ") + error.what() + ">";
-    }
-    infos.push_back(std::move(info));
-  }
-  std::sort(infos.begin(), infos.end(),
-            [](const DiskEntryInfo& a, const DiskEntryInfo& b) { return a.key < b.key; });
-  return infos;
-}
-
-VerifyResult DiskCache::verify(bool remove_bad) {
-  if (remove_bad) require_writable("remove bad entries");
-  VerifyResult result;
-  for (const ScannedFile& file : scan_kernels(cache_kernels_dir(dir_)).entries) {
-    const std::optional<FileIdentity> seen = file_identity(file.path);
-    try {
-      if (read_entry_file(file.path)) ++result.ok;
-    } catch (const Error& error) {
-      result.bad.emplace_back(file.path, error.what());
-      // Only what was there before the read: another process may have renamed a good entry in.
-      if (remove_bad && seen && file_identity(file.path) == seen) remove_file(file.path);
-    }
-  }
-  return result;
-}
-
-GcResult DiskCache::gc(std::uint64_t max_bytes) {
-  require_writable("collect garbage");
-  GcResult result;
-  const Eviction eviction = evict_lru(max_bytes, fs::path());
-  result.bytes_before = eviction.bytes_before;
-  result.removed = eviction.entries;
-  // tuning/ has its interrupted writers too (its records are the tuning store's, not gc's).
-  result.removed_temp_files = eviction.temp_files + remove_stale_temps(scan_kernels(cache_tuning_dir(dir_)).temps);
-  // Lock files whose key has no entry: left by evictions before lock files were removed with
-  // their entries, or by compiles that failed.
-  std::error_code error;
-  for (fs::directory_iterator it(cache_locks_dir(dir_), error); !error && it != fs::directory_iterator();
-       it.increment(error)) {
-    const fs::path& path = it->path();
-    if (path.extension() != ".lock") continue;
-    const std::string key = path.stem().string();
-    std::error_code exists_error;
-    if (!is_cache_key(key) || fs::exists(entry_path(key), exists_error) || exists_error) continue;
-    if (remove_free_lock(key)) ++result.removed_lock_files;
-  }
-  result.bytes_after = total_bytes();
-  return result;
 }
 
 bool DiskCache::remove_free_lock(const std::string& key) const {
@@ -368,7 +255,7 @@ DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path
   for (ScannedFile& file : scan.entries) {
     if (file.regular) {
       entries.push_back(std::move(file));
-    } else if (remove_file(file.path)) {
+    } else if (remove_cache_file(file.path).empty()) {
       log().info("removed '{}' from the kernel cache: not a regular file", file.path.string());
       ++eviction.entries;
     }
@@ -383,12 +270,18 @@ DiskCache::Eviction DiskCache::evict_lru(std::uint64_t max_bytes, const fs::path
   for (const ScannedFile& file : entries) {
     if (done()) break;
     if (!keep.empty() && file.path.filename() == keep.filename()) continue;
-    if (!remove_file(file.path)) continue;
+    if (!remove_cache_file(file.path).empty()) continue;
     remove_free_lock(file.path.stem().string());
+    const std::string key = file.path.stem().string();
     if (eviction.bytes_freed < min_freed) {
+      note_lost(key, "evicted to make room for a later kernel on a full disk or quota (" + std::to_string(min_freed) +
+                         " bytes were needed); free space on the cache's file system");
       log().info("evicted kernel cache entry '{}' ({} bytes) to free {} bytes for a new entry",
                  file.path.string(), file.size, min_freed);
     } else {
+      note_lost(key, "evicted by the cache's size cap of " + std::to_string(max_bytes) +
+                         " bytes (SHARDJIT_CACHE_MAX_BYTES, RuntimeOptions::cache_max_bytes, gc --max-size) to "
+                         "make room for later kernels; raise the cap");
       log().info("evicted kernel cache entry '{}' ({} bytes) to keep the cache under {} bytes",
                  file.path.string(), file.size, max_bytes);
     }

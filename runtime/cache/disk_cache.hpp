@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -40,9 +41,14 @@ struct DiskEntryInfo {
 struct VerifyResult {
   std::size_t ok = 0;
   std::vector<std::pair<std::filesystem::path, std::string>> bad;  // path, reason
+  // With remove_bad: the bad entries that are still there, and why (a folder that is not empty,
+  // an immutable file, a replacement by another process).
+  std::vector<std::pair<std::filesystem::path, std::string>> not_removed;
 };
 
 struct GcResult {
+  std::size_t removed_bad = 0;         // entries that did not verify, removed
+  std::vector<std::pair<std::filesystem::path, std::string>> not_removed;  // bad ones left, and why
   std::size_t removed = 0;             // entries evicted
   std::size_t removed_temp_files = 0;  // stale temporary files (older than an hour) removed
   std::size_t removed_lock_files = 0;  // lock files of keys without an entry, not held
@@ -67,7 +73,8 @@ class DiskCache {
 
   // The entry of key, or nullopt when there is none. An entry that does not decode or holds
   // another key is logged (warn), removed when writable, and reported as absent, so that the
-  // caller rebuilds it. A hit marks the entry as used (when writable).
+  // caller rebuilds it. An entry this user cannot read (another user's 0700 folder) is absent too,
+  // warned once. A hit marks the entry as used (when writable).
   std::optional<CacheEntry> load(const std::string& key);
 
   // Publishes entry atomically as kernels/<entry.key>.sjk, then evicts least recently used
@@ -89,15 +96,23 @@ class DiskCache {
   CacheEntry get_or_create(const std::string& key, const std::function<CacheEntry()>& make,
                            bool* created = nullptr);
 
+  // Whether key's entry is in the folder and verifies: nullopt when it does, else what is wrong
+  // and why, as far as this process knows: it could not be stored (the error), this process
+  // evicted it (the size cap, or a full disk), the folder is read-only, or another process
+  // removed it.
+  std::optional<std::string> entry_problem(const std::string& key);
+
   // Every entry (temporary files skipped), sorted by key.
   std::vector<DiskEntryInfo> list() const;
 
-  // Decodes every entry; remove_bad removes those that fail (needs a writable cache).
+  // Decodes every *.sjk file of kernels/ (whatever its name); remove_bad removes those that fail
+  // (needs a writable cache) and reports those it could not remove.
   VerifyResult verify(bool remove_bad);
 
-  // Evicts least recently used entries until their total is at most max_bytes, and removes
-  // temporary files older than an hour (left by crashed writers) and the lock files of keys
-  // that have no entry, unless held. Needs a writable cache.
+  // Removes the entries that do not verify (as verify(true) does: it reads every entry), evicts
+  // least recently used entries until their total is at most max_bytes, and removes temporary
+  // files older than an hour (left by crashed writers) and the lock files of keys that have no
+  // entry, unless held. Needs a writable cache.
   GcResult gc(std::uint64_t max_bytes);
 
   std::uint64_t total_bytes() const;
@@ -123,6 +138,8 @@ class DiskCache {
   // writes again, or throws a FileError saying what was evicted in vain.
   void write_after_making_room(const std::filesystem::path& path, const std::string& bytes,
                                const FileError& failure);
+  // Records why key's entry is gone (for entry_problem).
+  void note_lost(const std::string& key, const std::string& reason);
   // Deletes the lock file of `key` when no one holds it; false when held or absent.
   bool remove_free_lock(const std::string& key) const;
 
@@ -132,6 +149,8 @@ class DiskCache {
   std::chrono::milliseconds lock_timeout_;
   std::mutex warned_mutex_;
   std::set<std::string> warned_keys_;  // warn_once's topics
+  std::mutex lost_mutex_;
+  std::map<std::string, std::string> lost_;  // key -> why this process lost its entry
 };
 
 }  // namespace shardjit

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
 
+#include "runtime/compile/dump_folder.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
 
@@ -85,11 +85,6 @@ std::string safe_file_name(const std::string& text) {
   for (char c : text) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (name.size() > 180) name = name.substr(0, 180);
   return name;
-}
-
-void write_file(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace
@@ -172,8 +167,9 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
     std::string quoted = quote_offending_lines(source.source, nvrtc_log);
     if (!quoted.empty()) message += "\noffending template lines:\n" + quoted;
     // The specialized source is what a bug report needs; it is kept only in a dump folder.
-    message += dump_dir_ ? "\nspecialized source: " + dump_path(source, arch) + ".cu"
-                         : "\nset SHARDJIT_DUMP_DIR to a folder to keep the specialized source";
+    const bool dumped = dump_dir_ && dump_folder_usable(*dump_dir_);
+    message += dumped ? "\nspecialized source: " + dump_path(source, arch) + ".cu"
+                      : "\nset SHARDJIT_DUMP_DIR to a folder to keep the specialized source";
     log().error("{}", message);
     throw Error(ErrorCode::kCompileFailed, message);
   }
@@ -211,15 +207,12 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
 
 void NvrtcCompiler::dump(const KernelSource& source, const std::string& arch, const std::string& ptx,
                          const CompiledKernel* compiled, const std::string& nvrtc_log) const {
-  if (!dump_dir_) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(*dump_dir_, ec);
+  if (!dump_dir_ || !dump_folder_usable(*dump_dir_)) return;
   const std::string base = dump_path(source, arch);
-  write_file(base + ".cu", source.source);
-  if (!nvrtc_log.empty()) write_file(base + ".log", nvrtc_log);
-  if (!ptx.empty()) write_file(base + ".ptx", ptx);
-  if (compiled != nullptr) write_file(base + ".cubin", compiled->cubin);
+  write_dump_file(*dump_dir_, base + ".cu", source.source);
+  if (!nvrtc_log.empty()) write_dump_file(*dump_dir_, base + ".log", nvrtc_log);
+  if (!ptx.empty()) write_dump_file(*dump_dir_, base + ".ptx", ptx);
+  if (compiled != nullptr) write_dump_file(*dump_dir_, base + ".cubin", compiled->cubin);
 }
 
 std::string NvrtcCompiler::dump_path(const KernelSource& source, const std::string& arch) const {

@@ -1,8 +1,11 @@
 #include "runtime/compile/template_sources.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
+#include "runtime/cache/trusted_folder.hpp"
 #include "runtime/compile/embedded_templates.hpp"
 #include "shardjit/error.hpp"
 
@@ -19,6 +22,24 @@ std::string quoted_include(const std::string& line) {
   std::size_t close = line.find('"', open + 1);
   if (close == std::string::npos) return {};
   return line.substr(open + 1, close - open - 1);
+}
+
+constexpr const char* kFolderLabel = "template folder (SHARDJIT_TEMPLATE_DIR)";
+
+// A template becomes code on the GPU, so every folder and file of the template folder obeys the
+// cache folder's rule; a link must be the current user's or root's, and so must what it names.
+void check_trusted_entry(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return;  // gone since listed: not read either
+  if (S_ISLNK(info.st_mode)) {
+    // A link's own mode bits mean nothing (always 0777): only its owner counts.
+    struct stat link = info;
+    link.st_mode &= ~static_cast<mode_t>(S_IWGRP | S_IWOTH);
+    check_owner_and_mode(path, link, "template folder symlink", ErrorCode::kInvalidArgument);
+    if (::stat(path.c_str(), &info) != 0) return;  // a dangling link names nothing to read
+  }
+  check_owner_and_mode(path, info, S_ISDIR(info.st_mode) ? kFolderLabel : "template file",
+                       ErrorCode::kInvalidArgument);
 }
 
 bool is_pragma_once(const std::string& line) {
@@ -39,14 +60,16 @@ TemplateSources TemplateSources::embedded() {
 
 TemplateSources TemplateSources::from_folder(const std::filesystem::path& folder) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) {
+  if (!prepare_trusted_folder(folder, false, kFolderLabel, ErrorCode::kInvalidArgument)) {
     throw Error(ErrorCode::kInvalidArgument,
-                "template folder '" + folder.string() + "' (SHARDJIT_TEMPLATE_DIR) is not a folder");
+                std::string(kFolderLabel) + " '" + folder.string() + "' does not exist; expected a folder of templates");
   }
   TemplateSources sources;
   for (const auto& entry : fs::recursive_directory_iterator(folder)) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".cuh") continue;
+    const bool template_file = entry.path().extension() == ".cuh";
+    if (!template_file && !entry.is_directory()) continue;  // other files are never read
+    check_trusted_entry(entry.path());
+    if (!template_file || !entry.is_regular_file()) continue;
     std::ifstream in(entry.path(), std::ios::binary);
     std::ostringstream text;
     text << in.rdbuf();

@@ -14,7 +14,10 @@ namespace shardjit {
 class TemplateSources {
  public:
   static TemplateSources embedded();
-  static TemplateSources from_folder(const std::filesystem::path& folder);  // reads every *.cuh
+  // Reads every *.cuh under folder. The folder, its subfolders and files must be owned by the
+  // current user or root and writable by no one else (runtime/cache/trusted_folder.hpp): their
+  // text becomes code on the GPU. Error(kInvalidArgument) naming what is refused and why.
+  static TemplateSources from_folder(const std::filesystem::path& folder);
 
   // The template at `path` (relative to templates/) with its includes inlined.
   // Throws Error(kNotFound) for an unknown file or include.

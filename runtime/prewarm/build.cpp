@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <filesystem>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -23,15 +23,6 @@ PrewarmOutcome build(KernelCache& cache, const PrewarmItem& item, std::string* e
     *error = "unexpected error of an unknown type";
   }
   return PrewarmOutcome::kFailed;
-}
-
-std::string missing_reason(const DiskCache& disk) {
-  const std::string not_stored = "it could not be stored (see the warning logged)";
-  if (disk.max_bytes() == UINT64_MAX) return "not in the cache folder when the prewarm ended: " + not_stored;
-  return "not in the cache folder when the prewarm ended: evicted by the cache's size cap of " +
-         std::to_string(disk.max_bytes()) +
-         " bytes (SHARDJIT_CACHE_MAX_BYTES, RuntimeOptions::cache_max_bytes) to make room for later kernels, so "
-         "raise the cap; or " + not_stored;
 }
 
 }  // namespace
@@ -62,12 +53,12 @@ void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& ite
   }
   for (std::thread& thread : pool) thread.join();
 
-  const std::string reason = missing_reason(cache.disk());
+  // Only an entry that verifies counts: a folder, a damaged or an immutable file at its path is
+  // not a kernel a cache-only process could load.
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (outcomes[i] == PrewarmOutcome::kFailed) continue;
-    const std::filesystem::path entry = cache.disk().entry_path(cache.key(items[i].spec, items[i].arch));
-    std::error_code error;
-    if (!std::filesystem::exists(entry, error)) missing(items[i], reason);
+    const std::optional<std::string> problem = cache.disk().entry_problem(cache.key(items[i].spec, items[i].arch));
+    if (problem) missing(items[i], *problem);
   }
 }
 

@@ -20,12 +20,14 @@ enum class PrewarmOutcome { kCompiled, kCached, kFailed };
 using PrewarmFinished = std::function<void(const PrewarmItem& item, PrewarmOutcome outcome, const std::string& error)>;
 
 // Called, after every item has finished, for each item that was built or found but whose entry is
-// not in the cache folder any more, with the reason: the disk cache's size cap evicted it to make
-// room for later items, or it could not be stored. A cache-only process would not find it.
+// not in the cache folder any more or does not verify there, with the reason as far as the cache
+// knows it (DiskCache::entry_problem): it could not be stored (the error), the size cap or a full
+// disk evicted it for later items, the folder is read-only, or another process removed it. A
+// cache-only process would not find it.
 using PrewarmMissing = std::function<void(const PrewarmItem& item, const std::string& error)>;
 
 // Builds every item on up to `jobs` threads (fewer when the system runs out of them), then looks
-// for each built item's entry in the cache folder.
+// for each built item's entry in the cache folder and checks that it verifies.
 void build_prewarm_items(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
                          const PrewarmFinished& finished, const PrewarmMissing& missing);
 

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/cache/atomic_file.hpp"
@@ -53,14 +56,17 @@ class CliProcess {
  public:
   // `env` entries ("NAME=value") are added to this process's environment, from which every
   // SHARDJIT_* variable is removed first, so that the caller's settings cannot leak in.
+  // `launcher` (a program and its arguments, such as setpriv's) runs the tool when given.
   CliProcess(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-             const std::vector<std::string>& env = {}) {
+             const std::vector<std::string>& env = {}, const std::vector<std::string>& launcher = {}) {
     static int counter = 0;
     const std::string stem = "run-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     out_path_ = scratch / (stem + ".out");
     err_path_ = scratch / (stem + ".err");
-    const std::string program = cli_path().string();
-    std::vector<std::string> argv_text = {program};
+    const std::string program = launcher.empty() ? cli_path().string() : launcher.front();
+    std::vector<std::string> argv_text = launcher;
+    if (!launcher.empty()) argv_text.push_back(cli_path().string());
+    if (launcher.empty()) argv_text = {program};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<std::string> env_text = clean_environment();
     env_text.insert(env_text.end(), env.begin(), env.end());
@@ -70,6 +76,26 @@ class CliProcess {
   CliProcess& operator=(const CliProcess&) = delete;
   ~CliProcess() {
     if (pid_ > 0) wait();
+  }
+
+  // wait(), but a tool still running after `limit` is killed (exit_code 128 + SIGKILL), so that a
+  // hang fails the test instead of stalling it.
+  CliResult wait_or_kill(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        CliResult result;
+        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pid_ = -1;
+        result.out = read_text(out_path_);
+        result.err = read_text(err_path_);
+        return result;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(pid_, SIGKILL);
+    return wait();
   }
 
   CliResult wait() {
@@ -121,6 +147,21 @@ class CliProcess {
 inline CliResult run_cli(const std::vector<std::string>& args, const std::filesystem::path& scratch,
                          const std::vector<std::string>& env = {}) {
   return CliProcess(args, scratch, env).wait();
+}
+
+// setpriv's path, to run the tool as another user; empty where there is none.
+inline std::filesystem::path setpriv_path() {
+  for (const char* candidate : {"/usr/bin/setpriv", "/bin/setpriv"}) {
+    if (::access(candidate, X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+// Why run_cli_as_nobody cannot run here, or "" when it can: it needs root and setpriv.
+inline std::string nobody_unavailable() {
+  if (::geteuid() != 0) return "needs root to run the tool as another user (uid 65534)";
+  if (setpriv_path().empty()) return "needs setpriv (util-linux) to run the tool as another user";
+  return "";
 }
 
 // The entry files (*.sjk) and temporary files in a cache folder's kernels/.

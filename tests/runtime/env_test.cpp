@@ -128,5 +128,35 @@ TEST(Env, BadValuesNameTheVariableAndWhatWasExpected) {
   EXPECT_NE(error_of(negative).find("peer_blocks"), std::string::npos);
 }
 
+// A bool knob's error lists every word parse_bool takes, not only 0 and 1.
+TEST(Env, ABoolKnobsErrorListsTheWordsItAccepts) {
+  for (const char* word : {"yes", "off", "TRUE"}) {
+    ScopedEnv env("SHARDJIT_JIT", word);
+    EXPECT_NO_THROW(resolve_config({})) << word;
+  }
+  ScopedEnv env("SHARDJIT_JIT", "perhaps");
+  const std::string message = error_of({});
+  for (const char* word : {"0 or 1", "true", "off", "yes"}) {
+    EXPECT_NE(message.find(word), std::string::npos) << word << ": " << message;
+  }
+}
+
+// A path set in code (C++, or Python through it) may hold a NUL byte, which the system would
+// read as the end of the path: refused, naming the option.
+TEST(Env, PathOptionsWithANulByteAreRefused) {
+  const std::string nul = std::string("/tmp/shardjit-nul") + '\0' + "suffix";
+  RuntimeOptions cache;
+  cache.cache_dir = nul;
+  EXPECT_NE(error_of(cache).find("cache_dir"), std::string::npos);
+  RuntimeOptions templates;
+  templates.template_dir = nul;
+  EXPECT_NE(error_of(templates).find("template_dir"), std::string::npos);
+  RuntimeOptions dump;
+  dump.dump_dir = nul;
+  const std::string message = error_of(dump);
+  EXPECT_NE(message.find("dump_dir"), std::string::npos) << message;
+  EXPECT_NE(message.find("NUL"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace shardjit

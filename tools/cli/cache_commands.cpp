@@ -75,10 +75,19 @@ int run_verify(const GlobalOptions& globals, bool remove) {
   std::printf("verify: %zu kernels: %zu ok, %zu bad\n", result.ok + result.bad.size(), result.ok,
               result.bad.size());
   for (const auto& [path, reason] : result.bad) {
-    std::printf("bad: %s: %s%s\n", path.string().c_str(), reason.c_str(), remove ? " (removed)" : "");
+    std::string outcome;
+    if (remove) outcome = " (removed)";
+    for (const auto& [kept, why] : result.not_removed) {
+      if (kept == path) outcome = " (NOT removed: " + why + ")";
+    }
+    std::printf("bad: %s: %s%s\n", path.string().c_str(), reason.c_str(), outcome.c_str());
   }
   if (!result.bad.empty() && !remove) {
     std::printf("run 'shardjit verify --remove' to delete them; they are rebuilt when next needed\n");
+  }
+  if (!result.not_removed.empty()) {
+    std::fprintf(stderr, "verify: %zu bad entries could not be removed; remove them by hand\n",
+                 result.not_removed.size());
   }
   return result.bad.empty() ? kExitOk : kExitFailed;
 }
@@ -104,13 +113,19 @@ int run_gc(const GlobalOptions& globals, const std::optional<std::string>& max_s
   std::printf("gc: removed %zu kernels (%s); the cache holds %s (was %s, limit %s)\n", result.removed,
               format_bytes(freed).c_str(), format_bytes(result.bytes_after).c_str(),
               format_bytes(result.bytes_before).c_str(), format_bytes(limit).c_str());
+  if (result.removed_bad > 0) {
+    std::printf("gc: removed %zu bad entries (they did not verify)\n", result.removed_bad);
+  }
+  for (const auto& [path, why] : result.not_removed) {
+    std::fprintf(stderr, "gc: cannot remove the bad entry %s: %s\n", path.string().c_str(), why.c_str());
+  }
   if (result.removed_temp_files > 0) {
     std::printf("gc: removed %zu stale temporary files left by interrupted writers\n", result.removed_temp_files);
   }
   if (result.removed_lock_files > 0) {
     std::printf("gc: removed %zu lock files of kernels that have no entry\n", result.removed_lock_files);
   }
-  return kExitOk;
+  return result.not_removed.empty() ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -131,7 +146,7 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& globals) {
 
 Command add_gc_command(CLI::App& app, const GlobalOptions& globals) {
   auto max_size = std::make_shared<std::optional<std::string>>();
-  CLI::App* sub = app.add_subcommand("gc", "Evict least recently used kernels down to a size");
+  CLI::App* sub = app.add_subcommand("gc", "Remove bad entries, then evict least recently used kernels down to a size");
   sub->add_option("--max-size", *max_size,
                   "Size to keep the cache under, e.g. 2G or 500M (default: SHARDJIT_CACHE_MAX_BYTES)");
   return Command{sub, [&globals, max_size] { return run_gc(globals, *max_size); }};

@@ -13,7 +13,7 @@ namespace shardjit::cli {
 // Exit codes of every subcommand.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;  // the work failed: a compile, a bad entry, an unusable cache
-inline constexpr int kExitUsage = 2;   // bad arguments or input files; nothing was done
+inline constexpr int kExitUsage = 2;   // bad arguments or input files, a refused folder; nothing was done
 
 struct Command {
   CLI::App* app = nullptr;

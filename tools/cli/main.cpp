@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/cache/trusted_folder.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/runtime.hpp"
 #include "tools/cli/commands.hpp"
@@ -65,6 +66,11 @@ int run_chosen(CLI::App& app, const std::vector<Command>& commands) {
       if (candidate.app->parsed()) return candidate.run();
     }
     print_error(command, std::string("no command given; expected ") + kCommandList);
+    return shardjit::cli::kExitUsage;
+  } catch (const shardjit::FolderRefused& error) {
+    // A cache, template or dump folder refused by its checks: nothing was done, as with any
+    // other bad input.
+    print_error(command, error.what());
     return shardjit::cli::kExitUsage;
   } catch (const shardjit::Error& error) {
     print_error(command, error.what());

@@ -1,9 +1,15 @@
 #include "tools/cli/model_config.hpp"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
-#include <sstream>
+#include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +19,9 @@ namespace shardjit::cli {
 namespace {
 
 using nlohmann::json;
+
+// No model's config.json comes near it; a larger file is not one.
+constexpr std::uint64_t kMaxConfigBytes = std::uint64_t{16} << 20;
 
 [[noreturn]] void bad_config(const std::string& name, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, name + ": " + what);
@@ -26,11 +35,73 @@ std::string strip_exception_id(const std::string& message) {
 }
 
 json parse_json(std::string_view text, const std::string& name) {
+  // Keys seen in each object being parsed, to refuse a key given twice: JSON leaves its meaning
+  // open, and the parser would keep the last value without a word.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const json::parser_callback_t track_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == json::parse_event_t::key && !open_objects.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json root;
   try {
-    return json::parse(text.begin(), text.end());
+    root = json::parse(text.begin(), text.end(), track_keys);
   } catch (const json::parse_error& error) {
     bad_config(name, "not valid JSON (" + strip_exception_id(error.what()) + "); expected a model's config.json");
   }
+  if (!duplicate.empty()) {
+    bad_config(name, "the key \"" + duplicate +
+                         "\" appears twice in one object; expected each key once (which value is meant is unclear)");
+  }
+  return root;
+}
+
+// The bytes of a config file. Only a regular file of at most kMaxConfigBytes is read: a device
+// (/dev/zero) would be read forever, a FIFO would wait for a writer.
+std::string read_config_file(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "config file '" + file.string() + "' does not exist; expected a model's config.json");
+    }
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot open config file '" + file.string() + "' for reading: " + std::strerror(error));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw Error(ErrorCode::kInvalidArgument, "config file '" + file.string() +
+                                                 "' is not a regular file (a device, a FIFO or a socket); "
+                                                 "expected a model's config.json");
+  }
+  const std::string too_large = "config file '" + file.string() + "' is larger than " +
+                                std::to_string(kMaxConfigBytes >> 20) + " MiB; expected a model's config.json";
+  if (static_cast<std::uint64_t>(info.st_size) > kMaxConfigBytes) throw Error(ErrorCode::kInvalidArgument, too_large);
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "cannot read config file '" + file.string() + "': " + std::strerror(errno));
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+    // It may have grown since fstat.
+    if (text.size() > kMaxConfigBytes) throw Error(ErrorCode::kInvalidArgument, too_large);
+  }
+  return text;
 }
 
 // The first non-null value of any of `keys`, looking under "text_config" first (the language
@@ -91,17 +162,7 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
   std::error_code error;
   // A model folder (as downloaded from the Hub) stands for the config.json inside it.
   fs::path file = fs::is_directory(path, error) ? path / "config.json" : path;
-  if (!fs::exists(file, error)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "config file '" + file.string() + "' does not exist; expected a model's config.json");
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in.is_open()) {
-    throw Error(ErrorCode::kInvalidArgument, "cannot open config file '" + file.string() + "' for reading");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_model_config(text.str(), file.string());
+  return parse_model_config(read_config_file(file), file.string());
 }
 
 DType model_dtype(const ModelConfig& config) {

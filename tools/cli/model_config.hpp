@@ -24,11 +24,13 @@ struct ModelConfig {
 };
 
 // Parses config.json text. Throws Error(kInvalidArgument) naming `name`, the field and what was
-// expected: malformed JSON, a missing hidden_size or vocab_size, or one that is not a positive
-// integer.
+// expected: malformed JSON, a key given twice in one object, a missing hidden_size or
+// vocab_size, or one that is not a positive integer.
 ModelConfig parse_model_config(std::string_view text, const std::string& name);
 
-// Reads and parses a config file; a missing or unreadable file is Error(kInvalidArgument).
+// Reads and parses a config file (or a model folder's config.json). Error(kInvalidArgument) for a
+// missing or unreadable file, one that is not a regular file (a device, a FIFO: never read or
+// waited on) and one over 16 MiB (refused before reading).
 ModelConfig load_model_config(const std::filesystem::path& path);
 
 // The dtype the model's weights are stored in: its dtype_text, or bf16 when it has none.

@@ -16,10 +16,11 @@ namespace shardjit::cli {
 namespace {
 
 // A comma-separated list option. It takes one word per use, so that a config file that follows it
-// (`--arch sm_90a config.json`) stays a config file.
+// (`--arch sm_90a config.json`) stays a config file; plan_prewarm splits the words at the commas
+// itself, refusing empty items (CLI11 would drop them silently).
 CLI::Option* add_list_option(CLI::App& sub, const std::string& name, std::vector<std::string>& values,
                              const std::string& help) {
-  return sub.add_option(name, values, help)->delimiter(',')->allow_extra_args(false);
+  return sub.add_option(name, values, help)->allow_extra_args(false);
 }
 
 void add_model_options(CLI::App& sub, PrewarmOptions& o) {
@@ -80,7 +81,8 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   options.jit = true;  // a prewarm compiles, whatever SHARDJIT_JIT says for the servers
   // Everything is checked before the Runtime exists: a bad argument must not touch the cache.
   const int jobs = parse_jobs(prewarm.jobs);
-  const std::vector<PrewarmItem> items = plan_prewarm(prewarm, resolve_cli_config(globals));
+  const RuntimeConfig config = resolve_cli_config(globals);
+  const std::vector<PrewarmItem> items = plan_prewarm(prewarm, config);
   if (prewarm.tune) {
     if (device_count() == 0) {
       throw Error(ErrorCode::kNoDevice, "prewarm --tune times kernels on GPU 0, and this machine has no GPU; "
@@ -88,6 +90,9 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
     }
     options.autotune = true;
   }
+  // A prewarm only counts where its kernels are stored: a cache folder this user cannot write (or
+  // create) is refused now, where a Runtime would warn and compile into memory alone.
+  open_disk_cache(config, true);
   Runtime runtime(options);
   Progress progress(items.size(), stderr);
   PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);

@@ -18,6 +18,25 @@ namespace {
               std::string(option) + " '" + value + "' is not valid; expected " + expected);
 }
 
+// The items of a comma-separated list option, from every use of it. An empty item (`1,,2`, a
+// comma at either end) is refused: it is a typo, not a value to skip.
+std::vector<std::string> list_items(const char* option, const std::vector<std::string>& words,
+                                    const std::string& expected) {
+  std::vector<std::string> items;
+  for (const std::string& word : words) {
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t comma = word.find(',', start);
+      std::string item = word.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.empty()) bad_option(option, word, expected + " (with no empty item between commas)");
+      items.push_back(std::move(item));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return items;
+}
+
 std::optional<std::int64_t> parse_integer(const std::string& text) {
   std::int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -33,21 +52,23 @@ std::optional<std::int64_t> parse_size(const char* option, const std::optional<s
   return value;
 }
 
-std::vector<int> parse_tp(const std::vector<std::string>& values) {
+constexpr const char* kTpExpected = "TP degrees from 1 to 1024, separated by commas, e.g. --tp 1,2,4,8";
+
+std::vector<int> parse_tp(const std::vector<std::string>& words) {
   std::vector<int> degrees;
-  for (const std::string& text : values) {
+  for (const std::string& text : list_items("--tp", words, kTpExpected)) {
     auto value = parse_integer(text);
     if (!value || *value < 1 || *value > 1024) {
-      bad_option("--tp", text, "TP degrees from 1 to 1024, separated by commas, e.g. --tp 1,2,4,8");
+      bad_option("--tp", text, kTpExpected);
     }
     degrees.push_back(static_cast<int>(*value));
   }
   return degrees;
 }
 
-std::vector<DType> parse_float_dtypes(const std::vector<std::string>& values) {
+std::vector<DType> parse_float_dtypes(const std::vector<std::string>& words) {
   std::vector<DType> dtypes;
-  for (const std::string& text : values) {
+  for (const std::string& text : list_items("--dtype", words, "bf16, fp16 or fp32, separated by commas")) {
     auto dtype = parse_dtype(text);
     if (!dtype || !dtype_is_float(*dtype)) bad_option("--dtype", text, "bf16, fp16 or fp32, separated by commas");
     dtypes.push_back(*dtype);
@@ -55,9 +76,9 @@ std::vector<DType> parse_float_dtypes(const std::vector<std::string>& values) {
   return dtypes;
 }
 
-std::vector<DType> parse_targets(const std::vector<std::string>& values) {
+std::vector<DType> parse_targets(const std::vector<std::string>& words) {
   std::vector<DType> dtypes;
-  for (const std::string& text : values) {
+  for (const std::string& text : list_items("--targets", words, "int64 or int32, separated by commas")) {
     auto dtype = parse_dtype(text);
     if (dtype != DType::kInt32 && dtype != DType::kInt64) {
       bad_option("--targets", text, "int64 or int32, separated by commas");
@@ -67,9 +88,9 @@ std::vector<DType> parse_targets(const std::vector<std::string>& values) {
   return dtypes;
 }
 
-std::vector<std::optional<DType>> parse_bias(const std::vector<std::string>& values) {
+std::vector<std::optional<DType>> parse_bias(const std::vector<std::string>& words) {
   std::vector<std::optional<DType>> dtypes;
-  for (const std::string& text : values) {
+  for (const std::string& text : list_items("--bias", words, "none, bf16, fp16 or fp32, separated by commas")) {
     if (text == "none") {
       dtypes.push_back(std::nullopt);
       continue;
@@ -109,7 +130,7 @@ std::string device_arch() {
 // --arch, else SHARDJIT_ARCH, else the arch of GPU 0; each checked against this NVRTC, and named
 // by where it came from when it fails.
 std::vector<std::string> target_archs(const PrewarmOptions& options, const RuntimeConfig& config) {
-  std::vector<std::string> archs = options.archs;
+  std::vector<std::string> archs = list_items("--arch", options.archs, "targets such as sm_80 or sm_90a, separated by commas");
   std::string source = "--arch";
   if (archs.empty() && config.arch) {
     archs = {*config.arch};

@@ -25,10 +25,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   auto* logp = app.add_subcommand("linear-logp", "fused forward vs cuBLAS GEMM of the same shape");
-  std::string shapes = "../shared/bench/shapes.json", only, dtype_text = "bf16";
+  std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype_text = "bf16";
   std::int64_t n = 0, hidden = 0, vocab = 0;
   bool entropy = false, backward = false;
-  logp->add_option("--shapes", shapes, "shapes.json with the standard cases");
+  logp->add_option("--shapes", shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
   logp->add_option("--case", only, "run only the case of this name");
   logp->add_option("--n", n, "rows (with --hidden and --vocab: one custom case)");
   logp->add_option("--hidden", hidden, "hidden size");
@@ -40,19 +40,19 @@ int main(int argc, char** argv) {
   auto* logp_tp = app.add_subcommand(
       "linear-logp-tp", "tensor-parallel forward, one process per GPU: per-rank time over the single-GPU forward, "
                         "and the combine step (all-gather + combine kernel) alone");
-  std::string tp_shapes = "../shared/bench/shapes.json", tp_case = "llama3-8b-16k-tp2", single_case = "llama3-8b-16k";
+  std::string tp_shapes = SHARDJIT_BENCH_SHAPES, tp_case = "llama3-8b-16k-tp2", single_case = "llama3-8b-16k";
   std::int64_t combine_rows = 16384;
-  logp_tp->add_option("--shapes", tp_shapes, "shapes.json with the standard cases");
+  logp_tp->add_option("--shapes", tp_shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
   logp_tp->add_option("--case", tp_case, "the TP case (its tp is the number of processes and GPUs)");
   logp_tp->add_option("--baseline-case", single_case, "the single-GPU case it is compared with");
   logp_tp->add_option("--combine-n", combine_rows, "rows of the timed combine step")->check(CLI::PositiveNumber);
 
   auto* rs = app.add_subcommand("reduce-scatter",
                                 "ReduceScatter on every GPU (one process each) vs ncclReduceScatter, same communicator");
-  std::string rs_shapes = "../shared/bench/shapes.json", rs_case, rs_dtype = "bf16";
+  std::string rs_shapes = SHARDJIT_BENCH_SHAPES, rs_case, rs_dtype = "bf16";
   std::int64_t rs_tokens = 0, rs_hidden = 0;
   int rs_ranks = 2;
-  rs->add_option("--shapes", rs_shapes, "shapes.json with the standard cases");
+  rs->add_option("--shapes", rs_shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
   rs->add_option("--case", rs_case, "run only the case of this name");
   rs->add_option("--tokens", rs_tokens, "rows of every rank's input (with --hidden: one custom case)");
   rs->add_option("--hidden", rs_hidden, "hidden size");
