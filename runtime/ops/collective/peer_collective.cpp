@@ -147,6 +147,13 @@ void PeerCollective::check_usable(const char* what) const {
   }
 }
 
+PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const char* op_name,
+                          const std::function<PeerCollectiveSetup()>& checked_setup) {
+  PeerCollectiveSetup setup;
+  run_on_every_rank(comm, std::string(op_name) + " config check", [&] { setup = checked_setup(); });
+  return PeerCollective(runtime, comm, setup);
+}
+
 kernels::PeerStatus PeerCollective::check(CUstream stream, const char* what) {
   ScopedContext scope(device);
   check_wait_outside_capture(stream, what);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,5 +89,12 @@ class PeerCollective {
   DeviceBuffer status_;
   bool broken_ = false;
 };
+
+// How every peer collective's build starts: `checked_setup` checks the op's config (throwing
+// Error(kInvalidArgument) naming what is wrong) and describes the op; it runs on every rank
+// alike, so that a config one rank refuses makes every rank throw the same error before any
+// buffer exists. Then the shared part is built from the setup it returned.
+PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const char* op_name,
+                          const std::function<PeerCollectiveSetup()>& checked_setup);
 
 }  // namespace shardjit

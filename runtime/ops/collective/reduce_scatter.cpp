@@ -95,19 +95,13 @@ const char* protocol_name(int protocol) {
   }
 }
 
-// Checks the config on every rank alike, then builds the shared part.
-PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& config) {
-  run_on_every_rank(comm, "ReduceScatter config check", [&] { check_config(config, comm.size); });
+// Checks the config (its own rules and the world size) and describes what the shared part needs.
+PeerCollectiveSetup checked_setup(const ReduceScatterConfig& config, int world) {
+  check_config(config, world);
   const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
   const std::int64_t row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-  PeerCollectiveSetup setup;
-  setup.op_name = "ReduceScatter";
-  setup.config_text = config_text(config);
-  setup.requested = config.path;
-  setup.data_bytes = static_cast<std::size_t>(receive_bytes(config, comm.size));
-  setup.input_bytes = static_cast<std::size_t>(total * row_bytes);
-  setup.nccl_above_bytes = config.nccl_above_bytes;
-  return PeerCollective(runtime, comm, setup);
+  return {"ReduceScatter", config_text(config), config.path, static_cast<std::size_t>(total * row_bytes),
+          config.nccl_above_bytes, static_cast<std::size_t>(receive_bytes(config, world))};
 }
 
 }  // namespace
@@ -115,7 +109,7 @@ PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, cons
 struct ReduceScatter::Impl final : PlanActions {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& c)
       : config(c),
-        peers(make_peers(runtime, comm, c)) {
+        peers(make_peers(runtime, comm, "ReduceScatter", [&] { return checked_setup(c, comm.size); })) {
     row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
     vec_bytes = collective_vector_bytes(row_bytes, "ReduceScatter");
     const std::int64_t chunks_per_row = row_bytes / vec_bytes;
