@@ -1,0 +1,17 @@
+#include "support/logp_case.hpp"
+
+namespace shardjit::testing {
+
+LinearLogpConfig logp_config(const LogpCase& c) {
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.valid_vocab = c.valid_vocab;
+  config.dtype = c.dtype;
+  config.bias_dtype = c.bias;
+  config.target_dtype = c.targets;
+  config.temperature = c.temperature;
+  return config;
+}
+
+}  // namespace shardjit::testing
