@@ -28,7 +28,7 @@ void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   CLI::Option* vocab = sub.add_option("--vocab", o.vocab, "Vocabulary size (LM head rows) of that model");
   CLI::Option* valid = sub.add_option("--valid-vocab", o.valid_vocab,
                                       "Ids at or past it are padding (default: all of --vocab)");
-  // --hidden alone is enough for --collectives-only; plan_prewarm checks the pair otherwise.
+  // --hidden alone is enough for --collectives-only; kernels_to_prewarm checks the pair otherwise.
   vocab->needs(hidden);
   valid->needs(vocab);
   sub.add_option("--shard", o.shard,
@@ -80,7 +80,7 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   options.jit = true;  // a prewarm compiles, whatever SHARDJIT_JIT says for the servers
   // Everything is checked before the Runtime exists: a bad argument must not touch the cache.
   const int jobs = parse_jobs(prewarm.jobs);
-  const std::vector<PrewarmItem> items = plan_prewarm(prewarm, resolve_cli_config(globals));
+  const std::vector<PrewarmItem> items = kernels_to_prewarm(prewarm, resolve_cli_config(globals));
   if (prewarm.tune) {
     if (device_count() == 0) {
       throw Error(ErrorCode::kNoDevice, "prewarm --tune times kernels on GPU 0, and this machine has no GPU; "
