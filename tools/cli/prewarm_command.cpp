@@ -3,8 +3,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/driver/device.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/runtime.hpp"
 #include "tools/cli/commands.hpp"
@@ -90,7 +89,7 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   }
   Runtime runtime(options);
   Progress progress(items.size(), stderr);
-  PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);
+  PrewarmSummary summary = run_prewarm(tooling::kernel_cache(runtime), items, jobs, progress);
   print_summary(summary);
   bool ok = summary.failures.empty() && summary.missing.empty();
   if (prewarm.tune) {

@@ -5,8 +5,6 @@
 #include <set>
 #include <thread>
 
-#include "runtime/compile/nvrtc_compiler.hpp"
-#include "runtime/driver/device.hpp"
 #include "shardjit/error.hpp"
 #include "tools/cli/model_config.hpp"
 

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/env.hpp"
-#include "runtime/prewarm/plan.hpp"
+#include "runtime/tooling.hpp"
 
 namespace shardjit::cli {
 
