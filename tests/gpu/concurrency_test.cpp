@@ -77,11 +77,7 @@ struct Results {
 // One thread's problem, its device buffers and its op.
 struct Worker {
   Worker(const ThreadCase& tc, std::uint64_t seed) : c(tc) {
-    p.n = c.n;
-    p.hidden = c.hidden;
-    p.vocab_local = c.vocab;
-    p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
-    p.temperature = c.temperature;
+    p = testing::logp_problem(c);
     p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c.n * c.hidden), 1.0f, c.dtype, x_bytes);
     const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
     p.weight_values =

@@ -49,12 +49,7 @@ class LinearLogpFwdTest : public ::testing::TestWithParam<FwdCase> {
 
 // Builds the problem, runs the op, compares; returns the error summary.
 Outcome run_case(const FwdCase& c, std::uint64_t seed) {
-  testing::LogpProblem p;
-  p.n = c.n;
-  p.hidden = c.hidden;
-  p.vocab_local = c.vocab;
-  p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
-  p.temperature = c.temperature;
+  testing::LogpProblem p = testing::logp_problem(c);
   const std::int64_t stride = c.row_stride ? c.row_stride : c.hidden;
 
   std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;

@@ -14,4 +14,14 @@ LinearLogpConfig logp_config(const LogpCase& c) {
   return config;
 }
 
+LogpProblem logp_problem(const LogpCase& c) {
+  LogpProblem p;
+  p.n = c.n;
+  p.hidden = c.hidden;
+  p.vocab_local = c.vocab;
+  p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
+  p.temperature = c.temperature;
+  return p;
+}
+
 }  // namespace shardjit::testing

@@ -1,7 +1,8 @@
 // A LinearLogp problem of the gpu tests' case tables: its size and dtypes, which every table
-// shares, and the op config they ask for. A test's own case type derives from it and adds what
-// that test varies; a table row lists the shared fields first, then the test's own, without
-// inner braces (aggregate initialization fills the base first).
+// shares, and the op config and the fp64 reference's problem built from them. A test's own case
+// type derives from it and adds what that test varies; a table row lists the shared fields
+// first, then the test's own, without inner braces (aggregate initialization fills the base
+// first).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <ostream>
 
 #include "shardjit/linear_logp.hpp"
+#include "support/reference.hpp"
 
 namespace shardjit::testing {
 
@@ -28,5 +30,9 @@ inline std::ostream& operator<<(std::ostream& os, const LogpCase& c) { return os
 // The config of a single-GPU op for the case's size and dtypes; each test then sets what it adds
 // (entropy, backward, workspaces, ...).
 LinearLogpConfig logp_config(const LogpCase& c);
+
+// The fp64 reference's problem for the case: its sizes and temperature; the test fills in the
+// values and targets.
+LogpProblem logp_problem(const LogpCase& c);
 
 }  // namespace shardjit::testing
