@@ -50,12 +50,10 @@ PeerCollectiveSetup checked_setup(const MoeCombineConfig& config, int world) {
 
 }  // namespace
 
-struct MoeCombine::Impl final : PlanActions {
+struct MoeCombine::Impl final : PeerCollectiveOp {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const MoeCombineConfig& c)
-      : config(c),
-        peers(make_peers(runtime, comm, "MoeCombine", [&] { return checked_setup(c, comm.size); })) {
-    row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = collective_vector_bytes(row_bytes, "MoeCombine");
+      : PeerCollectiveOp(runtime, comm, "MoeCombine", c.hidden, c.dtype, [&] { return checked_setup(c, comm.size); }),
+        config(c) {
     slot_bytes = static_cast<std::size_t>(config.capacity * row_bytes);
     // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
     // is itself collective, so a rank must not drop out of the build alone.
@@ -154,11 +152,6 @@ struct MoeCombine::Impl final : PlanActions {
   }
 
   MoeCombineConfig config;
-  PeerCollective peers;
-  std::optional<Scheduler> scheduler;  // made in the agreed build step
-  std::shared_ptr<const LoadedKernel> kernel;
-  std::int64_t row_bytes = 0;
-  int vec_bytes = 16;
   std::size_t slot_bytes = 0;
   DeviceBuffer gathered;  // NCCL path: [world][capacity][H]
   kernels::MoeCombineArgs args{};

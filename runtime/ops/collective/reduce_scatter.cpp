@@ -106,12 +106,10 @@ PeerCollectiveSetup checked_setup(const ReduceScatterConfig& config, int world) 
 
 }  // namespace
 
-struct ReduceScatter::Impl final : PlanActions {
+struct ReduceScatter::Impl final : PeerCollectiveOp {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& c)
-      : config(c),
-        peers(make_peers(runtime, comm, "ReduceScatter", [&] { return checked_setup(c, comm.size); })) {
-    row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = collective_vector_bytes(row_bytes, "ReduceScatter");
+      : PeerCollectiveOp(runtime, comm, "ReduceScatter", c.hidden, c.dtype, [&] { return checked_setup(c, comm.size); }),
+        config(c) {
     const std::int64_t chunks_per_row = row_bytes / vec_bytes;
     std::int64_t offset = 0;
     for (std::size_t r = 0; r < config.rows_per_rank.size(); ++r) {
@@ -173,11 +171,6 @@ struct ReduceScatter::Impl final : PlanActions {
   }
 
   ReduceScatterConfig config;
-  PeerCollective peers;
-  std::optional<Scheduler> scheduler;  // made in the agreed build step
-  std::shared_ptr<const LoadedKernel> kernel;
-  std::int64_t row_bytes = 0;
-  int vec_bytes = 16;
   std::int64_t total_rows = 0;
   std::vector<std::size_t> nccl_counts;
   kernels::ReduceScatterArgs args{};
