@@ -1,6 +1,7 @@
 #include "runtime/compile/template_registry.hpp"
 
 #include <map>
+#include <utility>
 
 #include "runtime/compile/kernel_spec.hpp"
 #include "shardjit/error.hpp"
@@ -186,7 +187,8 @@ std::vector<ParamDef> concat(std::initializer_list<std::vector<ParamDef>> parts)
   return all;
 }
 
-std::vector<TemplateDef> make_registry() {
+// The LinearLogp family: the forward, its combine and the backward's own kernels.
+std::vector<TemplateDef> linear_logp_templates() {
   std::vector<TemplateDef> registry;
   registry.push_back(TemplateDef{
       "logp_combine",
@@ -240,7 +242,12 @@ std::vector<TemplateDef> make_registry() {
       {type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype of dZ"),
        type_param("OutT", {"bf16", "fp16", "fp32"}, "dtype of grad_bias")},
       nullptr});
-  registry.push_back(TemplateDef{
+  return registry;
+}
+
+// The GEMM the backward's gradients run on.
+TemplateDef gemm_template() {
+  return TemplateDef{
       "gemm",
       "gemm/gemm.cuh",
       "shardjit::kernels::gemm",
@@ -256,7 +263,12 @@ std::vector<TemplateDef> make_registry() {
        bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one"),
        bool_param("TMA", "with WGMMA: whether a producer warp copies the operands by TMA (four stages)"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
-      check_gemm});
+      check_gemm};
+}
+
+// The cross-GPU ops' kernels.
+std::vector<TemplateDef> collective_templates() {
+  std::vector<TemplateDef> registry;
   registry.push_back(TemplateDef{
       "reduce_scatter",
       "collective/reduce_scatter.cuh",
@@ -275,6 +287,14 @@ std::vector<TemplateDef> make_registry() {
        int_param("VEC_BYTES", 4, 16, 4, "bytes per vector load and store (4, 8 or 16)"),
        bool_param("GATES", "whether each contribution is scaled by a gate weight")},
       check_moe_combine});
+  return registry;
+}
+
+// Every template, the LinearLogp family first (the registry's order is the listing's order).
+std::vector<TemplateDef> make_registry() {
+  std::vector<TemplateDef> registry = linear_logp_templates();
+  registry.push_back(gemm_template());
+  for (TemplateDef& def : collective_templates()) registry.push_back(std::move(def));
   return registry;
 }
 

@@ -30,6 +30,7 @@
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/grad_reference.hpp"
+#include "support/logp_case.hpp"
 #include "support/reference.hpp"
 #include "support/temp_dir.hpp"
 
@@ -43,14 +44,7 @@ using testing::reference_gradients;
 using testing::rel_norm;
 using testing::to_floats;
 
-struct ThreadCase {
-  const char* name;
-  std::int64_t n, hidden, vocab;
-  std::int64_t valid_vocab = 0;  // 0: all
-  DType dtype = DType::kBF16;
-  std::optional<DType> bias;
-  DType targets = DType::kInt64;
-  float temperature = 1.0f;
+struct ThreadCase : testing::LogpCase {
   bool entropy = false;
   bool grad_weight_fp32 = false;
 };
@@ -83,11 +77,7 @@ struct Results {
 // One thread's problem, its device buffers and its op.
 struct Worker {
   Worker(const ThreadCase& tc, std::uint64_t seed) : c(tc) {
-    p.n = c.n;
-    p.hidden = c.hidden;
-    p.vocab_local = c.vocab;
-    p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
-    p.temperature = c.temperature;
+    p = testing::logp_problem(c);
     p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c.n * c.hidden), 1.0f, c.dtype, x_bytes);
     const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
     p.weight_values =
@@ -109,14 +99,7 @@ struct Worker {
   DType grad_bias_dtype() const { return c.grad_weight_fp32 || !c.bias ? DType::kFP32 : *c.bias; }
 
   LinearLogpConfig config() const {
-    LinearLogpConfig config;
-    config.hidden = c.hidden;
-    config.vocab_local = c.vocab;
-    config.valid_vocab = c.valid_vocab;
-    config.dtype = c.dtype;
-    config.bias_dtype = c.bias;
-    config.target_dtype = c.targets;
-    config.temperature = c.temperature;
+    LinearLogpConfig config = testing::logp_config(c);
     config.want_entropy = c.entropy;
     config.want_backward = true;
     config.grad_weight_fp32 = c.grad_weight_fp32;

@@ -20,6 +20,7 @@
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/grad_reference.hpp"
+#include "support/logp_case.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -39,22 +40,13 @@ Runtime& shared_runtime() {
   return runtime;
 }
 
-struct GraphCase {
-  const char* name;
-  std::int64_t n, hidden, vocab;
-  std::int64_t valid_vocab = 0;  // 0: all
-  DType dtype = DType::kBF16;
-  std::optional<DType> bias;
-  DType targets = DType::kInt64;
-  float temperature = 1.0f;
+struct GraphCase : testing::LogpCase {
   bool entropy = false;
   bool backward = false;
   bool grad_weight_fp32 = false;
   std::int64_t dz_tiles = 0;  // backward workspace in 128-column tiles of dZ (several chunks); 0: default
   bool sized_at_build = true;  // max_rows = n; otherwise 0, and the first call allocates
 };
-
-std::ostream& operator<<(std::ostream& os, const GraphCase& c) { return os << c.name; }
 
 // What one run gave, as device bytes.
 struct Results {
@@ -213,14 +205,7 @@ class Fixture {
 
  private:
   LinearLogpConfig config() const {
-    LinearLogpConfig config;
-    config.hidden = c_.hidden;
-    config.vocab_local = c_.vocab;
-    config.valid_vocab = c_.valid_vocab;
-    config.dtype = c_.dtype;
-    config.bias_dtype = c_.bias;
-    config.target_dtype = c_.targets;
-    config.temperature = c_.temperature;
+    LinearLogpConfig config = testing::logp_config(c_);
     config.want_entropy = c_.entropy;
     // Every workspace sized at build, so that nothing is allocated during capture.
     config.max_rows = c_.sized_at_build ? c_.n : 0;

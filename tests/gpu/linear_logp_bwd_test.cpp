@@ -20,6 +20,7 @@
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
 #include "support/grad_reference.hpp"
+#include "support/logp_case.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -29,14 +30,7 @@ using testing::DeviceArray;
 
 enum Upstream { kLogp = 1, kLse = 2, kBoth = 3, kEntropy = 4, kAll = 7 };
 
-struct BwdCase {
-  const char* name;
-  std::int64_t n, hidden, vocab;
-  std::int64_t valid_vocab = 0;  // 0: all
-  DType dtype = DType::kBF16;
-  std::optional<DType> bias;
-  DType targets = DType::kInt64;
-  float temperature = 1.0f;
+struct BwdCase : testing::LogpCase {
   int upstream = kBoth;
   bool ignore_rows = false;
   bool accumulate = false;
@@ -48,8 +42,6 @@ struct BwdCase {
   float filter = 0;            // grad_filter_threshold
   bool quiet_rows = false;     // rows [128, 256) get upstream gradients 1e-4 times smaller
 };
-
-std::ostream& operator<<(std::ostream& os, const BwdCase& c) { return os << c.name; }
 
 Runtime& shared_runtime() {
   static Runtime runtime;  // cache folder from SHARDJIT_CACHE_DIR, shared across the suite

@@ -14,6 +14,7 @@
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
+#include "support/logp_case.hpp"
 #include "support/reference.hpp"
 
 namespace shardjit {
@@ -21,21 +22,12 @@ namespace {
 
 using testing::DeviceArray;
 
-struct FwdCase {
-  const char* name;
-  std::int64_t n, hidden, vocab;
-  std::int64_t valid_vocab = 0;  // 0: all
-  DType dtype = DType::kBF16;
-  std::optional<DType> bias;
-  DType targets = DType::kInt64;
-  float temperature = 1.0f;
+struct FwdCase : testing::LogpCase {
   bool entropy = false;
   bool ignore_rows = false;
   std::int64_t row_stride = 0;  // hidden row stride; 0: packed
   float bias_offset = 0;         // added to every bias value (an fp32 bias)
 };
-
-std::ostream& operator<<(std::ostream& os, const FwdCase& c) { return os << c.name; }
 
 Runtime& shared_runtime() {
   static Runtime runtime;  // cache folder from SHARDJIT_CACHE_DIR, shared across the suite
@@ -57,12 +49,7 @@ class LinearLogpFwdTest : public ::testing::TestWithParam<FwdCase> {
 
 // Builds the problem, runs the op, compares; returns the error summary.
 Outcome run_case(const FwdCase& c, std::uint64_t seed) {
-  testing::LogpProblem p;
-  p.n = c.n;
-  p.hidden = c.hidden;
-  p.vocab_local = c.vocab;
-  p.valid_vocab = c.valid_vocab ? c.valid_vocab : c.vocab;
-  p.temperature = c.temperature;
+  testing::LogpProblem p = testing::logp_problem(c);
   const std::int64_t stride = c.row_stride ? c.row_stride : c.hidden;
 
   std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;
@@ -91,14 +78,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
   if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
   if (c.n > 0) p.targets[0] = 0;
 
-  LinearLogpConfig config;
-  config.hidden = c.hidden;
-  config.vocab_local = c.vocab;
-  config.valid_vocab = c.valid_vocab;
-  config.dtype = c.dtype;
-  config.bias_dtype = c.bias;
-  config.target_dtype = c.targets;
-  config.temperature = c.temperature;
+  LinearLogpConfig config = testing::logp_config(c);
   config.want_entropy = c.entropy;
   LinearLogp op(shared_runtime(), config);
 

@@ -1,6 +1,5 @@
 #include "tools/cli/global_options.hpp"
 
-#include "runtime/logging.hpp"
 
 namespace shardjit::cli {
 

@@ -6,8 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/cache/disk_cache.hpp"
-#include "runtime/env.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/runtime.hpp"
 
 namespace shardjit::cli {

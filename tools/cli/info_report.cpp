@@ -5,9 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "runtime/cache/disk_cache.hpp"
-#include "runtime/compile/nvrtc_compiler.hpp"
-#include "runtime/driver/cuda_driver.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/runtime.hpp"
 
@@ -44,7 +41,7 @@ void probe_nccl(InfoReport& report) {
 
 void probe_driver(InfoReport& report) {
   try {
-    const int version = driver().driver_version;
+    const int version = tooling::cuda_driver_version();
     report.driver_version = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   } catch (const std::exception& error) {
     report.driver_problem = error.what();

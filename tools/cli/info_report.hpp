@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/driver/device.hpp"
-#include "runtime/env.hpp"
+#include "runtime/tooling.hpp"
 
 namespace shardjit::cli {
 

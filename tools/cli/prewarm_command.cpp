@@ -3,8 +3,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/driver/device.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/runtime.hpp"
 #include "tools/cli/commands.hpp"
@@ -16,7 +15,7 @@ namespace shardjit::cli {
 namespace {
 
 // A comma-separated list option. It takes one word per use, so that a config file that follows it
-// (`--arch sm_90a config.json`) stays a config file; plan_prewarm splits the words at the commas
+// (`--arch sm_90a config.json`) stays a config file; kernels_to_prewarm splits the words at the commas
 // itself, refusing empty items (CLI11 would drop them silently).
 CLI::Option* add_list_option(CLI::App& sub, const std::string& name, std::vector<std::string>& values,
                              const std::string& help) {
@@ -29,7 +28,7 @@ void add_model_options(CLI::App& sub, PrewarmOptions& o) {
   CLI::Option* vocab = sub.add_option("--vocab", o.vocab, "Vocabulary size (LM head rows) of that model");
   CLI::Option* valid = sub.add_option("--valid-vocab", o.valid_vocab,
                                       "Ids at or past it are padding (default: all of --vocab)");
-  // --hidden alone is enough for --collectives-only; plan_prewarm checks the pair otherwise.
+  // --hidden alone is enough for --collectives-only; kernels_to_prewarm checks the pair otherwise.
   vocab->needs(hidden);
   valid->needs(vocab);
   sub.add_option("--shard", o.shard,
@@ -82,7 +81,7 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   // Everything is checked before the Runtime exists: a bad argument must not touch the cache.
   const int jobs = parse_jobs(prewarm.jobs);
   const RuntimeConfig config = resolve_cli_config(globals);
-  const std::vector<PrewarmItem> items = plan_prewarm(prewarm, config);
+  const std::vector<PrewarmItem> items = kernels_to_prewarm(prewarm, config);
   if (prewarm.tune) {
     if (device_count() == 0) {
       throw Error(ErrorCode::kNoDevice, "prewarm --tune times kernels on GPU 0, and this machine has no GPU; "
@@ -95,7 +94,7 @@ int run(const GlobalOptions& globals, const PrewarmOptions& prewarm) {
   open_disk_cache(config, true);
   Runtime runtime(options);
   Progress progress(items.size(), stderr);
-  PrewarmSummary summary = run_prewarm(runtime.impl().cache, items, jobs, progress);
+  PrewarmSummary summary = run_prewarm(tooling::kernel_cache(runtime), items, jobs, progress);
   print_summary(summary);
   bool ok = summary.failures.empty() && summary.missing.empty();
   if (prewarm.tune) {

@@ -5,8 +5,6 @@
 #include <set>
 #include <thread>
 
-#include "runtime/compile/nvrtc_compiler.hpp"
-#include "runtime/driver/device.hpp"
 #include "shardjit/error.hpp"
 #include "tools/cli/model_config.hpp"
 
@@ -201,7 +199,7 @@ int parse_jobs(const std::optional<std::string>& jobs) {
   return static_cast<int>(*value);
 }
 
-std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const RuntimeConfig& config) {
+std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const RuntimeConfig& config) {
   PrewarmRequest base;
   base.tp = parse_tp(options.tp);
   base.target_dtypes = parse_targets(options.targets);

@@ -8,15 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/env.hpp"
-#include "runtime/prewarm/plan.hpp"
+#include "runtime/tooling.hpp"
 
 namespace shardjit::cli {
 
 // Comma lists arrive split into their elements.
 struct PrewarmOptions {
   std::vector<std::string> configs;  // config.json files or model folders holding one
-  // Sizes as typed, parsed by plan_prewarm, so that an error quotes the text (not a value the
+  // Sizes as typed, parsed by kernels_to_prewarm, so that an error quotes the text (not a value the
   // parser clamped it to).
   std::optional<std::string> hidden;
   std::optional<std::string> vocab;
@@ -43,6 +42,6 @@ int parse_jobs(const std::optional<std::string>& jobs);
 
 // The kernels to build, deduplicated, in a stable order. Throws Error(kInvalidArgument) naming
 // the option or file at fault and what was expected.
-std::vector<PrewarmItem> plan_prewarm(const PrewarmOptions& options, const RuntimeConfig& config);
+std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const RuntimeConfig& config);
 
 }  // namespace shardjit::cli

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/prewarm/build.hpp"
 
 namespace shardjit::cli {
 

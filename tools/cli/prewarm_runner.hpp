@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cache/kernel_cache.hpp"
-#include "runtime/prewarm/plan.hpp"
+#include "runtime/tooling.hpp"
 #include "tools/cli/progress.hpp"
 
 namespace shardjit::cli {

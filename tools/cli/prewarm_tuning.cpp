@@ -2,17 +2,14 @@
 
 #include <string>
 
-#include "runtime/driver/device.hpp"
-#include "runtime/ops/linear_logp/layout.hpp"
-#include "runtime/ops/linear_logp/tuning.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/linear_logp.hpp"
 
 namespace shardjit::cli {
 
 TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& items, std::FILE* out) {
   TuningSummary summary;
-  DeviceContext& device = runtime.impl().device(0);
+  DeviceContext& device = tooling::device(runtime, 0);
   const std::string arch = device.arch();
   for (const PrewarmItem& item : items) {
     if (!item.tunable) continue;
@@ -24,8 +21,7 @@ TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& i
       LinearLogpConfig config = *item.tunable;
       config.device = 0;
       LinearLogp op(runtime, config);  // times the candidates unless a record exists
-      const std::optional<TuningRecord> record =
-          runtime.impl().load_tuning(op_fwd_tuning_key(runtime.impl(), resolve_layout(config), device));
+      const std::optional<TuningRecord> record = tooling::forward_tuning_record(runtime, config);
       if (!record) {
         std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", item.origin.c_str());
         continue;

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/prewarm/plan.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/runtime.hpp"
 
 namespace shardjit::cli {

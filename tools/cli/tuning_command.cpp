@@ -6,8 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/cache/cache_dir.hpp"
-#include "runtime/cache/tuning_store.hpp"
+#include "runtime/tooling.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace shardjit::cli {

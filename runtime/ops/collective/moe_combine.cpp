@@ -41,26 +41,19 @@ std::string config_text(const MoeCombineConfig& c) {
          " path=" + collective_path_name(c.path) + " nccl_above_bytes=" + std::to_string(c.nccl_above_bytes);
 }
 
-PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const MoeCombineConfig& config) {
-  run_on_every_rank(comm, "MoeCombine config check", [&] { check_config(config, comm.size); });
-  PeerCollectiveSetup setup;
-  setup.op_name = "MoeCombine";
-  setup.config_text = config_text(config);
-  setup.requested = config.path;
-  setup.data_bytes = static_cast<std::size_t>(config.capacity * config.hidden) * dtype_size(config.dtype);
-  setup.input_bytes = setup.data_bytes;
-  setup.nccl_above_bytes = config.nccl_above_bytes;
-  return PeerCollective(runtime, comm, setup);
+// Checks the config (its own rules and the world size) and describes what the shared part needs.
+PeerCollectiveSetup checked_setup(const MoeCombineConfig& config, int world) {
+  check_config(config, world);
+  const std::size_t data_bytes = static_cast<std::size_t>(config.capacity * config.hidden) * dtype_size(config.dtype);
+  return {"MoeCombine", config_text(config), config.path, data_bytes, config.nccl_above_bytes, data_bytes};
 }
 
 }  // namespace
 
-struct MoeCombine::Impl final : PlanActions {
+struct MoeCombine::Impl final : PeerCollectiveOp {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const MoeCombineConfig& c)
-      : config(c),
-        peers(make_peers(runtime, comm, c)) {
-    row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = collective_vector_bytes(row_bytes, "MoeCombine");
+      : PeerCollectiveOp(runtime, comm, "MoeCombine", c.hidden, c.dtype, [&] { return checked_setup(c, comm.size); }),
+        config(c) {
     slot_bytes = static_cast<std::size_t>(config.capacity * row_bytes);
     // Every local step that can fail on one rank only is agreed on: the symmetric buffer's release
     // is itself collective, so a rank must not drop out of the build alone.
@@ -159,11 +152,6 @@ struct MoeCombine::Impl final : PlanActions {
   }
 
   MoeCombineConfig config;
-  PeerCollective peers;
-  std::optional<Scheduler> scheduler;  // made in the agreed build step
-  std::shared_ptr<const LoadedKernel> kernel;
-  std::int64_t row_bytes = 0;
-  int vec_bytes = 16;
   std::size_t slot_bytes = 0;
   DeviceBuffer gathered;  // NCCL path: [world][capacity][H]
   kernels::MoeCombineArgs args{};

@@ -6,6 +6,7 @@
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/ops/collective/kernels.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -23,6 +24,14 @@ int agreed_grid(Communicator::Impl& comm, int cap) {
 
 // The data part is followed by the signals, 256-byte aligned.
 std::size_t signals_offset(std::size_t data_bytes) { return (data_bytes + 255) / 256 * 256; }
+
+// Checks the config on every rank alike, then builds the peer collective.
+PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const char* op_name,
+                          const std::function<PeerCollectiveSetup()>& checked_setup) {
+  PeerCollectiveSetup setup;
+  run_on_every_rank(comm, std::string(op_name) + " config check", [&] { setup = checked_setup(); });
+  return PeerCollective(runtime, comm, setup);
+}
 
 }  // namespace
 
@@ -146,6 +155,14 @@ void PeerCollective::check_usable(const char* what) const {
                                            ": an earlier call gave up waiting for a peer; build the op again");
   }
 }
+
+
+PeerCollectiveOp::PeerCollectiveOp(Runtime::Impl& runtime, Communicator::Impl& comm, const char* op_name,
+                                   std::int64_t hidden, DType dtype,
+                                   const std::function<PeerCollectiveSetup()>& checked_setup)
+    : peers(make_peers(runtime, comm, op_name, checked_setup)),
+      row_bytes(hidden * static_cast<std::int64_t>(dtype_size(dtype))),
+      vec_bytes(collective_vector_bytes(row_bytes, op_name)) {}
 
 kernels::PeerStatus PeerCollective::check(CUstream stream, const char* what) {
   ScopedContext scope(device);

@@ -1,13 +1,15 @@
 // What the cross-GPU ops (ReduceScatter, MoeCombine) share on the host: the collective build
 // (config compared on every rank, path chosen alike everywhere and logged once), the symmetric
 // buffer with the barrier signals at its end, the status word, the launch grid, the per-call
-// view checks and check().
+// view checks and check(), and what their ops hold alike (PeerCollectiveOp).
 #pragma once
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,8 +18,10 @@
 #include "runtime/comm/communicator_impl.hpp"
 #include "runtime/comm/symmetric_buffer.hpp"
 #include "runtime/driver/device.hpp"
+#include "runtime/driver/module.hpp"
 #include "runtime/ops/single_caller.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/sched/scheduler.hpp"
 #include "shardjit/collective_path.hpp"
 #include "shardjit/tensor.hpp"
 
@@ -87,6 +91,24 @@ class PeerCollective {
   std::size_t signals_offset_ = 0;  // of the signals in the symmetric buffer
   DeviceBuffer status_;
   bool broken_ = false;
+};
+
+// What the Impl of ReduceScatter and of MoeCombine share: the peer collective, the schedule and
+// kernel that the op's agreed build step makes, and the rows the op moves (`hidden` elements of
+// `dtype` each) with the vector width its kernels load them with.
+struct PeerCollectiveOp : PlanActions {
+  // `checked_setup` checks the op's config (throwing Error(kInvalidArgument) naming what is wrong)
+  // and describes the op; it runs on every rank alike, so that a config one rank refuses makes
+  // every rank throw the same error before any buffer exists. Then the peer collective is built
+  // from the setup it returned.
+  PeerCollectiveOp(Runtime::Impl& runtime, Communicator::Impl& comm, const char* op_name, std::int64_t hidden,
+                   DType dtype, const std::function<PeerCollectiveSetup()>& checked_setup);
+
+  PeerCollective peers;
+  std::optional<Scheduler> scheduler;  // made in the op's agreed build step
+  std::shared_ptr<const LoadedKernel> kernel;
+  std::int64_t row_bytes = 0;
+  int vec_bytes = 16;
 };
 
 }  // namespace shardjit

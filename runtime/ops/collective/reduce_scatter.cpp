@@ -95,29 +95,21 @@ const char* protocol_name(int protocol) {
   }
 }
 
-// Checks the config on every rank alike, then builds the shared part.
-PeerCollective make_peers(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& config) {
-  run_on_every_rank(comm, "ReduceScatter config check", [&] { check_config(config, comm.size); });
+// Checks the config (its own rules and the world size) and describes what the shared part needs.
+PeerCollectiveSetup checked_setup(const ReduceScatterConfig& config, int world) {
+  check_config(config, world);
   const std::int64_t total = std::accumulate(config.rows_per_rank.begin(), config.rows_per_rank.end(), std::int64_t{0});
   const std::int64_t row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-  PeerCollectiveSetup setup;
-  setup.op_name = "ReduceScatter";
-  setup.config_text = config_text(config);
-  setup.requested = config.path;
-  setup.data_bytes = static_cast<std::size_t>(receive_bytes(config, comm.size));
-  setup.input_bytes = static_cast<std::size_t>(total * row_bytes);
-  setup.nccl_above_bytes = config.nccl_above_bytes;
-  return PeerCollective(runtime, comm, setup);
+  return {"ReduceScatter", config_text(config), config.path, static_cast<std::size_t>(total * row_bytes),
+          config.nccl_above_bytes, static_cast<std::size_t>(receive_bytes(config, world))};
 }
 
 }  // namespace
 
-struct ReduceScatter::Impl final : PlanActions {
+struct ReduceScatter::Impl final : PeerCollectiveOp {
   Impl(Runtime::Impl& runtime, Communicator::Impl& comm, const ReduceScatterConfig& c)
-      : config(c),
-        peers(make_peers(runtime, comm, c)) {
-    row_bytes = config.hidden * static_cast<std::int64_t>(dtype_size(config.dtype));
-    vec_bytes = collective_vector_bytes(row_bytes, "ReduceScatter");
+      : PeerCollectiveOp(runtime, comm, "ReduceScatter", c.hidden, c.dtype, [&] { return checked_setup(c, comm.size); }),
+        config(c) {
     const std::int64_t chunks_per_row = row_bytes / vec_bytes;
     std::int64_t offset = 0;
     for (std::size_t r = 0; r < config.rows_per_rank.size(); ++r) {
@@ -179,11 +171,6 @@ struct ReduceScatter::Impl final : PlanActions {
   }
 
   ReduceScatterConfig config;
-  PeerCollective peers;
-  std::optional<Scheduler> scheduler;  // made in the agreed build step
-  std::shared_ptr<const LoadedKernel> kernel;
-  std::int64_t row_bytes = 0;
-  int vec_bytes = 16;
   std::int64_t total_rows = 0;
   std::vector<std::size_t> nccl_counts;
   kernels::ReduceScatterArgs args{};

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -32,6 +33,149 @@ cudaDataType_t cuda_type(DType dtype) {
 }
 
 
+// The caller's buffers of a case (targets, outputs, upstream gradients, gradients), allocated
+// before the op so that they do not count as its extra memory.
+struct CaseBuffers {
+  explicit CaseBuffers(const LinearLogpCase& c) {
+    std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
+    for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
+    check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
+    check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
+    for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
+    grad_logp = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3);
+    grad_lse = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4);
+    if (c.backward) {
+      check_cuda(cudaMalloc(&grad_hidden, static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+      check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+    }
+  }
+  ~CaseBuffers() {
+    for (void* p : {targets, logp, lse, entropy, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
+  }
+  CaseBuffers(const CaseBuffers&) = delete;
+  CaseBuffers& operator=(const CaseBuffers&) = delete;
+
+  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr;
+  void *grad_logp = nullptr, *grad_lse = nullptr, *grad_hidden = nullptr, *grad_weight = nullptr;
+};
+
+// The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
+// unfused LM head computes them. Each call takes the next set of inputs.
+class CublasLmHead {
+ public:
+  CublasLmHead(const LinearLogpCase& c, RotatingInputs& inputs, cudaStream_t stream) : c_(c), inputs_(inputs) {
+    check_cublas(cublasCreate(&handle_), "cublasCreate");
+    check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    check_cuda(cudaMalloc(&logits_, static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype)), "cudaMalloc logits");
+  }
+  ~CublasLmHead() {
+    cublasDestroy(handle_);
+    cudaFree(logits_);
+  }
+  CublasLmHead(const CublasLmHead&) = delete;
+  CublasLmHead& operator=(const CublasLmHead&) = delete;
+
+  void operator()() {
+    const std::vector<void*>& set = inputs_.set(turn_++);
+    const float alpha = 1.0f, beta = 0.0f;
+    const auto n = static_cast<int>(c_.n), h = static_cast<int>(c_.hidden), v = static_cast<int>(c_.vocab);
+    const cudaDataType_t type = cuda_type(c_.dtype);
+    check_cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, v, n, h, &alpha, set[1], type, h, set[0], type, h,
+                              &beta, logits_, type, v, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
+
+ private:
+  const LinearLogpCase& c_;
+  RotatingInputs& inputs_;
+  cublasHandle_t handle_ = nullptr;
+  void* logits_ = nullptr;
+  std::size_t turn_ = 0;
+};
+
+// The op's forward (and backward) on the next set of inputs, into the case's buffers.
+class FusedCall {
+ public:
+  FusedCall(const LinearLogpCase& c, LinearLogp& op, RotatingInputs& inputs, const CaseBuffers& buffers,
+            cudaStream_t stream)
+      : c_(c), op_(op), inputs_(inputs), b_(buffers), stream_(stream) {
+    out_.logp = {b_.logp, DType::kFP32, c.n};
+    out_.lse = {b_.lse, DType::kFP32, c.n};
+    if (c.entropy) out_.entropy = {b_.entropy, DType::kFP32, c.n};
+    grads_.hidden = {b_.grad_hidden, c.dtype, c.n, c.hidden, 0};
+    grads_.weight = {b_.grad_weight, c.dtype, c.vocab, c.hidden, 0};
+  }
+
+  void operator()() {
+    const std::vector<void*>& set = inputs_.set(turn_++);
+    LinearLogpInputs in;
+    in.hidden = {set[0], c_.dtype, c_.n, c_.hidden, 0};
+    in.weight = {set[1], c_.dtype, c_.vocab, c_.hidden, 0};
+    in.targets = {b_.targets, DType::kInt64, c_.n};
+    op_.forward(in, out_, stream_);
+    if (!c_.backward) return;
+    op_.backward(in, {b_.lse, DType::kFP32, c_.n}, {b_.grad_logp, DType::kFP32, c_.n}, {b_.grad_lse, DType::kFP32, c_.n},
+                 grads_, stream_);
+  }
+
+ private:
+  const LinearLogpCase& c_;
+  LinearLogp& op_;
+  RotatingInputs& inputs_;
+  const CaseBuffers& b_;
+  cudaStream_t stream_;
+  LinearLogpOutputs out_;
+  LinearLogpGrads grads_;
+  std::size_t turn_ = 0;
+};
+
+// The board's energy per call of the op and of the baseline, where --energy asks for it.
+void add_energy(nlohmann::json& row, const TimingOptions& timing, const std::function<void()>& fused,
+                const std::function<void()>& gemm, cudaStream_t stream) {
+  if (timing.energy_seconds <= 0) return;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const BoardEnergy meter(device);
+  const std::optional<EnergyPerCall> fused_energy = meter.measure(fused, stream, timing.energy_seconds);
+  const std::optional<EnergyPerCall> gemm_energy = meter.measure(gemm, stream, timing.energy_seconds);
+  if (!fused_energy || !gemm_energy) {
+    row["energy"] = "not measured: NVML or its energy counter is unavailable";
+    return;
+  }
+  row["fused_joules"] = fused_energy->joules;
+  row["gemm_joules"] = gemm_energy->joules;
+  row["energy_ratio"] = fused_energy->joules / gemm_energy->joules;
+  row["fused_watts"] = fused_energy->watts;
+  row["gemm_watts"] = gemm_energy->watts;
+}
+
+// The case's JSON row: its shape, both medians and their ratio, throughput, the op's extra memory.
+nlohmann::json result_row(const LinearLogpCase& c, const TimingOptions& timing, double fused_ms, double gemm_ms,
+                          std::size_t extra_bytes, std::size_t input_sets) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  const double flops = 2.0 * static_cast<double>(c.n) * static_cast<double>(c.vocab) * static_cast<double>(c.hidden);
+  return {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
+          {"case", c.name},
+          {"n", c.n},
+          {"hidden", c.hidden},
+          {"vocab", c.vocab},
+          {"dtype", dtype_name(c.dtype)},
+          {"entropy", c.entropy},
+          {"fused_ms", fused_ms},
+          {"gemm_ms", gemm_ms},
+          {"ratio", fused_ms / gemm_ms},
+          {"fused_tflops", flops / fused_ms / 1e9},
+          {"gemm_tflops", flops / gemm_ms / 1e9},
+          {"extra_bytes", extra_bytes},
+          {"input_sets", input_sets},
+          {"timing", timing.sequential ? "sequential" : "interleaved"},
+          {"device", prop.name},
+          {"date", today()}};
+}
+
 }  // namespace
 
 std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path) {
@@ -51,133 +195,43 @@ std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_pat
 void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
   cudaStream_t stream;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
-  // standard shapes, whose W alone is larger than L2).
-  const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
-  RotatingInputs inputs({{static_cast<std::size_t>(c.n * c.hidden), 1.0f, 1},
-                         {static_cast<std::size_t>(c.vocab * c.hidden), w_scale, 2}},
-                        c.dtype);
-  std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
-  for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
-  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr, *logits = nullptr;
-  check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
-  check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
-  for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
-  // Backward: the upstream gradients and the gradient buffers are the caller's, allocated
-  // before the op so that they do not count as its extra memory.
-  void* grad_logp = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3);
-  void* grad_lse = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4);
-  void *grad_hidden = nullptr, *grad_weight = nullptr;
-  if (c.backward) {
-    check_cuda(cudaMalloc(&grad_hidden, static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
-    check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+  {
+    // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
+    // standard shapes, whose W alone is larger than L2).
+    const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+    RotatingInputs inputs({{static_cast<std::size_t>(c.n * c.hidden), 1.0f, 1},
+                           {static_cast<std::size_t>(c.vocab * c.hidden), w_scale, 2}},
+                          c.dtype);
+    const CaseBuffers buffers(c);
+    CublasLmHead gemm(c, inputs, stream);
+    // Its first call allocates cuBLAS's workspace, which is not the op's extra memory.
+    gemm();
+    check_cuda(cudaStreamSynchronize(stream), "cuBLAS's first call");
+
+    // The fused op: extra memory is what the op itself takes (workspace, status, modules).
+    Runtime runtime;
+    const std::size_t free_before = device_free_bytes();
+    LinearLogpConfig config;
+    config.hidden = c.hidden;
+    config.vocab_local = c.vocab;
+    config.dtype = c.dtype;
+    config.want_entropy = c.entropy;
+    config.want_backward = c.backward;
+    LinearLogp op(runtime, config);
+    FusedCall fused(c, op, inputs, buffers, stream);
+    const std::function<void()> fused_call = std::ref(fused), gemm_call = std::ref(gemm);
+    // The op and its baseline timed in interleaved rounds: the same clocks and temperature for both.
+    const std::vector<double> medians =
+        timing.sequential
+            ? std::vector<double>{median_ms(fused_call, stream, timing), median_ms(gemm_call, stream, timing)}
+            : interleaved_median_ms({fused_call, gemm_call}, stream, timing);
+    const std::size_t free_after = device_free_bytes();
+    nlohmann::json row = result_row(c, timing, medians[0], medians[1],
+                                    free_before > free_after ? free_before - free_after : 0, inputs.sets());
+    add_energy(row, timing, fused_call, gemm_call, stream);
+    std::printf("%s\n", row.dump().c_str());
+    std::fflush(stdout);
   }
-
-  // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
-  // unfused LM head computes them.
-  cublasHandle_t handle;
-  check_cublas(cublasCreate(&handle), "cublasCreate");
-  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
-  check_cuda(cudaMalloc(&logits, static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype)), "cudaMalloc logits");
-  const float alpha = 1.0f, beta = 0.0f;
-  std::size_t gemm_turn = 0;
-  auto gemm = [&] {
-    const std::vector<void*>& set = inputs.set(gemm_turn++);
-    void* const x = set[0];
-    void* const w = set[1];
-    check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(c.vocab), static_cast<int>(c.n),
-                              static_cast<int>(c.hidden), &alpha, w, cuda_type(c.dtype), static_cast<int>(c.hidden), x,
-                              cuda_type(c.dtype), static_cast<int>(c.hidden), &beta, logits, cuda_type(c.dtype),
-                              static_cast<int>(c.vocab), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx");
-  };
-  // Its first call allocates cuBLAS's workspace, which is not the op's extra memory.
-  gemm();
-  check_cuda(cudaStreamSynchronize(stream), "cuBLAS's first call");
-
-  // The fused op: extra memory is what the op itself takes (workspace, status, modules).
-  Runtime runtime;
-  const std::size_t free_before = device_free_bytes();
-  LinearLogpConfig config;
-  config.hidden = c.hidden;
-  config.vocab_local = c.vocab;
-  config.dtype = c.dtype;
-  config.want_entropy = c.entropy;
-  config.want_backward = c.backward;
-  LinearLogp op(runtime, config);
-  std::size_t fused_turn = 0;
-  const auto next_inputs = [&] {
-    const std::vector<void*>& set = inputs.set(fused_turn++);
-    LinearLogpInputs in;
-    in.hidden = {set[0], c.dtype, c.n, c.hidden, 0};
-    in.weight = {set[1], c.dtype, c.vocab, c.hidden, 0};
-    in.targets = {targets, DType::kInt64, c.n};
-    return in;
-  };
-  LinearLogpOutputs out;
-  out.logp = {logp, DType::kFP32, c.n};
-  out.lse = {lse, DType::kFP32, c.n};
-  if (c.entropy) out.entropy = {entropy, DType::kFP32, c.n};
-  LinearLogpGrads grads;
-  grads.hidden = {grad_hidden, c.dtype, c.n, c.hidden, 0};
-  grads.weight = {grad_weight, c.dtype, c.vocab, c.hidden, 0};
-  const VectorView lse_view{lse, DType::kFP32, c.n};
-  const VectorView grad_logp_view{grad_logp, DType::kFP32, c.n}, grad_lse_view{grad_lse, DType::kFP32, c.n};
-  auto fused = [&] {
-    const LinearLogpInputs in = next_inputs();
-    op.forward(in, out, stream);
-    if (c.backward) op.backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream);
-  };
-  // The op and its baseline timed in interleaved rounds: the same clocks and temperature for both.
-  const std::vector<double> medians =
-      timing.sequential ? std::vector<double>{median_ms(fused, stream, timing), median_ms(gemm, stream, timing)}
-                        : interleaved_median_ms({fused, gemm}, stream, timing);
-  const double fused_ms = medians[0];
-  const double gemm_ms = medians[1];
-  const std::size_t free_after = device_free_bytes();
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const BoardEnergy meter(device);
-  std::optional<EnergyPerCall> fused_energy;
-  if (timing.energy_seconds > 0) fused_energy = meter.measure(fused, stream, timing.energy_seconds);
-
-  std::optional<EnergyPerCall> gemm_energy;
-  if (timing.energy_seconds > 0) gemm_energy = meter.measure(gemm, stream, timing.energy_seconds);
-  const double flops = 2.0 * static_cast<double>(c.n) * static_cast<double>(c.vocab) * static_cast<double>(c.hidden);
-
-  cudaDeviceProp prop{};
-  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  nlohmann::json row = {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
-                        {"case", c.name},
-                        {"n", c.n},
-                        {"hidden", c.hidden},
-                        {"vocab", c.vocab},
-                        {"dtype", dtype_name(c.dtype)},
-                        {"entropy", c.entropy},
-                        {"fused_ms", fused_ms},
-                        {"gemm_ms", gemm_ms},
-                        {"ratio", fused_ms / gemm_ms},
-                        {"fused_tflops", flops / fused_ms / 1e9},
-                        {"gemm_tflops", flops / gemm_ms / 1e9},
-                        {"extra_bytes", free_before > free_after ? free_before - free_after : 0},
-                        {"input_sets", inputs.sets()},
-                        {"timing", timing.sequential ? "sequential" : "interleaved"},
-                        {"device", prop.name},
-                        {"date", today()}};
-  if (timing.energy_seconds > 0 && !(fused_energy && gemm_energy)) {
-    row["energy"] = "not measured: NVML or its energy counter is unavailable";
-  } else if (fused_energy && gemm_energy) {
-    row["fused_joules"] = fused_energy->joules;
-    row["gemm_joules"] = gemm_energy->joules;
-    row["energy_ratio"] = fused_energy->joules / gemm_energy->joules;
-    row["fused_watts"] = fused_energy->watts;
-    row["gemm_watts"] = gemm_energy->watts;
-  }
-  std::printf("%s\n", row.dump().c_str());
-  std::fflush(stdout);
-
-  cublasDestroy(handle);
-  for (void* p : {targets, logp, lse, entropy, logits, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
   cudaStreamDestroy(stream);
 }
 

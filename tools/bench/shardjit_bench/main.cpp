@@ -9,11 +9,31 @@
 #include "reduce_scatter_bench.hpp"
 #include "shardjit/dtype.hpp"
 
-int main(int argc, char** argv) {
-  using namespace shardjit::bench;
-  CLI::App app{"shardjit GPU benchmarks (median of CUDA-event timings against a baseline in the same process)"};
-  app.require_subcommand(1);
-  TimingOptions timing;
+namespace {
+
+using namespace shardjit::bench;
+
+// A custom case's options were given, but not all of them, or a dtype that is not a float one.
+constexpr int kBadCustomCase = 2;
+
+struct LogpOptions {
+  std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
+  std::int64_t n = 0, hidden = 0, vocab = 0;
+  bool entropy = false, backward = false;
+};
+
+struct LogpTpOptions {
+  std::string shapes = SHARDJIT_BENCH_SHAPES, tp_case = "llama3-8b-16k-tp2", single_case = "llama3-8b-16k";
+  std::int64_t combine_rows = 16384;
+};
+
+struct ReduceScatterOptions {
+  std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
+  std::int64_t tokens = 0, hidden = 0;
+  int ranks = 2;
+};
+
+void add_timing_options(CLI::App& app, TimingOptions& timing) {
   app.add_option("--warmup", timing.warmup, "untimed runs first")->check(CLI::PositiveNumber);
   app.add_option("--iters", timing.iterations, "timed runs; the median is reported")->check(CLI::PositiveNumber);
   app.add_flag("--sequential", timing.sequential,
@@ -23,95 +43,108 @@ int main(int argc, char** argv) {
                  "linear-logp: also measure the board's energy per call (NVML) over about this many seconds "
                  "for the op and for the baseline")
       ->check(CLI::NonNegativeNumber);
+}
 
+CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   auto* logp = app.add_subcommand("linear-logp", "fused forward vs cuBLAS GEMM of the same shape");
-  std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype_text = "bf16";
-  std::int64_t n = 0, hidden = 0, vocab = 0;
-  bool entropy = false, backward = false;
-  logp->add_option("--shapes", shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
-  logp->add_option("--case", only, "run only the case of this name");
-  logp->add_option("--n", n, "rows (with --hidden and --vocab: one custom case)");
-  logp->add_option("--hidden", hidden, "hidden size");
-  logp->add_option("--vocab", vocab, "vocabulary rows");
-  logp->add_option("--dtype", dtype_text, "bf16, fp16 or fp32");
-  logp->add_flag("--entropy", entropy, "also compute the entropy");
-  logp->add_flag("--backward", backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
+  logp->add_option("--shapes", o.shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
+  logp->add_option("--case", o.only, "run only the case of this name");
+  logp->add_option("--n", o.n, "rows (with --hidden and --vocab: one custom case)");
+  logp->add_option("--hidden", o.hidden, "hidden size");
+  logp->add_option("--vocab", o.vocab, "vocabulary rows");
+  logp->add_option("--dtype", o.dtype, "bf16, fp16 or fp32");
+  logp->add_flag("--entropy", o.entropy, "also compute the entropy");
+  logp->add_flag("--backward", o.backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
+  return logp;
+}
 
+CLI::App* add_logp_tp(CLI::App& app, LogpTpOptions& o) {
   auto* logp_tp = app.add_subcommand(
       "linear-logp-tp", "tensor-parallel forward, one process per GPU: per-rank time over the single-GPU forward, "
                         "and the combine step (all-gather + combine kernel) alone");
-  std::string tp_shapes = SHARDJIT_BENCH_SHAPES, tp_case = "llama3-8b-16k-tp2", single_case = "llama3-8b-16k";
-  std::int64_t combine_rows = 16384;
-  logp_tp->add_option("--shapes", tp_shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
-  logp_tp->add_option("--case", tp_case, "the TP case (its tp is the number of processes and GPUs)");
-  logp_tp->add_option("--baseline-case", single_case, "the single-GPU case it is compared with");
-  logp_tp->add_option("--combine-n", combine_rows, "rows of the timed combine step")->check(CLI::PositiveNumber);
+  logp_tp->add_option("--shapes", o.shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
+  logp_tp->add_option("--case", o.tp_case, "the TP case (its tp is the number of processes and GPUs)");
+  logp_tp->add_option("--baseline-case", o.single_case, "the single-GPU case it is compared with");
+  logp_tp->add_option("--combine-n", o.combine_rows, "rows of the timed combine step")->check(CLI::PositiveNumber);
+  return logp_tp;
+}
 
+CLI::App* add_reduce_scatter(CLI::App& app, ReduceScatterOptions& o) {
   auto* rs = app.add_subcommand("reduce-scatter",
                                 "ReduceScatter on every GPU (one process each) vs ncclReduceScatter, same communicator");
-  std::string rs_shapes = SHARDJIT_BENCH_SHAPES, rs_case, rs_dtype = "bf16";
-  std::int64_t rs_tokens = 0, rs_hidden = 0;
-  int rs_ranks = 2;
-  rs->add_option("--shapes", rs_shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
-  rs->add_option("--case", rs_case, "run only the case of this name");
-  rs->add_option("--tokens", rs_tokens, "rows of every rank's input (with --hidden: one custom case)");
-  rs->add_option("--hidden", rs_hidden, "hidden size");
-  rs->add_option("--dtype", rs_dtype, "bf16, fp16 or fp32");
-  rs->add_option("--ranks", rs_ranks, "processes (GPUs)")->check(CLI::Range(2, 8));
+  rs->add_option("--shapes", o.shapes, "shapes.json with the standard cases (default: tools/bench/shapes.json of the sources)");
+  rs->add_option("--case", o.only, "run only the case of this name");
+  rs->add_option("--tokens", o.tokens, "rows of every rank's input (with --hidden: one custom case)");
+  rs->add_option("--hidden", o.hidden, "hidden size");
+  rs->add_option("--dtype", o.dtype, "bf16, fp16 or fp32");
+  rs->add_option("--ranks", o.ranks, "processes (GPUs)")->check(CLI::Range(2, 8));
+  return rs;
+}
 
+int run_logp(const LogpOptions& o, const TimingOptions& timing) {
+  std::vector<LinearLogpCase> cases;
+  if (o.n > 0 || o.hidden > 0 || o.vocab > 0) {
+    auto dtype = shardjit::parse_dtype(o.dtype);
+    if (!dtype || o.n <= 0 || o.hidden <= 0 || o.vocab <= 0) {
+      std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
+      return kBadCustomCase;
+    }
+    cases.push_back({"custom", o.n, o.hidden, o.vocab, *dtype, o.entropy, o.backward});
+  } else {
+    for (auto& c : load_linear_logp_cases(o.shapes)) {
+      if (!o.only.empty() && c.name != o.only) continue;
+      c.entropy = o.entropy;
+      c.backward = o.backward;
+      cases.push_back(c);
+    }
+  }
+  for (const auto& c : cases) run_linear_logp_case(c, timing);
+  return 0;
+}
+
+int run_logp_tp(const LogpTpOptions& o, const TimingOptions& timing) {
+  LinearLogpTpCase c = load_linear_logp_tp_case(o.shapes, o.tp_case, o.single_case);
+  c.combine_rows = o.combine_rows;
+  return run_linear_logp_tp_case(c, timing);
+}
+
+int run_reduce_scatter(const ReduceScatterOptions& o, const TimingOptions& timing) {
+  std::vector<ReduceScatterCase> cases;
+  if (o.tokens > 0 || o.hidden > 0) {
+    auto dtype = shardjit::parse_dtype(o.dtype);
+    if (!dtype || o.tokens <= 0 || o.hidden <= 0) {
+      std::fprintf(stderr, "shardjit-bench: a custom case needs --tokens, --hidden > 0 and a float --dtype\n");
+      return kBadCustomCase;
+    }
+    cases.push_back({"custom", o.tokens, o.hidden, *dtype});
+  } else {
+    for (const auto& c : load_reduce_scatter_cases(o.shapes)) {
+      if (o.only.empty() || c.name == o.only) cases.push_back(c);
+    }
+  }
+  return run_reduce_scatter_cases(cases, o.ranks, timing);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shardjit GPU benchmarks (median of CUDA-event timings against a baseline in the same process)"};
+  app.require_subcommand(1);
+  TimingOptions timing;
+  add_timing_options(app, timing);
+  LogpOptions logp;
+  LogpTpOptions logp_tp;
+  ReduceScatterOptions rs;
+  add_logp(app, logp);
+  CLI::App* logp_tp_command = add_logp_tp(app, logp_tp);
+  CLI::App* rs_command = add_reduce_scatter(app, rs);
   CLI11_PARSE(app, argc, argv);
-  if (rs->parsed()) {
-    try {
-      std::vector<ReduceScatterCase> cases;
-      if (rs_tokens > 0 || rs_hidden > 0) {
-        auto dtype = shardjit::parse_dtype(rs_dtype);
-        if (!dtype || rs_tokens <= 0 || rs_hidden <= 0) {
-          std::fprintf(stderr, "shardjit-bench: a custom case needs --tokens, --hidden > 0 and a float --dtype\n");
-          return 2;
-        }
-        cases.push_back({"custom", rs_tokens, rs_hidden, *dtype});
-      } else {
-        for (const auto& c : load_reduce_scatter_cases(rs_shapes)) {
-          if (rs_case.empty() || c.name == rs_case) cases.push_back(c);
-        }
-      }
-      return run_reduce_scatter_cases(cases, rs_ranks, timing);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
-      return 1;
-    }
-  }
-  if (logp_tp->parsed()) {
-    try {
-      LinearLogpTpCase c = load_linear_logp_tp_case(tp_shapes, tp_case, single_case);
-      c.combine_rows = combine_rows;
-      return run_linear_logp_tp_case(c, timing);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
-      return 1;
-    }
-  }
   try {
-    std::vector<LinearLogpCase> cases;
-    if (n > 0 || hidden > 0 || vocab > 0) {
-      auto dtype = shardjit::parse_dtype(dtype_text);
-      if (!dtype || n <= 0 || hidden <= 0 || vocab <= 0) {
-        std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
-        return 2;
-      }
-      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy, backward});
-    } else {
-      for (auto& c : load_linear_logp_cases(shapes)) {
-        if (!only.empty() && c.name != only) continue;
-        c.entropy = entropy;
-        c.backward = backward;
-        cases.push_back(c);
-      }
-    }
-    for (const auto& c : cases) run_linear_logp_case(c, timing);
+    if (rs_command->parsed()) return run_reduce_scatter(rs, timing);
+    if (logp_tp_command->parsed()) return run_logp_tp(logp_tp, timing);
+    return run_logp(logp, timing);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

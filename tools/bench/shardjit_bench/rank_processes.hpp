@@ -1,6 +1,5 @@
-// One process per GPU for the multi-GPU benchmarks: forked before any CUDA call (a CUDA
-// context does not survive fork); rank 0 makes the NCCL unique id and sends it to the others
-// through pipes. Each rank prints its own JSON lines.
+// The multi-GPU benchmarks' use of the rank-process launcher (tools/rank_processes): each rank
+// prints its own JSON lines on stdout; what went wrong on a rank goes to stderr.
 #pragma once
 
 #include <functional>
@@ -10,8 +9,8 @@
 namespace shardjit::bench {
 
 // Runs body(rank, unique_id) in `ranks` forked processes (rank r on GPU r) and waits for them.
-// A body's exception is printed on stderr and makes its process exit 1. Returns 0 when every
-// rank exited 0, else 1.
+// Each rank's exception or crash is printed on stderr. Returns 0 when every rank finished
+// without an error, else 1.
 int run_rank_processes(int ranks, const std::function<void(int rank, const CommUniqueId& id)>& body);
 
 }  // namespace shardjit::bench

@@ -14,8 +14,7 @@
 
 #include "device_data.hpp"
 #include "rank_processes.hpp"
-#include "runtime/comm/communicator_impl.hpp"
-#include "runtime/comm/nccl_library.hpp"
+#include "runtime/tooling.hpp"
 #include "shardjit/shardjit.hpp"
 
 namespace shardjit::bench {
@@ -35,7 +34,7 @@ class BlockingNccl {
   explicit BlockingNccl(Communicator& comm) : api_(nccl()) {
     ncclUniqueId id{};
     if (comm.rank() == 0 && api_.ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error("ncclGetUniqueId failed");
-    const std::vector<std::byte> ids = comm.impl().exchange(&id, sizeof(id), "baseline communicator id");
+    const std::vector<std::byte> ids = tooling::exchange(comm, &id, sizeof(id), "baseline communicator id");
     std::memcpy(&id, ids.data(), sizeof(id));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
@@ -88,7 +87,7 @@ void run_case(Runtime& runtime, Communicator& comm, BlockingNccl& baseline, cons
   // waits out the ncclInProgress before the next call).
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), out_count);
   const double nccl_nonblocking_ms = median_ms(
-      [&] { comm.impl().reduce_scatter_sum(inputs.next()[0], output, counts, nccl_type_of(c.dtype), stream); }, stream,
+      [&] { tooling::nccl_reduce_scatter_sum(comm, inputs.next()[0], output, counts, c.dtype, stream); }, stream,
       timing);
 
   double peer_ms = 0, peer_graph_ms = 0, nccl_op_ms = 0;

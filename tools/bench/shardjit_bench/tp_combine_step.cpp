@@ -10,6 +10,7 @@
 #include "runtime/ops/collective/peer_collective.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/sched/scheduler.hpp"
+#include "runtime/tooling.hpp"
 
 namespace shardjit::bench {
 namespace {
@@ -50,9 +51,8 @@ T* device_copy(const std::vector<T>& host) {
 CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std::int64_t n, std::int64_t hidden,
                                        std::int64_t vocab, DType dtype, cudaStream_t stream,
                                        const TimingOptions& timing) {
-  Runtime::Impl& rt = runtime.impl();
   Communicator::Impl& ci = comm.impl();
-  const DeviceContext& device = rt.device(comm.device());
+  const DeviceContext& device = tooling::device(runtime, comm.device());
   const int tp = comm.size();
   const int rank = comm.rank();
 
@@ -62,13 +62,13 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   layout.rank = rank;
   layout.max_valid_local = (vocab + tp - 1) / tp;
   layout.gpu = GpuShape{device.info().sm_count, device.info().l2_bytes};
-  layout.split_tile = default_fwd_tile(dtype, device.arch(), rt.config.hopper_path);
+  layout.split_tile = default_fwd_tile(dtype, device.arch(), tooling::runtime_config(runtime).hopper_path);
   CombineStepTiming result;  // median_us stays the NCCL time where the peers are not reachable
   result.splits = tp_vocab_splits(layout, n, hidden * static_cast<std::int64_t>(dtype_size(dtype))).splits;
   const auto sources = static_cast<std::size_t>(tp * result.splits);
   const auto rows = static_cast<std::size_t>(n);
 
-  const auto kernel = rt.load(logp_combine_spec(DType::kInt64, false), comm.device(), "");
+  const auto kernel = tooling::load_kernel(runtime, logp_combine_spec(DType::kInt64, false), comm.device());
 
   // Plausible partials (never zeros): a max of order one, sums of many exponentials.
   std::vector<kernels::RowPartial> partials(sources * rows);
@@ -111,10 +111,10 @@ CombineStepTiming time_tp_combine_step(Runtime& runtime, Communicator& comm, std
   setup.op_name = "combine step bench";
   setup.config_text = "rows=" + std::to_string(n);
   setup.data_bytes = bytes_per_rank;
-  PeerCollective peers(rt, ci, setup);
+  PeerCollective peers(runtime.impl(), ci, setup);
   if (peers.peer()) {
     check_cuda(cudaMemcpy(peers.data_on(rank), mine, bytes_per_rank, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-    const auto peer_kernel = rt.load(logp_combine_spec(DType::kInt64, false, tp), comm.device(), "");
+    const auto peer_kernel = tooling::load_kernel(runtime, logp_combine_spec(DType::kInt64, false, tp), comm.device());
     kernels::LogpCombineArgs peer_args = args;
     for (int q = 0; q < tp; ++q) peer_args.rank_partials[q] = static_cast<kernels::RowPartial*>(peers.data_on(q));
     peer_args.sync = peers.sync();

@@ -1,8 +1,9 @@
 // The combine step of a TP LinearLogp forward alone: the op's own plans with the fused forward
 // kernel left out, so that what is timed is exactly what TP adds to a forward. Peer path (the op's
 // choice within a host): the combine kernel reading every rank's symmetric buffer. NCCL path:
-// events, the all-gather of the partials on the communicator's stream, the combine kernel. It
-// reaches into the library's internals (runtime/), which the public API does not expose.
+// events, the all-gather of the partials on the communicator's stream, the combine kernel. The
+// one white-box benchmark: besides runtime/tooling.hpp it includes the TP forward's own headers
+// (its plans, the combine kernel's launch, the peer collective), which no interface exposes.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,0 +1,38 @@
+// A LinearLogp problem of the gpu tests' case tables: its size and dtypes, which every table
+// shares, and the op config and the fp64 reference's problem built from them. A test's own case
+// type derives from it and adds what that test varies; a table row lists the shared fields
+// first, then the test's own, without inner braces (aggregate initialization fills the base
+// first).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+
+#include "shardjit/linear_logp.hpp"
+#include "support/reference.hpp"
+
+namespace shardjit::testing {
+
+struct LogpCase {
+  const char* name;
+  std::int64_t n, hidden, vocab;
+  std::int64_t valid_vocab = 0;  // 0: all
+  DType dtype = DType::kBF16;
+  std::optional<DType> bias;
+  DType targets = DType::kInt64;
+  float temperature = 1.0f;
+};
+
+// The case's name, as gtest prints a parameter.
+inline std::ostream& operator<<(std::ostream& os, const LogpCase& c) { return os << c.name; }
+
+// The config of a single-GPU op for the case's size and dtypes; each test then sets what it adds
+// (entropy, backward, workspaces, ...).
+LinearLogpConfig logp_config(const LogpCase& c);
+
+// The fp64 reference's problem for the case: its sizes and temperature; the test fills in the
+// values and targets.
+LogpProblem logp_problem(const LogpCase& c);
+
+}  // namespace shardjit::testing
