@@ -164,14 +164,7 @@ struct Outcome {
 };
 
 LinearLogpConfig config_for(const BwdCase& c) {
-  LinearLogpConfig config;
-  config.hidden = c.hidden;
-  config.vocab_local = c.vocab;
-  config.valid_vocab = c.valid_vocab;
-  config.dtype = c.dtype;
-  config.bias_dtype = c.bias;
-  config.target_dtype = c.targets;
-  config.temperature = c.temperature;
+  LinearLogpConfig config = testing::logp_config(c);
   config.want_entropy = (c.upstream & kEntropy) != 0;
   config.want_backward = true;
   config.grad_weight_fp32 = c.grad_weight_fp32;
