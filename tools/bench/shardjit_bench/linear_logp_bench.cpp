@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +33,34 @@ cudaDataType_t cuda_type(DType dtype) {
   }
 }
 
+// Device buffers of one case, freed when it ends, also when it throws (a sweep goes on to the
+// next point, whose memory must not be taken by this one's).
+class CaseBuffers {
+ public:
+  CaseBuffers() = default;
+  CaseBuffers(const CaseBuffers&) = delete;
+  CaseBuffers& operator=(const CaseBuffers&) = delete;
+  ~CaseBuffers() {
+    for (void* p : buffers_) cudaFree(p);
+  }
+  void* allocate(std::size_t bytes, const char* what) {
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), what);
+    buffers_.push_back(p);
+    return p;
+  }
+  // Takes ownership of a buffer made elsewhere (random_device).
+  void* adopt(void* p) {
+    buffers_.push_back(p);
+    return p;
+  }
+
+ private:
+  std::vector<void*> buffers_;
+};
+
+using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, decltype(&cublasDestroy)>;
+using CudaStream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, decltype(&cudaStreamDestroy)>;
 
 }  // namespace
 
@@ -48,9 +78,12 @@ std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_pat
   return cases;
 }
 
-void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
-  cudaStream_t stream;
-  check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
+  cudaStream_t raw_stream = nullptr;
+  check_cuda(cudaStreamCreate(&raw_stream), "cudaStreamCreate");
+  const CudaStream stream_owner(raw_stream, &cudaStreamDestroy);
+  cudaStream_t stream = raw_stream;
+  CaseBuffers buffers;
   // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
   // standard shapes, whose W alone is larger than L2).
   const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
@@ -59,26 +92,29 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
                         c.dtype);
   std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
   for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
-  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr, *logits = nullptr;
-  check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
+  void* const targets = buffers.allocate(host_targets.size() * 8, "cudaMalloc targets");
   check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
-  for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
+  void* const logp = buffers.allocate(static_cast<std::size_t>(c.n) * 4, "cudaMalloc logp");
+  void* const lse = buffers.allocate(static_cast<std::size_t>(c.n) * 4, "cudaMalloc lse");
+  void* const entropy = buffers.allocate(static_cast<std::size_t>(c.n) * 4, "cudaMalloc entropy");
   // Backward: the upstream gradients and the gradient buffers are the caller's, allocated
   // before the op so that they do not count as its extra memory.
-  void* grad_logp = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3);
-  void* grad_lse = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4);
+  void* const grad_logp = buffers.adopt(random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3));
+  void* const grad_lse = buffers.adopt(random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4));
   void *grad_hidden = nullptr, *grad_weight = nullptr;
   if (c.backward) {
-    check_cuda(cudaMalloc(&grad_hidden, static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
-    check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
+    grad_hidden = buffers.allocate(static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype), "cudaMalloc grad_hidden");
+    grad_weight = buffers.allocate(static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype), "cudaMalloc grad_weight");
   }
 
   // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
   // unfused LM head computes them.
-  cublasHandle_t handle;
-  check_cublas(cublasCreate(&handle), "cublasCreate");
+  cublasHandle_t raw_handle = nullptr;
+  check_cublas(cublasCreate(&raw_handle), "cublasCreate");
+  const CublasHandle handle_owner(raw_handle, &cublasDestroy);
+  cublasHandle_t handle = raw_handle;
   check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
-  check_cuda(cudaMalloc(&logits, static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype)), "cudaMalloc logits");
+  void* const logits = buffers.allocate(static_cast<std::size_t>(c.n * c.vocab) * dtype_size(c.dtype), "cudaMalloc logits");
   const float alpha = 1.0f, beta = 0.0f;
   std::size_t gemm_turn = 0;
   auto gemm = [&] {
@@ -148,6 +184,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   nlohmann::json row = {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
+                        {"mode", c.backward ? "fwd+bwd" : "fwd"},
                         {"case", c.name},
                         {"n", c.n},
                         {"hidden", c.hidden},
@@ -175,10 +212,7 @@ void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) 
   }
   std::printf("%s\n", row.dump().c_str());
   std::fflush(stdout);
-
-  cublasDestroy(handle);
-  for (void* p : {targets, logp, lse, entropy, logits, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
-  cudaStreamDestroy(stream);
+  return row;
 }
 
 }  // namespace shardjit::bench

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "gpu_timer.hpp"
 #include "shardjit/dtype.hpp"
 
@@ -21,7 +23,8 @@ struct LinearLogpCase {
 // The tp=1 cases of shapes.json.
 std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path);
 
-// Runs one case; prints one JSON object on stdout.
-void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
+// Runs one case; prints its JSON object on stdout and returns it. Its device memory is freed
+// when it returns or throws.
+nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
 
 }  // namespace shardjit::bench

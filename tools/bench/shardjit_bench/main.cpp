@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "linear_logp_bench.hpp"
+#include "linear_logp_sweep.hpp"
 #include "linear_logp_tp_bench.hpp"
 #include "reduce_scatter_bench.hpp"
 #include "shardjit/dtype.hpp"
@@ -36,6 +37,18 @@ int main(int argc, char** argv) {
   logp->add_option("--dtype", dtype_text, "bf16, fp16 or fp32");
   logp->add_flag("--entropy", entropy, "also compute the entropy");
   logp->add_flag("--backward", backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
+  SweepOptions sweep;
+  bool sweeping = false;
+  logp->add_flag("--sweep", sweeping,
+                 "time every point of a grid of heads, TP shards, row counts, dtypes and modes (--grid); JSONL rows "
+                 "(--out) and the worst points at the end");
+  logp->add_option("--grid", sweep.grid, "sweep: the grid file (JSON)");
+  logp->add_flag("--quick", sweep.quick, "sweep: the grid's \"quick\" subset instead of \"full\"");
+  logp->add_option("--out", sweep.out, "sweep: write one JSON row per point to this file");
+  logp->add_flag("--dry-run", sweep.dry_run, "sweep: list the points and a time estimate; no GPU needed");
+  logp->add_option("--worst", sweep.worst, "sweep: worst points printed per mode")->check(CLI::NonNegativeNumber);
+  logp->add_option("--compile-jobs", sweep.compile_jobs, "sweep: kernels compiled at once first (0: every CPU thread)")
+      ->check(CLI::NonNegativeNumber);
 
   auto* logp_tp = app.add_subcommand(
       "linear-logp-tp", "tensor-parallel forward, one process per GPU: per-rank time over the single-GPU forward, "
@@ -92,6 +105,13 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    if (sweeping) {
+      // Fewer rounds a point than a single case takes, so that the whole grid fits a few minutes;
+      // medians of 10 interleaved rounds spread by about 1 % at the standard shapes.
+      if (app.count("--warmup") == 0) timing.warmup = 3;
+      if (app.count("--iters") == 0) timing.iterations = 10;
+      return run_linear_logp_sweep(sweep, timing);
+    }
     std::vector<LinearLogpCase> cases;
     if (n > 0 || hidden > 0 || vocab > 0) {
       auto dtype = shardjit::parse_dtype(dtype_text);
