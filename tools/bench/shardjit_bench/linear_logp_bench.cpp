@@ -140,6 +140,7 @@ nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions
   config.dtype = c.dtype;
   config.want_entropy = c.entropy;
   config.want_backward = c.backward;
+  config.keep_logits_bytes = c.keep_logits_bytes;
   LinearLogp op(runtime, config);
   std::size_t fused_turn = 0;
   const auto next_inputs = [&] {
@@ -191,6 +192,7 @@ nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions
                         {"vocab", c.vocab},
                         {"dtype", dtype_name(c.dtype)},
                         {"entropy", c.entropy},
+                        {"keep_logits_bytes", c.keep_logits_bytes},
                         {"fused_ms", fused_ms},
                         {"gemm_ms", gemm_ms},
                         {"ratio", fused_ms / gemm_ms},

@@ -18,6 +18,7 @@ struct LinearLogpCase {
   DType dtype = DType::kBF16;
   bool entropy = false;
   bool backward = false;  // time forward + backward instead of the forward alone
+  std::int64_t keep_logits_bytes = 0;  // LinearLogpConfig::keep_logits_bytes
 };
 
 // The tp=1 cases of shapes.json.

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   std::string shapes = "../shared/bench/shapes.json", only, dtype_text = "bf16";
   std::int64_t n = 0, hidden = 0, vocab = 0;
   bool entropy = false, backward = false;
+  std::int64_t keep_logits_bytes = 0;
   logp->add_option("--shapes", shapes, "shapes.json with the standard cases");
   logp->add_option("--case", only, "run only the case of this name");
   logp->add_option("--n", n, "rows (with --hidden and --vocab: one custom case)");
@@ -37,6 +38,10 @@ int main(int argc, char** argv) {
   logp->add_option("--dtype", dtype_text, "bf16, fp16 or fp32");
   logp->add_flag("--entropy", entropy, "also compute the entropy");
   logp->add_flag("--backward", backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
+  logp->add_option("--keep-logits-bytes", keep_logits_bytes,
+                   "with --backward: bytes the op may add to keep logits for the backward (LinearLogpConfig::"
+                   "keep_logits_bytes; 0: the default)")
+      ->check(CLI::NonNegativeNumber);
   SweepOptions sweep;
   bool sweeping = false;
   logp->add_flag("--sweep", sweeping,
@@ -119,12 +124,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
         return 2;
       }
-      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy, backward});
+      cases.push_back({"custom", n, hidden, vocab, *dtype, entropy, backward, keep_logits_bytes});
     } else {
       for (auto& c : load_linear_logp_cases(shapes)) {
         if (!only.empty() && c.name != only) continue;
         c.entropy = entropy;
         c.backward = backward;
+        c.keep_logits_bytes = keep_logits_bytes;
         cases.push_back(c);
       }
     }
