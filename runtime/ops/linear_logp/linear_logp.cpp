@@ -142,6 +142,10 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
 VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
   const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
+  if (runtime.config.fwd_splits > 0 && !tp) {  // an experiment's count (SHARDJIT_FWD_SPLITS)
+    return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
+                          gpu.sm_count);
+  }
   return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
                         gpu.sm_count);
 }
