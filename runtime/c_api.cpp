@@ -39,6 +39,7 @@ shardjit::LinearLogpConfig config_of(const shardjit_linear_logp_config& given) {
   cpp.dz_fp32 = config.dz_fp32 != 0;
   cpp.backward_workspace_bytes = config.backward_workspace_bytes;
   cpp.grad_filter_threshold = config.grad_filter_threshold;
+  cpp.keep_logits_bytes = config.keep_logits_bytes;
   return cpp;
 }
 

@@ -13,7 +13,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 11> kKnobs{{
+constexpr std::array<EnvKnob, 13> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -46,6 +46,14 @@ constexpr std::array<EnvKnob, 11> kKnobs{{
      "1: a LinearLogp op built without a tuning record in the cache times its forward tile "
      "candidates once and records the fastest there (needs JIT). Records are used either way; "
      "`shardjit prewarm --tune` makes them ahead of a deployment."},
+    {"SHARDJIT_FWD_TILE", "string", "(the rule's)",
+     "For experiments: the forward tile of single-GPU LinearLogp ops, by its tuning-record name "
+     "(e.g. 64x256x32x3-mma or 128x256x64x4-wgmma), over the default and any tuning record; one of "
+     "the op's tile candidates. Compiles kernels a prewarm did not."},
+    {"SHARDJIT_FWD_SPLITS", "int", "0",
+     "For experiments: the vocabulary split count of single-GPU LinearLogp forwards, 1 to 1024, "
+     "over the rule's choice (kept at most the vocabulary tiles and what one combine merges); "
+     "0: the rule's."},
 }};
 
 std::optional<std::string> env(const char* name) {
@@ -116,6 +124,13 @@ T option_or_env(const std::optional<T>& option, const char* name, Parse parse, c
   return *parsed;
 }
 
+std::optional<int> parse_split_count(const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || value < 0 || value > 1024) return std::nullopt;
+  return static_cast<int>(value);
+}
+
 std::optional<int> parse_block_count(const std::string& text) {
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
@@ -147,6 +162,10 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   check_path_text(config.cache_dir, "the cache folder (cache_dir, SHARDJIT_CACHE_DIR)");
   if (config.template_dir) check_path_text(*config.template_dir, "the template folder (template_dir, SHARDJIT_TEMPLATE_DIR)");
   if (config.dump_dir) check_path_text(*config.dump_dir, "the dump folder (dump_dir, SHARDJIT_DUMP_DIR)");
+  // A tile name is checked against the op's candidates when an op is built (tuning.cpp).
+  config.fwd_tile = env("SHARDJIT_FWD_TILE").value_or("");
+  config.fwd_splits = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_SPLITS", parse_split_count,
+                                    "a split count from 0 (the rule's) to 1024", 0);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   return config;
 }

@@ -32,6 +32,11 @@ struct RuntimeConfig {
   bool peer_lines = true;           // small peer reduce-scatters in 128-byte lines where links allow
   bool hopper_path = true;          // the wgmma main loop where the target is sm_90a
   bool autotune = false;            // time tile candidates when an op without a tuning record is built
+  // Experiments with the single-GPU forward's launch (A/B runs of the rules in one build): a tile
+  // forced by name ("64x256x32x3-mma"; empty: the rule's or the tuning record's), and a forced
+  // vocabulary split count (0: the rule's).
+  std::string fwd_tile;
+  int fwd_splits = 0;
 };
 
 // Options set in code win over the environment, which wins over the defaults. Throws

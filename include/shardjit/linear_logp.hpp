@@ -54,6 +54,14 @@ struct LinearLogpConfig {
   // column of dZ tiles in it (256 columns wide for bf16 / fp16 on H100, H200 and A100, 128 for
   // fp32) are refused with a clear error.
   std::int64_t backward_workspace_bytes = 0;
+  // Bytes the op may add to keep logits between a forward and its backward, beyond the dZ buffer
+  // and the grad_hidden accumulator (which hold the first two kept vocabulary chunks at no extra
+  // cost): each further chunk kept is one recompute of its logits fewer in the backward, for
+  // about N x chunk columns x 2 bytes (about backward_workspace_bytes) each. The forward keeps as
+  // many chunks as fit. 0 (the default): no more than the first two. Only ops that keep chunks
+  // at all use it (single GPU, 16-bit dZ, the Hopper dZ kernel, no gradient filter). With max_rows
+  // set, the whole budget is allocated at build.
+  std::int64_t keep_logits_bytes = 0;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
   // shared memory per block) whose entries all have |dZ| < grad_filter_threshold (in the units of
@@ -180,7 +188,8 @@ class LinearLogp {
   // most backward_workspace_bytes and, for 16-bit dtypes whose vocabulary takes more than one
   // chunk of that buffer, an fp32 buffer of N x H (a band of logits longer on the Hopper path,
   // where it may hold logits the forward computed for the backward; docs/architecture.md,
-  // "The backward kernels").
+  // "The backward kernels"), and a keep buffer of at most config.keep_logits_bytes for further
+  // logits the forward computed for it.
   //
   // Errors (Error(kInvalidArgument), naming the argument): an op built without want_backward; a
   // view of the wrong dtype, shape or alignment; grad_entropy on an op built without

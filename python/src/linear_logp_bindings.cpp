@@ -66,6 +66,7 @@ LinearLogpConfig config_from(const nb::kwargs& kwargs) {
     else if (key == "dz_fp32") c.dz_fp32 = number<bool>(k, value);
     else if (key == "backward_workspace_bytes") c.backward_workspace_bytes = number<std::int64_t>(k, value);
     else if (key == "grad_filter_threshold") c.grad_filter_threshold = number<float>(k, value);
+    else if (key == "keep_logits_bytes") c.keep_logits_bytes = number<std::int64_t>(k, value);
     else throw nb::type_error(("LinearLogp: unknown keyword argument '" + key + "'").c_str());
   }
   // A missing or bad hidden / vocab_local is the op's to refuse (resolve_layout): a tensor-parallel
@@ -109,6 +110,7 @@ nb::dict config_dict(const LinearLogpConfig& c) {
   d["dz_fp32"] = c.dz_fp32;
   d["backward_workspace_bytes"] = c.backward_workspace_bytes;
   d["grad_filter_threshold"] = c.grad_filter_threshold;
+  d["keep_logits_bytes"] = c.keep_logits_bytes;
   return d;
 }
 

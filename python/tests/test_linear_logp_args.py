@@ -26,6 +26,8 @@ def test_config_keyword_errors(runtime):
         shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, device=True)
     with pytest.raises(TypeError, match="want_backward: expected True or False, got int"):
         shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, want_backward=1)
+    with pytest.raises(TypeError, match="keep_logits_bytes: expected a number"):
+        shardjit.LinearLogp(runtime, hidden=64, vocab_local=300, keep_logits_bytes="all")
     with pytest.raises(ValueError, match="hidden: 1180591620717411303424 is out of range"):
         shardjit.LinearLogp(runtime, hidden=2**70, vocab_local=300)
 

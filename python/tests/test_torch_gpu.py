@@ -64,6 +64,36 @@ def test_forward_and_backward(runtime, dtype):
     torch.testing.assert_close(weight.grad.double(), w.grad, atol=gtol, rtol=gtol)
 
 
+def test_keep_logits_budget(runtime):
+    """Chunks of 2 H columns (six), five of them kept from the forward with a keep budget: the
+    gradients still match the float64 reference, and a negative budget is refused by name."""
+    torch = torch_mod()
+    import shardjit.torch as sjt
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    n, h, v = 37, 256, 3000
+    hidden = (torch.randn(n, h, generator=g) * 0.5).to("cuda", torch.bfloat16).requires_grad_()
+    weight = (torch.randn(v, h, generator=g) * 0.125).to("cuda", torch.bfloat16).requires_grad_()
+    targets = torch.randint(0, v, (n,), generator=g).to("cuda")
+    with pytest.raises(ValueError, match="keep_logits_bytes"):
+        shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="bf16", want_backward=True, keep_logits_bytes=-1)
+    op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="bf16", want_backward=True,
+                             grad_weight_fp32=True, backward_workspace_bytes=n * 2 * 512, keep_logits_bytes=1 << 20)
+    assert op.config["keep_logits_bytes"] == 1 << 20
+
+    logp, lse = sjt.linear_logp(op, hidden, weight, targets)
+    x = hidden.detach().double().requires_grad_()
+    w = weight.detach().double().requires_grad_()
+    ref_logp, ref_lse = reference(x, w, targets, None, 1.0)
+    torch.testing.assert_close(logp.double(), ref_logp, atol=2e-2, rtol=2e-2)
+    up_logp = torch.randn(n, generator=g).to("cuda")
+    up_lse = torch.randn(n, generator=g).to("cuda")
+    (logp * up_logp + lse * up_lse).sum().backward()
+    (ref_logp * up_logp.double() + ref_lse * up_lse.double()).sum().backward()
+    torch.testing.assert_close(hidden.grad.double(), x.grad, atol=5e-2, rtol=5e-2)
+    torch.testing.assert_close(weight.grad.double(), w.grad, atol=5e-2, rtol=5e-2)
+
+
 def test_bias_and_temperature_with_a_strided_bias(runtime):
     # The function makes its tensors contiguous for the op: a bias that is every other element of
     # a buffer gets the same results, and its gradient, as a packed one.

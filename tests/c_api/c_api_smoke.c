@@ -1,6 +1,7 @@
 /* A C program against the C API: it builds and links as C, and the API reports bad input with
  * statuses and messages instead of aborting. Exit 0 when every check holds. Argument: a fresh
  * cache folder. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,12 +19,18 @@ static int names_null(shardjit_status status, const char* function, const char* 
  * beyond this header's size (what a header newer than the library would pass). */
 static size_t unknown_size(int i, size_t own) { return i == 0 ? 0 : own + 8; }
 
-/* `status` refuses `type_name`.struct_size = `size` (the library's own size being `own`) and the
- * message says what to do: call *_init, or that the header is newer than the library. */
+/* `status` refuses `type_name`.struct_size = `size` (the library's own size being `own`, the
+ * largest it expects; a struct that has grown also accepts its older sizes, "expected OLD to OWN")
+ * and the message says what to do: call *_init, or that the header is newer than the library. */
 static int refuses_size(shardjit_status status, const char* type_name, size_t size, size_t own) {
   char expected[192];
-  snprintf(expected, sizeof expected, "%s.struct_size = %zu; expected %zu", type_name, size, own);
-  if (status != SHARDJIT_ERROR_INVALID_ARGUMENT || strstr(shardjit_last_error(), expected) == NULL) return 0;
+  snprintf(expected, sizeof expected, "%s.struct_size = %zu; expected ", type_name, size);
+  const char* message = shardjit_last_error();
+  if (status != SHARDJIT_ERROR_INVALID_ARGUMENT || strstr(message, expected) == NULL) return 0;
+  char largest[64], range_end[64];
+  snprintf(largest, sizeof largest, "expected %zu", own);
+  snprintf(range_end, sizeof range_end, " to %zu", own);
+  if (strstr(message, largest) == NULL && strstr(message, range_end) == NULL) return 0;
   if (size == 0) {
     snprintf(expected, sizeof expected, "call %s_init", type_name);
   } else {
@@ -382,12 +389,21 @@ int main(int argc, char** argv) {
                        unknown.struct_size, sizeof unknown));
     CHECK(refused == NULL);
   }
+  CHECK(config.keep_logits_bytes == 0);
   config.hidden = 100;
   config.vocab_local = 1000;
   shardjit_linear_logp* op = NULL;
   CHECK(shardjit_linear_logp_create(runtime, &config, &op) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(op == NULL);
   CHECK(strstr(shardjit_last_error(), "multiple of 8") != NULL);
+  /* A caller built before keep_logits_bytes was appended passes the older size: read, not refused. */
+  {
+    shardjit_linear_logp_config older = config;
+    older.struct_size = offsetof(shardjit_linear_logp_config, keep_logits_bytes);
+    older.keep_logits_bytes = -1; /* past its size: never read */
+    CHECK(shardjit_linear_logp_create(runtime, &older, &op) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(shardjit_last_error(), "multiple of 8") != NULL);
+  }
 
   config.hidden = 64;
   config.dtype = (shardjit_dtype)42;

@@ -41,6 +41,7 @@ struct BwdCase : testing::LogpCase {
   double tolerance = 0;        // relative-norm bound; 0: by dtype
   float filter = 0;            // grad_filter_threshold
   bool quiet_rows = false;     // rows [128, 256) get upstream gradients 1e-4 times smaller
+  std::int64_t keep = 0;       // keep_logits_bytes
 };
 
 Runtime& shared_runtime() {
@@ -171,6 +172,7 @@ LinearLogpConfig config_for(const BwdCase& c) {
   config.dz_fp32 = c.dz_fp32;
   config.backward_workspace_bytes = c.workspace;
   config.grad_filter_threshold = c.filter;
+  config.keep_logits_bytes = c.keep;
   return config;
 }
 
@@ -333,6 +335,14 @@ const BwdCase kCases[] = {
      kBoth, true, false, false, false, 4500 * 2 * 1024},
     {"n1000_h128_v1000_two_kept_2h_fp16", 1000, 128, 1000, 990, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f, kLogp,
      true, true, false, false, 1000 * 2 * 256},
+    // A keep budget: chunks of 2 H columns (ten, the last 392 wide), the first two kept in place and
+    // five more in the keep buffer, on odd rows with bias, a temperature, ignored rows and padding
+    // columns; and a budget larger than the vocabulary, nine of ten kept, fp16 with grad_weight
+    // accumulated.
+    {"n1001_h256_v5000_keep_budget_7", 1001, 256, 5000, 4990, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, kBoth,
+     true, false, false, false, 1001 * 2 * 512, 1.0, 0, 0, false, 1001 * 512 * 2 * 5},
+    {"n1000_h256_v5000_keep_all_fp16", 1000, 256, 5000, 0, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f, kLogp, true,
+     true, false, false, 1000 * 2 * 512, 1.0, 0, 0, false, std::int64_t{1} << 30},
     {"n129_h64_v300_dz_fp32", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false, false, true,
      true, 0, 1.0, 1e-2},
     {"n1_h200_v50257_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLogp},
@@ -633,7 +643,8 @@ TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAre
 // every chunk, and gives the recomputed bits; a backward that passes the latest lse gives the kept
 // bits. With chunks of 3072 columns (two chunks) the forward keeps the first; with chunks of 1024
 // (six) or 2048 (three) the first two, the second in the accumulator's memory, whose grad_hidden
-// product runs in two bands on an H200 (4224 and 276 rows). On the Hopper loop, whose kept logits
+// product runs in two bands on an H200 (4224 and 276 rows); with chunks of 1024 and a keep budget
+// of two chunks, four, and with a budget larger than the vocabulary five (one left to recompute). On the Hopper loop, whose kept logits
 // went through fp16: exactly the kept chunks' grad_weight rows differ from the recomputed ones;
 // every row of grad_hidden stays close to the recomputed one (a band written over logits still
 // to be read would not); and a backward without grad_hidden gives the kept grad_weight bits.
@@ -657,14 +668,17 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
   struct Kept {
     std::int64_t chunk_cols;
     std::int64_t kept_cols;  // on the Hopper loop
+    std::int64_t keep_bytes = 0;
   };
-  for (const Kept& k : {Kept{3072, 3072}, Kept{1024, 2048}, Kept{2048, 4096}}) {
-    SCOPED_TRACE("chunks of " + std::to_string(k.chunk_cols) + " columns");
+  for (const Kept& k : {Kept{3072, 3072}, Kept{1024, 2048}, Kept{2048, 4096}, Kept{1024, 4096, 2 * n * 1024 * 2},
+                        Kept{1024, 5120, std::int64_t{1} << 30}}) {
+    SCOPED_TRACE("chunks of " + std::to_string(k.chunk_cols) + " columns, keep budget " + std::to_string(k.keep_bytes));
     LinearLogpConfig config;
     config.hidden = h;
     config.vocab_local = v;
     config.want_backward = true;
     config.backward_workspace_bytes = n * 2 * k.chunk_cols;
+    config.keep_logits_bytes = k.keep_bytes;
     LinearLogp op(shared_runtime(), config);
     auto forward = [&](DeviceArray& lse) {
       op.forward(in, {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {}}, nullptr);

@@ -65,6 +65,28 @@ TEST(Env, PeerBlocksComeFromTheEnvironmentUnlessSetInCode) {
   EXPECT_EQ(resolve_config({}).peer_blocks, 0);
 }
 
+TEST(Env, ForwardExperimentKnobs) {
+  {
+    ScopedEnv tile("SHARDJIT_FWD_TILE", "64x256x32x3-mma");
+    ScopedEnv splits("SHARDJIT_FWD_SPLITS", "132");
+    const RuntimeConfig config = resolve_config({});
+    EXPECT_EQ(config.fwd_tile, "64x256x32x3-mma");
+    EXPECT_EQ(config.fwd_splits, 132);
+  }
+  {
+    ScopedEnv splits("SHARDJIT_FWD_SPLITS", "2000");
+    EXPECT_NE(error_of({}).find("SHARDJIT_FWD_SPLITS"), std::string::npos);
+  }
+  {
+    ScopedEnv splits("SHARDJIT_FWD_SPLITS", "-1");
+    EXPECT_NE(error_of({}).find("SHARDJIT_FWD_SPLITS"), std::string::npos);
+  }
+  ScopedEnv tile("SHARDJIT_FWD_TILE", "");
+  ScopedEnv splits("SHARDJIT_FWD_SPLITS", "");
+  EXPECT_EQ(resolve_config({}).fwd_tile, "");
+  EXPECT_EQ(resolve_config({}).fwd_splits, 0);
+}
+
 // A bool knob: `default_value` while its variable is unset, the opposite once the variable says
 // so, and an option set in code over the variable.
 void expect_bool_knob(const char* name, bool RuntimeConfig::*field, std::optional<bool> RuntimeOptions::*option,

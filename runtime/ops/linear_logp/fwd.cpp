@@ -120,6 +120,20 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   return fallback.value_or(plan_for(1));
 }
 
+VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, const FwdTile& tile, const GpuShape& gpu,
+                              int splits) {
+  const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
+  const int sms = std::max(1, gpu.sm_count);
+  VocabSplit plan;
+  plan.splits = static_cast<int>(std::clamp<std::int64_t>(splits, 1, std::min<std::int64_t>(vocab_tiles, kMaxCombineSources)));
+  plan.group_rows = (sms + plan.splits - 1) / plan.splits;
+  plan.row_tiles = static_cast<int>(row_tiles);
+  plan.vocab_tiles = static_cast<int>(vocab_tiles);
+  plan.whole_units = plan.units();
+  return plan;
+}
+
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {
   const int sms = std::max(1, sm_count);
   // A split's pieces are its partial sources, and one combine merges at most kMaxCombineSources

@@ -102,6 +102,12 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
                               int max_splits = kMaxVocabSplits);
 
+// A plan of exactly `splits` splits (at most the vocabulary tiles and kMaxCombineSources), every
+// unit whole: the rule's alternative under SHARDJIT_FWD_SPLITS, for comparing split counts the
+// rule does not choose (every multiprocessor's count, or more splits than multiprocessors).
+VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, const FwdTile& tile, const GpuShape& gpu,
+                              int splits);
+
 // Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
 // partial one after it) into pieces of about kFwdPieceTiles tiles, one block each
 // (templates/linear_logp/fwd_block_order.cuh says why), where there is more than one wave of

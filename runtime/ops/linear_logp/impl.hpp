@@ -67,7 +67,8 @@ struct LinearLogp::Impl {
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col on.
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
-  // chunks (0 to kMaxKeptChunks), as the op, the chunks' shape and the combine allow (keep.hpp).
+  // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, config.keep_logits_bytes and the
+  // combine allow (keep.hpp).
   ForwardLaunch forward_launch(std::int64_t n_rows, int most_kept) const;
   // The keep decision of a call on `stream`: forward_launch, with fewer kept chunks where they
   // would grow a buffer past what max_rows sized or during graph capture (keep.cpp).

@@ -1,6 +1,8 @@
 // The kept-chunk decisions (keep.hpp): the op's, the forward call's, the backward call's.
 #include "runtime/ops/linear_logp/keep.hpp"
 
+#include <algorithm>
+
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/impl.hpp"
@@ -11,10 +13,25 @@ bool op_keeps_chunks(const LinearLogpConfig& c, const FwdTile& dz_tile, DType dz
   return tp == 1 && dz_tile.wgmma && dtype_size(dz_dtype) == 2 && c.grad_filter_threshold == 0.0f;
 }
 
+std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(n_rows, 0)) * static_cast<std::size_t>(chunks.dz_stride) * 2;
+}
+
+int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::int64_t keep_bytes) {
+  const std::size_t chunk = kept_chunk_bytes(chunks, n_rows);
+  if (chunk == 0 || keep_bytes <= 0) return kChunksKeptInPlace;
+  // No more further chunks than the call has chunks: the count stays an int.
+  const std::size_t further = std::min(static_cast<std::size_t>(keep_bytes) / chunk,
+                                       static_cast<std::size_t>(std::max<std::int64_t>(chunks.chunks, 0)));
+  return kChunksKeptInPlace + static_cast<int>(further);
+}
+
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most) {
   const std::int64_t cols = chunks.chunk_cols;
   if (most < 1 || chunks.chunks < 2 || cols % fwd_tile_cols != 0 || cols >= valid_local) return 0;
-  return most >= 2 && chunks.kept_band_rows > 0 && 2 * cols < valid_local ? 2 : 1;
+  if (most < 2 || chunks.kept_band_rows == 0 || 2 * cols >= valid_local) return 1;
+  // k chunks end before the valid columns do where k x cols < valid_local.
+  return static_cast<int>(std::min<std::int64_t>(most, (valid_local - 1) / cols));
 }
 
 KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call) {
@@ -26,6 +43,11 @@ KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& ch
   use.second = use.first && kept.second != nullptr && !call.accumulator_grew && kept.accumulator == call.accumulator &&
                chunks.chunks >= 3 && chunks.chunk(1).cols == kept.cols &&
                (!call.grad_hidden || chunks.kept_band_rows > 0);
+  const int further = kept.further_chunks;
+  if (use.second && further > 0 && kept.keep_buffer == call.keep_buffer && chunks.chunks > 2 + further &&
+      chunks.chunk(1 + further).cols == kept.cols) {
+    use.further = further;
+  }
   return use;
 }
 
@@ -34,7 +56,8 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
   if (most_kept > 0 && bwd.keep && !tp && bwd.fits(n_rows)) {
     launch.chunks = bwd.chunks_for(n_rows, true);
-    launch.kept_chunks = keepable_chunks(launch.chunks, layout.valid_local, tile.bn, most_kept);
+    const int most = std::min(most_kept, kept_chunks_budget(launch.chunks, n_rows, layout.config.keep_logits_bytes));
+    launch.kept_chunks = keepable_chunks(launch.chunks, layout.valid_local, tile.bn, most);
   }
   if (launch.kept_chunks == 0) {
     launch.chunks = BackwardChunks{};
@@ -42,6 +65,10 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
     return launch;
   }
   if (launch.kept_chunks < 2) launch.chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  if (launch.kept_chunks > kChunksKeptInPlace) {
+    launch.keep_buffer_bytes =
+        static_cast<std::size_t>(launch.kept_chunks - kChunksKeptInPlace) * kept_chunk_bytes(launch.chunks, n_rows);
+  }
   launch.kept_cols = launch.kept_chunks * launch.chunks.chunk_cols;
   launch.kept_tiles = static_cast<int>(launch.kept_cols / bwd.specs->dz_tile.bn);
   launch.split = vocab_split(n_rows, launch.kept_cols);
@@ -52,17 +79,18 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
 
 ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, CUstream stream) const {
   // Only a call that writes lse keeps: its backward passes that lse back, which names the forward.
-  ForwardLaunch launch = forward_launch(call.n, call.has_lse ? kMaxKeptChunks : 0);
+  ForwardLaunch launch = forward_launch(call.n, call.has_lse ? kAnyKeptChunks : 0);
   if (launch.kept_chunks == 0) return launch;
   const std::uint64_t capture = stream_capture_id(stream);
   // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
-  // they would have to, the forward keeps fewer (the second needs the accumulator, the first only
-  // the dZ buffer), or none.
+  // they would have to, the forward keeps fewer (those past the second need the keep buffer, the
+  // second the accumulator, the first only the dZ buffer), or none.
   if (layout.config.max_rows > 0 || capture != 0) {
     auto fits = [&](const ForwardLaunch& l) {
       const bool partials_fit =
           static_cast<std::size_t>(call.n * l.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
-      return partials_fit && (capture == 0 || bwd.holds(l.chunks, call.n));
+      return partials_fit && l.keep_buffer_bytes <= bwd.keep_buffer.bytes() &&
+             (capture == 0 || bwd.holds(l.chunks, call.n));
     };
     while (launch.kept_chunks > 0 && !fits(launch)) launch = forward_launch(call.n, launch.kept_chunks - 1);
   }

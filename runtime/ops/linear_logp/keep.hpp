@@ -16,9 +16,19 @@
 
 namespace shardjit {
 
-// The most backward chunks a forward keeps: the first in the dZ buffer, the second in the
-// grad_hidden accumulator's memory (BackwardChunks::kept_band_rows).
-inline constexpr int kMaxKeptChunks = 2;
+// The backward chunks a forward keeps in the buffers the backward has anyway: the first in the
+// dZ buffer, the second in the grad_hidden accumulator's memory (BackwardChunks::kept_band_rows).
+// Chunks from the third on go to the keep buffer, whose size config.keep_logits_bytes bounds.
+inline constexpr int kChunksKeptInPlace = 2;
+// "As many chunks as the op and the budget allow", for forward_launch.
+inline constexpr int kAnyKeptChunks = 1 << 20;
+
+// Bytes of one kept chunk's logits for n_rows rows: n_rows x dz_stride 16-bit values.
+std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows);
+
+// The most chunks a forward of n_rows rows under `chunks` may keep with `keep_bytes` of keep
+// buffer: the two in place plus as many whole chunks as the keep buffer holds.
+int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::int64_t keep_bytes);
 
 // Whether an op keeps chunks from its forward: a single-GPU op (tp = 1) whose dZ kernel runs the
 // Hopper loop, with a 16-bit dZ (the kept fp16 values turn into it in place) and no filter (whose
@@ -29,9 +39,10 @@ bool op_keeps_chunks(const LinearLogpConfig& config, const FwdTile& dz_tile, DTy
 
 // How many chunks a forward may keep, at most `most`, by the backward's chunks of its rows
 // alone: none where there is a single chunk (no recompute to spare), or where a chunk does not
-// end on a forward tile (of fwd_tile_cols columns) or before the valid columns do; two where the
-// accumulator's memory can hold the second (kept_band_rows) and it too ends before the valid
-// columns do.
+// end on a forward tile (of fwd_tile_cols columns) or before the valid columns do; two or more
+// where the accumulator's memory can hold the second (kept_band_rows), as many as end before the
+// valid columns do (the forward kernel keeps at least one column, and the backward at least one
+// chunk that it recomputes).
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most);
 
 // A single-GPU forward call's launch: the forward kernel's vocabulary split over the shard's
@@ -46,6 +57,8 @@ struct ForwardLaunch {
   // With kept chunks: the backward's chunks of these rows, its buffers what the forward writes
   // (accumulator_bytes 0 unless the second chunk is kept).
   BackwardChunks chunks;
+  // Bytes of the keep buffer the chunks from the third on take (kept_chunk_bytes each).
+  std::size_t keep_buffer_bytes = 0;
   // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).
   std::uint64_t capture = 0;
 
@@ -72,6 +85,11 @@ struct KeptChunk {
   // chunk was kept.
   void* second = nullptr;
   const void* accumulator = nullptr;
+  // Chunks 2 .. 1 + further_chunks, one after the other (kept_chunk_bytes each) in the keep
+  // buffer, whose address is `keep_buffer` (a growth would move it).
+  void* further = nullptr;
+  int further_chunks = 0;
+  const void* keep_buffer = nullptr;
   kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
   // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
   // uses the chunk only from the same one, eager after eager or within one graph, whose replays
@@ -95,19 +113,26 @@ struct BackwardKeptMatch {
   bool dz_buffer_grew = false;  // a growth loses what was kept
   const void* accumulator = nullptr;
   bool accumulator_grew = false;
+  const void* keep_buffer = nullptr;
 };
 
 // Which kept chunks a backward uses.
 struct KeptChunksUse {
   bool first = false;   // chunk 0's logits, in the dZ buffer
   bool second = false;  // chunk 1's, in the accumulator: its grad_hidden product runs first, in bands
+  int further = 0;      // chunks 2 .. 1 + further, in the keep buffer
+
+  bool uses(std::int64_t index) const {
+    return (index == 0 && first) || (index == 1 && second) || (index >= 2 && index < 2 + further);
+  }
 };
 
 // The first chunk where it is this call's first chunk: kept by the forward of these buffers (lse
 // its output) and rows, as wide as the call's first chunk, in the dZ buffer as it is now, and in
 // the call's capture sequence. The second where the first is used, it was kept, the accumulator
 // is as it was, the call has at least three chunks of the kept width, and its grad_hidden
-// product (if asked for) can run in bands.
+// product (if asked for) can run in bands. The further ones where the second is used, the keep
+// buffer is as it was, and the call has a chunk past them.
 KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call);
 
 }  // namespace shardjit

@@ -133,13 +133,14 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  // A forward without lse keeps nothing, one with lse keeps up to two chunks or, where they do
-  // not fit, fewer (decide_forward_launch). The kept launches' sources are counted at each row tile's
+  // A forward without lse keeps nothing, one with lse keeps as many chunks as fit or, where they
+  // do not, fewer (decide_forward_launch). The kept launches' sources are counted at each row tile's
   // largest row count, a best effort: their chunk width moves within a row tile, and a call whose
   // kept sources do not fit keeps fewer chunks.
   return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
     int most = 0;
-    for (int keep = 0; keep <= kMaxKeptChunks; ++keep) most = std::max(most, forward_launch(rows, keep).sources());
+    const int kept = forward_launch(rows, kAnyKeptChunks).kept_chunks;
+    for (int keep = 0; keep <= kept; ++keep) most = std::max(most, forward_launch(rows, keep).sources());
     return most;
   });
 }
@@ -147,6 +148,10 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
 VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
   const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
+  if (runtime.config.fwd_splits > 0 && !tp) {  // an experiment's count (SHARDJIT_FWD_SPLITS)
+    return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
+                          gpu.sm_count);
+  }
   return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
                         gpu.sm_count);
 }
@@ -157,8 +162,8 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   bwd.reserve(chunks, stream);
   bwd.reserve_split(chunks, call.n, stream);
   const FwdTile& dz_tile = bwd.specs->dz_tile;
-  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end; a chunk's tile partials
-  // follow the ones of the chunk before.
+  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end, the further ones into the
+  // keep buffer; a chunk's tile partials follow the ones of the chunk before.
   auto keep = [&](std::int64_t index, void* logits) {
     const BackwardChunk chunk = chunks.chunk(index);
     kernels::LinearLogpBwdDzArgs args =
@@ -180,10 +185,20 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.partials = partials;
   kept.capture = launch.capture;
   keep(0, bwd.dz_buffer.as<void>());
-  if (launch.kept_chunks == 2) {
+  if (launch.kept_chunks >= 2) {
     kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
     kept.accumulator = bwd.accumulator.as<void>();
     keep(1, kept.second);
+  }
+  if (launch.kept_chunks > kChunksKeptInPlace) {
+    grow_buffer_for_stream(bwd.keep_buffer, launch.keep_buffer_bytes, device, stream, "LinearLogp: the keep buffer");
+    kept.keep_buffer = bwd.keep_buffer.as<void>();
+    kept.further = bwd.keep_buffer.as<void>();
+    kept.further_chunks = launch.kept_chunks - kChunksKeptInPlace;
+    const std::size_t chunk_bytes = kept_chunk_bytes(chunks, call.n);
+    for (int i = 0; i < kept.further_chunks; ++i) {
+      keep(kChunksKeptInPlace + i, bwd.keep_buffer.as<char>() + static_cast<std::size_t>(i) * chunk_bytes);
+    }
   }
   return kept;
 }

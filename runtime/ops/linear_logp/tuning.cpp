@@ -290,11 +290,37 @@ TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layo
   return record;
 }
 
+std::vector<FwdTile> forceable_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
+  std::vector<FwdTile> tiles = fwd_tile_candidates(dtype, arch, hopper_path);
+  if (dtype == DType::kFP32) return tiles;
+  const unsigned limit = smem_limit_for_arch(arch);
+  for (const FwdTile& tile : portable_fwd_tiles()) {
+    if (linear_logp_fwd_smem(dtype, tile) <= limit && std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) {
+      tiles.push_back(tile);
+    }
+  }
+  return tiles;
+}
+
+FwdTile forced_fwd_tile(const std::string& name, const std::vector<FwdTile>& candidates) {
+  const std::optional<FwdTile> tile = parse_fwd_tile_name(name);
+  std::string names;
+  for (const FwdTile& candidate : candidates) {
+    if (tile && candidate == *tile) return candidate;
+    names += (names.empty() ? "" : ", ") + fwd_tile_name(candidate);
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "SHARDJIT_FWD_TILE='" + name + "' is not a forward tile of this op; expected one of " + names);
+}
+
 std::optional<FwdTile> tuned_fwd_tile(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device) {
   const LinearLogpConfig& c = layout.config;
   const std::string arch = device.arch();
   const bool hopper_path = runtime.config.hopper_path;
   const std::vector<FwdTile> candidates = fwd_tile_candidates(c.dtype, arch, hopper_path);
+  if (!runtime.config.fwd_tile.empty()) {
+    return forced_fwd_tile(runtime.config.fwd_tile, forceable_fwd_tiles(c.dtype, arch, hopper_path));
+  }
   if (candidates.size() < 2) return std::nullopt;
   const std::int64_t rows = fwd_tuning_rows(c);
   const std::string key = op_fwd_tuning_key(runtime, layout, device);

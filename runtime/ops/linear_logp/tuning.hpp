@@ -50,7 +50,16 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
 // tuned_fwd_tile reads and writes.
 std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device);
 
-// The forward tile of a single-GPU op of `layout` on `device`: the choice of its tuning record
+// The tiles SHARDJIT_FWD_TILE may name: the candidates, and every portable tile that fits the
+// arch's shared memory (the timed candidates stop at three).
+std::vector<FwdTile> forceable_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
+
+// The tile SHARDJIT_FWD_TILE names (`name`), which must be one of `candidates`; throws
+// Error(kInvalidArgument) naming the variable and the candidates otherwise.
+FwdTile forced_fwd_tile(const std::string& name, const std::vector<FwdTile>& candidates);
+
+// The forward tile of a single-GPU op of `layout` on `device`: SHARDJIT_FWD_TILE's where it is
+// set (forced_fwd_tile), else the choice of its tuning record
 // when the cache holds one (and it is still a candidate); else, with autotune and JIT on, the
 // fastest candidate, timed now and recorded; else nullopt (the default tile). Never throws for
 // a failed tuning: it is logged and the default tile is used.

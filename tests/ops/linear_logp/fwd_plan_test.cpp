@@ -71,6 +71,24 @@ TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
   EXPECT_LE(plan.splits * 2, 132) << "one wave";
 }
 
+TEST(VocabSplits, AFixedCountIsKeptWithinTheTilesAndTheCombine) {
+  const FwdTile tile{128, 256, 64, 4, true};
+  VocabSplit plan = fixed_vocab_splits(7, 128256, tile, kH200, 132);
+  EXPECT_EQ(plan.splits, 132) << "every multiprocessor, a count the rule never picks";
+  EXPECT_EQ(plan.group_rows, 1);
+  EXPECT_EQ(plan.row_tiles, 1);
+  EXPECT_EQ(plan.vocab_tiles, 501);
+  EXPECT_EQ(plan.blocks(), 132);
+  EXPECT_EQ(plan.sources(), 132);
+  plan = fixed_vocab_splits(333, 128256, tile, kH200, 40);
+  EXPECT_EQ(plan.splits, 40);
+  EXPECT_EQ(plan.group_rows, 4) << "ceil(132 / 40) row tiles run at once";
+  EXPECT_EQ(plan.units(), 3 * 40);
+  EXPECT_EQ(fixed_vocab_splits(7, 1000, tile, kH200, 256).splits, 4) << "at most the vocabulary tiles";
+  EXPECT_EQ(fixed_vocab_splits(7, 1 << 20, tile, kH200, 5000).splits, kMaxCombineSources);
+  EXPECT_EQ(fixed_vocab_splits(7, 128256, tile, kH200, 0).splits, 1);
+}
+
 // Split s of S walks the vocabulary tiles [s P, min((s + 1) P, V)), P = ceil(V / S), as the
 // kernel does.
 std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {

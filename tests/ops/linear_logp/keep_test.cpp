@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/ops/linear_logp/keep.hpp"
+#include "shardjit/error.hpp"
 
 namespace shardjit {
 namespace {
@@ -39,6 +40,46 @@ TEST(KeepableChunks, FollowTheChunksShape) {
   EXPECT_EQ(keepable_chunks(chunks_of(8320, 128256, true), 128256, 256, 2), 0) << "not on a forward tile";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 8192, 256, 2), 0) << "past the valid columns";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 16000, 256, 2), 1) << "the second past them";
+}
+
+TEST(KeepableChunks, AsManyAsEndBeforeTheValidColumns) {
+  const BackwardChunks chunks = chunks_of(8192, 128256, true);  // 16 chunks, the last 5,376 wide
+  EXPECT_EQ(keepable_chunks(chunks, 128256, 256, 5), 5) << "the budget's limit";
+  EXPECT_EQ(keepable_chunks(chunks, 128256, 256, 40), 15) << "one chunk left to recompute";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 40), 1) << "no room for the second";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 40000, true), 40000, 256, 40), 4);
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 40960, 256, 40), 4) << "5 x 8192 is all of it";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 24577, 256, 40), 3) << "valid columns bound it";
+}
+
+TEST(KeptChunksBudget, TheTwoInPlaceAndWholeChunksOfTheKeepBuffer) {
+  const BackwardChunks chunks = chunks_of(8192, 128256, true);
+  const std::int64_t n = 16384;
+  const std::int64_t chunk = n * 8192 * 2;  // 256 MiB: llama3-8b-16k's chunk of the default dZ budget
+  EXPECT_EQ(kept_chunk_bytes(chunks, n), static_cast<std::size_t>(chunk));
+  EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 2) << "the default: today's two";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, chunk - 1), 2);
+  EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 3);
+  EXPECT_EQ(kept_chunks_budget(chunks, n, 3 * chunk + chunk / 2), 5);
+  EXPECT_EQ(kept_chunks_budget(chunks, n, std::int64_t{4} << 30), 18) << "16 further: as many as the call has";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, std::int64_t{1} << 62), 18) << "no overflow";
+  EXPECT_EQ(kept_chunks_budget(chunks, 0, chunk), 2) << "no rows";
+  // Together: at 4 GiB the forward keeps 15 of the 16 chunks; the backward recomputes the last.
+  EXPECT_EQ(keepable_chunks(chunks, 128256, 256, kept_chunks_budget(chunks, n, std::int64_t{4} << 30)), 15);
+}
+
+TEST(KeptChunksBudget, NegativeBudgetIsRefusedByName) {
+  LinearLogpConfig c;
+  c.keep_logits_bytes = -1;
+  try {
+    check_backward_config(c);
+    FAIL() << "a negative keep_logits_bytes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("keep_logits_bytes"), std::string::npos) << e.what();
+  }
+  c.keep_logits_bytes = std::int64_t{4} << 30;
+  EXPECT_NO_THROW(check_backward_config(c));
 }
 
 class UsableKeptChunks : public ::testing::Test {
@@ -110,6 +151,29 @@ TEST_F(UsableKeptChunks, TheFirstAloneWhereTheAccumulatorChanged) {
   EXPECT_TRUE(usable_kept_chunks(kept, chunks_of(8192, 128256, false), other).second) << "no product to band";
   kept.second = nullptr;
   EXPECT_FALSE(usable_kept_chunks(kept, chunks, call).second) << "only the first was kept";
+}
+
+TEST_F(UsableKeptChunks, FurtherChunksWithTheSecondAndTheirKeepBuffer) {
+  int further = 0, keep = 0, other_keep = 0;
+  kept.further = &further;
+  kept.further_chunks = 3;
+  kept.keep_buffer = &keep;
+  call.keep_buffer = &keep;
+  KeptChunksUse use = usable_kept_chunks(kept, chunks, call);
+  EXPECT_EQ(use.further, 3);
+  EXPECT_TRUE(use.uses(0) && use.uses(1) && use.uses(2) && use.uses(4));
+  EXPECT_FALSE(use.uses(5)) << "past the kept ones";
+  BackwardKeptMatch other = call;
+  other.keep_buffer = &other_keep;
+  EXPECT_EQ(usable_kept_chunks(kept, chunks, other).further, 0) << "another keep buffer";
+  other = call;
+  other.accumulator_grew = true;
+  use = usable_kept_chunks(kept, chunks, other);
+  EXPECT_TRUE(use.first);
+  EXPECT_EQ(use.further, 0) << "not without the second";
+  EXPECT_FALSE(use.uses(2));
+  EXPECT_EQ(usable_kept_chunks(kept, chunks_of(8192, 5 * 8192, true), call).further, 0) << "no chunk left to recompute";
+  EXPECT_EQ(usable_kept_chunks(kept, chunks_of(8192, 5 * 8192 + 256, true), call).further, 3);
 }
 
 }  // namespace

@@ -83,6 +83,25 @@ TEST(FwdTuning, InputSetsSpanTwiceTheL2) {
   EXPECT_EQ(tuning_input_sets(0, kL2), 1u);
 }
 
+TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
+  const std::vector<FwdTile> candidates = forceable_fwd_tiles(DType::kBF16, "sm_90a", true);
+  EXPECT_EQ(candidates.size(), 6u) << "two wgmma tiles and the four portable ones";
+  const FwdTile small = forced_fwd_tile("64x256x32x3-mma", candidates);
+  EXPECT_EQ(small, (FwdTile{64, 256, 32, 3, false}));
+  EXPECT_EQ(forced_fwd_tile("128x256x64x3-wgmma", candidates), (FwdTile{128, 256, 64, 3, true}));
+  for (const char* bad : {"64x256x32x3-wgmma", "128x128x64x9-mma", "fast", ""}) {
+    try {
+      forced_fwd_tile(bad, candidates);
+      ADD_FAILURE() << "'" << bad << "' was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      const std::string message = e.what();
+      EXPECT_NE(message.find("SHARDJIT_FWD_TILE"), std::string::npos) << message;
+      EXPECT_NE(message.find("128x256x64x4-wgmma"), std::string::npos) << "names the candidates: " << message;
+    }
+  }
+}
+
 TEST(FwdTuning, KeysTellApartWhatTheChoiceDependsOn) {
   const LinearLogpLayout layout = small_layout();
   const std::string source = "template <class T> __global__ void linear_logp_fwd();";

@@ -8,8 +8,10 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -35,8 +37,25 @@ cudaDataType_t cuda_type(DType dtype) {
 
 // The caller's buffers of a case (targets, outputs, upstream gradients, gradients), allocated
 // before the op so that they do not count as its extra memory.
-struct CaseBuffers {
+class CaseBuffers {
+ public:
   explicit CaseBuffers(const LinearLogpCase& c) {
+    try {
+      allocate(c);
+    } catch (...) {
+      release();  // a constructor that throws runs no destructor
+      throw;
+    }
+  }
+  ~CaseBuffers() { release(); }
+  CaseBuffers(const CaseBuffers&) = delete;
+  CaseBuffers& operator=(const CaseBuffers&) = delete;
+
+  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr;
+  void *grad_logp = nullptr, *grad_lse = nullptr, *grad_hidden = nullptr, *grad_weight = nullptr;
+
+ private:
+  void allocate(const LinearLogpCase& c) {
     std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
     for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
     check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
@@ -49,14 +68,9 @@ struct CaseBuffers {
       check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
     }
   }
-  ~CaseBuffers() {
+  void release() {
     for (void* p : {targets, logp, lse, entropy, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
   }
-  CaseBuffers(const CaseBuffers&) = delete;
-  CaseBuffers& operator=(const CaseBuffers&) = delete;
-
-  void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr;
-  void *grad_logp = nullptr, *grad_lse = nullptr, *grad_hidden = nullptr, *grad_weight = nullptr;
 };
 
 // The baseline: logits = X W^T with fp32 accumulation into the input dtype, as a framework's
@@ -158,12 +172,14 @@ nlohmann::json result_row(const LinearLogpCase& c, const TimingOptions& timing, 
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   const double flops = 2.0 * static_cast<double>(c.n) * static_cast<double>(c.vocab) * static_cast<double>(c.hidden);
   return {{"bench", c.backward ? "linear-logp-fwd-bwd" : "linear-logp"},
+          {"mode", c.backward ? "fwd+bwd" : "fwd"},
           {"case", c.name},
           {"n", c.n},
           {"hidden", c.hidden},
           {"vocab", c.vocab},
           {"dtype", dtype_name(c.dtype)},
           {"entropy", c.entropy},
+          {"keep_logits_bytes", c.keep_logits_bytes},
           {"fused_ms", fused_ms},
           {"gemm_ms", gemm_ms},
           {"ratio", fused_ms / gemm_ms},
@@ -175,6 +191,8 @@ nlohmann::json result_row(const LinearLogpCase& c, const TimingOptions& timing, 
           {"device", prop.name},
           {"date", today()}};
 }
+
+using CudaStream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, decltype(&cudaStreamDestroy)>;
 
 }  // namespace
 
@@ -192,47 +210,50 @@ std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_pat
   return cases;
 }
 
-void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
-  cudaStream_t stream;
-  check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  {
-    // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
-    // standard shapes, whose W alone is larger than L2).
-    const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
-    RotatingInputs inputs({{static_cast<std::size_t>(c.n * c.hidden), 1.0f, 1},
-                           {static_cast<std::size_t>(c.vocab * c.hidden), w_scale, 2}},
-                          c.dtype);
-    const CaseBuffers buffers(c);
-    CublasLmHead gemm(c, inputs, stream);
-    // Its first call allocates cuBLAS's workspace, which is not the op's extra memory.
-    gemm();
-    check_cuda(cudaStreamSynchronize(stream), "cuBLAS's first call");
+nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing) {
+  cudaStream_t raw_stream = nullptr;
+  check_cuda(cudaStreamCreate(&raw_stream), "cudaStreamCreate");
+  // Everything the case allocates is freed when it returns or throws (a sweep goes on to the next
+  // point, whose memory must not be taken by this one's).
+  const CudaStream stream_owner(raw_stream, &cudaStreamDestroy);
+  cudaStream_t stream = raw_stream;
+  // X and W, in as many sets as make the op and the GEMM read them from memory (one set at the
+  // standard shapes, whose W alone is larger than L2).
+  const float w_scale = 4.0f / std::sqrt(static_cast<float>(c.hidden));
+  RotatingInputs inputs({{static_cast<std::size_t>(c.n * c.hidden), 1.0f, 1},
+                         {static_cast<std::size_t>(c.vocab * c.hidden), w_scale, 2}},
+                        c.dtype);
+  const CaseBuffers buffers(c);
+  CublasLmHead gemm(c, inputs, stream);
+  // Its first call allocates cuBLAS's workspace, which is not the op's extra memory.
+  gemm();
+  check_cuda(cudaStreamSynchronize(stream), "cuBLAS's first call");
 
-    // The fused op: extra memory is what the op itself takes (workspace, status, modules).
-    Runtime runtime;
-    const std::size_t free_before = device_free_bytes();
-    LinearLogpConfig config;
-    config.hidden = c.hidden;
-    config.vocab_local = c.vocab;
-    config.dtype = c.dtype;
-    config.want_entropy = c.entropy;
-    config.want_backward = c.backward;
-    LinearLogp op(runtime, config);
-    FusedCall fused(c, op, inputs, buffers, stream);
-    const std::function<void()> fused_call = std::ref(fused), gemm_call = std::ref(gemm);
-    // The op and its baseline timed in interleaved rounds: the same clocks and temperature for both.
-    const std::vector<double> medians =
-        timing.sequential
-            ? std::vector<double>{median_ms(fused_call, stream, timing), median_ms(gemm_call, stream, timing)}
-            : interleaved_median_ms({fused_call, gemm_call}, stream, timing);
-    const std::size_t free_after = device_free_bytes();
-    nlohmann::json row = result_row(c, timing, medians[0], medians[1],
-                                    free_before > free_after ? free_before - free_after : 0, inputs.sets());
-    add_energy(row, timing, fused_call, gemm_call, stream);
-    std::printf("%s\n", row.dump().c_str());
-    std::fflush(stdout);
-  }
-  cudaStreamDestroy(stream);
+  // The fused op: extra memory is what the op itself takes (workspace, status, modules).
+  Runtime runtime;
+  const std::size_t free_before = device_free_bytes();
+  LinearLogpConfig config;
+  config.hidden = c.hidden;
+  config.vocab_local = c.vocab;
+  config.dtype = c.dtype;
+  config.want_entropy = c.entropy;
+  config.want_backward = c.backward;
+  config.keep_logits_bytes = c.keep_logits_bytes;
+  LinearLogp op(runtime, config);
+  FusedCall fused(c, op, inputs, buffers, stream);
+  const std::function<void()> fused_call = std::ref(fused), gemm_call = std::ref(gemm);
+  // The op and its baseline timed in interleaved rounds: the same clocks and temperature for both.
+  const std::vector<double> medians =
+      timing.sequential
+          ? std::vector<double>{median_ms(fused_call, stream, timing), median_ms(gemm_call, stream, timing)}
+          : interleaved_median_ms({fused_call, gemm_call}, stream, timing);
+  const std::size_t free_after = device_free_bytes();
+  nlohmann::json row = result_row(c, timing, medians[0], medians[1],
+                                  free_before > free_after ? free_before - free_after : 0, inputs.sets());
+  add_energy(row, timing, fused_call, gemm_call, stream);
+  std::printf("%s\n", row.dump().c_str());
+  std::fflush(stdout);
+  return row;
 }
 
 }  // namespace shardjit::bench

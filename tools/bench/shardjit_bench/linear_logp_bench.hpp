@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "gpu_timer.hpp"
 #include "shardjit/dtype.hpp"
 
@@ -16,12 +18,14 @@ struct LinearLogpCase {
   DType dtype = DType::kBF16;
   bool entropy = false;
   bool backward = false;  // time forward + backward instead of the forward alone
+  std::int64_t keep_logits_bytes = 0;  // LinearLogpConfig::keep_logits_bytes
 };
 
 // The tp=1 cases of shapes.json.
 std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path);
 
-// Runs one case; prints one JSON object on stdout.
-void run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
+// Runs one case; prints its JSON object on stdout and returns it. Its device memory is freed
+// when it returns or throws.
+nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
 
 }  // namespace shardjit::bench

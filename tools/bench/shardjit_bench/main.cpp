@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "linear_logp_bench.hpp"
+#include "linear_logp_sweep.hpp"
 #include "linear_logp_tp_bench.hpp"
 #include "reduce_scatter_bench.hpp"
 #include "shardjit/dtype.hpp"
@@ -20,6 +21,9 @@ struct LogpOptions {
   std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
   std::int64_t n = 0, hidden = 0, vocab = 0;
   bool entropy = false, backward = false;
+  std::int64_t keep_logits_bytes = 0;
+  bool sweeping = false;
+  SweepOptions sweep;
 };
 
 struct LogpTpOptions {
@@ -55,6 +59,20 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   logp->add_option("--dtype", o.dtype, "bf16, fp16 or fp32");
   logp->add_flag("--entropy", o.entropy, "also compute the entropy");
   logp->add_flag("--backward", o.backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
+  logp->add_option("--keep-logits-bytes", o.keep_logits_bytes,
+                   "with --backward: bytes the op may add to keep logits for the backward (LinearLogpConfig::"
+                   "keep_logits_bytes; 0: the default)")
+      ->check(CLI::NonNegativeNumber);
+  logp->add_flag("--sweep", o.sweeping,
+                 "time every point of a grid of heads, TP shards, row counts, dtypes and modes (--grid); JSONL rows "
+                 "(--out) and the worst points at the end");
+  logp->add_option("--grid", o.sweep.grid, "sweep: the grid file (JSON)");
+  logp->add_flag("--quick", o.sweep.quick, "sweep: the grid's \"quick\" subset instead of \"full\"");
+  logp->add_option("--out", o.sweep.out, "sweep: write one JSON row per point to this file");
+  logp->add_flag("--dry-run", o.sweep.dry_run, "sweep: list the points and a time estimate; no GPU needed");
+  logp->add_option("--worst", o.sweep.worst, "sweep: worst points printed per mode")->check(CLI::NonNegativeNumber);
+  logp->add_option("--compile-jobs", o.sweep.compile_jobs, "sweep: kernels compiled at once first (0: every CPU thread)")
+      ->check(CLI::NonNegativeNumber);
   return logp;
 }
 
@@ -81,7 +99,14 @@ CLI::App* add_reduce_scatter(CLI::App& app, ReduceScatterOptions& o) {
   return rs;
 }
 
-int run_logp(const LogpOptions& o, const TimingOptions& timing) {
+int run_logp(const LogpOptions& o, TimingOptions timing, const CLI::App& app) {
+  if (o.sweeping) {
+    // Fewer rounds a point than a single case takes, so that the whole grid fits a few minutes;
+    // medians of 10 interleaved rounds spread by about 1 % at the standard shapes.
+    if (app.count("--warmup") == 0) timing.warmup = 3;
+    if (app.count("--iters") == 0) timing.iterations = 10;
+    return run_linear_logp_sweep(o.sweep, timing);
+  }
   std::vector<LinearLogpCase> cases;
   if (o.n > 0 || o.hidden > 0 || o.vocab > 0) {
     auto dtype = shardjit::parse_dtype(o.dtype);
@@ -89,12 +114,13 @@ int run_logp(const LogpOptions& o, const TimingOptions& timing) {
       std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
       return kBadCustomCase;
     }
-    cases.push_back({"custom", o.n, o.hidden, o.vocab, *dtype, o.entropy, o.backward});
+    cases.push_back({"custom", o.n, o.hidden, o.vocab, *dtype, o.entropy, o.backward, o.keep_logits_bytes});
   } else {
     for (auto& c : load_linear_logp_cases(o.shapes)) {
       if (!o.only.empty() && c.name != o.only) continue;
       c.entropy = o.entropy;
       c.backward = o.backward;
+      c.keep_logits_bytes = o.keep_logits_bytes;
       cases.push_back(c);
     }
   }
@@ -142,7 +168,7 @@ int main(int argc, char** argv) {
   try {
     if (rs_command->parsed()) return run_reduce_scatter(rs, timing);
     if (logp_tp_command->parsed()) return run_logp_tp(logp_tp, timing);
-    return run_logp(logp, timing);
+    return run_logp(logp, timing, app);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardjit-bench: %s\n", e.what());
     return 1;

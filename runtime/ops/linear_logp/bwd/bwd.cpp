@@ -40,6 +40,7 @@ BackwardKeptMatch kept_match(const BackwardCall& call, const LinearLogpBwdState&
   match.dz_buffer_grew = dz_buffer_grew;
   match.accumulator = bwd.accumulator.as<void>();
   match.accumulator_grew = accumulator_grew;
+  match.keep_buffer = bwd.keep_buffer.as<void>();
   return match;
 }
 

@@ -28,6 +28,11 @@ void check_backward_config(const LinearLogpConfig& c) {
                                                  std::to_string(c.grad_filter_threshold) +
                                                  "; expected a finite value >= 0 (0: no filtering)");
   }
+  if (c.keep_logits_bytes < 0) {
+    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: keep_logits_bytes = " +
+                                                 std::to_string(c.keep_logits_bytes) +
+                                                 "; expected >= 0 (0: keep no more than the backward's buffers hold)");
+  }
 }
 
 std::int64_t backward_workspace_budget(const LinearLogpConfig& c) {

@@ -66,6 +66,10 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   if (c.max_rows > 0) {
     ScopedContext scope(device);
     reserve(reserve_chunks(c.max_rows), nullptr);
+    if (specs->keep && c.keep_logits_bytes > 0) {
+      grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(c.keep_logits_bytes), device, nullptr,
+                             "LinearLogp: the keep buffer");
+    }
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
     split.allocate();
   }

@@ -62,6 +62,9 @@ struct LinearLogpBwdState {
   DeviceBuffer accumulator;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
+  // Kept chunks past the second, at most config.keep_logits_bytes (keep.hpp); empty where the op
+  // keeps none there.
+  DeviceBuffer keep_buffer;
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
   std::optional<KeptChunk> kept;  // set by a forward that kept chunks (keep.hpp), reset by the next call
   // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.

@@ -19,9 +19,13 @@ std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
 
 bool filters(const BackwardPass& pass) { return pass.bwd.layout.config.grad_filter_threshold > 0.0f; }
 
-// Where chunk `index`'s dZ is: the dZ buffer, or for a second kept chunk where it was kept.
+// Where chunk `index`'s dZ is: the dZ buffer, or for a kept chunk past the first where it was
+// kept (the accumulator's end, the keep buffer).
 void* chunk_dz_buffer(const BackwardPass& pass, std::int64_t index) {
-  return index == 1 && pass.kept_use.second ? pass.kept->second : pass.bwd.dz_buffer.as<void>();
+  if (index == 0 || !pass.kept_use.uses(index)) return pass.bwd.dz_buffer.as<void>();
+  if (index == 1) return pass.kept->second;
+  const std::size_t further = static_cast<std::size_t>(index - kChunksKeptInPlace);
+  return static_cast<char*>(pass.kept->further) + further * kept_chunk_bytes(pass.chunks, pass.call.n);
 }
 
 // What both GEMMs of a chunk share: A is the chunk's dZ, [n rows][chunk.cols], zeros up to a
@@ -91,8 +95,7 @@ void enqueue_chunk_dz(const BackwardPass& pass, std::int64_t index, CUstream str
   dz.scale = pass.scale;
   dz.tile_mask = filters(pass) ? bwd.mask.as<unsigned char>() : nullptr;
   dz.filter_threshold = bwd.layout.config.grad_filter_threshold;
-  const bool kept = (index == 0 && pass.kept_use.first) || (index == 1 && pass.kept_use.second);
-  if (kept) {
+  if (pass.kept_use.uses(index)) {
     // The kept logits turn into dZ in place, relative to their tiles' maxima.
     dz.tile_partials = pass.kept->partials + chunk.begin / bwd.specs->dz_tile.bn * call.n;
     launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, stream);

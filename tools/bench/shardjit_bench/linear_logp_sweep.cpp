@@ -1,0 +1,136 @@
+// Runs the sweep: compiles every kernel of the grid first, then times the points one by one,
+// writes their rows as they come, and prints the worst points of each mode.
+#include "linear_logp_sweep.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/driver/device.hpp"
+#include "shardjit/prewarm.hpp"
+#include "shardjit/shardjit.hpp"
+
+namespace shardjit::bench {
+namespace {
+
+nlohmann::json point_fields(const SweepPoint& p) {
+  return {{"head", p.head}, {"tp", p.tp}, {"n", p.c.n}, {"hidden", p.c.hidden}, {"vocab", p.c.vocab},
+          {"dtype", dtype_name(p.c.dtype)}, {"mode", p.c.backward ? "fwd+bwd" : "fwd"}};
+}
+
+// Compiles the kernels of every op of the grid into the cache folder, one op per thread at a
+// time, so that the points load them instead of waiting for NVRTC one kernel after another.
+void compile_grid_kernels(const std::vector<SweepPoint>& points, int jobs) {
+  std::map<std::tuple<std::int64_t, std::int64_t, int>, PrewarmConfig> ops;
+  const std::string arch = DeviceContext(0).arch();
+  for (const SweepPoint& p : points) {
+    PrewarmConfig& config = ops[{p.c.hidden, p.c.vocab, static_cast<int>(p.c.dtype)}];
+    config.hidden = p.c.hidden;
+    config.vocab = p.c.vocab;
+    config.dtypes = {p.c.dtype};
+    config.archs = {arch};
+    config.backward = config.backward || p.c.backward;
+    config.jobs = 1;
+  }
+  std::vector<PrewarmConfig> configs;
+  for (auto& [key, config] : ops) configs.push_back(config);
+  Runtime runtime;
+  std::atomic<std::size_t> next{0};
+  std::mutex report;
+  std::size_t compiled = 0, cached = 0;
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < configs.size(); i = next++) {
+      const PrewarmResult result = prewarm(runtime, configs[i]);
+      const std::lock_guard<std::mutex> lock(report);
+      compiled += result.compiled;
+      cached += result.cached;
+      for (const std::string& failure : result.failures) std::fprintf(stderr, "sweep: compile failed: %s\n", failure.c_str());
+    }
+  };
+  std::vector<std::thread> threads;
+  const int workers = std::clamp<int>(jobs, 1, static_cast<int>(configs.size()));
+  for (int w = 0; w < workers; ++w) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  std::fprintf(stderr, "sweep: %zu ops' kernels ready (%zu compiled, %zu from the cache)\n", configs.size(), compiled,
+               cached);
+}
+
+void print_worst(const std::vector<nlohmann::json>& rows, int worst) {
+  for (const char* mode : {"fwd", "fwd+bwd"}) {
+    std::vector<const nlohmann::json*> of_mode;
+    for (const auto& row : rows) {
+      if (row.value("mode", "") == mode && row.contains("ratio")) of_mode.push_back(&row);
+    }
+    if (of_mode.empty()) continue;
+    std::sort(of_mode.begin(), of_mode.end(),
+              [](const auto* a, const auto* b) { return a->at("ratio").template get<double>() > b->at("ratio").template get<double>(); });
+    std::fprintf(stderr, "\nworst %s points (op time over the same-process GEMM):\n", mode);
+    std::fprintf(stderr, "  %-22s %6s %6s %7s %5s %7s %10s %10s\n", "head", "n", "hidden", "vocab", "dtype", "ratio",
+                 "op ms", "gemm ms");
+    for (std::size_t i = 0; i < of_mode.size() && i < static_cast<std::size_t>(worst); ++i) {
+      const nlohmann::json& r = *of_mode[i];
+      std::fprintf(stderr, "  %-22s %6lld %6lld %7lld %5s %7.3f %10.4f %10.4f\n", r.value("head", "").c_str(),
+                   r.at("n").get<long long>(), r.at("hidden").get<long long>(), r.at("vocab").get<long long>(),
+                   r.value("dtype", "").c_str(), r.at("ratio").get<double>(), r.at("fused_ms").get<double>(),
+                   r.at("gemm_ms").get<double>());
+    }
+  }
+}
+
+int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {
+  double total = 0;
+  for (const SweepPoint& p : points) {
+    nlohmann::json row = point_fields(p);
+    row["estimated_s"] = estimated_point_seconds(p, timing);
+    total += row["estimated_s"].get<double>();
+    std::printf("%s\n", row.dump().c_str());
+  }
+  std::fprintf(stderr, "sweep: %zu points, about %.0f s of timing on an H200 (kernels compiled before, apart)\n",
+               points.size(), total);
+  return 0;
+}
+
+}  // namespace
+
+int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timing) {
+  const std::vector<SweepPoint> points = load_sweep_points(options.grid, options.quick);
+  if (options.dry_run) return list_points(points, timing);
+  std::ofstream out;
+  if (!options.out.empty()) {
+    out.open(options.out, std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write sweep rows to '" + options.out + "'");
+  }
+  const int jobs = options.compile_jobs > 0 ? options.compile_jobs
+                                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  compile_grid_kernels(points, jobs);
+  std::vector<nlohmann::json> rows;
+  int failures = 0;
+  for (const SweepPoint& p : points) {
+    nlohmann::json row;
+    try {
+      row = run_linear_logp_case(p.c, timing);
+      row.update(point_fields(p));
+    } catch (const std::exception& e) {
+      row = point_fields(p);
+      row["error"] = e.what();
+      ++failures;
+      std::fprintf(stderr, "sweep: %s n=%lld %s %s failed: %s\n", p.head.c_str(), static_cast<long long>(p.c.n),
+                   dtype_name(p.c.dtype), p.c.backward ? "fwd+bwd" : "fwd", e.what());
+    }
+    row["grid"] = options.quick ? "quick" : "full";
+    if (out) out << row.dump() << '\n' << std::flush;
+    rows.push_back(std::move(row));
+  }
+  print_worst(rows, options.worst);
+  if (failures > 0) std::fprintf(stderr, "\nsweep: %d of %zu points failed (rows with \"error\")\n", failures, points.size());
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace shardjit::bench
