@@ -22,7 +22,7 @@ import torch
 from .. import _shardjit
 from ._collective_ops import moe_combine, reduce_scatter
 from ._functional import linear_logp as _functional_linear_logp
-from ._op_cache import clear_op_cache, set_op_cache_size, set_runtime
+from .._op_cache import clear_op_cache, set_op_cache_size, set_runtime
 from ._op_level import LinearLogpFunction, op_linear_logp
 from .loss import LinearCrossEntropyLoss, linear_cross_entropy
 

@@ -7,8 +7,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from .. import _shardjit
-from . import _groups, _op_cache
+from .. import _op_cache, _shardjit
+from . import _groups
 from ._linear_logp_ops import dtype_name
 
 _PATHS = ("auto", "peer", "nccl")
@@ -77,10 +77,21 @@ def _check_group(name, process_group):
 def _check_matrix(name, what, tensor):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name}: {what}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cuda":
-        raise _error(name, what, f"expected a CUDA tensor, got one on {tensor.device}")
     if tensor.dim() != 2:
         raise _error(name, what, f"expected 2 dimensions, got shape {tuple(tensor.shape)}")
+
+
+def _check_cuda(name, **tensors):
+    """Last of the checks, so that the others can be exercised on CPU tensors."""
+    device = None
+    for what, tensor in tensors.items():
+        if tensor is None:
+            continue
+        if tensor.device.type != "cuda":
+            raise _error(name, what, f"expected a CUDA tensor, got one on {tensor.device}")
+        if device is not None and tensor.device != device:
+            raise _error(name, what, f"expected a tensor on {device}, got one on {tensor.device}")
+        device = tensor.device
 
 
 def _check_path(name, path):
@@ -107,11 +118,13 @@ def reduce_scatter(input: torch.Tensor, *, process_group: "torch.distributed.Pro
             raise _error(name, "input", f"{input.shape[0]} rows do not split evenly over {world} ranks; "
                                         "pass rows_per_rank")
         rows_per_rank = [input.shape[0] // world] * world
-    rows_per_rank = [int(r) for r in rows_per_rank]
-    if len(rows_per_rank) != world or sum(rows_per_rank) != input.shape[0]:
-        raise _error(name, "rows_per_rank", f"expected {world} row counts summing to {input.shape[0]} (input's "
-                                            f"rows), got {rows_per_rank}")
-    return reduce_scatter_op(input.contiguous(), process_group.group_name, rows_per_rank,
+    if (not isinstance(rows_per_rank, (list, tuple)) or len(rows_per_rank) != world
+            or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows_per_rank)
+            or sum(rows_per_rank) != input.shape[0]):
+        raise _error(name, "rows_per_rank", f"expected {world} non-negative row counts summing to "
+                                            f"{input.shape[0]} (input's rows), got {rows_per_rank!r}")
+    _check_cuda(name, input=input)
+    return reduce_scatter_op(input.contiguous(), process_group.group_name, list(rows_per_rank),
                              torch.distributed.get_rank(process_group), path)
 
 
@@ -137,5 +150,6 @@ def moe_combine(rows: torch.Tensor, positions: torch.Tensor, *, process_group: "
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < rows.shape[0]:
         raise _error(name, "capacity", f"expected an int >= {rows.shape[0]} (rows' row count), got {capacity!r}")
     _check_path(name, path)
+    _check_cuda(name, rows=rows, positions=positions, gates=gates)
     return moe_combine_op(rows.contiguous(), positions.contiguous(),
                           None if gates is None else gates.contiguous(), process_group.group_name, capacity, path)

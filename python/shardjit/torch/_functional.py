@@ -29,8 +29,6 @@ def _check_tensors(hidden, weight, targets, bias):
         raise _type_error("targets", "a torch.Tensor of token ids", targets)
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise _type_error("bias", "a torch.Tensor [V_local] or None", bias)
-    if hidden.device.type != "cuda":
-        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
     if _linear_logp_ops.dtype_name(hidden.dtype) is None:
         raise TypeError(f"{_NAME}: hidden: expected bfloat16, float16 or float32, got {hidden.dtype}")
     if hidden.dim() < 2:
@@ -53,6 +51,9 @@ def _check_tensors(hidden, weight, targets, bias):
     for what, tensor in (("weight", weight), ("targets", targets), ("bias", bias)):
         if tensor is not None and tensor.device != hidden.device:
             raise _value_error(what, f"expected a tensor on {hidden.device} (hidden's device), got {tensor.device}")
+    # Last, so that the checks above can be exercised on CPU tensors.
+    if hidden.device.type != "cuda":
+        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
 
 
 def _check_int(what, value, allow_none=False):

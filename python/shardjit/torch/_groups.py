@@ -11,8 +11,7 @@ The custom ops take a group by name (ProcessGroup.group_name), which torch.compi
 
 import threading
 
-from .. import _shardjit
-from . import _op_cache
+from .. import _op_cache, _shardjit
 
 _lock = threading.Lock()
 _communicators = {}

@@ -12,8 +12,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from .. import _shardjit
-from . import _groups, _op_cache
+from .. import _op_cache, _shardjit
+from . import _groups
 
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _TARGET_DTYPE_NAMES = {torch.int32: "int32", torch.int64: "int64"}

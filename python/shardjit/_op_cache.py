@@ -15,7 +15,7 @@ a device synchronize, and the captured calls run in the capture's stream order).
 import collections
 import threading
 
-from .. import _shardjit
+from . import _shardjit
 
 DEFAULT_CAPACITY = 32
 

@@ -1,0 +1,81 @@
+"""cpu tier (needs torch; skipped by name without it): the custom ops shardjit.torch registers
+(shardjit::linear_logp, shardjit::linear_logp_backward, shardjit::reduce_scatter,
+shardjit::moe_combine) and their fake implementations, which torch.compile traces with; and the
+op cache's key of a LinearLogp, which must change with everything that changes the op."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests need PyTorch")
+
+import shardjit.torch  # noqa: E402,F401  (registers the ops)
+from shardjit.torch import _linear_logp_ops  # noqa: E402
+
+N, H, V = 5, 32, 24
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def test_ops_are_registered():
+    for name in ("linear_logp", "linear_logp_backward", "reduce_scatter", "moe_combine"):
+        assert hasattr(torch.ops.shardjit, name), name
+
+
+@pytest.mark.parametrize("want_entropy", [False, True])
+def test_forward_fake_shapes(want_entropy):
+    hidden, weight, targets = meta(N, H), meta(V, H), meta(N, dtype=torch.int64)
+    logp, lse, entropy = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0,
+                                                        want_entropy, "", True, True, True)
+    assert logp.shape == (N,) and lse.shape == (N,) and logp.dtype == torch.float32
+    assert entropy.shape == ((N,) if want_entropy else (0,))
+
+
+@pytest.mark.parametrize("wants", [(True, True, True), (True, False, False), (False, True, True)])
+def test_backward_fake_shapes(wants):
+    hidden, weight, targets, bias = meta(N, H), meta(V, H), meta(N, dtype=torch.int64), meta(V, dtype=torch.float32)
+    lse = meta(N, dtype=torch.float32)
+    grad_hidden, grad_weight, grad_bias = torch.ops.shardjit.linear_logp_backward(
+        hidden, weight, targets, bias, lse, None, lse, None, None, 0, 0, -100, 1.0, False, "", *wants, True)
+    assert grad_hidden.shape == ((N, H) if wants[0] else (0,))
+    assert grad_weight.shape == ((V, H) if wants[1] else (0,)) and grad_weight.dtype == torch.bfloat16
+    assert grad_bias.shape == ((V,) if wants[2] else (0,)) and grad_bias.dtype == torch.float32
+
+
+def test_collective_fake_shapes():
+    out = torch.ops.shardjit.reduce_scatter(meta(10, H), "g", [3, 7], 1, "auto")
+    assert out.shape == (7, H)
+    out = torch.ops.shardjit.moe_combine(meta(6, H), meta(9, 2, dtype=torch.int32), None, "g", 8, "auto")
+    assert out.shape == (9, H)
+
+
+BASE = dict(vocab_start=0, valid_vocab=0, ignore_index=-100, temperature=1.0, want_entropy=False, group_name="")
+
+
+def key(hidden_dtype=torch.bfloat16, h=H, v=V, bias_dtype=None, target_dtype=torch.int64, want_backward=False,
+        **spec):
+    fields = dict(BASE, **spec)
+    hidden, weight = torch.empty(N, h, dtype=hidden_dtype), torch.empty(v, h, dtype=hidden_dtype)
+    targets = torch.empty(N, dtype=target_dtype)
+    bias = None if bias_dtype is None else torch.empty(v, dtype=bias_dtype)
+    ordered = tuple(fields[name] for name in _linear_logp_ops.SPEC_FIELDS)
+    return _linear_logp_ops.op_key(hidden, weight, targets, bias, ordered, want_backward)
+
+
+def test_key_is_stable_and_ignores_the_row_count():
+    assert key() == key()
+    hidden = torch.empty(N + 7, H, dtype=torch.bfloat16)
+    weight, targets = torch.empty(V, H, dtype=torch.bfloat16), torch.empty(N + 7, dtype=torch.int64)
+    spec = tuple(BASE[name] for name in _linear_logp_ops.SPEC_FIELDS)
+    assert _linear_logp_ops.op_key(hidden, weight, targets, None, spec, False) == key()
+
+
+@pytest.mark.parametrize("change", [
+    dict(hidden_dtype=torch.float16), dict(hidden_dtype=torch.float32), dict(h=H + 8), dict(v=V + 1),
+    dict(bias_dtype=torch.float32), dict(bias_dtype=torch.bfloat16), dict(target_dtype=torch.int32),
+    dict(want_backward=True), dict(vocab_start=24), dict(vocab_start=-1), dict(valid_vocab=20),
+    dict(ignore_index=0), dict(temperature=0.7), dict(want_entropy=True), dict(group_name="tp"),
+])
+def test_key_changes_with_what_changes_the_op(change):
+    assert key(**change) != key()
+
