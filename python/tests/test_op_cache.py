@@ -76,7 +76,8 @@ def test_concurrent_misses_build_a_key_once():
     assert all(r is results[0] for r in results)
 
 
-def test_set_runtime_takes_a_runtime_only(tmp_path):
+def test_set_runtime_takes_a_runtime_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(_op_cache, "_runtime", None)  # the process's Runtime comes back afterwards
     with pytest.raises(TypeError, match="set_runtime: runtime: expected a shardjit.Runtime, got str"):
         _op_cache.set_runtime("not a runtime")
     rt = shardjit.Runtime(cache_dir=str(tmp_path / "cache"))

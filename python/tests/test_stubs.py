@@ -111,3 +111,48 @@ def test_linear_logp_keywords_are_the_config_fields():
     with pytest.raises(TypeError, match="unknown keyword argument 'not_a_field'"):
         EXTENSION.LinearLogp(shardjit.Runtime(jit=False), hidden=8, vocab_local=8, not_a_field=1)
     assert {"hidden", "vocab_local", "dtype", "want_entropy", "want_backward", "max_rows"} <= keywords
+
+
+TORCH_PACKAGE = pathlib.Path(shardjit.__file__).with_name("torch")
+
+
+def defined_functions(path):
+    """{name: [FunctionDef, ...]} and class names at the top level of a Python file (read, not run:
+    shardjit.torch imports torch, which these cpu tests do without)."""
+    tree = ast.parse(path.read_text())
+    functions, classes = {}, {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            functions.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.ClassDef):
+            classes[node.name] = node
+    return tree, functions, classes
+
+
+def test_torch_stub_names_are_the_package_exports():
+    tree, _, _ = defined_functions(TORCH_PACKAGE / "__init__.py")
+    exported = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__")
+    _, functions, classes = defined_functions(TORCH_PACKAGE / "__init__.pyi")
+    stub_tree = ast.parse((TORCH_PACKAGE / "__init__.pyi").read_text())
+    imported = {alias.asname for node in stub_tree.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names if alias.asname}
+    assert set(functions) | set(classes) | imported == set(exported)
+
+
+def test_torch_stub_parameters_match_the_sources():
+    sources = {"linear_logp": "_functional.py", "linear_cross_entropy": "loss.py",
+               "reduce_scatter": "_collective_ops.py", "moe_combine": "_collective_ops.py",
+               "op_linear_logp": "_op_level.py", "set_runtime": "../_op_cache.py",
+               "set_op_cache_size": "../_op_cache.py", "clear_op_cache": "../_op_cache.py"}
+    _, stub, stub_classes = defined_functions(TORCH_PACKAGE / "__init__.pyi")
+    for name, source in sources.items():
+        _, functions, _ = defined_functions(TORCH_PACKAGE / source)
+        assert stub_parameters(stub[name][0]) == stub_parameters(functions[name][0]), name
+    _, _, loss_classes = defined_functions(TORCH_PACKAGE / "loss.py")
+    for method in ("__init__", "forward"):
+        real = next(n for n in loss_classes["LinearCrossEntropyLoss"].body
+                    if isinstance(n, ast.FunctionDef) and n.name == method)
+        typed = next(n for n in stub_classes["LinearCrossEntropyLoss"].body
+                     if isinstance(n, ast.FunctionDef) and n.name == method)
+        assert stub_parameters(typed) == stub_parameters(real), method
