@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests need PyTorch")
 
-import shardjit.torch  # noqa: E402,F401  (registers the ops)
+import shardjit.torch as sjt  # noqa: E402  (registers the ops)
 from shardjit.torch import _linear_logp_ops  # noqa: E402
 
 N, H, V = 5, 32, 24
@@ -39,7 +39,9 @@ def test_backward_fake_shapes(wants):
         hidden, weight, targets, bias, lse, None, lse, None, None, 0, 0, -100, 1.0, False, "", *wants, True)
     assert grad_hidden.shape == ((N, H) if wants[0] else (0,))
     assert grad_weight.shape == ((V, H) if wants[1] else (0,)) and grad_weight.dtype == torch.bfloat16
-    assert grad_bias.shape == ((V,) if wants[2] else (0,)) and grad_bias.dtype == torch.float32
+    assert grad_bias.shape == ((V,) if wants[2] else (0,))
+    if wants[2]:
+        assert grad_bias.dtype == torch.float32  # the bias's dtype, not hidden's
 
 
 def test_collective_fake_shapes():
@@ -79,3 +81,59 @@ def test_key_is_stable_and_ignores_the_row_count():
 def test_key_changes_with_what_changes_the_op(change):
     assert key(**change) != key()
 
+
+
+def test_dynamo_traces_a_loss_in_one_graph():
+    # Fake CUDA tensors: dynamo traces the wrapper and the custom op's fake implementation
+    # without a GPU; fullgraph=True raises on any graph break.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def loss_fn(hidden, weight, targets, old_logp, advantages):
+        logp, entropy, lse = sjt.linear_logp(hidden, weight, targets, return_entropy=True, return_lse=True)
+        ratio = torch.exp(logp - old_logp)
+        return -(torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages)).mean() \
+            - 0.01 * entropy.mean() + 0.001 * lse.mean()
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        hidden = torch.empty(2, 8, H, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        weight = torch.empty(V, H, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        targets = torch.empty(2, 8, dtype=torch.int64, device="cuda")
+        old_logp, advantages = torch.empty(2, 8, device="cuda"), torch.empty(2, 8, device="cuda")
+        loss = torch.compile(loss_fn, backend=backend, fullgraph=True)(hidden, weight, targets, old_logp, advantages)
+    assert loss.shape == ()
+    assert len(graphs) == 1
+    assert "torch.ops.shardjit.linear_logp.default" in graphs[0].code
+
+
+@pytest.mark.parametrize("want_entropy, return_lse, with_bias", [(False, False, False), (True, True, True),
+                                                                  (True, False, True), (False, True, False)])
+def test_autograd_formula_gives_gradients_of_the_inputs_shapes(want_entropy, return_lse, with_bias):
+    # Meta tensors run the fake implementations through the registered autograd formula.
+    hidden = meta(N, H).requires_grad_()
+    weight = meta(V, H).requires_grad_()
+    bias = meta(V, dtype=torch.float32).requires_grad_() if with_bias else None
+    targets = meta(N, dtype=torch.int64)
+    logp, lse, entropy = _linear_logp_ops.linear_logp_forward(hidden, weight, targets, bias, 0, 0, -100, 1.0,
+                                                              want_entropy, "", True, return_lse, True)
+    loss = logp.sum() + lse.sum() + (entropy.sum() if want_entropy else 0)
+    loss.backward()
+    assert hidden.grad.shape == (N, H) and hidden.grad.dtype == torch.bfloat16
+    assert weight.grad.shape == (V, H) and weight.grad.dtype == torch.bfloat16
+    if with_bias:
+        assert bias.grad.shape == (V,) and bias.grad.dtype == torch.float32
+
+
+def test_no_gradient_asked_of_the_backward_gives_none():
+    hidden = meta(N, H)
+    weight = meta(V, H).requires_grad_()
+    logp, _, _ = _linear_logp_ops.linear_logp_forward(hidden, weight, meta(N, dtype=torch.int64), None, 0, 0, -100,
+                                                      1.0, False, "", True, False, True)
+    logp.sum().backward()
+    assert hidden.grad is None and weight.grad.shape == (V, H)

@@ -51,9 +51,6 @@ def _check_tensors(hidden, weight, targets, bias):
     for what, tensor in (("weight", weight), ("targets", targets), ("bias", bias)):
         if tensor is not None and tensor.device != hidden.device:
             raise _value_error(what, f"expected a tensor on {hidden.device} (hidden's device), got {tensor.device}")
-    # Last, so that the checks above can be exercised on CPU tensors.
-    if hidden.device.type != "cuda":
-        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
 
 
 def _check_int(what, value, allow_none=False):
@@ -130,6 +127,9 @@ def linear_logp(
     _check_tensors(hidden, weight, targets, bias)
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
                    reduce_grad_hidden)
+    # Last, so that every check above can be exercised on CPU tensors.
+    if hidden.device.type != "cuda":
+        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
     if process_group is None:
         group_name, start = "", 0
     else:
