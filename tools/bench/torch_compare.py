@@ -13,7 +13,10 @@ that clock and power drift hit every variant alike, with CUDA events (median of 
 
 Inputs rotate over enough copies to exceed the L2 cache; data is random (never zeros). Peak
 extra memory is torch.cuda.max_memory_allocated() during a call minus the memory allocated
-before it (inputs, and for fwd+bwd the gradient buffers, which every variant needs, excluded).
+before it and minus the gradients it leaves (hidden's and weight's, which every variant makes).
+Also the host time one call adds over the C++ op (--host-overhead, on by default): the time per
+call on the CPU of shardjit.torch.linear_logp and of LinearLogp.forward called directly with
+preallocated outputs, each over 2000 calls at a shape small enough that the GPU keeps up.
 One JSON object per (shape, variant) goes to stdout and to --out (JSONL):
 
     python3 tools/bench/torch_compare.py                      # the standard shapes
@@ -21,6 +24,7 @@ One JSON object per (shape, variant) goes to stdout and to --out (JSONL):
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -124,14 +128,18 @@ def time_call(fn, inputs, index):
 
 
 def peak_extra_bytes(fn, inputs):
+    """Peak memory of one call beyond its inputs and the gradients it leaves (which every
+    trainer holds anyway)."""
     x, w, t = inputs[0]
-    fn(x, w, t)  # the gradients exist after one call: they are not counted as extra
+    fn(x, w, t)  # warm: the op exists and its buffers are sized, as in a training loop
+    x.grad = w.grad = None
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     fn(x, w, t)
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - before
+    gradients = sum(g.numel() * g.element_size() for g in (x.grad, w.grad) if g is not None)
+    return torch.cuda.max_memory_allocated() - before - gradients
 
 
 def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
@@ -173,6 +181,43 @@ def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
     return rows
 
 
+def host_overhead(calls=2000, n=16, h=64, v=1024):
+    """{"host_us_python_call", "host_us_op_forward", "host_us_added"}: CPU time per call."""
+    import time
+
+    import shardjit
+    from shardjit import _op_cache
+
+    hidden, weight, targets = make_inputs(n, h, v, 1, seed=7)[0]
+    op = shardjit.LinearLogp(_op_cache.runtime(), hidden=h, vocab_local=v, dtype="bf16")
+    logp = torch.empty(n, device="cuda")
+    lse = torch.empty(n, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def direct():
+        op.forward(hidden, weight, targets, logp, lse=lse, stream=stream)
+
+    def python_call():
+        sjt.linear_logp(hidden, weight, targets)
+
+    result = {}
+    with torch.no_grad():
+        for name, fn in (("host_us_op_forward", direct), ("host_us_python_call", python_call)):
+            for _ in range(50):
+                fn()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            result[name] = (time.perf_counter() - start) / calls * 1e6
+            torch.cuda.synchronize()
+    op.close()
+    result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_forward"]
+    result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls,
+                   "device": torch.cuda.get_device_name(), "torch": torch.__version__})
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", action="append", type=parse_shape, default=[],
@@ -182,14 +227,20 @@ def main(argv=None):
     parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
     parser.add_argument("--skip-torch", action="store_true", help="leave out the materialized-logits baseline")
     parser.add_argument("--out", help="also append the JSON lines to this file")
+    parser.add_argument("--no-host-overhead", dest="host_overhead", action="store_false",
+                        help="leave out the host-time measurement")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("torch_compare: needs a CUDA device")
     entropy_cases = {"off": [False], "on": [True], "both": [False, True]}[args.entropy]
     shapes = args.shape or standard_shapes()
     out = open(args.out, "a") if args.out else None
-    for name, n, h, v in shapes:
-        for row in bench_shape(name, n, h, v, args.rounds, args.warmup, entropy_cases, args.skip_torch):
+    rows_of_shapes = (bench_shape(name, n, h, v, args.rounds, args.warmup, entropy_cases, args.skip_torch)
+                      for name, n, h, v in shapes)
+    if args.host_overhead:
+        rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
+    for rows in rows_of_shapes:
+        for row in rows:
             line = json.dumps(row)
             print(line, flush=True)
             if out:
