@@ -1,6 +1,7 @@
 """shardjit: run-time generated GPU kernels (compiled bindings).
 
-Type stubs of the extension module shardjit._shardjit (nanobind). Tensors are any DLPack array
+Type stubs of the extension module shardjit._shardjit (nanobind). dtypes are names ('bf16', 'fp16',
+'fp32', 'int32', 'int64') or torch dtypes (torch.bfloat16). Tensors are any DLPack array
 (torch, CuPy, JAX, NumPy); inputs may be read-only, outputs may not. Streams are cudaStream_t
 values as ints (0: the legacy default stream).
 """
@@ -114,7 +115,7 @@ class ReduceScatter:
     Rank r receives the sum over all ranks of rows [offset_r, offset_r + rows_per_rank[r]) of their inputs. Built by every rank at the same time.
     """
 
-    def __init__(self, runtime: Runtime, comm: Communicator, *, hidden: int, rows_per_rank: Sequence[int], dtype: str = 'bf16', path: str = 'auto', nccl_above_bytes: int = 0) -> None: ...
+    def __init__(self, runtime: Runtime, comm: Communicator, *, hidden: int, rows_per_rank: Sequence[int], dtype: object = 'bf16', path: str = 'auto', nccl_above_bytes: int = 0) -> None: ...
 
     def close(self) -> None:
         """
@@ -150,7 +151,7 @@ class MoeCombine:
     The combine step of an expert-parallel MoE layer: each owned token's output is the sum over source ranks of gate x the row its position names. Built by every rank at the same time.
     """
 
-    def __init__(self, runtime: Runtime, comm: Communicator, *, hidden: int, capacity: int, dtype: str = 'bf16', gates: bool = False, path: str = 'auto', nccl_above_bytes: int = 0) -> None: ...
+    def __init__(self, runtime: Runtime, comm: Communicator, *, hidden: int, capacity: int, dtype: object = 'bf16', gates: bool = False, path: str = 'auto', nccl_above_bytes: int = 0) -> None: ...
 
     def close(self) -> None:
         """
@@ -187,13 +188,13 @@ class LinearLogp:
     """
 
     @overload
-    def __init__(self, runtime: Runtime, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: str = 'bf16', bias_dtype: str | None = None, target_dtype: str = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
+    def __init__(self, runtime: Runtime, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: object = 'bf16', bias_dtype: object | None = None, target_dtype: object = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
         """
         The single-GPU op over the whole vocabulary. The keywords are the fields of shardjit::LinearLogpConfig (include/shardjit/linear_logp.hpp), dtypes by name ('bf16', 'fp16', 'fp32'; targets 'int32' or 'int64').
         """
 
     @overload
-    def __init__(self, runtime: Runtime, comm: Communicator, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: str = 'bf16', bias_dtype: str | None = None, target_dtype: str = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
+    def __init__(self, runtime: Runtime, comm: Communicator, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: object = 'bf16', bias_dtype: object | None = None, target_dtype: object = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
         """
         The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its backward's grad_hidden is already summed over the ranks.
         """

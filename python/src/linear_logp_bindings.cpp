@@ -49,11 +49,11 @@ LinearLogpConfig config_from(const nb::kwargs& kwargs) {
     else if (key == "vocab_local") c.vocab_local = number<std::int64_t>(k, value);
     else if (key == "vocab_global") c.vocab_global = number<std::int64_t>(k, value);
     else if (key == "valid_vocab") c.valid_vocab = number<std::int64_t>(k, value);
-    else if (key == "dtype") c.dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+    else if (key == "dtype") c.dtype = dtype_arg(k, value);
     else if (key == "bias_dtype") {
       if (value.is_none()) c.bias_dtype.reset();
-      else c.bias_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
-    } else if (key == "target_dtype") c.target_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+      else c.bias_dtype = dtype_arg(k, value);
+    } else if (key == "target_dtype") c.target_dtype = dtype_arg(k, value);
     else if (key == "ignore_index") c.ignore_index = number<std::int64_t>(k, value);
     else if (key == "temperature") c.temperature = number<float>(k, value);
     else if (key == "want_entropy") c.want_entropy = number<bool>(k, value);

@@ -158,3 +158,22 @@ def test_moe_combine_arguments_are_named(group):
         sjt.moe_combine(rows, positions, process_group=group, capacity=4, path="fast")
     with pytest.raises(shardjit.InvalidArgumentError, match="moe_combine: rows: expected a CUDA tensor"):
         sjt.moe_combine(rows, positions, process_group=group, capacity=4, gates=gates)
+
+
+def test_op_level_classes_take_torch_dtypes():
+    # The configuration is checked before any GPU work, so a machine without one gets as far
+    # as the dtype: a torch dtype is accepted where a name is, anything else is refused by name.
+    rt = shardjit.Runtime(jit=False)
+    with pytest.raises(TypeError, match="dtype: expected a dtype name such as 'bf16' or a torch dtype, got int"):
+        shardjit.LinearLogp(rt, hidden=64, vocab_local=100, dtype=3)
+    with pytest.raises(ValueError, match="dtype: unknown dtype 'torch.float64'"):
+        shardjit.LinearLogp(rt, hidden=64, vocab_local=100, dtype=torch.float64)
+    with pytest.raises(ValueError, match="target_dtype: unknown dtype 'torch.int8'"):
+        shardjit.LinearLogp(rt, hidden=64, vocab_local=100, target_dtype=torch.int8)
+    try:
+        shardjit.LinearLogp(rt, hidden=64, vocab_local=100, dtype=torch.bfloat16, target_dtype=torch.int32,
+                            bias_dtype=torch.float32)
+    except (TypeError, ValueError) as error:  # a GPU-less machine fails later, at the device
+        assert "dtype" not in str(error), error
+    except shardjit.ShardjitError:
+        pass
