@@ -87,6 +87,16 @@ LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, cons
   return in;
 }
 
+// help(): the constructors take **kwargs (the config's fields); the docstring names them.
+constexpr const char* kConfigKeywordsDoc =
+    "The single-GPU op over the whole vocabulary. Keywords (the fields of shardjit::LinearLogpConfig; dtypes as "
+    "names or torch dtypes): hidden (int, a multiple of 8), vocab_local (int), vocab_start=0, vocab_global=0 "
+    "(0: vocab_start + vocab_local), valid_vocab=0 (0: vocab_global), dtype='bf16' ('bf16', 'fp16', 'fp32'), "
+    "bias_dtype=None, target_dtype='int64' ('int32', 'int64'), ignore_index=-100, temperature=1.0, "
+    "want_entropy=False, allow_tf32=False, strict=False, device=0, max_rows=0, want_backward=False, "
+    "grad_weight_fp32=False, dz_fp32=False, backward_workspace_bytes=0, grad_filter_threshold=0.0. An unknown "
+    "keyword is a TypeError that names it.";
+
 nb::dict config_dict(const LinearLogpConfig& c) {
   nb::dict d;
   d["hidden"] = c.hidden;
@@ -130,7 +140,7 @@ void bind_linear_logp(nb::module_& m) {
             const LinearLogpConfig config = config_from(kwargs);
             Op::build(self, [&] { return std::make_unique<LinearLogp>(runtime, config); });
           },
-          nb::keep_alive<1, 2>())
+          nb::keep_alive<1, 2>(), kConfigKeywordsDoc)
       .def(
           "__init__",
           [](Op* self, Runtime& runtime, const Closable<Communicator>& comm, const nb::kwargs& kwargs) {
