@@ -75,6 +75,17 @@ shardjit::CommOptions comm_options_of(const char* function, int64_t timeout_ms) 
   return options;
 }
 
+// The C gradients as the C++ op takes them; a view with NULL data is not computed.
+shardjit::LinearLogpGrads grads_of(const shardjit_linear_logp_grads& grads, bool reduce_hidden) {
+  shardjit::LinearLogpGrads cpp;
+  cpp.hidden = optional_matrix_of(grads.hidden);
+  cpp.weight = optional_matrix_of(grads.weight);
+  cpp.bias = vector_of(grads.bias);
+  cpp.accumulate = grads.accumulate != 0;
+  cpp.reduce_hidden = reduce_hidden;
+  return cpp;
+}
+
 }  // namespace
 
 static_assert(static_cast<int>(shardjit::ErrorCode::kInternal) == SHARDJIT_ERROR_INTERNAL,
@@ -273,13 +284,31 @@ shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit
   if (op == nullptr) return null_argument("shardjit_linear_logp_backward", "op");
   if (grads == nullptr) return null_argument("shardjit_linear_logp_backward", "grads");
   return guarded([&] {
-    shardjit::LinearLogpGrads cpp;
-    cpp.hidden = optional_matrix_of(grads->hidden);  // data NULL: not computed
-    cpp.weight = optional_matrix_of(grads->weight);
-    cpp.bias = vector_of(grads->bias);
-    cpp.accumulate = grads->accumulate != 0;
-    op->op->backward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)}, vector_of(lse),
-                     vector_of(grad_logp), vector_of(grad_lse), cpp, stream);
+    const shardjit::LinearLogpBackwardInputs cpp{vector_of(lse), {}, vector_of(grad_logp), vector_of(grad_lse), {}};
+    op->op->backward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)}, cpp,
+                     grads_of(*grads, true), stream);
+  });
+}
+
+shardjit_status shardjit_linear_logp_backward_v2(shardjit_linear_logp* op, shardjit_matrix hidden,
+                                                 shardjit_matrix weight, shardjit_vector bias, shardjit_vector targets,
+                                                 const shardjit_linear_logp_backward_inputs* inputs,
+                                                 const shardjit_linear_logp_grads* grads, int reduce_grad_hidden,
+                                                 void* stream) {
+  if (op == nullptr) return null_argument("shardjit_linear_logp_backward_v2", "op");
+  if (inputs == nullptr) return null_argument("shardjit_linear_logp_backward_v2", "inputs");
+  if (grads == nullptr) return null_argument("shardjit_linear_logp_backward_v2", "grads");
+  return guarded([&] {
+    if (reduce_grad_hidden != 0 && reduce_grad_hidden != 1) {
+      throw shardjit::Error(shardjit::ErrorCode::kInvalidArgument,
+                            "shardjit_linear_logp_backward_v2: reduce_grad_hidden = " +
+                                std::to_string(reduce_grad_hidden) + "; expected 0 or 1");
+    }
+    const shardjit::LinearLogpBackwardInputs cpp{vector_of(inputs->lse), vector_of(inputs->entropy),
+                                                 vector_of(inputs->grad_logp), vector_of(inputs->grad_lse),
+                                                 vector_of(inputs->grad_entropy)};
+    op->op->backward({matrix_of(hidden), matrix_of(weight), vector_of(bias), vector_of(targets)}, cpp,
+                     grads_of(*grads, reduce_grad_hidden == 1), stream);
   });
 }
 

@@ -14,7 +14,9 @@
  * a struct never passed through *_init; larger than the library's own: a header newer than the
  * library) is refused with SHARDJIT_ERROR_INVALID_ARGUMENT, naming the struct, the value and what
  * was expected. The per-call structs (shardjit_matrix, shardjit_vector, shardjit_linear_logp_grads,
- * shardjit_moe_combine_call) never change layout: a new field would come with a new function. */
+ * shardjit_linear_logp_backward_inputs, shardjit_moe_combine_call) never change layout: a new
+ * field would come with a new function (as shardjit_linear_logp_backward_v2 came with the
+ * entropy's gradient). */
 #ifndef SHARDJIT_C_API_H_
 #define SHARDJIT_C_API_H_
 
@@ -226,6 +228,26 @@ shardjit_status shardjit_linear_logp_backward(shardjit_linear_logp* op, shardjit
                                               shardjit_vector bias, shardjit_vector targets, shardjit_vector lse,
                                               shardjit_vector grad_logp, shardjit_vector grad_lse,
                                               const shardjit_linear_logp_grads* grads, void* stream);
+
+/* What the backward reads besides the forward's inputs: fp32 vectors of N elements (see
+ * LinearLogpBackwardInputs in linear_logp.hpp). lse (the forward's) is required; the others may
+ * have NULL data (zero gradients). */
+typedef struct shardjit_linear_logp_backward_inputs {
+  shardjit_vector lse;
+  shardjit_vector entropy;       /* the forward's entropy; required with grad_entropy */
+  shardjit_vector grad_logp;
+  shardjit_vector grad_lse;
+  shardjit_vector grad_entropy;  /* needs config.want_entropy */
+} shardjit_linear_logp_backward_inputs;
+
+/* The backward with every input: shardjit_linear_logp_backward plus the entropy's gradient and
+ * reduce_grad_hidden, 1 (a tensor-parallel op sums grad_hidden over the ranks) or 0 (it leaves
+ * this rank's partial; every rank passes the same); no effect on a single-GPU op. */
+shardjit_status shardjit_linear_logp_backward_v2(shardjit_linear_logp* op, shardjit_matrix hidden,
+                                                 shardjit_matrix weight, shardjit_vector bias, shardjit_vector targets,
+                                                 const shardjit_linear_logp_backward_inputs* inputs,
+                                                 const shardjit_linear_logp_grads* grads, int reduce_grad_hidden,
+                                                 void* stream);
 
 /* Waits for `stream`; returns and clears the count of rows with an out-of-range target and the
  * first such id (either pointer may be NULL). A tensor-parallel op returns SHARDJIT_ERROR_COMM

@@ -91,6 +91,19 @@ struct LinearLogpGrads {
   // gradients each call rounds the running sum, so over many micro-batches small terms are lost:
   // set config.grad_weight_fp32 for an fp32 running sum (the op warns once otherwise).
   bool accumulate = false;
+  // Tensor parallelism: true sums grad_hidden over the ranks (one all-reduce); false leaves it as
+  // this rank's partial, the product over its own shard, for callers that reduce it themselves
+  // (sequence parallelism). Every rank passes the same value. No effect on a single-GPU op.
+  bool reduce_hidden = true;
+};
+
+// What the backward reads besides the forward's inputs: fp32 vectors of N elements.
+struct LinearLogpBackwardInputs {
+  VectorView lse;           // the forward's lse for these inputs; required
+  VectorView entropy;       // the forward's entropy; required with grad_entropy, else unused
+  VectorView grad_logp;     // upstream gradient of logp; null: zero
+  VectorView grad_lse;      // upstream gradient of lse; null: zero
+  VectorView grad_entropy;  // upstream gradient of entropy; null: zero. Needs config.want_entropy
 };
 
 // What the device recorded about target ids outside [0, valid_vocab) that were not ignore_index.
@@ -121,9 +134,10 @@ class LinearLogp {
   // ONE all-gather of the partials runs on the communicator's stream, ordered with `stream` by
   // events. Either way every rank gets the same logp, lse and entropy, bitwise. backward()
   // all-reduces grad_hidden (fp32, on the communicator's stream, while the last vocabulary
-  // chunk's grad_weight is computed); grad_weight and grad_bias stay local. Every rank passes
-  // the same hidden and targets, makes the same calls in the same order with the same row count
-  // N, and asks backward for grad_hidden alike (these are not checked per call: a rank that
+  // chunk's grad_weight is computed; unless grads.reduce_hidden is false); grad_weight and
+  // grad_bias stay local. Every rank passes the same hidden and targets, makes the same calls in
+  // the same order with the same row count N, and asks backward for grad_hidden alike, with the
+  // same reduce_hidden (these are not checked per call: a rank that
   // differs leaves the others waiting until check() times out).
   //
   // CUDA graphs: forward and backward can be captured (no host synchronization, no allocation)
@@ -142,50 +156,51 @@ class LinearLogp {
 
   // Enqueues the forward on `stream`. No host synchronization, unless config.strict or a call
   // has more rows than the workspace holds so far (set max_rows to size it when the op is built;
-  // with want_backward this includes the dZ buffer, where the forward keeps the backward's first
-  // chunk: see backward).
+  // with want_backward this includes the backward's buffers, where a forward that writes lse may
+  // leave logits for its backward).
   void forward(const LinearLogpInputs& inputs, const LinearLogpOutputs& outputs,
                StreamHandle stream);
 
-  // Enqueues the backward on `stream` (needs config.want_backward). `lse` [N] is the forward's
-  // output for these inputs; grad_logp and grad_lse [N] (fp32) are the upstream gradients of
-  // logp and lse, either of which may be left null (zero). With g = grad_logp, h = grad_lse,
-  // p = softmax(z), the gradient of a logit is dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv) / T;
-  // rows whose target is ignore_index or out of range, and padding columns, get none.
+  // Enqueues the backward on `stream` (needs config.want_backward).
   //
-  // Never N x V: the vocabulary is cut into chunks whose dZ fits backward_workspace_bytes; per
-  // chunk a fused kernel recomputes the logits and writes dZ, and the library's own GEMMs give
-  // grad_weight[chunk] = dZ^T X (one product over all N rows: rounded once) and
-  // grad_hidden += dZ W[chunk] (in an fp32 buffer of N x H for 16-bit dtypes when there are
-  // several chunks, rounded once after the last). Extra device memory: the dZ chunk, plus that
-  // fp32 buffer (longer where it may hold a kept chunk: below), both kept by the op for the next
-  // call.
+  // What: `inputs` are the forward's and backward_inputs.lse (and .entropy) its outputs for them,
+  // which must not change in between; grad_logp, grad_lse and grad_entropy are the upstream
+  // gradients of logp, lse and entropy, any of which may be left null (zero). With g = grad_logp,
+  // h = grad_lse, e = grad_entropy, p = softmax(z) and H the entropy over the global vocabulary
+  // and T the temperature, the gradient with respect to a logit of X W^T + b is
+  //   dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))) / T,
+  // and grads (LinearLogpGrads) get grad_hidden = dZ W, grad_weight = dZ^T X, grad_bias = the
+  // column sums of dZ. Rows whose target is ignore_index or out of range, and padding columns,
+  // get no gradient (the forward reports out-of-range targets: check()). Tensor parallel: lse
+  // and entropy are the global ones every rank got from the forward, so each rank's dZ of its
+  // shard is exact with no collective; grad_hidden is summed over the ranks unless
+  // grads.reduce_hidden is false.
   //
-  // The first chunk, where there are several: a single-GPU op on the Hopper path (sm_90a, 16-bit,
-  // no gradient filter) keeps it from its forward. The forward of an op built with want_backward
-  // that writes lse computes the chunk's logits in a kernel of their own and leaves them in the
-  // dZ buffer (fp16, each relative to its row's max over a 256-column tile; the buffer is sized
-  // there, as the backward would); the next backward whose hidden, weight and bias are the same
-  // buffers and whose lse is that forward's output turns them into the chunk's dZ instead of
-  // multiplying them again, one chunk's product less. The second chunk is kept the same way, in
-  // the fp32 buffer (which the forward then sizes), where that buffer exists (16-bit dtypes),
-  // there are at least three chunks, a chunk is at most 2 x hidden columns wide and the second
-  // ends before the valid vocabulary does; the buffer is then one band of rows of that chunk's
-  // logits longer (16 MiB at llama3-8b-16k on an H200). Any other backward recomputes every
-  // chunk, and every call uses up what was kept. So the inputs must not change between a
-  // forward and its backward, which lse already asks. Under CUDA graph capture the chunks pass
-  // only from a forward to a backward of the same capture (whose replays keep their order); a
-  // forward that would have to grow a buffer for them there, or past what max_rows sized, keeps
-  // fewer (the second needs the fp32 buffer), or none. 16-bit dZ is stored times a power of two
-  // chosen on the device from the upstream gradients (undone exactly in the GEMMs), so that
-  // small gradients keep their precision in fp16 and large ones do not overflow it.
-  // Targets out of range get no gradient here; the forward reports them (check()).
+  // Memory: never N x V. Beyond the gradients, the op keeps for its next calls a dZ buffer of at
+  // most backward_workspace_bytes and, for 16-bit dtypes whose vocabulary takes more than one
+  // chunk of that buffer, an fp32 buffer of N x H (a band of logits longer on the Hopper path,
+  // where it may hold logits the forward computed for the backward; docs/architecture.md,
+  // "The backward kernels").
+  //
+  // Errors (Error(kInvalidArgument), naming the argument): an op built without want_backward; a
+  // view of the wrong dtype, shape or alignment; grad_entropy on an op built without
+  // want_entropy, or without entropy; a bias or grad_bias for an op without bias_dtype; a
+  // gradient sharing memory with another or with an input; more rows than one column of dZ
+  // tiles fits in backward_workspace_bytes.
+  //
+  // No host synchronization, unless a buffer has to grow (set max_rows to size them at build);
+  // capturable in a CUDA graph.
   //
   // Deterministic: no floating-point atomics; every sum runs in a fixed order, so the same calls
   // give bitwise identical gradients (which training reproducibility and debugging need, and
   // which costs nothing here: every output element has one owner). There is no
-  // non-deterministic mode. A backward that uses kept chunks and one that recomputes them
-  // differ in rounding (the kept logits went through fp16), each repeatably.
+  // non-deterministic mode. A backward that directly follows the forward of the same inputs
+  // may reuse logits that forward computed for it, and then differs in rounding from one that
+  // recomputes them, each repeatably.
+  void backward(const LinearLogpInputs& inputs, const LinearLogpBackwardInputs& backward_inputs,
+                const LinearLogpGrads& grads, StreamHandle stream);
+
+  // The backward without entropy: backward(inputs, {lse, {}, grad_logp, grad_lse, {}}, grads, stream).
   void backward(const LinearLogpInputs& inputs, const VectorView& lse, const VectorView& grad_logp,
                 const VectorView& grad_lse, const LinearLogpGrads& grads, StreamHandle stream);
 

@@ -153,7 +153,7 @@ void bind_linear_logp(nb::module_& m) {
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
           "The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, "
           "built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its "
-          "backward's grad_hidden is already summed over the ranks.")
+          "backward's grad_hidden is summed over the ranks unless reduce_grad_hidden=False.")
       .def_prop_ro("config", [](const Op& self) { return config_dict(self.use()->config()); })
       .def_prop_ro("main_loop", [](const Op& self) { return std::string(self.use()->main_loop()); },
                    "'wgmma' (Hopper), 'mma.sync' (portable) or 'fp32 fma': the loop of the op's logit kernels")
@@ -178,17 +178,21 @@ void bind_linear_logp(nb::module_& m) {
       .def(
           "backward",
           [](Op& self, const Tensor& hidden, const Tensor& weight, const Tensor& targets, const Tensor& lse,
-             const OutputTensor& grad_hidden, const OptTensor& grad_logp, const OptTensor& grad_lse,
-             const OptOutput& grad_weight, const OptOutput& grad_bias, const OptTensor& bias, bool accumulate,
+             const OptOutput& grad_hidden, const OptTensor& grad_logp, const OptTensor& grad_lse,
+             const OptTensor& grad_entropy, const OptTensor& entropy, const OptOutput& grad_weight,
+             const OptOutput& grad_bias, const OptTensor& bias, bool accumulate, bool reduce_grad_hidden,
              std::uintptr_t stream) {
             const std::shared_ptr<LinearLogp> op = self.use();
             const LinearLogpConfig& c = op->config();
             const LinearLogpInputs in = inputs_of(c, hidden, weight, targets, bias);
-            const VectorView lse_view = vector_view(lse, "lse", DType::kFP32, c.device);
-            const VectorView grad_logp_view = vector_view(grad_logp, "grad_logp", DType::kFP32, c.device);
-            const VectorView grad_lse_view = vector_view(grad_lse, "grad_lse", DType::kFP32, c.device);
+            LinearLogpBackwardInputs upstream;
+            upstream.lse = vector_view(lse, "lse", DType::kFP32, c.device);
+            upstream.entropy = vector_view(entropy, "entropy", DType::kFP32, c.device);
+            upstream.grad_logp = vector_view(grad_logp, "grad_logp", DType::kFP32, c.device);
+            upstream.grad_lse = vector_view(grad_lse, "grad_lse", DType::kFP32, c.device);
+            upstream.grad_entropy = vector_view(grad_entropy, "grad_entropy", DType::kFP32, c.device);
             LinearLogpGrads grads;
-            grads.hidden = matrix_view(grad_hidden, "grad_hidden", c.dtype, c.device);
+            if (grad_hidden) grads.hidden = matrix_view(*grad_hidden, "grad_hidden", c.dtype, c.device);
             const DType weight_grad_dtype = c.grad_weight_fp32 ? DType::kFP32 : c.dtype;
             if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype, c.device);
             if (grad_bias) {
@@ -197,14 +201,20 @@ void bind_linear_logp(nb::module_& m) {
               grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype, c.device);
             }
             grads.accumulate = accumulate;
+            grads.reduce_hidden = reduce_grad_hidden;
             nb::gil_scoped_release release;
-            op->backward(in, lse_view, grad_logp_view, grad_lse_view, grads, stream_arg(stream));
+            op->backward(in, upstream, grads, stream_arg(stream));
           },
-          nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("lse"), nb::arg("grad_hidden"),
+          nb::arg("hidden"), nb::arg("weight"), nb::arg("targets"), nb::arg("lse"), nb::arg("grad_hidden") = nb::none(),
           nb::kw_only(), nb::arg("grad_logp") = nb::none(), nb::arg("grad_lse") = nb::none(),
-          nb::arg("grad_weight") = nb::none(), nb::arg("grad_bias") = nb::none(), nb::arg("bias") = nb::none(),
-          nb::arg("accumulate") = false, nb::arg("stream") = 0,
-          "Enqueues the backward on `stream` (needs want_backward=True). lse is the forward's output.")
+          nb::arg("grad_entropy") = nb::none(), nb::arg("entropy") = nb::none(), nb::arg("grad_weight") = nb::none(),
+          nb::arg("grad_bias") = nb::none(), nb::arg("bias") = nb::none(), nb::arg("accumulate") = false,
+          nb::arg("reduce_grad_hidden") = true, nb::arg("stream") = 0,
+          "Enqueues the backward on `stream` (needs want_backward=True). lse (and entropy, needed with "
+          "grad_entropy, which needs want_entropy=True) are the forward's outputs; grad_logp, grad_lse and "
+          "grad_entropy the fp32 [N] upstream gradients (None: zero). grad_hidden, grad_weight, grad_bias: the "
+          "gradients to write (None: not computed). reduce_grad_hidden=False leaves a tensor-parallel op's "
+          "grad_hidden as this rank's partial.")
       .def(
           "check",
           [](Op& self, std::uintptr_t stream) {

@@ -102,7 +102,8 @@ def test_the_outputs_of_forward_and_backward_are_the_writable_arguments():
     }
     assert tensor_params(shardjit.LinearLogp.backward) == {
         "hidden": False, "weight": False, "targets": False, "lse": False, "grad_logp": False, "grad_lse": False,
-        "bias": False, "grad_hidden": True, "grad_weight": True, "grad_bias": True,
+        "grad_entropy": False, "entropy": False, "bias": False,
+        "grad_hidden": True, "grad_weight": True, "grad_bias": True,
     }
 
 

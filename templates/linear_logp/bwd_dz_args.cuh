@@ -19,6 +19,10 @@ struct LinearLogpBwdDzArgs {
   const float* lse;          // [n_rows], the forward's log-sum-exp over the global vocabulary
   const float* grad_logp;    // g [n_rows]; null: 0
   const float* grad_lse;     // h [n_rows]; null: 0
+  // e [n_rows], the gradient of the entropy; null: 0. With it, H [n_rows], the forward's entropy
+  // over the global vocabulary (never null then).
+  const float* grad_entropy;
+  const float* entropy;
   const float* scale;        // device scalar s: dZ is stored times s (a power of two); null: 1
   void* dz;                  // [n_rows][dz_stride] of the kernel's dZ type: the chunk's columns
   unsigned char* tile_mask;  // FILTER: [row tiles][ceil(chunk_cols / BN)], 0 = tile is all zero

@@ -2,9 +2,11 @@
 // through the fp32 logit tile [BM][ld] in shared memory, COLS columns at a time, and each chunk
 // is turned into the gradient with respect to the logits before the temperature,
 //
-//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),
+//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))),
+//   p_iv = exp(z_iv - lse_i),
 //
-// and writes it to the chunk's dZ buffer. Zero for padding columns (at or past V_VALID), columns
+// (e = grad_entropy and H the entropy, where the call passes them; BwdRow says how the terms are
+// grouped) and writes it to the chunk's dZ buffer. Zero for padding columns (at or past V_VALID), columns
 // past the chunk, ignored rows and rows whose target is out of range. s is the storage scale.
 //
 // Row r of the tile belongs to warp r % WARPS; a lane owns COLS / 32 adjacent columns and writes
@@ -44,6 +46,9 @@ __device__ __forceinline__ void store_dz(T* p, const float (&v)[N]) {
 
 constexpr int kBwdNoGradient = -2;
 
+// ln 2: the epilogues that take exp2 of (z - lse) log2(e) turn it back into z - lse for coef_z.
+constexpr float kBwdLn2 = 0.6931471805599453f;
+
 // Row i's inputs as read from memory, none of them looked at yet. The reads depend only on i,
 // so a kernel can issue them when a tile starts and derive the row (bwd_row) after the tile's
 // products: the reads' latency then passes under the products instead of delaying the first
@@ -53,14 +58,25 @@ struct BwdRowInputs {
   float g;           // grad_logp[i]
   float h;           // grad_lse[i]
   float lse;
+  float e;           // grad_entropy[i]
+  float entropy;     // H_i (read with grad_entropy only)
 };
 
 template <class TargetT>
 __device__ __forceinline__ BwdRowInputs read_bwd_row_inputs(const LinearLogpBwdDzArgs& args, long long i) {
-  if (i >= args.n_rows) return BwdRowInputs{-1, 0.0f, 0.0f, 0.0f};
+  if (i >= args.n_rows) return BwdRowInputs{-1, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const bool entropy = args.grad_entropy != nullptr;
   return BwdRowInputs{static_cast<long long>(static_cast<const TargetT*>(args.targets)[i]),
                       args.grad_logp != nullptr ? args.grad_logp[i] : 0.0f,
-                      args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f, args.lse[i]};
+                      args.grad_lse != nullptr ? args.grad_lse[i] : 0.0f,
+                      args.lse[i],
+                      entropy ? args.grad_entropy[i] : 0.0f,
+                      entropy ? args.entropy[i] : 0.0f};
+}
+
+// Whether the call has an entropy term (the same for every thread of the launch).
+__device__ __forceinline__ bool bwd_has_entropy(const LinearLogpBwdDzArgs& args) {
+  return args.grad_entropy != nullptr;
 }
 
 // The storage scale s, read as the row inputs are.
@@ -71,12 +87,14 @@ __device__ __forceinline__ float read_bwd_scale(const LinearLogpBwdDzArgs& args)
 // What the epilogues need of a row, from its inputs; s is the storage scale.
 template <int V_VALID>
 __device__ __forceinline__ BwdRow bwd_row(const BwdRowInputs& in, const LinearLogpBwdDzArgs& args, float s) {
-  BwdRow row{0.0f, 0.0f, 0.0f, kBwdNoGradient};
+  BwdRow row{0.0f, 0.0f, 0.0f, 0.0f, kBwdNoGradient};
   const long long t = in.target;
   if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
     row.lse = in.lse;
     row.coef_t = in.g * s * args.inv_temperature;
-    row.coef_p = (in.h - in.g) * s * args.inv_temperature;
+    // -e p (z - (lse - H)) = p (-e H) + p (-e) (z - lse): the entropy's share of coef_p, and coef_z.
+    row.coef_p = fmaf(-in.e, in.entropy, in.h - in.g) * s * args.inv_temperature;
+    row.coef_z = -in.e * s * args.inv_temperature;
     const long long col = t - args.vocab_start;
     row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
   }
@@ -191,6 +209,7 @@ struct DzEpilogue {
     }
     // The dZ buffer's columns up to the next multiple of 8 are written (zeros past the chunk).
     const bool writable = c0 + c < dz_padded_cols(args);
+    const bool entropy = bwd_has_entropy(args);
     unsigned int local_max = 0u;
 #pragma unroll 1
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -211,7 +230,8 @@ struct DzEpilogue {
       for (int j = 0; j < kColsPerLane; ++j) {
         const float z = (acc[j] + b[j]) * args.inv_temperature;
         const float p = expf(z - row.lse);
-        const float value = row.coef_p * p + (n0 + c + j == row.target ? row.coef_t : 0.0f);
+        const float coef = entropy ? fmaf(row.coef_z, z - row.lse, row.coef_p) : row.coef_p;
+        const float value = coef * p + (n0 + c + j == row.target ? row.coef_t : 0.0f);
         dz[j] = valid[j] && row.target != kBwdNoGradient ? value : 0.0f;
         // As bits, a NaN is larger than every number and keeps its tile.
         const unsigned int bits = __float_as_uint(fabsf(dz[j]));

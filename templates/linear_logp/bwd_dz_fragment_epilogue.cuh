@@ -7,7 +7,9 @@
 // interface: init, consume_tile, store_zero_tile.
 //
 // A logit costs one FFMA, one ex2 and one FMUL, as in the forward's fold:
-//   dZ = coef_p * 2^(acc * inv_temperature * log2(e) - lse * log2(e))   (+ coef_t at the target),
+//   dZ = coef_p * 2^u,  u = acc * inv_temperature * log2(e) - lse * log2(e)   (+ coef_t at the target),
+// and one FFMA more with an entropy gradient: dZ = (coef_p + coef_z ln(2) u) * 2^u, u being
+// (z - lse) log2(e);
 // with the target's term added by the one thread that holds it, and the zeros of padding
 // columns, columns past the chunk and rows without a gradient written over the values only in
 // the tiles and rows that have them.
@@ -88,6 +90,7 @@ struct DzFragmentEpilogue {
     for (int h = 0; h < 2; ++h) row[h] = bwd_row<V_VALID>(input[h], args, scale_input);
     // Columns of the tile with a gradient: below V_VALID and inside the chunk.
     const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
+    const bool entropy = bwd_has_entropy(args);
     // dZ in place of column groups [first, first + count) of the accumulators.
     auto to_dz = [&](int first, int count) {
       if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, first, count, n0, valid_cols, args.bias, lane);
@@ -96,13 +99,25 @@ struct DzFragmentEpilogue {
       for (int h = 0; h < 2; ++h) {
         const float offset = -row[h].lse * kLog2e;
         const float coef_p = row[h].coef_p;
+        if (entropy) {
+          const float coef_u = row[h].coef_z * kBwdLn2;
 #pragma unroll
-        for (int g = first; g < first + count; ++g)
+          for (int g = first; g < first + count; ++g)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& v = acc[4 * g + 2 * h + e];
-            v = coef_p * exp2_approx(fmaf(v, scale, offset));
-          }
+            for (int e = 0; e < 2; ++e) {
+              float& v = acc[4 * g + 2 * h + e];
+              const float u = fmaf(v, scale, offset);
+              v = fmaf(coef_u, u, coef_p) * exp2_approx(u);
+            }
+        } else {
+#pragma unroll
+          for (int g = first; g < first + count; ++g)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& v = acc[4 * g + 2 * h + e];
+              v = coef_p * exp2_approx(fmaf(v, scale, offset));
+            }
+        }
         add_target_term(acc, row[h], h, first, count, n0, lane);
         if (valid_cols < kCols || row[h].target == kBwdNoGradient) zero_outside(acc, row[h], h, first, count, valid_cols, lane);
       }

@@ -8,7 +8,7 @@
 // then, on the portable loops, the shared-memory epilogue's (DzEpilogue) region:
 //   logit tile [bm][cols + 8]                        fp32 accumulators of `cols` columns of the
 //                                                    tile (see logit_chunk_cols)
-//   row coefficients [bm] BwdRow                     lse, the two dZ coefficients, target column
+//   row coefficients [bm] BwdRow                     lse, the dZ coefficients, target column
 //   tile max (16 bytes)                              FILTER: the largest |dZ| of the tile
 // and on the Hopper loop (templates/linear_logp/bwd_dz_hopper.cuh):
 //   2 x stages mbarriers                             the TMA ring's full and empty barriers
@@ -35,11 +35,14 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_block_threads(bool wgmma) 
   return wgmma ? kTmaRingBlockThreads : linear_logp_bwd_dz_threads;
 }
 
-// What the epilogue needs of a row: dZ[v] = coef_p * exp(z[v] - lse) + (v == target ? coef_t : 0).
+// What the epilogue needs of a row: with p = exp(z[v] - lse),
+//   dZ[v] = p * (coef_p + coef_z * (z[v] - lse)) + (v == target ? coef_t : 0),
+// the coef_z term only where the call passes grad_entropy (args.grad_entropy).
 struct BwdRow {
   float lse;
   float coef_t;  // g * s / T
-  float coef_p;  // (h - g) * s / T
+  float coef_p;  // (h - g - e H) * s / T
+  float coef_z;  // -e * s / T
   int target;    // shard column of the target, -1 when elsewhere, -2 for a row without gradient
 };
 
@@ -57,7 +60,7 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_rows_offset(int bm, int bn
 }
 
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_dz_max_offset(int bm, int bn) {
-  return linear_logp_bwd_dz_rows_offset(bm, bn) + bm * 16;
+  return linear_logp_bwd_dz_rows_offset(bm, bn) + (bm * static_cast<int>(sizeof(BwdRow)) + 15) / 16 * 16;
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.

@@ -1,7 +1,8 @@
 // The backward's first chunk when the forward kept it (fwd_keep.cuh): the kept logits, fp16
 // z - m with m the row's max over the column tile (the max of the tile's partial), are turned
 // into dZ in place, by the formula of the dZ kernel (bwd_dz_epilogue.cuh):
-//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) exp(z_iv - lse_i)),   z_iv = kept + m,
+//   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))),
+//   p_iv = exp(z_iv - lse_i),   z_iv = kept + m,
 // zeros at columns past V_VALID or the chunk (up to the next multiple of 8), for ignored rows and
 // rows whose target is out of range. dZ has the kept values' size (16 bits), so each thread reads
 // and writes the same 16 bytes.
@@ -29,6 +30,8 @@ __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_b
   const int limit = r.target == kBwdNoGradient ? 0 : min_int(V_VALID - args.chunk_begin, args.chunk_cols);
   const int target_col = r.target - args.chunk_begin;  // r.target < 0: no column
   const int padded = dz_padded_cols(args);
+  const bool entropy = bwd_has_entropy(args);
+  const float coef_u = r.coef_z * kBwdLn2;
   DZ* const out = static_cast<DZ*>(args.dz) + row * args.dz_stride;
   for (int c = static_cast<int>(threadIdx.x) * 8; c < padded; c += linear_logp_bwd_kept_dz_threads * 8) {
     const uint4 kept = *reinterpret_cast<const uint4*>(out + c);
@@ -43,7 +46,8 @@ __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_b
       for (int e = 0; e < 2; ++e) {
         const int col = c + 2 * w + e;
         const float d = to_float(fp16{static_cast<unsigned short>(words[w] >> (16 * e))});
-        float dz = r.coef_p * exp2_approx(fmaf(d, kLog2e, offset));
+        const float u = fmaf(d, kLog2e, offset);  // (z - lse) log2(e)
+        float dz = (entropy ? fmaf(coef_u, u, r.coef_p) : r.coef_p) * exp2_approx(u);
         if (col == target_col) dz += r.coef_t;
         v[e] = col < limit ? dz : 0.0f;
       }

@@ -1,7 +1,9 @@
 // Backward of LinearLogp: the power of two s by which dZ is multiplied before it is stored in 16
 // bits, chosen on the device so that no host synchronization is needed. |dZ_iv| is at most
-// (2 |g_i| + |h_i|) / T, so with m the largest such bound over the rows, s = 2^e is the largest
-// power of two with m * s < 2^LIMIT_LOG2. Small upstream gradients (RL losses divide by token
+// (2 |g_i| + |h_i| + |e_i| (|H_i| + 1/e)) / T: with x = z_iv - lse_i <= 0 and p = exp(x), the
+// entropy term e p (x + H) is at most |e| (p |x| + p |H|), and p |x| = -x exp(x) <= 1/e. So with
+// m the largest such bound over the rows, s = 2^k is the largest power of two with
+// m * s < 2^LIMIT_LOG2. Small upstream gradients (RL losses divide by token
 // counts) then keep the precision of the 16-bit format instead of sinking into its subnormals or
 // to zero (fp16 has nothing below 6e-8), and large ones do not overflow it. The GEMM epilogues
 // multiply by 1 / s, which is exact: s is a power of two.
@@ -24,7 +26,9 @@ __global__ void __launch_bounds__(kBwdScaleThreads) linear_logp_bwd_scale(const 
   for (long long i = threadIdx.x; i < args.n_rows; i += kBwdScaleThreads) {
     const float g = args.grad_logp != nullptr ? fabsf(args.grad_logp[i]) : 0.0f;
     const float h = args.grad_lse != nullptr ? fabsf(args.grad_lse[i]) : 0.0f;
-    bound = fmaxf(bound, 2.0f * g + h);  // a NaN is left out here; it reaches dZ regardless
+    // 1/e = 0.3679 rounded up.
+    const float e = args.grad_entropy != nullptr ? fabsf(args.grad_entropy[i]) * (fabsf(args.entropy[i]) + 0.368f) : 0.0f;
+    bound = fmaxf(bound, 2.0f * g + h + e);  // a NaN is left out here; it reaches dZ regardless
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) bound = fmaxf(bound, __shfl_xor_sync(0xffffffffu, bound, offset));

@@ -3,8 +3,10 @@
  * targets with an ignored row, a temperature, padding past valid_vocab, a dZ workspace small
  * enough to cut the vocabulary into chunks (grad_hidden summed over them), the first chunk kept
  * from the forward (on the Hopper path) in the first backward and recomputed in the second, fp32
- * grad_weight and grad_bias accumulated over the two calls, and both upstream gradients. Exit 0
- * when every check holds, or with a message when there is no GPU. Argument: a cache folder. */
+ * grad_weight and grad_bias accumulated over the two calls, and both upstream gradients; then
+ * through shardjit_linear_logp_backward_v2 the entropy's gradient beside them, after a forward
+ * that writes the entropy, and that call's argument errors. Exit 0 when every check holds, or
+ * with a message when there is no GPU. Argument: a cache folder. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,14 +25,15 @@ static const int64_t kIgnoreIndex = -100;
  * a field that reaches the op wrongly gives errors of order one. */
 static const double kTolerance = 8e-3;
 
-static float x[kN * kH], w[kV * kH], bias[kV], grad_logp[kN], grad_lse[kN];
+static float x[kN * kH], w[kV * kH], bias[kV], grad_logp[kN], grad_lse[kN], grad_entropy[kN];
 static uint16_t x16[kN * kH], w16[kV * kH], bias16[kV];
 static int64_t targets[kN];
 static double ref_hidden[kN * kH], ref_weight[kV * kH], ref_bias[kV];
 static double got_hidden[kN * kH], got_weight[kV * kH], got_bias[kV];
 
-/* dz = (g [v = t] + (h - g) p) / T per row, then the three products, in double. */
-static void reference_grads(void) {
+/* dz = (g [v = t] + (h - g) p - e p (z - (lse - H))) / T per row (e = 0 without
+ * `with_entropy`), then the three products, in double. */
+static void reference_grads(int with_entropy) {
   static double dz[kN * kV];
   memset(dz, 0, sizeof dz);
   for (int i = 0; i < kN; ++i) {
@@ -44,10 +47,13 @@ static void reference_grads(void) {
     }
     for (int v = 0; v < kValid; ++v) sum += exp(z[v] - max);
     const double lse = max + log(sum);
+    double entropy = lse;
+    for (int v = 0; v < kValid; ++v) entropy -= exp(z[v] - lse) * z[v];
+    const double e = with_entropy ? grad_entropy[i] : 0.0;
     for (int v = 0; v < kValid; ++v) {
       const double p = exp(z[v] - lse);
       const double hit = v == targets[i] ? grad_logp[i] : 0.0;
-      dz[i * kV + v] = (hit + ((double)grad_lse[i] - grad_logp[i]) * p) / kTemperature;
+      dz[i * kV + v] = (hit + ((double)grad_lse[i] - grad_logp[i]) * p - e * p * (z[v] - (lse - entropy))) / kTemperature;
     }
   }
   memset(ref_hidden, 0, sizeof ref_hidden);
@@ -105,12 +111,13 @@ int main(int argc, char** argv) {
   fill(bias, kV, &state, 1.0f);
   fill(grad_logp, kN, &state, 1.0f);
   fill(grad_lse, kN, &state, 1.0f);
+  fill(grad_entropy, kN, &state, 2.0f);
   round_to_bf16(x, x16, kN * kH);
   round_to_bf16(w, w16, kV * kH);
   round_to_bf16(bias, bias16, kV);
   for (int i = 0; i < kN; ++i) targets[i] = (i * 97 + 11) % kValid;
   targets[5] = kIgnoreIndex;
-  reference_grads();
+  reference_grads(0);
 
   shardjit_runtime* runtime = live_runtime(argv[1]);
   if (runtime == NULL) return 1;
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
   config.target_dtype = SHARDJIT_INT64;
   config.ignore_index = kIgnoreIndex;
   config.temperature = kTemperature;
+  config.want_entropy = 1;
   config.want_backward = 1;
   config.grad_weight_fp32 = 1;
   /* Two 256-column tiles of dZ for these rows: the vocabulary goes in two chunks. */
@@ -147,11 +155,13 @@ int main(int argc, char** argv) {
   void* dlse = to_device(nan_fill, sizeof nan_fill);
   void* dgrad_logp = to_device(grad_logp, sizeof grad_logp);
   void* dgrad_lse = to_device(grad_lse, sizeof grad_lse);
+  void* dgrad_entropy = to_device(grad_entropy, sizeof grad_entropy);
+  void* dentropy = to_device(nan_fill, sizeof nan_fill);
   void* dgrad_hidden = to_device(zeros, kN * kH * sizeof(uint16_t));
   void* dgrad_weight = to_device(zeros, kV * kH * sizeof(float));
   void* dgrad_bias = to_device(zeros, kV * sizeof(float));
   CHECK(dx && dw && db && dt && dlogp && dlse && dgrad_logp && dgrad_lse && dgrad_hidden && dgrad_weight &&
-        dgrad_bias);
+        dgrad_bias && dgrad_entropy && dentropy);
 
   const shardjit_matrix hidden = {dx, SHARDJIT_BF16, kN, kH, 0};
   const shardjit_matrix weight = {dw, SHARDJIT_BF16, kV, kH, 0};
@@ -175,10 +185,38 @@ int main(int argc, char** argv) {
     read_grads(dgrad_hidden, dgrad_weight, dgrad_bias);
     check_grads(call);
   }
+
+  /* The entropy's gradient: a forward that writes the entropy, then one backward_v2 into cleared
+   * gradients (accumulate adds to zeros). */
+  const shardjit_vector entropy = {dentropy, SHARDJIT_FP32, kN};
+  CHECK(shardjit_linear_logp_forward(op, hidden, weight, bias_view, target_view,
+                                     (shardjit_vector){dlogp, SHARDJIT_FP32, kN}, lse, entropy, NULL) == SHARDJIT_OK);
+  CHECK(cudaMemset(dgrad_weight, 0, kV * kH * sizeof(float)) == cudaSuccess);
+  CHECK(cudaMemset(dgrad_bias, 0, kV * sizeof(float)) == cudaSuccess);
+  shardjit_linear_logp_backward_inputs inputs = {lse, entropy, grad_logp_view, grad_lse_view,
+                                                 {dgrad_entropy, SHARDJIT_FP32, kN}};
+  CHECK(shardjit_linear_logp_backward_v2(op, hidden, weight, bias_view, target_view, &inputs, &grads, 1, NULL) ==
+        SHARDJIT_OK);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  reference_grads(1);
+  read_grads(dgrad_hidden, dgrad_weight, dgrad_bias);
+  check_grads(1);
+  CHECK(shardjit_linear_logp_backward_v2(op, hidden, weight, bias_view, target_view, &inputs, &grads, 2, NULL) ==
+        SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "reduce_grad_hidden") != NULL);
+  inputs.entropy.data = NULL;
+  CHECK(shardjit_linear_logp_backward_v2(op, hidden, weight, bias_view, target_view, &inputs, &grads, 1, NULL) ==
+        SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "entropy") != NULL);
+  CHECK(shardjit_linear_logp_backward_v2(op, hidden, weight, bias_view, target_view, NULL, &grads, 1, NULL) ==
+        SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "inputs") != NULL);
+
   int64_t bad_rows = -1;
   CHECK(shardjit_linear_logp_check(op, NULL, &bad_rows, NULL) == SHARDJIT_OK && bad_rows == 0);
 
-  void* buffers[] = {dx, dw, db, dt, dlogp, dlse, dgrad_logp, dgrad_lse, dgrad_hidden, dgrad_weight, dgrad_bias};
+  void* buffers[] = {dx,           dw,           db,         dt,            dlogp,   dlse,     dgrad_logp,
+                     dgrad_lse,    dgrad_hidden, dgrad_weight, dgrad_bias, dgrad_entropy, dentropy};
   for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; ++i) cudaFree(buffers[i]);
   shardjit_linear_logp_destroy(op);
   shardjit_runtime_destroy(runtime);

@@ -403,6 +403,12 @@ int main(int argc, char** argv) {
                                       (shardjit_vector){0}, (shardjit_vector){0}, (shardjit_vector){0},
                                       (shardjit_vector){0}, &grads, NULL) == SHARDJIT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(shardjit_last_error(), "op is NULL") != NULL);
+  const shardjit_linear_logp_backward_inputs backward_inputs = {{0}, {0}, {0}, {0}, {0}};
+  CHECK(shardjit_linear_logp_backward_v2(NULL, (shardjit_matrix){0}, (shardjit_matrix){0}, (shardjit_vector){0},
+                                         (shardjit_vector){0}, &backward_inputs, &grads, 1,
+                                         NULL) == SHARDJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(shardjit_last_error(), "shardjit_linear_logp_backward_v2") != NULL);
+  CHECK(strstr(shardjit_last_error(), "op is NULL") != NULL);
 
   /* A valid config needs a GPU: without one, a no-device status; with one, an op. */
   config.want_backward = 1;

@@ -1,5 +1,6 @@
 // LinearLogp backward on one GPU against fp64 CPU gradients over the same rounded inputs, on
-// fresh random data: every dtype, upstream gradients of logp, of lse or both, bias, temperature,
+// fresh random data: every dtype, upstream gradients of logp, of lse, of the entropy, alone or
+// together, bias, temperature,
 // ignored rows, padded vocabularies, odd shapes, many chunks, accumulation into existing
 // gradients, dZ scaling at extreme gradient sizes, filtering, and bitwise-repeatable results.
 // Outputs are poisoned (NaN) before each run, so an element the op fails to write fails the test.
@@ -26,7 +27,7 @@ namespace {
 
 using testing::DeviceArray;
 
-enum Upstream { kLogp = 1, kLse = 2, kBoth = 3 };
+enum Upstream { kLogp = 1, kLse = 2, kBoth = 3, kEntropy = 4, kAll = 7 };
 
 struct BwdCase {
   const char* name;
@@ -61,15 +62,15 @@ using testing::to_floats;
 // sampled vocabulary rows (every row of a small vocabulary).
 struct Problem {
   testing::LogpProblem p;
-  std::vector<float> g, h;  // upstream gradients, 0 where absent
-  std::vector<float> g_values, h_values;
+  std::vector<float> g, h, e;  // upstream gradients, 0 where absent
+  std::vector<float> g_values, h_values, e_values;
   std::vector<std::int64_t> sampled;  // vocabulary rows whose grad_weight is compared
   std::vector<double> dx, dw, db;     // [n][H], [sampled][H], [V]
 };
 
 // The problem's fp64 gradients, grad_weight on the sampled rows.
 void reference_gradients(Problem& pr) {
-  testing::ReferenceGrads r = testing::reference_gradients(pr.p, pr.g, pr.h, pr.sampled);
+  testing::ReferenceGrads r = testing::reference_gradients(pr.p, pr.g, pr.h, pr.e, pr.sampled);
   pr.dx = std::move(r.dx);
   pr.dw = std::move(r.dw);
   pr.db = std::move(r.db);
@@ -97,15 +98,19 @@ Problem make_problem(const BwdCase& c, std::uint64_t seed, std::vector<std::uint
     p.targets.push_back(t);
     pr.g_values.push_back(static_cast<float>(grad(rng)));
     pr.h_values.push_back(static_cast<float>(grad(rng)));
+    pr.e_values.push_back(static_cast<float>(grad(rng)));
     pr.g.push_back(c.upstream & kLogp ? pr.g_values.back() : 0.0f);
     pr.h.push_back(c.upstream & kLse ? pr.h_values.back() : 0.0f);
+    pr.e.push_back(c.upstream & kEntropy ? pr.e_values.back() : 0.0f);
   }
   for (std::int64_t i = 128; c.quiet_rows && i < std::min<std::int64_t>(c.n, 256); ++i) {
     const auto k = static_cast<std::size_t>(i);
     pr.g_values[k] *= 1e-4f;
     pr.h_values[k] *= 1e-4f;
+    pr.e_values[k] *= 1e-4f;
     pr.g[k] = c.upstream & kLogp ? pr.g_values[k] : 0.0f;
     pr.h[k] = c.upstream & kLse ? pr.h_values[k] : 0.0f;
+    pr.e[k] = c.upstream & kEntropy ? pr.e_values[k] : 0.0f;
   }
   if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
   if (c.n > 0) p.targets[0] = 0;
@@ -141,10 +146,12 @@ Errors compare(const std::vector<float>& out, const std::vector<double>& ref, co
 
 // The forward of an op built with want_backward (which may keep the backward's first chunk, its
 // partials merged beside the splits') against the fp64 reference, within the forward tests' bounds.
-void expect_forward_matches(const testing::LogpProblem& p, const DeviceArray& logp, const DeviceArray& lse) {
+void expect_forward_matches(const testing::LogpProblem& p, const DeviceArray& logp, const DeviceArray& lse,
+                            const DeviceArray* entropy) {
   const auto n = static_cast<std::size_t>(p.n);
   if (n == 0) return;
   const std::vector<float> got_logp = logp.to_vector<float>(n), got_lse = lse.to_vector<float>(n);
+  const std::vector<float> got_entropy = entropy != nullptr ? entropy->to_vector<float>(n) : std::vector<float>{};
   std::vector<std::int64_t> rows(n);
   for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::int64_t>(i);
   const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(p, rows);
@@ -152,6 +159,9 @@ void expect_forward_matches(const testing::LogpProblem& p, const DeviceArray& lo
     if (p.targets[i] == p.ignore_index) continue;
     EXPECT_NEAR(got_logp[i], ref[i].logp, 2e-3) << "logp of row " << i;
     EXPECT_NEAR(got_lse[i], ref[i].lse, 2e-3) << "lse of row " << i;
+    if (entropy != nullptr) {
+      EXPECT_NEAR(got_entropy[i], ref[i].entropy, 2e-3) << "entropy of row " << i;
+    }
   }
 }
 
@@ -170,6 +180,7 @@ LinearLogpConfig config_for(const BwdCase& c) {
   config.bias_dtype = c.bias;
   config.target_dtype = c.targets;
   config.temperature = c.temperature;
+  config.want_entropy = (c.upstream & kEntropy) != 0;
   config.want_backward = true;
   config.grad_weight_fp32 = c.grad_weight_fp32;
   config.dz_fp32 = c.dz_fp32;
@@ -196,9 +207,9 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
   b.upload(b_bytes.data(), b_bytes.size());
   std::vector<std::int32_t> t32(pr.p.targets.begin(), pr.p.targets.end());
   DeviceArray t = c.targets == DType::kInt32 ? DeviceArray::from(t32) : DeviceArray::from(pr.p.targets);
-  DeviceArray g = DeviceArray::from(pr.g_values), h = DeviceArray::from(pr.h_values);
+  DeviceArray g = DeviceArray::from(pr.g_values), h = DeviceArray::from(pr.h_values), ge = DeviceArray::from(pr.e_values);
   const std::size_t n4 = static_cast<std::size_t>(std::max<std::int64_t>(c.n, 1)) * 4;
-  DeviceArray logp(n4), lse(n4);
+  DeviceArray logp(n4), lse(n4), entropy(n4);
   DeviceArray gx(static_cast<std::size_t>(c.n) * H * dtype_size(c.dtype)), gw(V * H * dtype_size(wdt)),
       gb(V * dtype_size(bdt));
 
@@ -212,9 +223,15 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
   grads.weight = {gw.data(), wdt, c.vocab, c.hidden, 0};
   if (c.bias) grads.bias = {gb.data(), bdt, c.vocab};
   grads.accumulate = c.accumulate;
-  VectorView g_view, h_view;
-  if (c.upstream & kLogp) g_view = {g.data(), DType::kFP32, c.n};
-  if (c.upstream & kLse) h_view = {h.data(), DType::kFP32, c.n};
+  LinearLogpBackwardInputs upstream;
+  upstream.lse = {lse.data(), DType::kFP32, c.n};
+  if (c.upstream & kLogp) upstream.grad_logp = {g.data(), DType::kFP32, c.n};
+  if (c.upstream & kLse) upstream.grad_lse = {h.data(), DType::kFP32, c.n};
+  if (c.upstream & kEntropy) {
+    upstream.entropy = {entropy.data(), DType::kFP32, c.n};
+    upstream.grad_entropy = {ge.data(), DType::kFP32, c.n};
+  }
+  const bool with_entropy = (c.upstream & kEntropy) != 0;
 
   // Runs 0 and 1 follow a forward of the same inputs, so a chunk the forward kept is used (and must
   // give the same bits both times); run 2 follows run 1's backward, which used the kept chunk up,
@@ -223,8 +240,8 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
   Outcome o;
   o.main_loop = op.main_loop();
   for (int run = 0; run < 3; ++run) {
-    if (run < 2) op.forward(in, {{logp.data(), DType::kFP32, c.n}, {lse.data(), DType::kFP32, c.n}, {}}, nullptr);
-    if (run == 0) expect_forward_matches(pr.p, logp, lse);
+    if (run < 2) op.forward(in, {{logp.data(), DType::kFP32, c.n}, {lse.data(), DType::kFP32, c.n}, upstream.entropy}, nullptr);
+    if (run == 0) expect_forward_matches(pr.p, logp, lse, with_entropy ? &entropy : nullptr);
     gx.fill_bytes(0xff);
     if (c.accumulate) {
       gw.upload(r_bytes.data(), r_bytes.size());
@@ -233,7 +250,7 @@ Outcome run_case(const BwdCase& c, std::uint64_t seed) {
       gw.fill_bytes(0xff);
       gb.fill_bytes(0xff);
     }
-    op.backward(in, {lse.data(), DType::kFP32, c.n}, g_view, h_view, grads, nullptr);
+    op.backward(in, upstream, grads, nullptr);
     std::vector<std::uint8_t> got[3] = {gx.to_vector<std::uint8_t>(gx.bytes()), gw.to_vector<std::uint8_t>(gw.bytes()),
                                         gb.to_vector<std::uint8_t>(gb.bytes())};
     for (int k = 0; k < 3; ++k) {
@@ -324,7 +341,7 @@ const BwdCase kCases[] = {
     {"n300_h128_v20000_pad_chunks_bias_temp", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kBoth, true, false, false, false, 300 * 2 * 2560},
     // Two chunks kept by the forward on the Hopper loop, the second in the accumulator's memory
-    // (BwdChunkPlan::kept_band_rows): chunks of H columns, whose first grad_hidden product runs
+    // (BackwardChunks::kept_band_rows): chunks of H columns, whose first grad_hidden product runs
     // in two bands on an H200 (4224 and 276 rows), with bias, a temperature, ignored rows and
     // padding columns; and chunks of 2 H columns, one band, fp16 with grad_weight accumulated.
     {"n4500_h1024_v2548_two_kept_bands", 4500, 1024, 2548, 2540, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f,
@@ -368,6 +385,33 @@ const BwdCase kCases[] = {
      true},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
+    // The entropy's gradient, alone and with the others, in every dtype, on odd shapes, through
+    // the portable and Hopper dZ kernels, the kept chunks (one, and two with bands), the scale
+    // kernel at gradient sizes where the entropy term alone sets dZ's range, and the filter.
+    {"n129_h72_v300_entropy_fp32", 129, 72, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 0.7f, kEntropy, true},
+    {"n1000_h64_v50257_entropy_bf16", 1000, 64, 50257, 0, DType::kBF16, kNoBias, DType::kInt32, 1.0f, kEntropy},
+    {"n129_h64_v300_pad_all_fp16", 129, 64, 300, 290, DType::kFP16, DType::kFP16, DType::kInt32, 1.3f, kAll, true},
+    {"n1_h200_v50257_lse_entropy_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLse | kEntropy},
+    {"n1000_h136_v300_chunks_all_fp32", 1000, 136, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 0.5f, kAll, true,
+     true, false, false, 1000 * 128 * 4},
+    {"n300_h128_v20000_pad_chunks_kept_all", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
+     kAll, true, false, false, false, 300 * 2 * 2560},
+    {"n4500_h1024_v2548_two_kept_bands_entropy", 4500, 1024, 2548, 2540, DType::kBF16, kNoBias, DType::kInt64, 1.0f,
+     kEntropy, true, false, false, false, 4500 * 2 * 1024},
+    {"n1000_h128_v1000_two_kept_logp_entropy_fp16", 1000, 128, 1000, 990, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f,
+     kLogp | kEntropy, true, true, false, false, 1000 * 2 * 256, 1.0, 1e-2},
+    {"n129_h64_v300_dz_fp32_all", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kAll, false, false,
+     true, true, 0, 1.0, 1e-2},
+    // Without the entropy term in the scale's bound, dZ of these overflows fp16 (up to ~6e5) or
+    // sinks into its subnormals.
+    {"n129_h1024_v300_huge_entropy_grads_fp16", 129, 1024, 300, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kEntropy,
+     false, false, true, false, 0, 1e5},
+    {"n1000_h64_v300_small_entropy_grads_fp16", 1000, 64, 300, 0, DType::kFP16, DType::kFP16, DType::kInt64, 1.0f,
+     kEntropy, false, false, true, false, 0, 1e-3},
+    {"n1000_h64_v300_filter_all", 1000, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kAll, true, false,
+     false, false, 0, 1.0, 0, 1e-3f, true},
+    {"n1100_h1024_v1500_split_k_all", 1100, 1024, 1500, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kAll, false,
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpBwdTest, ::testing::ValuesIn(kCases),
@@ -448,6 +492,109 @@ TEST_F(LinearLogpBwdDeviceTest, BadViewsAreClearErrors) {
   LinearLogpGrads short_hidden = s.grads(DType::kFP32);
   short_hidden.hidden.rows = 3;
   expect_invalid([&] { s.backward(short_hidden); }, "grad_hidden");
+}
+
+TEST_F(LinearLogpBwdDeviceTest, AnEntropyGradientNeedsTheForwardsEntropy) {
+  DeviceArray entropy(16 * 4), grad_entropy(16 * 4);
+  auto backward = [](Small& s, const DeviceArray* h, const DeviceArray* e) {
+    LinearLogpBackwardInputs b;
+    b.lse = {s.lse.data(), DType::kFP32, s.n};
+    b.grad_logp = {s.g.data(), DType::kFP32, s.n};
+    if (h != nullptr) b.entropy = {h->data(), DType::kFP32, s.n};
+    if (e != nullptr) b.grad_entropy = {e->data(), DType::kFP32, s.n};
+    s.op.backward(s.inputs(), b, s.grads(), nullptr);
+  };
+  Small plain(4);
+  expect_invalid([&] { backward(plain, &entropy, &grad_entropy); }, "want_entropy");
+  EXPECT_NO_THROW(backward(plain, &entropy, nullptr)) << "entropy without its gradient is not read";
+  LinearLogpConfig config = Small::base_config();
+  config.want_entropy = true;
+  Small with_entropy(4, config);
+  expect_invalid([&] { backward(with_entropy, nullptr, &grad_entropy); }, "entropy");
+  LinearLogpBackwardInputs short_entropy;
+  short_entropy.lse = {with_entropy.lse.data(), DType::kFP32, 4};
+  short_entropy.entropy = {entropy.data(), DType::kFP32, 3};
+  short_entropy.grad_entropy = {grad_entropy.data(), DType::kFP32, 4};
+  expect_invalid([&] { with_entropy.op.backward(with_entropy.inputs(), short_entropy, with_entropy.grads(), nullptr); },
+                 "entropy");
+  // A gradient written over grad_entropy, which the kernels read while they write.
+  DeviceArray shared(4 * 64 * 2);
+  LinearLogpGrads over_input;
+  over_input.hidden = {shared.data(), DType::kBF16, 4, 64, 0};
+  short_entropy.entropy.size = 4;
+  short_entropy.grad_entropy.data = shared.data();
+  expect_invalid([&] { with_entropy.op.backward(with_entropy.inputs(), short_entropy, over_input, nullptr); },
+                 "grad_entropy");
+}
+
+// reduce_hidden only concerns tensor parallelism: on one GPU the gradients are the same bits.
+TEST_F(LinearLogpBwdDeviceTest, ReduceHiddenChangesNothingOnOneGpu) {
+  Small s(40);
+  std::vector<std::int64_t> targets(40);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>(i * 7 % 300);
+  s.t.upload(targets.data(), targets.size() * 8);
+  DeviceArray logp(40 * 4);
+  s.op.forward(s.inputs(), {{logp.data(), DType::kFP32, 40}, {s.lse.data(), DType::kFP32, 40}, {}}, nullptr);
+  std::vector<std::uint8_t> bits[2];
+  for (int reduce = 0; reduce < 2; ++reduce) {
+    LinearLogpGrads grads = s.grads();
+    grads.reduce_hidden = reduce == 1;
+    s.gx.fill_bytes(0xff);
+    s.backward(grads);
+    bits[reduce] = s.gx.to_vector<std::uint8_t>(40 * 64 * 2);
+  }
+  EXPECT_EQ(bits[0], bits[1]);
+}
+
+// The entropy's gradient through a tensor-parallel op of one rank, which runs the TP backward
+// (grad_hidden accumulated in fp32, all-reduced over its one rank, rounded) with
+// reduce_grad_hidden, and the single-GPU steps without it: both give the reference gradients.
+TEST_F(LinearLogpBwdDeviceTest, OneRankTensorParallelTakesTheEntropyGradient) {
+  const BwdCase c{"tp1", 300, 128, 5000, 4990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f, kAll, true, false,
+                  true, false, 300 * 2 * 1024};
+  std::vector<std::uint8_t> x_bytes, w_bytes, b_bytes;
+  Problem pr = make_problem(c, 77, x_bytes, w_bytes, b_bytes);
+  reference_gradients(pr);
+  Communicator comm = Communicator::create(shared_runtime(), 0, 0, 1, Communicator::new_unique_id());
+  LinearLogp op(shared_runtime(), config_for(c), comm);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size()), b(b_bytes.size());
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  b.upload(b_bytes.data(), b_bytes.size());
+  DeviceArray t = DeviceArray::from(pr.p.targets), g = DeviceArray::from(pr.g_values),
+              h = DeviceArray::from(pr.h_values), e = DeviceArray::from(pr.e_values);
+  DeviceArray logp(300 * 4), lse(300 * 4), entropy(300 * 4), gx(300 * 128 * 2), gw(5000 * 128 * 4);
+  const LinearLogpInputs in{{x.data(), DType::kBF16, 300, 128, 0},
+                            {w.data(), DType::kBF16, 5000, 128, 0},
+                            {b.data(), DType::kBF16, 5000},
+                            {t.data(), DType::kInt64, 300}};
+  op.forward(in, {{logp.data(), DType::kFP32, 300}, {lse.data(), DType::kFP32, 300}, {entropy.data(), DType::kFP32, 300}},
+             nullptr);
+  expect_forward_matches(pr.p, logp, lse, &entropy);
+  const LinearLogpBackwardInputs upstream{{lse.data(), DType::kFP32, 300},
+                                          {entropy.data(), DType::kFP32, 300},
+                                          {g.data(), DType::kFP32, 300},
+                                          {h.data(), DType::kFP32, 300},
+                                          {e.data(), DType::kFP32, 300}};
+  for (const bool reduce : {true, false}) {
+    SCOPED_TRACE(reduce ? "reduce_hidden" : "this rank's partial");
+    LinearLogpGrads grads;
+    grads.hidden = {gx.data(), DType::kBF16, 300, 128, 0};
+    grads.weight = {gw.data(), DType::kFP32, 5000, 128, 0};
+    grads.reduce_hidden = reduce;
+    gx.fill_bytes(0xff);
+    gw.fill_bytes(0xff);
+    op.backward(in, upstream, grads, nullptr);
+    EXPECT_EQ(op.check(nullptr).bad_rows, 0);
+    EXPECT_LT(compare(to_floats(gx.to_vector<std::uint8_t>(gx.bytes()), DType::kBF16, 300 * 128), pr.dx, "grad_hidden").rel,
+              2e-2);
+    const std::vector<float> dw_all = gw.to_vector<float>(5000 * 128);
+    std::vector<float> dw;
+    for (std::int64_t v : pr.sampled) {
+      dw.insert(dw.end(), dw_all.begin() + v * 128, dw_all.begin() + (v + 1) * 128);
+    }
+    EXPECT_LT(compare(dw, pr.dw, "grad_weight").rel, 2e-2);
+  }
 }
 
 TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {

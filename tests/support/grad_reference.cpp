@@ -24,6 +24,11 @@ std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype
 
 ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
                                    const std::vector<std::int64_t>& dw_rows) {
+  return reference_gradients(p, g, h, {}, dw_rows);
+}
+
+ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
+                                   const std::vector<float>& e, const std::vector<std::int64_t>& dw_rows) {
   const std::int64_t H = p.hidden, V = p.vocab_local;
   const std::int64_t valid = std::clamp<std::int64_t>(p.valid_vocab - p.vocab_start, 0, V);
   std::vector<std::int64_t> rows = dw_rows;
@@ -53,13 +58,17 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
     double sum = 0;
     for (double value : z) sum += std::exp(value - m);
     const double lse = m + std::log(sum);
+    double entropy = lse;  // H = lse - sum_v p_v z_v
+    for (double value : z) entropy -= std::exp(value - lse) * value;
     const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
+    const double ei = e.empty() ? 0.0 : e[static_cast<std::size_t>(i)];
     double* dx = r.dx.data() + i * H;
     std::vector<double>& db = db_parts[static_cast<std::size_t>(worker)];
     for (std::int64_t v = 0; v < valid; ++v) {
-      const double dz =
-          ((v == t - p.vocab_start ? gi : 0.0) + (hi - gi) * std::exp(z[static_cast<std::size_t>(v)] - lse)) /
-          p.temperature;
+      const double zv = z[static_cast<std::size_t>(v)];
+      const double pv = std::exp(zv - lse);
+      const double dz = ((v == t - p.vocab_start ? gi : 0.0) + (hi - gi) * pv - ei * pv * (zv - (lse - entropy))) /
+                        p.temperature;
       db[static_cast<std::size_t>(v)] += dz;
       const float* w = p.weight_values.data() + v * H;
       for (std::int64_t k = 0; k < H; ++k) dx[k] += dz * w[k];

@@ -15,9 +15,10 @@ namespace shardjit::testing {
 std::vector<float> to_floats(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t count);
 
 // fp64 gradients of a one-shard problem (its weight rows are global ids vocab_start on) for
-// upstream gradients g (of logp) and h (of lse), 0 where absent: dz_iv = (g_i [v = t_i] +
-// (h_i - g_i) p_iv) / T over the shard's valid columns of rows with a valid target; dX = dZ W,
-// dW = dZ^T X, db = sum_i dZ.
+// upstream gradients g (of logp), h (of lse) and e (of the entropy H), 0 where absent:
+// dz_iv = (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))) / T over the
+// shard's valid columns of rows with a valid target, p, lse and H computed here in fp64;
+// dX = dZ W, dW = dZ^T X, db = sum_i dZ.
 struct ReferenceGrads {
   std::vector<double> dx, dw, db;  // [n][H], [rows of dW][H], [V]
 };
@@ -26,6 +27,9 @@ struct ReferenceGrads {
 // large vocabularies cheap), or on every row when it is empty.
 ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
                                    const std::vector<std::int64_t>& dw_rows = {});
+// With the entropy's upstream gradient e ([n], or empty: none).
+ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
+                                   const std::vector<float>& e, const std::vector<std::int64_t>& dw_rows);
 
 // ||out - ref|| / ||ref||, or infinity when an element is not finite (not written).
 double rel_norm(const std::vector<float>& out, const std::vector<double>& ref);

@@ -5,6 +5,7 @@
 #include "support/grad_reference.hpp"
 #include "support/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -94,24 +95,27 @@ TEST(ReferenceLogp, LargeLogitsDoNotOverflow) {
 }
 
 // L = sum_i g_i logp_i + h_i lse_i from the forward reference, differentiated numerically.
-double loss(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h) {
+double loss(const LogpProblem& p, const std::vector<float>& g, const std::vector<float>& h,
+            const std::vector<float>& e) {
   double sum = 0;
   for (std::int64_t i = 0; i < p.n; ++i) {
     const LogpRow row = reference_logp_row(p, i);
-    sum += g[static_cast<std::size_t>(i)] * row.logp + h[static_cast<std::size_t>(i)] * row.lse;
+    const auto r = static_cast<std::size_t>(i);
+    sum += g[r] * row.logp + h[r] * row.lse + (e.empty() ? 0.0 : e[r] * row.entropy);
   }
   return sum;
 }
 
 // The central difference of the loss in one input value, which is nudged by +-step and restored.
-double numeric_derivative(LogpProblem& p, float& value, const std::vector<float>& g, const std::vector<float>& h) {
+double numeric_derivative(LogpProblem& p, float& value, const std::vector<float>& g, const std::vector<float>& h,
+                          const std::vector<float>& e = {}) {
   const float saved = value;
   const float step = 1.0f / 1024;
   const float above = saved + step, below = saved - step;  // the values as stored, rounded
   value = above;
-  const double up = loss(p, g, h);
+  const double up = loss(p, g, h, e);
   value = below;
-  const double down = loss(p, g, h);
+  const double down = loss(p, g, h, e);
   value = saved;
   return (up - down) / (static_cast<double>(above) - static_cast<double>(below));
 }
@@ -146,6 +150,57 @@ TEST(ReferenceGradients, MatchFiniteDifferencesOfTheForward) {
   for (std::size_t k = 0; k < 5; ++k) {
     EXPECT_NEAR(grads.db[k], numeric_derivative(p, p.bias_values[k], g_live, h_live), 1e-5) << "db " << k;
   }
+}
+
+// A problem of three rows (the second ignored) with bias and temperature, fp32 values.
+LogpProblem small_problem() {
+  LogpProblem p;
+  p.n = 3;
+  p.hidden = 4;
+  p.vocab_local = 5;
+  p.valid_vocab = 5;
+  p.temperature = 0.8;
+  std::vector<std::uint8_t> bytes;
+  p.hidden_values = random_values(21, 12, 1.5f, DType::kFP32, bytes);
+  p.weight_values = random_values(22, 20, 1.5f, DType::kFP32, bytes);
+  p.bias_values = random_values(23, 5, 0.5f, DType::kFP32, bytes);
+  p.targets = {4, p.ignore_index, 0};
+  return p;
+}
+
+// Every gradient of `grads` against the finite differences of the loss with g, h and e.
+void expect_finite_differences(LogpProblem& p, const ReferenceGrads& grads, const std::vector<float>& g,
+                               const std::vector<float>& h, const std::vector<float>& e) {
+  for (std::size_t k = 0; k < grads.dx.size(); ++k) {
+    EXPECT_NEAR(grads.dx[k], numeric_derivative(p, p.hidden_values[k], g, h, e), 1e-5) << "dX " << k;
+  }
+  for (std::size_t k = 0; k < grads.dw.size(); ++k) {
+    EXPECT_NEAR(grads.dw[k], numeric_derivative(p, p.weight_values[k], g, h, e), 1e-5) << "dW " << k;
+  }
+  for (std::size_t k = 0; k < grads.db.size(); ++k) {
+    EXPECT_NEAR(grads.db[k], numeric_derivative(p, p.bias_values[k], g, h, e), 1e-5) << "db " << k;
+  }
+}
+
+TEST(ReferenceGradients, TheEntropyTermMatchesFiniteDifferences) {
+  LogpProblem p = small_problem();
+  const std::vector<float> zero(3, 0.0f), e{-0.9f, 0.0f, 1.7f};
+  // The ignored row's upstream gradients are ignored, so the loss leaves it out too.
+  const ReferenceGrads alone = reference_gradients(p, zero, zero, {-0.9f, 5.0f, 1.7f}, {});
+  for (std::size_t k = 4; k < 8; ++k) EXPECT_EQ(alone.dx[k], 0.0) << k;
+  double largest = 0.0;
+  for (double v : alone.dx) largest = std::max(largest, std::abs(v));
+  EXPECT_GT(largest, 1e-2) << "the entropy term alone moves the gradients";
+  expect_finite_differences(p, alone, zero, zero, e);
+
+  const std::vector<float> g{0.7f, 0.0f, 0.4f}, h{0.2f, 0.0f, -0.6f};
+  const ReferenceGrads combined = reference_gradients(p, g, h, e, {});
+  expect_finite_differences(p, combined, g, h, e);
+  // Without e the overload of two gradients gives the same as an empty e.
+  const ReferenceGrads without = reference_gradients(p, g, h);
+  const ReferenceGrads empty_e = reference_gradients(p, g, h, {}, {});
+  EXPECT_EQ(without.dx, empty_e.dx);
+  EXPECT_NE(without.dx, combined.dx);
 }
 
 TEST(ReferenceGradients, RelNormSeesUnwrittenValues) {

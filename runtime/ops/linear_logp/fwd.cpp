@@ -85,14 +85,14 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
   return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
 }
 
-SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
   const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
   const auto plan_for = [&](int splits) {
-    SplitPlan plan;
+    VocabSplit plan;
     plan.splits = splits;
     plan.group_rows = (sms + splits - 1) / splits;
     plan.row_tiles = static_cast<int>(row_tiles);
@@ -110,7 +110,7 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them.
-  std::optional<SplitPlan> fallback;
+  std::optional<VocabSplit> fallback;
   for (int splits : kVocabSplitChoices) {
     if (!usable(splits)) break;
     if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
@@ -120,7 +120,7 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
   return fallback.value_or(plan_for(1));
 }
 
-SplitPlan cut_last_waves(SplitPlan plan, int sm_count) {
+VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {
   const int sms = std::max(1, sm_count);
   // A split's pieces are its partial sources, and one combine merges at most kMaxCombineSources
   // a row: a very long shard gets fewer, longer pieces.
@@ -142,7 +142,7 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
                             CUstream stream) {
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(plan.blocks());

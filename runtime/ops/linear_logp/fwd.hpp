@@ -66,7 +66,7 @@ inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
 // A forward call's launch (templates/linear_logp/fwd_args.cuh, fwd_block_order.cuh).
-struct SplitPlan {
+struct VocabSplit {
   int splits = 1;
   // Row tiles of a group of the forward's block order (LinearLogpFwdArgs::group_rows): those a
   // wave of one block per multiprocessor holds, ceil(SMs / splits).
@@ -98,7 +98,7 @@ struct GpuShape {
 // once per tile). Tensor parallelism passes a wider tolerance (there every split also travels
 // to the other ranks) and a cap that keeps tp x splits within what one combine merges. The plan
 // runs every unit whole; cut_last_waves may then cut the last ones.
-SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
+VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
                               int max_splits = kMaxVocabSplits);
 
@@ -108,7 +108,7 @@ SplitPlan choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::
 // units and a split has at least two pieces of tiles; otherwise returns `plan` as it is. The
 // pieces multiply the partial sources of a split, so tensor parallelism, whose partials cross
 // NVLink, does not cut.
-SplitPlan cut_last_waves(SplitPlan plan, int sm_count);
+VocabSplit cut_last_waves(VocabSplit plan, int sm_count);
 // About a fifth of a multiprocessor's share of a 16k-row forward's tiles at llama3-8b: long
 // enough that a block's fixed costs (prologue, partial store) stay near 1 %, short enough that
 // the last blocks end within a few percent of the kernel of each other.
@@ -123,11 +123,11 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 // BM-row tiles, so every tile count is visited (a few thousand at most).
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
-// One block for each unit and piece of `plan` (SplitPlan::blocks), of the kernel built for `tile`
+// One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
 // here, from the arguments' pointers.
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
-                            const SplitPlan& plan, const LinearLogpLayout& layout, const FwdTile& tile,
+                            const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
                             CUstream stream);
 
 }  // namespace shardjit

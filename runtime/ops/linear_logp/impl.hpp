@@ -12,6 +12,7 @@
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
+#include "runtime/ops/linear_logp/keep.hpp"
 #include "runtime/ops/linear_logp/kernels.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
 #include "runtime/ops/single_caller.hpp"
@@ -33,26 +34,6 @@ struct ForwardCall {
   bool has_entropy = false;
 };
 
-// The most backward chunks a forward keeps: the first in the dZ buffer, the second in the
-// grad_hidden accumulator's memory (BwdChunkPlan::kept_band_rows).
-inline constexpr int kMaxKeptChunks = 2;
-
-// A single-GPU forward's work for a call: the forward kernel's split plan over the shard's columns
-// from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols), which
-// the kept chunk's kernel computes instead (templates/linear_logp/fwd_keep.cuh; 0: none). The
-// combine merges the splits' sources, then a source per column tile of the kept chunks.
-struct ForwardPlan {
-  SplitPlan split;
-  int kept_chunks = 0;
-  std::int64_t kept_cols = 0;
-  int kept_tiles = 0;
-  // With kept chunks: the backward's plan of these rows, its buffers what the forward writes
-  // (accumulator_bytes 0 unless the second chunk is kept).
-  BwdChunkPlan chunks;
-
-  int sources() const { return split.sources() + kept_tiles; }
-};
-
 struct LinearLogp::Impl {
   // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernel
   // merges tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
@@ -68,7 +49,7 @@ struct LinearLogp::Impl {
   // The arguments of the two forward kernels for `call`, reading / writing `partials`; the
   // combine merges `sources` partials a row (tp x splits).
   kernels::LinearLogpFwdArgs fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                      const SplitPlan& plan) const;
+                                      const VocabSplit& plan) const;
   kernels::LogpCombineArgs combine_args(const ForwardCall& call, const kernels::RowPartial* partials,
                                         int sources) const;
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
@@ -76,15 +57,18 @@ struct LinearLogp::Impl {
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
-  // The forward kernel's plan for n_rows rows over the shard's columns from first_col on.
-  SplitPlan split_plan(std::int64_t n_rows, std::int64_t first_col = 0) const;
-  // `keep`: how many of its first backward chunks the call may keep, 0 to kMaxKeptChunks (a call
-  // that writes lse, which the backward of the same inputs passes back, may keep them).
-  ForwardPlan forward_plan(std::int64_t n_rows, int keep) const;
+  // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col on.
+  VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
+  // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
+  // chunks (0 to kMaxKeptChunks), as the op, the chunks' shape and the combine allow (keep.hpp).
+  ForwardLaunch forward_launch(std::int64_t n_rows, int most_kept) const;
+  // The keep decision of a call on `stream`: forward_launch, with fewer kept chunks where they
+  // would grow a buffer past what max_rows sized or during graph capture (keep.cpp).
+  ForwardLaunch decide_forward_launch(const ForwardCall& call, CUstream stream) const;
   // The kept chunks' kernel of a call, a launch a chunk, writing their partials to `partials` (the
   // plan's sources past the splits'); returns what it keeps, for bwd.kept once the forward is
   // enqueued.
-  KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan, kernels::RowPartial* partials,
+  KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch, kernels::RowPartial* partials,
                                CUstream stream);
 
   Runtime::Impl& runtime;

@@ -82,7 +82,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
 LinearLogp::Impl::~Impl() = default;
 
 kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
-                                                      const SplitPlan& plan) const {
+                                                      const VocabSplit& plan) const {
   const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpFwdArgs args{};
   args.hidden = call.in.hidden.data;
@@ -127,63 +127,34 @@ const LoadedKernel& LinearLogp::Impl::peer_combine_kernel() const {
 }
 
 std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
-  // A forward without lse runs the plain plan, one with lse keeps up to two chunks or, where they
-  // do not fit, fewer (enqueue_forward). The kept plans' sources are counted at each row tile's
+  // A forward without lse keeps nothing, one with lse keeps up to two chunks or, where they do
+  // not fit, fewer (decide_forward_launch). The kept launches' sources are counted at each row tile's
   // largest row count, a best effort: their chunk width moves within a row tile, and a call whose
   // kept sources do not fit keeps fewer chunks.
   return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
     int most = 0;
-    for (int keep = 0; keep <= kMaxKeptChunks; ++keep) most = std::max(most, forward_plan(rows, keep).sources());
+    for (int keep = 0; keep <= kMaxKeptChunks; ++keep) most = std::max(most, forward_launch(rows, keep).sources());
     return most;
   });
 }
 
-SplitPlan LinearLogp::Impl::split_plan(std::int64_t n_rows, std::int64_t first_col) const {
+VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
   const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
   return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
                         gpu.sm_count);
 }
 
-ForwardPlan LinearLogp::Impl::forward_plan(std::int64_t n_rows, int keep) const {
-  // The plan without a kept chunk, computed only when it is the one returned: this runs per call.
-  auto plain = [&] {
-    ForwardPlan plan;
-    plan.split = split_plan(n_rows);
-    return plan;
-  };
-  // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
-  if (keep < 1 || !bwd.keep || tp || !bwd.fits(n_rows)) return plain();
-  // The first chunk of a backward of these rows is kept when there is a second one (a single
-  // chunk has no recompute to spare), when it ends on a forward tile and before the valid columns
-  // do, and when the combine can merge its sources beside the splits'. Chunks are whole dZ tiles
-  // (plan_bwd_chunks). The second is kept too where the call may keep two, the accumulator's
-  // memory holds it (kept_band_rows) and it also ends before the valid columns do. Sources past
-  // what the combine merges keep one chunk fewer.
-  BwdChunkPlan chunks = bwd.plan(n_rows, true);
-  const std::int64_t cols = chunks.chunk_cols;
-  if (chunks.chunks < 2 || cols % tile.bn != 0 || cols >= layout.valid_local) return plain();
-  ForwardPlan kept;
-  kept.kept_chunks = keep >= 2 && chunks.kept_band_rows > 0 && 2 * cols < layout.valid_local ? 2 : 1;
-  if (kept.kept_chunks < 2) chunks.accumulator_bytes = 0;  // the forward writes nothing there
-  kept.kept_cols = kept.kept_chunks * cols;
-  kept.kept_tiles = static_cast<int>(kept.kept_cols / bwd.specs->dz_tile.bn);
-  kept.chunks = chunks;
-  kept.split = split_plan(n_rows, kept.kept_cols);
-  if (kept.sources() > kMaxCombineSources) return forward_plan(n_rows, kept.kept_chunks - 1);
-  return kept;
-}
-
-KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardPlan& plan,
+KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
                                                kernels::RowPartial* partials, CUstream stream) {
-  const BwdChunkPlan& chunks = plan.chunks;
+  const BackwardChunks& chunks = launch.chunks;
   bwd.reserve(chunks, stream);
   bwd.reserve_split(chunks, call.n, stream);
   const FwdTile& dz_tile = bwd.specs->dz_tile;
   // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end; a chunk's tile partials
   // follow the ones of the chunk before.
   auto keep = [&](std::int64_t index, void* logits) {
-    const BwdChunk chunk = chunks.chunk(index);
+    const BackwardChunk chunk = chunks.chunk(index);
     kernels::LinearLogpBwdDzArgs args =
         chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
                          chunks.dz_stride, chunk.begin, chunk.cols);
@@ -201,8 +172,9 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.cols = chunks.chunk_cols;
   kept.dz = bwd.dz_buffer.as<void>();
   kept.partials = partials;
+  kept.capture = launch.capture;
   keep(0, bwd.dz_buffer.as<void>());
-  if (plan.kept_chunks == 2) {
+  if (launch.kept_chunks == 2) {
     kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
     kept.accumulator = bwd.accumulator.as<void>();
     keep(1, kept.second);
@@ -219,30 +191,15 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   // This call rewrites the partials (the kept chunk's tile maxima) and maybe the dZ buffer: what
   // an earlier forward kept is gone, from here on, whatever fails below.
   bwd.kept.reset();
-  ForwardPlan plan = forward_plan(call.n, call.has_lse ? kMaxKeptChunks : 0);
-  // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
-  // they would have to, the forward keeps fewer (the second needs the accumulator, the first only
-  // the dZ buffer), or none.
-  const std::uint64_t capture = plan.kept_chunks > 0 ? stream_capture_id(stream) : 0;
-  if (layout.config.max_rows > 0 || capture != 0) {
-    auto fits = [&](const ForwardPlan& p) {
-      const bool partials_fit =
-          static_cast<std::size_t>(call.n * p.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
-      return partials_fit && (capture == 0 || bwd.holds(p.chunks, call.n));
-    };
-    while (plan.kept_chunks > 0 && !fits(plan)) plan = forward_plan(call.n, plan.kept_chunks - 1);
-  }
-  ensure_workspace(call.n * plan.sources(), stream);
+  const ForwardLaunch launch = decide_forward_launch(call, stream);
+  ensure_workspace(call.n * launch.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
-  if (plan.kept_chunks > 0) {
-    kept = enqueue_kept_chunk(call, plan, partials + call.n * plan.split.sources(), stream);
-    kept->capture = capture;
-  }
-  kernels::LinearLogpFwdArgs args = fwd_args(call, partials, plan.split);
-  args.first_tile = static_cast<int>(plan.kept_cols / tile.bn);
-  launch_linear_logp_fwd(*fwd, args, plan.split, layout, tile, stream);
-  launch_logp_combine(*combine, combine_args(call, partials, plan.sources()), stream);
+  if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.split.sources(), stream);
+  kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
+  args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
+  launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, stream);
+  launch_logp_combine(*combine, combine_args(call, partials, launch.sources()), stream);
   bwd.kept = kept;
 }
 

@@ -155,58 +155,69 @@ std::size_t tuning_input_sets(std::size_t set_bytes, std::int64_t l2_bytes) {
   return std::clamp<std::size_t>((span + set_bytes - 1) / set_bytes, 1, kMaxInputSets);
 }
 
-TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,
-                            const std::vector<FwdTile>& candidates, std::int64_t rows, std::string key) {
-  const LinearLogpConfig& c = layout.config;
-  ScopedContext scope(device);
-  // Pseudo-random inputs, as many sets as span twice the L2, and targets spread over the shard's
-  // valid columns.
-  const std::size_t element = dtype_size(c.dtype);
-  const std::size_t hidden_bytes = static_cast<std::size_t>(rows * c.hidden) * element;
-  const std::size_t weight_bytes = static_cast<std::size_t>(c.vocab_local * c.hidden) * element;
-  const std::size_t bias_bytes = c.bias_dtype ? static_cast<std::size_t>(c.vocab_local) * dtype_size(*c.bias_dtype) : 0;
-  const std::size_t sets = tuning_input_sets(hidden_bytes + weight_bytes + bias_bytes, device.info().l2_bytes);
-  OwnedStream stream(device);
+namespace {
+
+// The timed calls' inputs: pseudo-random hidden, weight and bias, as many sets as span twice the
+// L2, and targets spread over the shard's valid columns; one logp output.
+struct TuningInputs {
   std::vector<DeviceBuffer> hidden, weight, bias;
-  for (std::size_t s = 0; s < sets; ++s) {
-    hidden.emplace_back(device, hidden_bytes);
-    weight.emplace_back(device, weight_bytes);
-    bias.emplace_back(device, bias_bytes);
-    fill_random(hidden.back(), c.dtype, 3 * s + 1, stream.get());
-    fill_random(weight.back(), c.dtype, 3 * s + 2, stream.get());
-    if (c.bias_dtype) fill_random(bias.back(), *c.bias_dtype, 3 * s + 3, stream.get());
-  }
-  DeviceBuffer targets(device, static_cast<std::size_t>(rows) * dtype_size(c.target_dtype));
-  DeviceBuffer logp(device, static_cast<std::size_t>(rows) * sizeof(float));
+  DeviceBuffer targets, logp;
+  std::vector<LinearLogpInputs> sets;
+  LinearLogpOutputs out;
+};
+
+void upload_tuning_targets(const LinearLogpLayout& layout, std::int64_t rows, const DeviceBuffer& targets,
+                           CUstream stream) {
+  const LinearLogpConfig& c = layout.config;
   std::vector<std::int64_t> ids(static_cast<std::size_t>(rows));
   for (std::int64_t i = 0; i < rows; ++i) {
     ids[static_cast<std::size_t>(i)] = c.vocab_start + (i * 7919) % std::max<std::int64_t>(layout.valid_local, 1);
   }
   std::vector<std::int32_t> ids32(ids.begin(), ids.end());
   const void* id_bytes = c.target_dtype == DType::kInt32 ? static_cast<const void*>(ids32.data()) : ids.data();
-  SHARDJIT_CU(cuMemcpyHtoDAsync(targets.ptr(), id_bytes, targets.bytes(), stream.get()));
-  SHARDJIT_CU(cuStreamSynchronize(stream.get()));  // the ids are locals
+  SHARDJIT_CU(cuMemcpyHtoDAsync(targets.ptr(), id_bytes, targets.bytes(), stream));
+  SHARDJIT_CU(cuStreamSynchronize(stream));  // the ids are locals
+}
 
-  std::vector<LinearLogpInputs> inputs;
+TuningInputs make_tuning_inputs(const LinearLogpLayout& layout, DeviceContext& device, std::int64_t rows,
+                                CUstream stream) {
+  const LinearLogpConfig& c = layout.config;
+  const std::size_t element = dtype_size(c.dtype);
+  const std::size_t hidden_bytes = static_cast<std::size_t>(rows * c.hidden) * element;
+  const std::size_t weight_bytes = static_cast<std::size_t>(c.vocab_local * c.hidden) * element;
+  const std::size_t bias_bytes = c.bias_dtype ? static_cast<std::size_t>(c.vocab_local) * dtype_size(*c.bias_dtype) : 0;
+  const std::size_t sets = tuning_input_sets(hidden_bytes + weight_bytes + bias_bytes, device.info().l2_bytes);
+  TuningInputs t;
   for (std::size_t s = 0; s < sets; ++s) {
-    inputs.push_back({{hidden[s].as<void>(), c.dtype, rows, c.hidden, 0},
-                      {weight[s].as<void>(), c.dtype, c.vocab_local, c.hidden, 0},
-                      {c.bias_dtype ? bias[s].as<void>() : nullptr, c.bias_dtype.value_or(DType::kFP32), c.vocab_local},
-                      {targets.as<void>(), c.target_dtype, rows}});
+    t.hidden.emplace_back(device, hidden_bytes);
+    t.weight.emplace_back(device, weight_bytes);
+    t.bias.emplace_back(device, bias_bytes);
+    fill_random(t.hidden.back(), c.dtype, 3 * s + 1, stream);
+    fill_random(t.weight.back(), c.dtype, 3 * s + 2, stream);
+    if (c.bias_dtype) fill_random(t.bias.back(), *c.bias_dtype, 3 * s + 3, stream);
   }
-  const LinearLogpOutputs out{{logp.as<void>(), DType::kFP32, rows}, {}, {}};
-  std::size_t calls_made = 0;  // the input set of the next call: calls_made % sets
-  const auto next_call = [&] {
-    return ForwardCall{inputs[calls_made++ % sets], out, rows, c.hidden, c.hidden, false, false};
-  };
-  // The forward alone: the backward's kernels do not depend on the forward's tile.
-  LinearLogpConfig forward_only = c;
+  t.targets = DeviceBuffer(device, static_cast<std::size_t>(rows) * dtype_size(c.target_dtype));
+  t.logp = DeviceBuffer(device, static_cast<std::size_t>(rows) * sizeof(float));
+  upload_tuning_targets(layout, rows, t.targets, stream);
+  for (std::size_t s = 0; s < sets; ++s) {
+    t.sets.push_back({{t.hidden[s].as<void>(), c.dtype, rows, c.hidden, 0},
+                      {t.weight[s].as<void>(), c.dtype, c.vocab_local, c.hidden, 0},
+                      {c.bias_dtype ? t.bias[s].as<void>() : nullptr, c.bias_dtype.value_or(DType::kFP32), c.vocab_local},
+                      {t.targets.as<void>(), c.target_dtype, rows}});
+  }
+  t.out = LinearLogpOutputs{{t.logp.as<void>(), DType::kFP32, rows}, {}, {}};
+  return t;
+}
+
+// Every candidate's op, forward only (the backward's kernels do not depend on the forward's
+// tile); one that cannot be built on this device is left out. `names` gets the built ones' names.
+std::vector<std::unique_ptr<LinearLogp::Impl>> candidate_ops(Runtime::Impl& runtime, const LinearLogpLayout& layout,
+                                                             const std::vector<FwdTile>& candidates,
+                                                             std::int64_t rows, std::vector<std::string>& names) {
+  LinearLogpConfig forward_only = layout.config;
   forward_only.want_backward = false;
   forward_only.max_rows = rows;
-
-  // Every candidate's op; one that cannot be built on this device is left out.
   std::vector<std::unique_ptr<LinearLogp::Impl>> ops;
-  std::vector<std::string> names;
   for (const FwdTile& tile : candidates) {
     try {
       ops.push_back(std::make_unique<LinearLogp::Impl>(runtime, forward_only, 1, tile));
@@ -215,25 +226,31 @@ TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layo
       log().warn("tuning {}: candidate {} is left out: {}", describe(layout), fwd_tile_name(tile), e.what());
     }
   }
+  return ops;
+}
 
+// Each op's median time a call (ms), over interleaved rounds.
+std::vector<double> time_rounds(const std::vector<std::unique_ptr<LinearLogp::Impl>>& ops, const TuningInputs& inputs,
+                                std::int64_t rows, DeviceContext& device, CUstream stream) {
+  const std::int64_t hidden = ops.empty() ? 0 : ops.front()->layout.config.hidden;
+  std::size_t calls_made = 0;  // the input set of the next call: calls_made % sets
+  const auto next_call = [&] {
+    return ForwardCall{inputs.sets[calls_made++ % inputs.sets.size()], inputs.out, rows, hidden, hidden, false, false};
+  };
   // events[round][candidate] brackets that candidate's calls of that round.
   std::vector<std::vector<std::pair<OwnedEvent, OwnedEvent>>> events(kTimedRounds);
   for (int round = -kWarmupRounds; round < kTimedRounds; ++round) {
-    for (std::size_t k = 0; k < ops.size(); ++k) {
+    for (const auto& op : ops) {
       if (round >= 0) {
         auto& pair = events[static_cast<std::size_t>(round)].emplace_back(OwnedEvent(device, true), OwnedEvent(device, true));
-        SHARDJIT_CU(cuEventRecord(pair.first.get(), stream.get()));
+        SHARDJIT_CU(cuEventRecord(pair.first.get(), stream));
       }
-      for (int i = 0; i < kCallsPerRound; ++i) ops[k]->enqueue_forward(next_call(), stream.get());
-      if (round >= 0) SHARDJIT_CU(cuEventRecord(events[static_cast<std::size_t>(round)].back().second.get(), stream.get()));
+      for (int i = 0; i < kCallsPerRound; ++i) op->enqueue_forward(next_call(), stream);
+      if (round >= 0) SHARDJIT_CU(cuEventRecord(events[static_cast<std::size_t>(round)].back().second.get(), stream));
     }
   }
-  SHARDJIT_CU(cuStreamSynchronize(stream.get()));
-
-  TuningRecord record;
-  record.key = std::move(key);
-  record.device = device.info().name;
-  double best = 0.0;
+  SHARDJIT_CU(cuStreamSynchronize(stream));
+  std::vector<double> times;
   for (std::size_t k = 0; k < ops.size(); ++k) {
     std::vector<double> samples;
     for (const auto& round : events) {
@@ -241,7 +258,28 @@ TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layo
       SHARDJIT_CU(cuEventElapsedTime(&ms, round[k].first.get(), round[k].second.get()));
       samples.push_back(static_cast<double>(ms) / kCallsPerRound);
     }
-    const double ms = median(std::move(samples));
+    times.push_back(median(std::move(samples)));
+  }
+  return times;
+}
+
+}  // namespace
+
+TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layout, DeviceContext& device,
+                            const std::vector<FwdTile>& candidates, std::int64_t rows, std::string key) {
+  ScopedContext scope(device);
+  OwnedStream stream(device);
+  const TuningInputs inputs = make_tuning_inputs(layout, device, rows, stream.get());
+  std::vector<std::string> names;
+  const std::vector<std::unique_ptr<LinearLogp::Impl>> ops = candidate_ops(runtime, layout, candidates, rows, names);
+  const std::vector<double> times = time_rounds(ops, inputs, rows, device, stream.get());
+
+  TuningRecord record;
+  record.key = std::move(key);
+  record.device = device.info().name;
+  double best = 0.0;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const double ms = times[k];
     log().info("tuning {}: {} takes {:.4f} ms on {} rows", describe(layout), names[k], ms, rows);
     record.times_ms.emplace_back(names[k], ms);
     if (record.choice.empty() || ms < best) {

@@ -39,14 +39,14 @@ TEST(TileOrder, GroupedOrderCoversEveryTileOnce) {
 
 
 TEST(VocabSplits, RowsThatFitInL2UseFewSplits) {
-  SplitPlan plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
+  VocabSplit plan = choose_vocab_splits(2048, 4096, 128256, FwdTile{}, kH200);  // X: 8 MiB
   EXPECT_LE(plan.splits, 8);
   EXPECT_GE(plan.splits * 16, 100) << "16 row tiles still need splits to fill 132 SMs";
 }
 
 TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   // X is 128 MiB at 16k rows x 4096 bf16: with one split all 128 row tiles would run at once.
-  SplitPlan plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
+  VocabSplit plan = choose_vocab_splits(16384, 8192, 128256, FwdTile{}, kH200);
   EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
 }
 
@@ -66,7 +66,7 @@ TEST(VocabSplits, EfficiencyCountsTheWavesOfTheLongestSplit) {
 }
 
 TEST(VocabSplits, SmallBatchesSplitTheVocabularyToFillTheGpu) {
-  SplitPlan plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
+  VocabSplit plan = choose_vocab_splits(256, 8192, 128256, FwdTile{}, kH200);
   EXPECT_GE(plan.splits * 2, 100) << "two row tiles need many splits to fill 132 SMs";
   EXPECT_LE(plan.splits * 2, 132) << "one wave";
 }
@@ -81,7 +81,7 @@ std::int64_t split_tiles(std::int64_t vocab_tiles, int splits, int s) {
 TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
   for (std::int64_t vocab : {1, 128, 129, 300, 1000, 128256}) {
     for (std::int64_t n : {1, 300, 16384}) {
-      const SplitPlan plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
+      const VocabSplit plan = choose_vocab_splits(n, 8192, vocab, FwdTile{}, kH200);
       const std::int64_t tiles = (vocab + 127) / 128;
       EXPECT_LE(plan.splits, tiles) << vocab;
       EXPECT_GE(plan.splits, 1) << vocab;
@@ -102,7 +102,7 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
 
 TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
   for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
-    const SplitPlan plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
+    const VocabSplit plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
     EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
     EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
   }
@@ -122,7 +122,7 @@ TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
 // The kernel's block arithmetic (fwd_block_work, fwd_block_tiles) on the host: every (row tile,
 // vocabulary tile) is computed by exactly one block, and every partial source of every row tile
 // is written by exactly one block, with or without cut units.
-void expect_blocks_cover_once(const SplitPlan& p) {
+void expect_blocks_cover_once(const VocabSplit& p) {
   SCOPED_TRACE(std::to_string(p.row_tiles) + " row tiles x " + std::to_string(p.vocab_tiles) + " tiles, " +
                std::to_string(p.splits) + " splits, " + std::to_string(p.whole_units) + " whole units, " +
                std::to_string(p.unit_pieces) + " pieces");
@@ -150,7 +150,7 @@ TEST(CutLastWaves, EveryTileOnceAndEverySourceOnce) {
   for (std::int64_t n : {1, 129, 1000, 3000, 4096, 7500, 16384}) {
     for (std::int64_t vocab : {1, 300, 3001, 60000, 128256}) {
       for (const FwdTile& tile : {FwdTile{128, 256, 64, 4, true}, FwdTile{128, 128, 32, 3}}) {
-        const SplitPlan whole = choose_vocab_splits(n, 8192, vocab, tile, kH200);
+        const VocabSplit whole = choose_vocab_splits(n, 8192, vocab, tile, kH200);
         EXPECT_EQ(whole.whole_units, whole.units()) << "choose_vocab_splits runs every unit whole";
         expect_blocks_cover_once(whole);
         expect_blocks_cover_once(cut_last_waves(whole, kH200.sm_count));
@@ -163,9 +163,9 @@ TEST(CutLastWaves, EveryTileOnceAndEverySourceOnce) {
 // llama3-8b at 16k rows: 1 024 units of 63 tiles, 7 waves of 132 and 100 units. The last full
 // wave and the partial one are cut into pieces of 8 tiles.
 TEST(CutLastWaves, CutsTheLastTwoWavesIntoPiecesOfAboutEightTiles) {
-  const SplitPlan whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
+  const VocabSplit whole = choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4, true}, kH200);
   ASSERT_EQ(whole.units(), 1024);
-  const SplitPlan cut = cut_last_waves(whole, 132);
+  const VocabSplit cut = cut_last_waves(whole, 132);
   EXPECT_EQ(cut.splits, whole.splits);
   EXPECT_EQ(cut.whole_units, 6 * 132);
   EXPECT_EQ(cut.unit_pieces, 8);
@@ -177,8 +177,8 @@ TEST(CutLastWaves, CutsTheLastTwoWavesIntoPiecesOfAboutEightTiles) {
 // A shard of 2.2 M ids at 4096 rows would be cut into 135 pieces a split, 1 080 sources with 8
 // splits: more than one combine merges. The pieces grow longer instead.
 TEST(CutLastWaves, AVeryLongShardKeepsItsSourcesWithinOneCombine) {
-  const SplitPlan whole = choose_vocab_splits(4096, 8192, 2200000, FwdTile{128, 256, 64, 4, true}, kH200);
-  const SplitPlan cut = cut_last_waves(whole, kH200.sm_count);
+  const VocabSplit whole = choose_vocab_splits(4096, 8192, 2200000, FwdTile{128, 256, 64, 4, true}, kH200);
+  const VocabSplit cut = cut_last_waves(whole, kH200.sm_count);
   EXPECT_GT(cut.unit_pieces, 1);
   EXPECT_LE(cut.sources(), kMaxCombineSources);
   expect_blocks_cover_once(cut);
@@ -186,22 +186,22 @@ TEST(CutLastWaves, AVeryLongShardKeepsItsSourcesWithinOneCombine) {
 
 TEST(CutLastWaves, OneWaveOrShortSplitsStayWhole) {
   const FwdTile tile{128, 256, 64, 4, true};
-  const SplitPlan decode = cut_last_waves(choose_vocab_splits(256, 8192, 128256, tile, kH200), 132);
+  const VocabSplit decode = cut_last_waves(choose_vocab_splits(256, 8192, 128256, tile, kH200), 132);
   EXPECT_EQ(decode.unit_pieces, 1) << "128 units: one wave";
   EXPECT_EQ(decode.blocks(), decode.units());
   EXPECT_EQ(decode.sources(), decode.splits);
-  const SplitPlan short_splits = cut_last_waves(choose_vocab_splits(16384, 8192, 3001, tile, kH200), 132);
+  const VocabSplit short_splits = cut_last_waves(choose_vocab_splits(16384, 8192, 3001, tile, kH200), 132);
   EXPECT_EQ(short_splits.unit_pieces, 1) << "splits of a few tiles: no piece of 8";
 }
 
 // The gpu tier's cut cases (tests/gpu/linear_logp_fwd_test.cpp) are cut on an H200's 132
 // multiprocessors, as their comment says.
 TEST(CutLastWaves, TheGpuTestsCutCasesAreCut) {
-  const SplitPlan bf16 = cut_last_waves(
+  const VocabSplit bf16 = cut_last_waves(
       choose_vocab_splits(5000, 64 * 2, 60000, FwdTile{128, 256, 64, 4, true}, kH200), kH200.sm_count);
   EXPECT_GT(bf16.whole_units, 0);
   EXPECT_GE(bf16.unit_pieces, 2);
-  const SplitPlan fp32 = cut_last_waves(
+  const VocabSplit fp32 = cut_last_waves(
       choose_vocab_splits(3000, 64 * 4, 60000, default_fwd_tile(DType::kFP32, "sm_90a", true), kH200),
       kH200.sm_count);
   EXPECT_GT(fp32.whole_units, 0);

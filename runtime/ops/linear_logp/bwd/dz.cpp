@@ -14,19 +14,19 @@ namespace {
 // "Backward tiles"). The dZ kernel runs the forward's main loop and takes its tile in the same
 // 128-column chunks, so the logit tile of a 128 x 256 tile is 68 KiB and three 48 KiB stages fit.
 constexpr FwdTile kDzTilesWide[] = {
-    {128, 256, 64, 3},  // 219,152 B: H100, H200, B200 (232,448)
-    {128, 256, 32, 3},  // 145,424 B: A100 (166,912)
-    {64, 256, 32, 3},   //  97,296 B: the 101,376-byte parts
-    {64, 128, 32, 2},   //  60,432 B
+    {128, 256, 64, 3},  // 219,664 B: H100, H200, B200 (232,448)
+    {128, 256, 32, 3},  // 145,936 B: A100 (166,912)
+    {64, 256, 32, 3},   //  97,552 B: the 101,376-byte parts
+    {64, 128, 32, 2},   //  60,688 B
 };
 
 // The former default (128-column tiles, 64 x 32 warp blocks), still valid specs: what its search
 // (128 x 128 x 64 x 3, then two stages, then BK = 32, then BM = 64 until one fits) picked.
 [[maybe_unused]] constexpr FwdTile kDzTilesNarrow[] = {
-    {128, 128, 64, 3},  // 170,000 B
-    {128, 128, 64, 2},  // 137,232 B
-    {128, 128, 32, 2},  // 104,464 B
-    {64, 128, 32, 2},   //  60,432 B
+    {128, 128, 64, 3},  // 170,512 B
+    {128, 128, 64, 2},  // 137,744 B
+    {128, 128, 32, 2},  // 104,976 B
+    {64, 128, 32, 2},   //  60,688 B
 };
 
 // The table default_bwd_dz_tile picks from (kDzTilesNarrow to go back to the former tiles).

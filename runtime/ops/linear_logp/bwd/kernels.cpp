@@ -4,8 +4,9 @@
 
 #include "runtime/ops/linear_logp/bwd/bias.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
-#include "runtime/ops/linear_logp/bwd/plan.hpp"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
 #include "runtime/ops/linear_logp/bwd/scale.hpp"
+#include "runtime/ops/linear_logp/keep.hpp"
 
 namespace shardjit {
 
@@ -23,10 +24,6 @@ std::vector<KernelSpec> LinearLogpBwdKernels::all() const {
   if (keep) add(*keep);
   if (kept_dz) add(*kept_dz);
   return specs;
-}
-
-bool keeps_first_chunk(const LinearLogpConfig& c, const FwdTile& dz_tile, DType dz_dtype, int tp) {
-  return tp == 1 && dz_tile.wgmma && dtype_size(dz_dtype) == 2 && c.grad_filter_threshold == 0.0f;
 }
 
 LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, const std::string& arch,
@@ -54,7 +51,7 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
   if (grad_bias) bias = linear_logp_bwd_bias_spec(dz, *grad_bias);
   std::optional<KernelSpec> keep;
   std::optional<KernelSpec> kept_dz;
-  if (keeps_first_chunk(c, dz_tile, dz, tp)) {
+  if (op_keeps_chunks(c, dz_tile, dz, tp)) {
     keep = linear_logp_fwd_keep_spec(layout, dz_tile);
     kept_dz = linear_logp_bwd_kept_dz_spec(layout, dz, dz_tile);
   }

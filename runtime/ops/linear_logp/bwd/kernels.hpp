@@ -25,7 +25,7 @@ struct LinearLogpBwdKernels {
   KernelSpec grad_weight;         // dZ^T X (+ grad_weight) -> grad_weight
   KernelSpec grad_hidden_acc;     // dZ W (+ fp32 buffer) -> fp32 buffer (or grad_hidden for fp32)
   KernelSpec grad_hidden_out;     // dZ W (+ fp32 buffer) -> grad_hidden in config.dtype
-  // The kept chunk (see keeps_first_chunk): the forward's kernel that writes the first chunk's
+  // The kept chunk (see op_keeps_chunks in runtime/ops/linear_logp/keep.hpp): the forward's kernel that writes the first chunk's
   // logits into the dZ buffer, and the backward's that turns them into that chunk's dZ.
   std::optional<KernelSpec> keep;
   std::optional<KernelSpec> kept_dz;
@@ -37,15 +37,6 @@ struct LinearLogpBwdKernels {
   // Every spec above once, in a fixed order.
   std::vector<KernelSpec> all() const;
 };
-
-// Whether an op keeps its first backward chunk from the forward (templates/linear_logp/fwd_keep.cuh):
-// a single-GPU op (tp = 1) whose dZ kernel runs the Hopper loop, with a 16-bit dZ (the kept fp16
-// values turn into it in place) and no filter (whose tile mask only the dZ kernel writes). TP ops
-// keep nothing: their partials are gathered across the ranks, which would carry the kept chunk's
-// sources too (32 more a row at llama3-8b-16k), and their plans are agreed between the ranks; not
-// built or measured there. An op that keeps the first chunk may keep the second too
-// (BwdChunkPlan::kept_band_rows).
-bool keeps_first_chunk(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the
 // tensor-parallel degree the op is built for.

@@ -65,7 +65,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
-    reserve(reserve_plan(c.max_rows), nullptr);
+    reserve(reserve_chunks(c.max_rows), nullptr);
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
     split.allocate();
   }
@@ -75,9 +75,9 @@ namespace {
 
 // `resident`: the blocks of a Hopper kernel that run at once (StreamKWorkspace), for the bands of
 // a second kept chunk's product (kept_band_rows_for).
-BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
+BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
                         std::int64_t n_rows, bool grad_hidden) {
-  BwdPlanInput input;
+  BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
   input.vocab_local = c.vocab_local;
@@ -95,55 +95,55 @@ BwdPlanInput plan_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& s
 
 }  // namespace
 
-BwdChunkPlan LinearLogpBwdState::plan(std::int64_t n_rows, bool grad_hidden) const {
-  return plan_bwd_chunks(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
+BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
+  return backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
-  return bwd_chunk_fits(plan_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
+  return backward_chunk_fits(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
 }
 
-BwdChunkPlan LinearLogpBwdState::reserve_plan(std::int64_t max_rows) const {
-  return plan_bwd_reserve(plan_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
+BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
+  return backward_chunks_reserve(chunks_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
 }
 
-void LinearLogpBwdState::reserve(const BwdChunkPlan& plan, CUstream stream) {
-  grow_buffer_for_stream(dz_buffer, plan.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
-  grow_buffer_for_stream(accumulator, plan.accumulator_bytes, device, stream,
+void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
+  grow_buffer_for_stream(dz_buffer, chunks.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
+  grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
                          "LinearLogp backward: the grad_hidden accumulator");
-  grow_buffer_for_stream(mask, plan.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
+  grow_buffer_for_stream(mask, chunks.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
 }
 
 namespace {
 
-// Whether a kernel of a call of n_rows rows under `plan` splits its tiles (bwd_splits_tiles) on
+// Whether a kernel of a call of n_rows rows under `chunks` splits its tiles (backward_splits_tiles) on
 // the resident blocks of `split`.
-bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BwdChunkPlan& plan,
+bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BackwardChunks& chunks,
                   std::int64_t n_rows, std::int64_t hidden) {
   auto hopper = [](bool on, int rows, int cols, int k) {
     return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
   };
   const FwdTile& dz_tile = specs.dz_tile;
   const GemmTile& gemm = specs.gemm_tile;
-  return bwd_splits_tiles(plan, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
+  return backward_splits_tiles(chunks, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
                           hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks());
 }
 
 }  // namespace
 
-void LinearLogpBwdState::reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream) {
+void LinearLogpBwdState::reserve_split(const BackwardChunks& chunks, std::int64_t n_rows, CUstream stream) {
   if (split.allocated() || split.resident_blocks() == 0) return;
-  if (splits_tiles(*specs, split, plan, n_rows, layout.config.hidden)) {
+  if (splits_tiles(*specs, split, chunks, n_rows, layout.config.hidden)) {
     check_growth_outside_capture(stream, "LinearLogp backward: the split-tile workspace");
     split.allocate();
   }
 }
 
-bool LinearLogpBwdState::holds(const BwdChunkPlan& plan, std::int64_t n_rows) const {
-  return dz_buffer.bytes() >= plan.dz_bytes && accumulator.bytes() >= plan.accumulator_bytes &&
-         mask.bytes() >= plan.mask_bytes &&
+bool LinearLogpBwdState::holds(const BackwardChunks& chunks, std::int64_t n_rows) const {
+  return dz_buffer.bytes() >= chunks.dz_bytes && accumulator.bytes() >= chunks.accumulator_bytes &&
+         mask.bytes() >= chunks.mask_bytes &&
          (split.allocated() || split.resident_blocks() == 0 ||
-          !splits_tiles(*specs, split, plan, n_rows, layout.config.hidden));
+          !splits_tiles(*specs, split, chunks, n_rows, layout.config.hidden));
 }
 
 }  // namespace shardjit

@@ -14,39 +14,13 @@
 #include "runtime/driver/device.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp/bwd/kernels.hpp"
-#include "runtime/ops/linear_logp/bwd/plan.hpp"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
+#include "runtime/ops/linear_logp/keep.hpp"
 #include "runtime/ops/linear_logp/kernels.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/sched/stream_k_workspace.hpp"
 
 namespace shardjit {
-
-// What an op's last forward kept for its backward (templates/linear_logp/fwd_keep.cuh): the first
-// chunk's logits in the dZ buffer, maybe the second's in the grad_hidden accumulator
-// (BwdChunkPlan::kept_band_rows), and their tile maxima in `partials`, for these inputs. A
-// backward whose inputs are these (the same buffers, lse the forward's output) uses them; the
-// contract that a backward's inputs are its forward's, unchanged, is the one lse already sets.
-struct KeptChunk {
-  const void* hidden = nullptr;
-  const void* weight = nullptr;
-  const void* bias = nullptr;
-  const float* lse = nullptr;
-  std::int64_t n = 0;
-  std::int64_t hidden_stride = 0;
-  std::int64_t weight_stride = 0;
-  std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
-  const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
-  // The second chunk's logits, [n][dz stride] at BwdChunkPlan::accumulator_kept_offset of the
-  // accumulator, whose address is `accumulator` (a growth would move it); null: only the first
-  // chunk was kept.
-  void* second = nullptr;
-  const void* accumulator = nullptr;
-  kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
-  // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
-  // uses the chunk only from the same one, eager after eager or within one graph, whose replays
-  // then run the two in the order of the calls.
-  std::uint64_t capture = 0;
-};
 
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
@@ -54,24 +28,24 @@ struct LinearLogpBwdState {
 
   bool loaded() const { return dz != nullptr; }
 
-  // The chunk plan of a call of n_rows rows (see plan_bwd_chunks); throws where the rows do not
+  // The chunks of a call of n_rows rows (see backward_chunks); throws where the rows do not
   // fit the workspace budget, which fits() says without throwing.
-  BwdChunkPlan plan(std::int64_t n_rows, bool grad_hidden) const;
+  BackwardChunks chunks_for(std::int64_t n_rows, bool grad_hidden) const;
   bool fits(std::int64_t n_rows) const;
-  // What to reserve for every call of up to max_rows rows (see plan_bwd_reserve).
-  BwdChunkPlan reserve_plan(std::int64_t max_rows) const;
+  // What to reserve for every call of up to max_rows rows (see backward_chunks_reserve).
+  BackwardChunks reserve_chunks(std::int64_t max_rows) const;
 
-  // Grows the buffers to what `plan` needs (grow_buffer_for_stream: work queued on `stream` may
+  // Grows the buffers to what `chunks` needs (grow_buffer_for_stream: work queued on `stream` may
   // still use the old ones, so a growth waits for it first; config.max_rows avoids it).
-  void reserve(const BwdChunkPlan& plan, CUstream stream);
+  void reserve(const BackwardChunks& chunks, CUstream stream);
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
-  void reserve_split(const BwdChunkPlan& plan, std::int64_t n_rows, CUstream stream);
+  void reserve_split(const BackwardChunks& chunks, std::int64_t n_rows, CUstream stream);
 
-  // Whether the buffers (dZ, accumulator, mask) and the split-tile workspace hold what `plan` of
+  // Whether the buffers (dZ, accumulator, mask) and the split-tile workspace hold what `chunks` of
   // n_rows rows needs without growing (so reserve and reserve_split would do nothing).
-  bool holds(const BwdChunkPlan& plan, std::int64_t n_rows) const;
+  bool holds(const BackwardChunks& chunks, std::int64_t n_rows) const;
 
   const LinearLogpLayout& layout;
   const DeviceContext& device;
@@ -89,7 +63,7 @@ struct LinearLogpBwdState {
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
-  std::optional<KeptChunk> kept;  // set by a forward that kept chunks, reset by the next call
+  std::optional<KeptChunk> kept;  // set by a forward that kept chunks (keep.hpp), reset by the next call
   // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.
   std::atomic<bool> warned_16bit_accumulation{false};
 };

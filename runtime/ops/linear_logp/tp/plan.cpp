@@ -47,7 +47,7 @@ int max_tp_splits(int tp) {
   return most;
 }
 
-SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
+VocabSplit tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
   FwdTile tile = layout.split_tile;
   if (tile.bm <= 0 || tile.bn <= 0) tile = FwdTile{};
   GpuShape gpu = layout.gpu;

@@ -48,7 +48,7 @@ int max_tp_splits(int tp);
 // capped by max_tp_splits. Depends only on agreed data, so the split count is the same on
 // every rank (a narrower shard's splits past its tiles are empty and write empty partials). It
 // never cuts units (cut_last_waves): a split's partials are one source.
-SplitPlan tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes);
+VocabSplit tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes);
 
 // Rows of RowPartial the gathered buffer needs for any call of up to n_rows rows
 // (tp x splits x rows, at its peak).

@@ -45,7 +45,7 @@ TpLayoutRecord local_record(Runtime::Impl& runtime, const LinearLogpConfig& conf
 // (`peers`: partials stay in each rank's symmetric buffer).
 class ForwardActions final : public PlanActions {
  public:
-  ForwardActions(LinearLogp::Impl& op, Communicator::Impl& comm, const ForwardCall& call, const SplitPlan& plan,
+  ForwardActions(LinearLogp::Impl& op, Communicator::Impl& comm, const ForwardCall& call, const VocabSplit& plan,
                  int tp, kernels::RowPartial* all, int rank, const PeerCollective* peers)
       : op_(op),
         comm_(comm),
@@ -84,7 +84,7 @@ class ForwardActions final : public PlanActions {
  private:
   LinearLogp::Impl& op_;
   Communicator::Impl& comm_;
-  SplitPlan plan_;
+  VocabSplit plan_;
   kernels::RowPartial* mine_;
   kernels::RowPartial* all_;
   std::size_t bytes_per_rank_;
@@ -150,7 +150,7 @@ LinearLogpTp::LinearLogpTp(LinearLogp::Impl& op, Communicator::Impl& communicato
     ScopedContext scope(device_);
     ensure_gathered(tp_partial_rows(layout, c.max_rows, row_bytes), nullptr);
     if (c.want_backward) {
-      BwdChunkPlan plan = op.bwd.reserve_plan(c.max_rows);
+      BackwardChunks plan = op.bwd.reserve_chunks(c.max_rows);
       plan.accumulator_bytes = static_cast<std::size_t>(accumulator_bytes(c.max_rows));
       op.bwd.reserve(plan, nullptr);
     }
@@ -196,7 +196,7 @@ void LinearLogpTp::attach_peer_path(LinearLogp::Impl& op) {
 
 void LinearLogpTp::forward(LinearLogp::Impl& op, const ForwardCall& call, CUstream stream) {
   comm.check_usable("LinearLogp::forward");
-  const SplitPlan plan = tp_vocab_splits(layout, call.n, row_bytes);
+  const VocabSplit plan = tp_vocab_splits(layout, call.n, row_bytes);
   if (peers && call.n <= peer_rows) {
     peers->check_usable("forward");
     ForwardActions actions(op, comm, call, plan, layout.tp, nullptr, layout.rank, &*peers);

@@ -18,12 +18,12 @@ void check_backward_config(const LinearLogpConfig& config);
 // config.backward_workspace_bytes, or the default when it is 0.
 std::int64_t backward_workspace_budget(const LinearLogpConfig& config);
 
-struct BwdChunk {
+struct BackwardChunk {
   std::int64_t begin = 0;  // shard column of the chunk's column 0
   std::int64_t cols = 0;
 };
 
-struct BwdChunkPlan {
+struct BackwardChunks {
   std::int64_t chunk_cols = 0;     // columns of every chunk but the last (a multiple of the tile)
   std::int64_t chunks = 0;
   std::int64_t vocab_local = 0;    // columns the chunks cover, from 0
@@ -38,14 +38,14 @@ struct BwdChunkPlan {
   // first grad_hidden product, chunk 1's, is launched kept_band_rows rows at a time and writes its
   // fp32 rows from the accumulator's start, each band over logits that earlier bands have read:
   // the accumulator is min(kept_band_rows, n_rows) x chunk_cols x 2 bytes longer than its rows
-  // (rounded up to 256 bytes) for that (plan_bwd_chunks; the inequality is in its comment).
+  // (rounded up to 256 bytes) for that (backward_chunks; the inequality is in its comment).
   std::int64_t kept_band_rows = 0;
   std::size_t accumulator_kept_offset = 0;
 
-  BwdChunk chunk(std::int64_t index) const;
+  BackwardChunk chunk(std::int64_t index) const;
 };
 
-struct BwdPlanInput {
+struct BackwardChunksInput {
   std::int64_t n_rows = 0;
   std::int64_t hidden = 0;
   std::int64_t vocab_local = 0;
@@ -66,7 +66,7 @@ struct BwdPlanInput {
 // only after the bands before it have read their logits (stream order).
 std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident);
 
-// A Hopper kernel's tile, for bwd_splits_tiles: its rows, columns and K slice.
+// A Hopper kernel's tile, for backward_splits_tiles: its rows, columns and K slice.
 struct BwdTileShape {
   int rows = 128;
   int cols = 256;
@@ -78,20 +78,20 @@ struct BwdTileShape {
 // [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over K = n_rows, grad_hidden
 // [n_rows x hidden] over K = cols. A kernel left out (no value) runs the portable loop. Every
 // chunk but the last has the first's width.
-bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
+bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                       std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident);
 
-// Whether one column of dZ tiles of input.n_rows rows fits the budget: what plan_bwd_chunks needs.
-bool bwd_chunk_fits(const BwdPlanInput& input);
+// Whether one column of dZ tiles of input.n_rows rows fits the budget: what backward_chunks needs.
+bool backward_chunk_fits(const BackwardChunksInput& input);
 
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver).
 // Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.
-BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& input);
+BackwardChunks backward_chunks(const BackwardChunksInput& input);
 
-// The plan of a call of input.n_rows rows, with its buffer sizes (dz_bytes, mask_bytes,
+// The chunks of a call of input.n_rows rows, with their buffer sizes (dz_bytes, mask_bytes,
 // accumulator_bytes) raised to the largest that any call of 1..n_rows rows needs: fewer rows get
 // wider chunks, so a smaller call can need a larger dZ buffer. What an op built with max_rows
 // reserves, so that no call up to max_rows grows a buffer (and none does under graph capture).
-BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& input);
+BackwardChunks backward_chunks_reserve(const BackwardChunksInput& input);
 
 }  // namespace shardjit

@@ -1,4 +1,4 @@
-#include "runtime/ops/linear_logp/bwd/plan.hpp"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -34,25 +34,25 @@ std::int64_t backward_workspace_budget(const LinearLogpConfig& c) {
   return c.backward_workspace_bytes > 0 ? c.backward_workspace_bytes : kDefaultBackwardWorkspaceBytes;
 }
 
-BwdChunk BwdChunkPlan::chunk(std::int64_t index) const {
-  BwdChunk chunk;
+BackwardChunk BackwardChunks::chunk(std::int64_t index) const {
+  BackwardChunk chunk;
   chunk.begin = index * chunk_cols;
   const std::int64_t end = std::min((index + 1) * chunk_cols, vocab_local);
   chunk.cols = end - chunk.begin;
   return chunk;
 }
 
-bool bwd_chunk_fits(const BwdPlanInput& in) {
+bool backward_chunk_fits(const BackwardChunksInput& in) {
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
   return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols;
 }
 
-BwdChunkPlan plan_bwd_chunks(const BwdPlanInput& in) {
-  BwdChunkPlan plan;
+BackwardChunks backward_chunks(const BackwardChunksInput& in) {
+  BackwardChunks plan;
   plan.vocab_local = in.vocab_local;
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
   const auto elem = static_cast<std::int64_t>(in.dz_elem_bytes);
-  if (!bwd_chunk_fits(in)) {
+  if (!backward_chunk_fits(in)) {
     throw Error(ErrorCode::kInvalidArgument,
                 "LinearLogp backward: " + std::to_string(in.n_rows) + " rows need at least " +
                     std::to_string(rows * elem * in.tile_cols) + " bytes of dZ workspace (one column of " +
@@ -102,8 +102,8 @@ std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_col
   return tile_rows * std::max<std::int64_t>(resident / tiles_a_row, 1);
 }
 
-BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {
-  BwdChunkPlan most = plan_bwd_chunks(in);
+BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
+  BackwardChunks most = backward_chunks(in);
   // A call's chunks follow the widest chunk its rows allow, t tiles = budget / (rows x a tile
   // column's bytes a row). Among the row counts that allow the same t, the buffers grow with the
   // rows; so the largest row count of each t up to n_rows is the one to look at: t from the one
@@ -112,10 +112,10 @@ BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
   const std::int64_t first = in.budget / (std::max<std::int64_t>(in.n_rows, 1) * column_bytes);
   for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
-    BwdPlanInput fewer = in;
+    BackwardChunksInput fewer = in;
     fewer.n_rows = std::min(in.n_rows, in.budget / (t * column_bytes));
     if (fewer.n_rows < 1) break;
-    const BwdChunkPlan plan = plan_bwd_chunks(fewer);
+    const BackwardChunks plan = backward_chunks(fewer);
     most.dz_bytes = std::max(most.dz_bytes, plan.dz_bytes);
     most.mask_bytes = std::max(most.mask_bytes, plan.mask_bytes);
     most.accumulator_bytes = std::max(most.accumulator_bytes, plan.accumulator_bytes);
@@ -123,7 +123,7 @@ BwdChunkPlan plan_bwd_reserve(const BwdPlanInput& in) {
   return most;
 }
 
-bool bwd_splits_tiles(const BwdChunkPlan& plan, std::int64_t n_rows, std::int64_t hidden,
+bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                       std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {

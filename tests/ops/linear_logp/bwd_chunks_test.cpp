@@ -6,15 +6,15 @@
 
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
-#include "runtime/ops/linear_logp/bwd/plan.hpp"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
 #include "runtime/ops/linear_logp/kernels.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
 namespace {
 
-BwdPlanInput input(std::int64_t n, std::int64_t vocab, std::int64_t budget) {
-  BwdPlanInput in;
+BackwardChunksInput input(std::int64_t n, std::int64_t vocab, std::int64_t budget) {
+  BackwardChunksInput in;
   in.n_rows = n;
   in.hidden = 4096;
   in.vocab_local = vocab;
@@ -22,10 +22,10 @@ BwdPlanInput input(std::int64_t n, std::int64_t vocab, std::int64_t budget) {
   return in;
 }
 
-void expect_covers(const BwdChunkPlan& plan, std::int64_t vocab) {
+void expect_covers(const BackwardChunks& plan, std::int64_t vocab) {
   std::int64_t next = 0;
   for (std::int64_t i = 0; i < plan.chunks; ++i) {
-    BwdChunk chunk = plan.chunk(i);
+    BackwardChunk chunk = plan.chunk(i);
     EXPECT_EQ(chunk.begin, next);
     EXPECT_GT(chunk.cols, 0);
     EXPECT_LE(chunk.cols, plan.chunk_cols);
@@ -37,7 +37,7 @@ void expect_covers(const BwdChunkPlan& plan, std::int64_t vocab) {
 }
 
 TEST(BwdChunks, OneChunkWhenTheWholeVocabularyFits) {
-  BwdChunkPlan plan = plan_bwd_chunks(input(1000, 50257, kDefaultBackwardWorkspaceBytes));
+  BackwardChunks plan = backward_chunks(input(1000, 50257, kDefaultBackwardWorkspaceBytes));
   EXPECT_EQ(plan.chunks, 1);
   EXPECT_EQ(plan.dz_stride, 50264) << "50257 rounded up to a multiple of 8";
   EXPECT_EQ(plan.dz_bytes, 1000u * 50264u * 2u);
@@ -48,9 +48,9 @@ TEST(BwdChunks, OneChunkWhenTheWholeVocabularyFits) {
 TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
   for (std::int64_t n : {1, 129, 1000, 4096, 16384, 65536, 1 << 20}) {
     for (std::int64_t vocab : {1, 300, 50257, 128256, 151936}) {
-      BwdPlanInput in = input(n, vocab, kDefaultBackwardWorkspaceBytes);
+      BackwardChunksInput in = input(n, vocab, kDefaultBackwardWorkspaceBytes);
       in.hidden_accumulator = true;
-      BwdChunkPlan plan = plan_bwd_chunks(in);
+      BackwardChunks plan = backward_chunks(in);
       EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes)) << n << " x " << vocab;
       EXPECT_EQ(plan.dz_stride % 8, 0);
       EXPECT_EQ(plan.chunk_cols % 128, 0);
@@ -78,18 +78,18 @@ TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
   };
   for (const Case& c : {Case{1000000, 1000, 256, false}, Case{1000000, 4096, 256, true},
                         Case{128256, 3000, 128, true}, Case{50257, 700, 256, false}}) {
-    BwdPlanInput in = input(c.max_rows, c.vocab, kDefaultBackwardWorkspaceBytes);
+    BackwardChunksInput in = input(c.max_rows, c.vocab, kDefaultBackwardWorkspaceBytes);
     in.tile_cols = c.tile_cols;
     in.filter = c.filter;
     in.hidden_accumulator = true;
-    const BwdChunkPlan reserve = plan_bwd_reserve(in);
+    const BackwardChunks reserve = backward_chunks_reserve(in);
     std::size_t dz_most = 0;
     std::size_t mask_most = 0;
     std::size_t accumulator_most = 0;
     for (std::int64_t n = 1; n <= c.max_rows; ++n) {
-      BwdPlanInput call = in;
+      BackwardChunksInput call = in;
       call.n_rows = n;
-      const BwdChunkPlan plan = plan_bwd_chunks(call);
+      const BackwardChunks plan = backward_chunks(call);
       dz_most = std::max(dz_most, plan.dz_bytes);
       mask_most = std::max(mask_most, plan.mask_bytes);
       accumulator_most = std::max(accumulator_most, plan.accumulator_bytes);
@@ -99,9 +99,9 @@ TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
     EXPECT_EQ(reserve.accumulator_bytes, accumulator_most) << c.vocab << " x " << c.max_rows;
   }
   // The case where max_rows' own plan falls short: 804 rows need more dZ than 1000 do.
-  BwdPlanInput in = input(1000, 1000000, kDefaultBackwardWorkspaceBytes);
+  BackwardChunksInput in = input(1000, 1000000, kDefaultBackwardWorkspaceBytes);
   in.tile_cols = 256;
-  EXPECT_GT(plan_bwd_reserve(in).dz_bytes, plan_bwd_chunks(in).dz_bytes);
+  EXPECT_GT(backward_chunks_reserve(in).dz_bytes, backward_chunks(in).dz_bytes);
 }
 
 // A second kept chunk in the accumulator: where the plan allows it, and that no band of the first
@@ -127,12 +127,12 @@ TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
       {4501, 1000, 2548, 4501 * 2 * 1024, true},                    // N 4H not a multiple of 256
   };
   for (const Case& c : cases) {
-    BwdPlanInput in = input(c.n, c.vocab, c.budget);
+    BackwardChunksInput in = input(c.n, c.vocab, c.budget);
     in.hidden = c.hidden;
     in.tile_cols = 256;
     in.hidden_accumulator = true;
     in.keep_band_rows = 1024;
-    const BwdChunkPlan plan = plan_bwd_chunks(in);
+    const BackwardChunks plan = backward_chunks(in);
     const std::size_t rows_bytes = static_cast<std::size_t>(c.n * c.hidden) * 4u;
     const std::size_t rows_bytes_256 = (rows_bytes + 255) / 256 * 256;
     SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.hidden) + " x " + std::to_string(c.vocab));
@@ -156,25 +156,25 @@ TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {
     }
     // Without the keep, the same plan has no extra bytes.
     in.keep_band_rows = 0;
-    EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, rows_bytes);
+    EXPECT_EQ(backward_chunks(in).accumulator_bytes, rows_bytes);
   }
   // What an op with max_rows reserves covers the longer accumulator.
-  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  BackwardChunksInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
   in.tile_cols = 256;
   in.hidden_accumulator = true;
   in.keep_band_rows = 1024;
-  EXPECT_EQ(plan_bwd_reserve(in).accumulator_bytes, plan_bwd_chunks(in).accumulator_bytes);
-  EXPECT_EQ(plan_bwd_chunks(in).accumulator_bytes, (256u << 20) + (16u << 20));
+  EXPECT_EQ(backward_chunks_reserve(in).accumulator_bytes, backward_chunks(in).accumulator_bytes);
+  EXPECT_EQ(backward_chunks(in).accumulator_bytes, (256u << 20) + (16u << 20));
 }
 
 TEST(BwdChunks, LargeBatchesOfALargeVocabularyAreChunked) {
-  BwdChunkPlan plan = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  BackwardChunks plan = backward_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
   EXPECT_EQ(plan.chunks, 16);
   EXPECT_EQ(plan.chunk_cols, 8064);
 }
 
 TEST(BwdChunks, SmallBudgetsGiveManyChunks) {
-  BwdChunkPlan plan = plan_bwd_chunks(input(100, 1000, 100 * 128 * 2 * 3));
+  BackwardChunks plan = backward_chunks(input(100, 1000, 100 * 128 * 2 * 3));
   EXPECT_EQ(plan.chunk_cols, 384);
   EXPECT_EQ(plan.chunks, 3);
   EXPECT_EQ(plan.chunk(2).cols, 1000 - 768);
@@ -182,20 +182,20 @@ TEST(BwdChunks, SmallBudgetsGiveManyChunks) {
 }
 
 TEST(BwdChunks, FilteringNeedsAByteATile) {
-  BwdPlanInput in = input(1000, 50257, kDefaultBackwardWorkspaceBytes);
+  BackwardChunksInput in = input(1000, 50257, kDefaultBackwardWorkspaceBytes);
   in.filter = true;
-  EXPECT_EQ(plan_bwd_chunks(in).mask_bytes, 8u * 393u);
+  EXPECT_EQ(backward_chunks(in).mask_bytes, 8u * 393u);
 }
 
 TEST(BwdChunks, ZeroRowsPlanNoBuffers) {
-  BwdChunkPlan plan = plan_bwd_chunks(input(0, 300, kDefaultBackwardWorkspaceBytes));
+  BackwardChunks plan = backward_chunks(input(0, 300, kDefaultBackwardWorkspaceBytes));
   EXPECT_EQ(plan.dz_bytes, 0u);
   expect_covers(plan, 300);
 }
 
 TEST(BwdChunks, ABudgetBelowOneTileColumnIsAClearError) {
   try {
-    plan_bwd_chunks(input(1 << 20, 128256, 1 << 20));
+    backward_chunks(input(1 << 20, 128256, 1 << 20));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
@@ -207,10 +207,10 @@ TEST(BwdChunks, ABudgetBelowOneTileColumnIsAClearError) {
 
 TEST(BwdChunks, FitsSaysWithoutThrowingWhetherOneTileColumnFits) {
   // input()'s tiles are 128 columns of 2 bytes: 256 bytes a row.
-  EXPECT_TRUE(bwd_chunk_fits(input(4096, 128256, 4096 * 256)));
-  EXPECT_FALSE(bwd_chunk_fits(input(4097, 128256, 4096 * 256)));
-  EXPECT_NO_THROW(plan_bwd_chunks(input(4096, 128256, 4096 * 256)));
-  EXPECT_THROW(plan_bwd_chunks(input(4097, 128256, 4096 * 256)), Error);
+  EXPECT_TRUE(backward_chunk_fits(input(4096, 128256, 4096 * 256)));
+  EXPECT_FALSE(backward_chunk_fits(input(4097, 128256, 4096 * 256)));
+  EXPECT_NO_THROW(backward_chunks(input(4096, 128256, 4096 * 256)));
+  EXPECT_THROW(backward_chunks(input(4097, 128256, 4096 * 256)), Error);
 }
 
 LinearLogpConfig backward_config(DType dtype) {
@@ -285,7 +285,7 @@ TEST(BwdKernels, SixteenBitTilesAreTheForwardsPerArch) {
     // The ring, then its mbarriers and the region in the next KiB, then the staging area.
     EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, k.dz_tile), 4u * (128 + 256) * 64 * 2 + 1024 + 128 * 272);
     EXPECT_LE(linear_logp_bwd_dz_smem(dtype, k.dz_tile), smem_limit_for_arch("sm_90a"));
-    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219152u);
+    EXPECT_EQ(linear_logp_bwd_dz_smem(dtype, default_bwd_dz_tile(dtype, "sm_90a", false)), 219664u);
     // The TMA ring's stages, a full and an empty mbarrier each, and for a 16-bit output the
     // epilogue's staging area from the next KiB on.
     EXPECT_EQ(gemm_smem(k.grad_hidden_out_kind, k.gemm_tile), 196608u + 1024 + 128 * 272);
@@ -321,10 +321,10 @@ TEST(BwdKernels, Fp32TilesAreUnchanged) {
 }
 
 TEST(BwdChunks, ChunksOfTheHopperDzTile) {
-  BwdPlanInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
+  BackwardChunksInput in = input(16384, 128256, kDefaultBackwardWorkspaceBytes);
   in.tile_cols = 256;
   in.filter = true;
-  BwdChunkPlan plan = plan_bwd_chunks(in);
+  BackwardChunks plan = backward_chunks(in);
   EXPECT_EQ(plan.chunks, 16);
   EXPECT_EQ(plan.chunk_cols, 8192);
   EXPECT_EQ(plan.dz_stride, 8192);
@@ -478,16 +478,16 @@ TEST(BwdSplits, OnlyCallsWithAGridOfFewTilesSplit) {
   const BwdTileShape dz{128, 256, 64};
   const BwdTileShape gemm{128, 256, 64};
   // llama3-8b-16k: 4096, 1024 and 2048 tiles a chunk (the last chunk's fewer, still > 66).
-  const BwdChunkPlan large = plan_bwd_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
-  EXPECT_FALSE(bwd_splits_tiles(large, 16384, 4096, dz, gemm, 132));
+  const BackwardChunks large = backward_chunks(input(16384, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_FALSE(backward_splits_tiles(large, 16384, 4096, dz, gemm, 132));
   // llama3-8b-decode: grad_hidden is 2 x 16 = 32 tiles of 2004 slices.
-  const BwdChunkPlan decode = plan_bwd_chunks(input(256, 128256, kDefaultBackwardWorkspaceBytes));
-  EXPECT_TRUE(bwd_splits_tiles(decode, 256, 4096, dz, gemm, 132));
-  EXPECT_FALSE(bwd_splits_tiles(decode, 256, 4096, dz, std::nullopt, 132)) << "the portable GEMMs never split";
-  EXPECT_FALSE(bwd_splits_tiles(decode, 0, 4096, dz, gemm, 132)) << "no rows, no kernels";
+  const BackwardChunks decode = backward_chunks(input(256, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(backward_splits_tiles(decode, 256, 4096, dz, gemm, 132));
+  EXPECT_FALSE(backward_splits_tiles(decode, 256, 4096, dz, std::nullopt, 132)) << "the portable GEMMs never split";
+  EXPECT_FALSE(backward_splits_tiles(decode, 0, 4096, dz, gemm, 132)) << "no rows, no kernels";
   // A narrow vocabulary shard: dZ 8 x 2 = 16 tiles.
-  const BwdChunkPlan narrow = plan_bwd_chunks(input(1024, 500, kDefaultBackwardWorkspaceBytes));
-  EXPECT_TRUE(bwd_splits_tiles(narrow, 1024, 4096, dz, std::nullopt, 132));
+  const BackwardChunks narrow = backward_chunks(input(1024, 500, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(backward_splits_tiles(narrow, 1024, 4096, dz, std::nullopt, 132));
 }
 
 }  // namespace

@@ -1,0 +1,113 @@
+// Kept chunks, both sides in one place. A LinearLogp forward that writes lse may compute the
+// logits of its backward's first vocabulary chunks (one or two) in a kernel of their own
+// (templates/linear_logp/fwd_keep.cuh) and leave them in the backward's buffers; the backward of
+// the same inputs then turns them into dZ (bwd_kept_dz.cuh) instead of recomputing them. Here:
+// whether an op keeps chunks at all, how many a forward call keeps, and whether a backward call
+// may use what was kept (docs/architecture.md, "The backward kernels", says why and what it saves).
+#pragma once
+
+#include <cstdint>
+
+#include "linear_logp/partials.cuh"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "shardjit/dtype.hpp"
+#include "shardjit/linear_logp.hpp"
+
+namespace shardjit {
+
+// The most backward chunks a forward keeps: the first in the dZ buffer, the second in the
+// grad_hidden accumulator's memory (BackwardChunks::kept_band_rows).
+inline constexpr int kMaxKeptChunks = 2;
+
+// Whether an op keeps chunks from its forward: a single-GPU op (tp = 1) whose dZ kernel runs the
+// Hopper loop, with a 16-bit dZ (the kept fp16 values turn into it in place) and no filter (whose
+// tile mask only the dZ kernel writes). TP ops keep nothing: their partials are gathered across
+// the ranks, which would carry the kept chunk's sources too (32 more a row at llama3-8b-16k),
+// and their plans are agreed between the ranks; not built or measured there.
+bool op_keeps_chunks(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
+
+// How many chunks a forward may keep, at most `most`, by the backward's chunks of its rows
+// alone: none where there is a single chunk (no recompute to spare), or where a chunk does not
+// end on a forward tile (of fwd_tile_cols columns) or before the valid columns do; two where the
+// accumulator's memory can hold the second (kept_band_rows) and it too ends before the valid
+// columns do.
+int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most);
+
+// A single-GPU forward call's launch: the forward kernel's vocabulary split over the shard's
+// columns from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols),
+// which the kept chunk's kernel computes instead (0: none). The combine merges the splits'
+// sources, then a source per column tile of the kept chunks.
+struct ForwardLaunch {
+  VocabSplit split;
+  int kept_chunks = 0;
+  std::int64_t kept_cols = 0;
+  int kept_tiles = 0;
+  // With kept chunks: the backward's chunks of these rows, its buffers what the forward writes
+  // (accumulator_bytes 0 unless the second chunk is kept).
+  BackwardChunks chunks;
+  // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).
+  std::uint64_t capture = 0;
+
+  int sources() const { return split.sources() + kept_tiles; }
+};
+
+// What an op's last forward kept for its backward: the first chunk's logits in the dZ buffer,
+// maybe the second's in the grad_hidden accumulator (BackwardChunks::kept_band_rows), and their
+// tile maxima in `partials`, for these inputs. A backward whose inputs are these (the same
+// buffers, lse the forward's output) uses them; the contract that a backward's inputs are its
+// forward's, unchanged, is the one lse already sets.
+struct KeptChunk {
+  const void* hidden = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const float* lse = nullptr;
+  std::int64_t n = 0;
+  std::int64_t hidden_stride = 0;
+  std::int64_t weight_stride = 0;
+  std::int64_t cols = 0;  // the chunk's columns, [0, cols) of the shard
+  const void* dz = nullptr;  // the dZ buffer they are in (a later growth would move it)
+  // The second chunk's logits, [n][dz stride] at BackwardChunks::accumulator_kept_offset of the
+  // accumulator, whose address is `accumulator` (a growth would move it); null: only the first
+  // chunk was kept.
+  void* second = nullptr;
+  const void* accumulator = nullptr;
+  kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
+  // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
+  // uses the chunk only from the same one, eager after eager or within one graph, whose replays
+  // then run the two in the order of the calls.
+  std::uint64_t capture = 0;
+};
+
+// A backward call as the kept chunks are matched against it: its inputs (bias null for an op
+// without one), its capture sequence, and its buffers after they were reserved for its chunks.
+struct BackwardKeptMatch {
+  const void* hidden = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const float* lse = nullptr;
+  std::int64_t n = 0;
+  std::int64_t hidden_stride = 0;
+  std::int64_t weight_stride = 0;
+  bool grad_hidden = false;
+  std::uint64_t capture = 0;
+  const void* dz_buffer = nullptr;
+  bool dz_buffer_grew = false;  // a growth loses what was kept
+  const void* accumulator = nullptr;
+  bool accumulator_grew = false;
+};
+
+// Which kept chunks a backward uses.
+struct KeptChunksUse {
+  bool first = false;   // chunk 0's logits, in the dZ buffer
+  bool second = false;  // chunk 1's, in the accumulator: its grad_hidden product runs first, in bands
+};
+
+// The first chunk where it is this call's first chunk: kept by the forward of these buffers (lse
+// its output) and rows, as wide as the call's first chunk, in the dZ buffer as it is now, and in
+// the call's capture sequence. The second where the first is used, it was kept, the accumulator
+// is as it was, the call has at least three chunks of the kept width, and its grad_hidden
+// product (if asked for) can run in bands.
+KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call);
+
+}  // namespace shardjit

@@ -1,0 +1,116 @@
+// The kept-chunk decisions (runtime/ops/linear_logp/keep.hpp): which ops keep, how many chunks a
+// forward may keep by the chunks' shape, and which kept chunks a backward call may use.
+#include <gtest/gtest.h>
+
+#include "runtime/ops/linear_logp/keep.hpp"
+
+namespace shardjit {
+namespace {
+
+// Chunks of `cols` columns over `vocab`, with or without room for a second kept chunk.
+BackwardChunks chunks_of(std::int64_t cols, std::int64_t vocab, bool band) {
+  BackwardChunks chunks;
+  chunks.chunk_cols = cols;
+  chunks.vocab_local = vocab;
+  chunks.chunks = (vocab + cols - 1) / cols;
+  chunks.dz_stride = cols;
+  chunks.kept_band_rows = band ? 1024 : 0;
+  return chunks;
+}
+
+TEST(OpKeepsChunks, OnlySingleGpuHopperSixteenBitUnfiltered) {
+  LinearLogpConfig c;
+  const FwdTile hopper{128, 256, 64, 4, true};
+  const FwdTile portable{128, 256, 64, 3, false};
+  EXPECT_TRUE(op_keeps_chunks(c, hopper, DType::kBF16, 1));
+  EXPECT_FALSE(op_keeps_chunks(c, hopper, DType::kBF16, 2)) << "TP keeps nothing";
+  EXPECT_FALSE(op_keeps_chunks(c, portable, DType::kBF16, 1));
+  EXPECT_FALSE(op_keeps_chunks(c, hopper, DType::kFP32, 1)) << "fp32 dZ";
+  c.grad_filter_threshold = 1e-6f;
+  EXPECT_FALSE(op_keeps_chunks(c, hopper, DType::kBF16, 1)) << "the filter's mask";
+}
+
+TEST(KeepableChunks, FollowTheChunksShape) {
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 2), 2);
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 1), 1) << "the call's limit";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 0), 0);
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 2), 1) << "no room for the second";
+  EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 2), 0) << "a single chunk";
+  EXPECT_EQ(keepable_chunks(chunks_of(8320, 128256, true), 128256, 256, 2), 0) << "not on a forward tile";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 8192, 256, 2), 0) << "past the valid columns";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 16000, 256, 2), 1) << "the second past them";
+}
+
+class UsableKeptChunks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kept.hidden = &hidden;
+    kept.weight = &weight;
+    kept.lse = &lse;
+    kept.n = 100;
+    kept.hidden_stride = 4096;
+    kept.weight_stride = 4096;
+    kept.cols = 8192;
+    kept.dz = &dz;
+    kept.second = &second;
+    kept.accumulator = &accumulator;
+    kept.capture = 7;
+    call.hidden = &hidden;
+    call.weight = &weight;
+    call.lse = &lse;
+    call.n = 100;
+    call.hidden_stride = 4096;
+    call.weight_stride = 4096;
+    call.grad_hidden = true;
+    call.capture = 7;
+    call.dz_buffer = &dz;
+    call.accumulator = &accumulator;
+  }
+  int hidden = 0, weight = 0, dz = 0, second = 0, accumulator = 0;
+  float lse = 0.0f;
+  KeptChunk kept;
+  BackwardKeptMatch call;
+  BackwardChunks chunks = chunks_of(8192, 128256, true);
+};
+
+TEST_F(UsableKeptChunks, BothByTheBackwardOfTheirForward) {
+  const KeptChunksUse use = usable_kept_chunks(kept, chunks, call);
+  EXPECT_TRUE(use.first);
+  EXPECT_TRUE(use.second);
+}
+
+TEST_F(UsableKeptChunks, NoneWhenAnInputOrTheCaptureDiffers) {
+  float other_lse = 0.0f;
+  BackwardKeptMatch other = call;
+  other.lse = &other_lse;
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks, other).first) << "lse names the forward";
+  other = call;
+  other.capture = 8;
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks, other).first) << "another capture sequence";
+  other = call;
+  other.n = 99;
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks, other).first);
+  other = call;
+  other.dz_buffer_grew = true;
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks, other).second) << "a grown dZ buffer loses both";
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks_of(4096, 128256, true), call).first) << "another chunk width";
+}
+
+TEST_F(UsableKeptChunks, TheFirstAloneWhereTheAccumulatorChanged) {
+  BackwardKeptMatch other = call;
+  other.accumulator_grew = true;
+  KeptChunksUse use = usable_kept_chunks(kept, chunks, other);
+  EXPECT_TRUE(use.first);
+  EXPECT_FALSE(use.second);
+  use = usable_kept_chunks(kept, chunks_of(8192, 128256, false), call);
+  EXPECT_TRUE(use.first);
+  EXPECT_FALSE(use.second) << "grad_hidden cannot run in bands";
+  other = call;
+  other.grad_hidden = false;
+  EXPECT_TRUE(usable_kept_chunks(kept, chunks_of(8192, 128256, false), other).second) << "no product to band";
+  kept.second = nullptr;
+  EXPECT_FALSE(usable_kept_chunks(kept, chunks, call).second) << "only the first was kept";
+}
+
+}  // namespace
+}  // namespace shardjit
