@@ -190,13 +190,13 @@ class LinearLogp:
     @overload
     def __init__(self, runtime: Runtime, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: object = 'bf16', bias_dtype: object | None = None, target_dtype: object = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
         """
-        The single-GPU op over the whole vocabulary. The keywords are the fields of shardjit::LinearLogpConfig (include/shardjit/linear_logp.hpp), dtypes by name ('bf16', 'fp16', 'fp32'; targets 'int32' or 'int64').
+        The single-GPU op over the whole vocabulary. Keywords (the fields of shardjit::LinearLogpConfig; dtypes as names or torch dtypes): hidden (int, a multiple of 8), vocab_local (int), vocab_start=0, vocab_global=0 (0: vocab_start + vocab_local), valid_vocab=0 (0: vocab_global), dtype='bf16' ('bf16', 'fp16', 'fp32'), bias_dtype=None, target_dtype='int64' ('int32', 'int64'), ignore_index=-100, temperature=1.0, want_entropy=False, allow_tf32=False, strict=False, device=0, max_rows=0, want_backward=False, grad_weight_fp32=False, dz_fp32=False, backward_workspace_bytes=0, grad_filter_threshold=0.0. An unknown keyword is a TypeError that names it.
         """
 
     @overload
     def __init__(self, runtime: Runtime, comm: Communicator, /, *, hidden: int, vocab_local: int, vocab_start: int = 0, vocab_global: int = 0, valid_vocab: int = 0, dtype: object = 'bf16', bias_dtype: object | None = None, target_dtype: object = 'int64', ignore_index: int = -100, temperature: float = 1.0, want_entropy: bool = False, allow_tf32: bool = False, strict: bool = False, device: int = 0, max_rows: int = 0, want_backward: bool = False, grad_weight_fp32: bool = False, dz_fp32: bool = False, backward_workspace_bytes: int = 0, grad_filter_threshold: float = 0.0) -> None:
         """
-        The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its backward's grad_hidden is already summed over the ranks.
+        The tensor-parallel op: this rank's shard (vocab_start, vocab_local, vocab_global) of the LM head, built by every rank of comm at the same time, on comm's GPU (device defaults to comm.device). Its backward's grad_hidden is summed over the ranks unless reduce_grad_hidden=False.
         """
 
     def close(self) -> None:
@@ -230,7 +230,7 @@ class LinearLogp:
 
     def backward(self, hidden: Annotated[NDArray, dict(writable=False)], weight: Annotated[NDArray, dict(writable=False)], targets: Annotated[NDArray, dict(writable=False)], lse: Annotated[NDArray, dict(writable=False)], grad_hidden: Annotated[NDArray, dict(writable=True)] | None = None, *, grad_logp: Annotated[NDArray, dict(writable=False)] | None = None, grad_lse: Annotated[NDArray, dict(writable=False)] | None = None, grad_entropy: Annotated[NDArray, dict(writable=False)] | None = None, entropy: Annotated[NDArray, dict(writable=False)] | None = None, grad_weight: Annotated[NDArray, dict(writable=True)] | None = None, grad_bias: Annotated[NDArray, dict(writable=True)] | None = None, bias: Annotated[NDArray, dict(writable=False)] | None = None, accumulate: bool = False, reduce_grad_hidden: bool = True, stream: int = 0) -> None:
         """
-        Enqueues the backward on `stream` (needs want_backward=True). lse (and entropy, needed with grad_entropy) are the forward's outputs; grad_logp, grad_lse, grad_entropy: fp32 [N] upstream gradients, any may be None. reduce_grad_hidden=False leaves a tensor-parallel rank's grad_hidden as its partial sum.
+        Enqueues the backward on `stream` (needs want_backward=True). lse (and entropy, needed with grad_entropy, which needs want_entropy=True) are the forward's outputs; grad_logp, grad_lse and grad_entropy the fp32 [N] upstream gradients (None: zero). grad_hidden, grad_weight, grad_bias: the gradients to write (None: not computed). reduce_grad_hidden=False leaves a tensor-parallel op's grad_hidden as this rank's partial.
         """
 
     def check(self, stream: int = 0) -> dict:
