@@ -121,8 +121,9 @@ def linear_logp(
     Ops are built on first use per device and specialization (dtypes, H, V_local, bias dtype,
     temperature, ignore_index, valid_vocab, entropy, training or not, group) and cached; kernels
     run on the current CUDA stream. Custom ops (shardjit::linear_logp, ...) make it traceable
-    by torch.compile(fullgraph=True) and capturable in a CUDA graph at a fixed shape (after a
-    warm-up call of that shape outside the capture).
+    by torch.compile(fullgraph=True) (eager calls run the same code without the dispatcher),
+    and it is capturable in a CUDA graph at a fixed shape (after a warm-up call of that shape
+    outside the capture).
     """
     _check_tensors(hidden, weight, targets, bias)
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
@@ -139,7 +140,10 @@ def linear_logp(
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).contiguous()
     want_backward = torch.is_grad_enabled() and (
         hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
-    logp, lse, entropy = _linear_logp_ops.linear_logp_forward(
+    # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same formula).
+    forward = (_linear_logp_ops.linear_logp_forward if torch.compiler.is_compiling()
+               else _linear_logp_ops.EagerLinearLogp.apply)
+    logp, lse, entropy = forward(
         flat_hidden, weight.contiguous(), targets.reshape(-1).contiguous(),
         None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
         return_entropy, group_name, want_backward, return_lse, reduce_grad_hidden)
