@@ -177,3 +177,12 @@ def test_op_level_classes_take_torch_dtypes():
         assert "dtype" not in str(error), error
     except shardjit.ShardjitError:
         pass
+
+
+def test_op_level_form_checks_its_arguments():
+    hidden, weight, targets = tensors()
+    with pytest.raises(TypeError, match="op_linear_logp: op: expected a shardjit.LinearLogp, got str"):
+        sjt.op_linear_logp("op", hidden, weight, targets)
+    # linear_logp dispatches on its first argument: anything but an op is the functional form.
+    with pytest.raises(TypeError, match="linear_logp: hidden: expected a torch.Tensor"):
+        sjt.linear_logp("op", weight, targets)

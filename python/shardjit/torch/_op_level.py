@@ -13,6 +13,8 @@ inside one raises :class:`shardjit.InvalidArgumentError`.
 
 import torch
 
+from .. import _shardjit
+
 
 def _stream(device):
     return torch.cuda.current_stream(device).cuda_stream
@@ -71,4 +73,9 @@ class LinearLogpFunction(torch.autograd.Function):
 
 def op_linear_logp(op, hidden, weight, targets, bias=None):
     """(logp, lse), both fp32 [N], differentiable with respect to hidden, weight and bias."""
+    if not isinstance(op, _shardjit.LinearLogp):
+        raise TypeError(f"op_linear_logp: op: expected a shardjit.LinearLogp, got {type(op).__name__}")
+    for what, tensor in (("hidden", hidden), ("weight", weight), ("targets", targets), ("bias", bias)):
+        if not isinstance(tensor, torch.Tensor) and not (what == "bias" and tensor is None):
+            raise TypeError(f"op_linear_logp: {what}: expected a torch.Tensor, got {type(tensor).__name__}")
     return LinearLogpFunction.apply(op, hidden, weight, targets, bias)
