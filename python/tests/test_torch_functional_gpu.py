@@ -132,7 +132,7 @@ def test_no_grad_builds_an_inference_op_and_matches():
         plain = sjt.linear_logp(hidden, weight, targets)
     trained = sjt.linear_logp(hidden, weight, targets)
     assert not plain.requires_grad and trained.requires_grad
-    torch.testing.assert_close(plain, trained.detach(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(plain, trained.detach(), atol=1e-4, rtol=0)  # other kernels, other rounding
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
