@@ -140,12 +140,12 @@ void bind_collectives(nb::module_& m) {
       .def(
           "__init__",
           [](Closable<ReduceScatter>* self, Runtime& runtime, const Closable<Communicator>& comm, std::int64_t hidden,
-             std::vector<std::int64_t> rows_per_rank, const std::string& dtype, const std::string& path,
+             std::vector<std::int64_t> rows_per_rank, nb::handle dtype, const std::string& path,
              std::size_t nccl_above_bytes) {
             ReduceScatterConfig config;
             config.hidden = hidden;
             config.rows_per_rank = std::move(rows_per_rank);
-            config.dtype = parse_dtype_arg("dtype", dtype);
+            config.dtype = dtype_arg("dtype", dtype);
             config.path = path_arg(path);
             config.nccl_above_bytes = nccl_above_bytes;
             const std::shared_ptr<Communicator> on = comm.use();
@@ -186,11 +186,11 @@ void bind_collectives(nb::module_& m) {
           "__init__",
           [](Closable<MoeCombine>* self, Runtime& runtime, const Closable<Communicator>& comm, std::int64_t hidden,
              std::int64_t capacity,
-             const std::string& dtype, bool gates, const std::string& path, std::size_t nccl_above_bytes) {
+             nb::handle dtype, bool gates, const std::string& path, std::size_t nccl_above_bytes) {
             MoeCombineConfig config;
             config.hidden = hidden;
             config.capacity = capacity;
-            config.dtype = parse_dtype_arg("dtype", dtype);
+            config.dtype = dtype_arg("dtype", dtype);
             config.gates = gates;
             config.path = path_arg(path);
             config.nccl_above_bytes = nccl_above_bytes;

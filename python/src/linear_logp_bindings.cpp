@@ -49,11 +49,11 @@ LinearLogpConfig config_from(const nb::kwargs& kwargs) {
     else if (key == "vocab_local") c.vocab_local = number<std::int64_t>(k, value);
     else if (key == "vocab_global") c.vocab_global = number<std::int64_t>(k, value);
     else if (key == "valid_vocab") c.valid_vocab = number<std::int64_t>(k, value);
-    else if (key == "dtype") c.dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+    else if (key == "dtype") c.dtype = dtype_arg(k, value);
     else if (key == "bias_dtype") {
       if (value.is_none()) c.bias_dtype.reset();
-      else c.bias_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
-    } else if (key == "target_dtype") c.target_dtype = parse_dtype_arg(k, nb::cast<std::string>(nb::str(value)));
+      else c.bias_dtype = dtype_arg(k, value);
+    } else if (key == "target_dtype") c.target_dtype = dtype_arg(k, value);
     else if (key == "ignore_index") c.ignore_index = number<std::int64_t>(k, value);
     else if (key == "temperature") c.temperature = number<float>(k, value);
     else if (key == "want_entropy") c.want_entropy = number<bool>(k, value);
@@ -87,6 +87,16 @@ LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, cons
   in.bias = vector_view(bias, "bias", c.bias_dtype, c.device);
   return in;
 }
+
+// help(): the constructors take **kwargs (the config's fields); the docstring names them.
+constexpr const char* kConfigKeywordsDoc =
+    "The single-GPU op over the whole vocabulary. Keywords (the fields of shardjit::LinearLogpConfig; dtypes as "
+    "names or torch dtypes): hidden (int, a multiple of 8), vocab_local (int), vocab_start=0, vocab_global=0 "
+    "(0: vocab_start + vocab_local), valid_vocab=0 (0: vocab_global), dtype='bf16' ('bf16', 'fp16', 'fp32'), "
+    "bias_dtype=None, target_dtype='int64' ('int32', 'int64'), ignore_index=-100, temperature=1.0, "
+    "want_entropy=False, allow_tf32=False, strict=False, device=0, max_rows=0, want_backward=False, "
+    "grad_weight_fp32=False, dz_fp32=False, backward_workspace_bytes=0, grad_filter_threshold=0.0. An unknown "
+    "keyword is a TypeError that names it.";
 
 nb::dict config_dict(const LinearLogpConfig& c) {
   nb::dict d;
@@ -132,7 +142,7 @@ void bind_linear_logp(nb::module_& m) {
             const LinearLogpConfig config = config_from(kwargs);
             Op::build(self, [&] { return std::make_unique<LinearLogp>(runtime, config); });
           },
-          nb::keep_alive<1, 2>())
+          nb::keep_alive<1, 2>(), kConfigKeywordsDoc)
       .def(
           "__init__",
           [](Op* self, Runtime& runtime, const Closable<Communicator>& comm, const nb::kwargs& kwargs) {

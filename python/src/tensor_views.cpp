@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -123,9 +124,22 @@ VectorView vector_view(const OutputTensor& tensor, const char* name, std::option
 }
 
 DType parse_dtype_arg(const char* what, const std::string& text) {
-  if (auto dtype = parse_dtype(text)) return *dtype;
+  // str(torch.bfloat16) is "torch.bfloat16": a torch dtype names the same dtypes.
+  constexpr std::string_view kTorchPrefix = "torch.";
+  const std::string_view name =
+      std::string_view(text).starts_with(kTorchPrefix) ? std::string_view(text).substr(kTorchPrefix.size()) : text;
+  if (auto dtype = parse_dtype(name)) return *dtype;
   throw nb::value_error((std::string(what) + ": unknown dtype '" + text +
-                         "', expected bf16, fp16, fp32, int32 or int64").c_str());
+                         "', expected bf16, fp16, fp32, int32 or int64 (or the torch dtype of one)").c_str());
+}
+
+DType dtype_arg(const char* what, nb::handle value) {
+  if (nb::isinstance<nb::str>(value)) return parse_dtype_arg(what, nb::cast<std::string>(value));
+  const std::string module = nb::cast<std::string>(nb::str(value.type().attr("__module__")));
+  if (module == "torch") return parse_dtype_arg(what, nb::cast<std::string>(nb::str(value)));
+  const std::string got = nb::cast<std::string>(nb::str(value.type().attr("__name__")));
+  throw nb::type_error((std::string(what) + ": expected a dtype name such as 'bf16' or a torch dtype, got " + got)
+                           .c_str());
 }
 
 void bind_tensor_views(nb::module_& m) {

@@ -54,8 +54,13 @@ VectorView vector_view(const std::optional<AnyTensor>& tensor, const char* name,
 // A CUDA stream given in Python as an integer (a cudaStream_t; 0: the legacy default stream).
 inline StreamHandle stream_arg(std::uintptr_t stream) { return reinterpret_cast<StreamHandle>(stream); }
 
-// A dtype given by name in Python ("bf16", "float32", ...); ValueError naming `what` otherwise.
+// A dtype given by name in Python ("bf16", "float32", "torch.bfloat16", ...); ValueError naming
+// `what` otherwise.
 DType parse_dtype_arg(const char* what, const std::string& text);
+
+// A dtype given as a name or a torch dtype (torch.bfloat16); TypeError naming `what` for any other
+// object, ValueError for an unknown name.
+DType dtype_arg(const char* what, nanobind::handle value);
 
 }  // namespace shardjit::python
 

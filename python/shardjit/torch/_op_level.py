@@ -1,7 +1,7 @@
-"""LinearLogp as a torch.autograd.Function (imports torch; the rest of shardjit does not).
+"""The op-level form, for callers that build and keep their own LinearLogp (servers):
 
     op = shardjit.LinearLogp(runtime, hidden=H, vocab_local=V, dtype="bf16", want_backward=True)
-    logp, lse = shardjit.torch.linear_logp(op, hidden, weight, targets)
+    logp, lse = shardjit.torch.linear_logp(op, hidden, weight, targets)   # or op_linear_logp(op, ...)
 
 Kernels run on ``torch.cuda.current_stream()``. Gradients flow to ``hidden``, ``weight`` and
 ``bias`` from both ``logp`` and ``lse``; ``targets`` get none. The gradients are not themselves
@@ -13,6 +13,7 @@ inside one raises :class:`shardjit.InvalidArgumentError`.
 
 import torch
 
+from .. import _shardjit
 
 
 def _stream(device):
@@ -70,6 +71,11 @@ class LinearLogpFunction(torch.autograd.Function):
         return None, grad_hidden if ctx.needs_input_grad[1] else None, grad_weight, None, grad_bias
 
 
-def linear_logp(op, hidden, weight, targets, bias=None):
+def op_linear_logp(op, hidden, weight, targets, bias=None):
     """(logp, lse), both fp32 [N], differentiable with respect to hidden, weight and bias."""
+    if not isinstance(op, _shardjit.LinearLogp):
+        raise TypeError(f"op_linear_logp: op: expected a shardjit.LinearLogp, got {type(op).__name__}")
+    for what, tensor in (("hidden", hidden), ("weight", weight), ("targets", targets), ("bias", bias)):
+        if not isinstance(tensor, torch.Tensor) and not (what == "bias" and tensor is None):
+            raise TypeError(f"op_linear_logp: {what}: expected a torch.Tensor, got {type(tensor).__name__}")
     return LinearLogpFunction.apply(op, hidden, weight, targets, bias)

@@ -1,0 +1,140 @@
+"""The ops that shardjit.torch builds for its callers, and the Runtime they share.
+
+An op is built once per key (everything that changes what it computes or how it is built: device,
+shapes, dtypes, options, process group) and kept in a bounded least-recently-used cache; the
+least recently used op is closed when the cache is full. Its kernels stay in the Runtime's cache,
+so a rebuild costs the workspace allocation, not a compile.
+
+A shardjit op serves one call at a time and keeps its calls in order on the GPU. Each entry has
+a lock, held while a call is enqueued (microseconds), and remembers the stream of its last call:
+a call on another stream first waits on that stream's work (an event), so threads and streams
+may share the cached ops. During a CUDA-graph capture the wait is skipped (capture starts after
+a device synchronize, and the captured calls run in the capture's stream order).
+"""
+
+import collections
+import threading
+
+from . import _shardjit
+
+DEFAULT_CAPACITY = 32
+
+_runtime_lock = threading.Lock()
+_runtime = None
+
+
+def runtime():
+    """The shardjit.Runtime of every op shardjit.torch builds (made on first use, options from
+    the SHARDJIT_* environment)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = _shardjit.Runtime()
+        return _runtime
+
+
+def set_runtime(value):
+    """Makes `value` (a shardjit.Runtime) the Runtime of the ops built from now on."""
+    global _runtime
+    if not isinstance(value, _shardjit.Runtime):
+        raise TypeError(f"set_runtime: runtime: expected a shardjit.Runtime, got {type(value).__name__}")
+    with _runtime_lock:
+        _runtime = value
+
+
+class CachedOp:
+    """One op of the cache with what orders its calls: a lock and the stream of its last call."""
+
+    __slots__ = ("op", "lock", "last_stream")
+
+    def __init__(self, op):
+        self.op = op
+        self.lock = threading.Lock()
+        self.last_stream = None
+
+
+class OpCache:
+    """Ops by key, at most `capacity` of them; `build()` makes a missing one. Thread-safe: two
+    threads that miss the same key build it once (the second waits for the first)."""
+
+    def __init__(self, capacity=DEFAULT_CAPACITY):
+        self._entries = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._capacity = _checked_capacity(capacity)
+
+    def get(self, key, build):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+            entry = CachedOp(build())
+            self._entries[key] = entry
+            self._evict(self._capacity)
+            return entry
+
+    def set_capacity(self, capacity):
+        with self._lock:
+            self._capacity = _checked_capacity(capacity)
+            self._evict(self._capacity)
+
+    def clear(self):
+        with self._lock:
+            self._evict(0)
+
+    def keys(self):
+        with self._lock:
+            return list(self._entries)
+
+    def __len__(self):
+        with self._lock:
+            return len(self._entries)
+
+    def _evict(self, keep):
+        while len(self._entries) > keep:
+            _, entry = self._entries.popitem(last=False)
+            with entry.lock:
+                close = getattr(entry.op, "close", None)
+                if close is not None:
+                    close()
+
+
+def _checked_capacity(capacity):
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"op cache capacity: expected a positive int, got {capacity!r}")
+    return capacity
+
+
+_ops = OpCache()
+
+
+def ops():
+    """The process's op cache (shared by LinearLogp, ReduceScatter and MoeCombine)."""
+    return _ops
+
+
+def set_op_cache_size(capacity):
+    """Keeps at most `capacity` ops (default 32); closes the least recently used beyond it. With
+    tensor parallelism every rank must make the same calls, so that every rank evicts alike
+    (destroying a collective op is collective)."""
+    _ops.set_capacity(capacity)
+
+
+def clear_op_cache():
+    """Closes every cached op (collective for tensor-parallel ones: every rank calls it)."""
+    _ops.clear()
+
+
+def enqueue(entry, stream, call):
+    """Runs `call(op, stream_handle)` under the entry's lock, after ordering `stream` behind the
+    stream of the entry's previous call."""
+    import torch
+
+    with entry.lock:
+        last = entry.last_stream
+        if last is not None and last != stream and not torch.cuda.is_current_stream_capturing():
+            event = torch.cuda.Event()
+            event.record(last)
+            stream.wait_event(event)
+        entry.last_stream = stream
+        return call(entry.op, stream.cuda_stream)

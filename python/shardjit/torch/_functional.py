@@ -1,0 +1,155 @@
+"""shardjit.torch.linear_logp: log-probabilities (and entropy, lse) of target tokens under an LM
+head, on torch tensors, differentiable, in one call."""
+
+import numbers
+from typing import Optional, Tuple, Union
+
+import torch
+
+from .. import _shardjit
+from . import _linear_logp_ops
+
+_NAME = "linear_logp"
+
+
+def _type_error(what, expected, value):
+    return TypeError(f"{_NAME}: {what}: expected {expected}, got {type(value).__name__}")
+
+
+def _value_error(what, message):
+    return _shardjit.InvalidArgumentError(f"{_NAME}: {what}: {message}")
+
+
+def _check_tensors(hidden, weight, targets, bias):
+    if not isinstance(hidden, torch.Tensor):
+        raise _type_error("hidden", "a torch.Tensor [..., H]", hidden)
+    if not isinstance(weight, torch.Tensor):
+        raise _type_error("weight", "a torch.Tensor [V_local, H]", weight)
+    if not isinstance(targets, torch.Tensor):
+        raise _type_error("targets", "a torch.Tensor of token ids", targets)
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        raise _type_error("bias", "a torch.Tensor [V_local] or None", bias)
+    if _linear_logp_ops.dtype_name(hidden.dtype) is None:
+        raise TypeError(f"{_NAME}: hidden: expected bfloat16, float16 or float32, got {hidden.dtype}")
+    if hidden.dim() < 2:
+        raise _value_error("hidden", f"expected [..., H] with at least 2 dimensions, got shape {tuple(hidden.shape)}")
+    if weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise _value_error("weight", f"expected [V_local, {hidden.shape[-1]}] (H of hidden), "
+                                     f"got shape {tuple(weight.shape)}")
+    if weight.dtype != hidden.dtype:
+        raise TypeError(f"{_NAME}: weight: expected {hidden.dtype} (the dtype of hidden), got {weight.dtype}")
+    if _linear_logp_ops.target_dtype_name(targets.dtype) is None:
+        raise TypeError(f"{_NAME}: targets: expected int32 or int64, got {targets.dtype}")
+    if targets.shape != hidden.shape[:-1]:
+        raise _value_error("targets", f"expected shape {tuple(hidden.shape[:-1])} (hidden's leading dimensions), "
+                                      f"got {tuple(targets.shape)}")
+    if bias is not None:
+        if bias.dim() != 1 or bias.shape[0] != weight.shape[0]:
+            raise _value_error("bias", f"expected [{weight.shape[0]}] (V_local), got shape {tuple(bias.shape)}")
+        if _linear_logp_ops.dtype_name(bias.dtype) is None:
+            raise TypeError(f"{_NAME}: bias: expected bfloat16, float16 or float32, got {bias.dtype}")
+    for what, tensor in (("weight", weight), ("targets", targets), ("bias", bias)):
+        if tensor is not None and tensor.device != hidden.device:
+            raise _value_error(what, f"expected a tensor on {hidden.device} (hidden's device), got {tensor.device}")
+
+
+def _check_int(what, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _type_error(what, "an int" + (" or None" if allow_none else ""), value)
+
+
+def _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
+                   reduce_grad_hidden):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise _type_error("temperature", "a positive number", temperature)
+    if not (0 < temperature < float("inf")):
+        raise _value_error("temperature", f"expected a positive finite number, got {temperature}")
+    _check_int("ignore_index", ignore_index)
+    _check_int("valid_vocab", valid_vocab, allow_none=True)
+    if valid_vocab is not None and valid_vocab < 1:
+        raise _value_error("valid_vocab", f"expected a positive vocabulary size or None, got {valid_vocab}")
+    _check_int("vocab_start", vocab_start, allow_none=True)
+    if vocab_start is not None and vocab_start < 0:
+        raise _value_error("vocab_start", f"expected a non-negative token id or None, got {vocab_start}")
+    if process_group is None and vocab_start not in (None, 0):
+        raise _value_error("vocab_start", "a vocabulary shard needs the process_group that holds the others")
+    for what, flag in (("return_entropy", return_entropy), ("return_lse", return_lse),
+                       ("reduce_grad_hidden", reduce_grad_hidden)):
+        if not isinstance(flag, bool):
+            raise _type_error(what, "True or False", flag)
+    if process_group is not None and not (torch.distributed.is_available()
+                                          and isinstance(process_group, torch.distributed.ProcessGroup)):
+        raise _type_error("process_group", "a torch.distributed.ProcessGroup or None", process_group)
+
+
+def linear_logp(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: Optional[torch.Tensor] = None,
+    temperature: float = 1.0,
+    ignore_index: int = -100,
+    valid_vocab: Optional[int] = None,
+    return_entropy: bool = False,
+    return_lse: bool = False,
+    process_group: Optional["torch.distributed.ProcessGroup"] = None,
+    vocab_start: Optional[int] = None,
+    reduce_grad_hidden: bool = True,
+) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
+    """Log-probability of each target token under the LM head ``z = (hidden @ weight.T + bias) /
+    temperature``, without materializing the logits.
+
+    hidden: [..., H] (bfloat16, float16 or float32, CUDA); weight: [V_local, H], hidden's dtype;
+    targets: [...] (hidden's leading dimensions), int32 or int64 global token ids; bias: [V_local]
+    or None. Rows whose target is ``ignore_index`` give logp 0 (and entropy, lse of their row as
+    usual, but no gradient through logp). Token ids at or past ``valid_vocab`` are padding: they
+    are excluded from the softmax (None: the whole vocabulary).
+
+    Returns logp, fp32 [...]. With ``return_entropy`` and/or ``return_lse`` a tuple
+    ``(logp, entropy, lse)`` of the outputs asked for, in that order. All are differentiable with
+    respect to hidden, weight and bias (targets get no gradient).
+
+    Tensor parallel: ``process_group`` is the group over which the vocabulary is sharded; each
+    rank passes its rows of the LM head, in rank order (``vocab_start``: this rank's first token
+    id; None for shards in rank order, whose sizes are gathered once). Every rank passes the same
+    hidden and targets and gets the same outputs. ``reduce_grad_hidden=False`` leaves hidden's
+    gradient as this rank's partial sum (for trainers that reduce it themselves).
+
+    Ops are built on first use per device and specialization (dtypes, H, V_local, bias dtype,
+    temperature, ignore_index, valid_vocab, entropy, training or not, group) and cached; kernels
+    run on the current CUDA stream. Custom ops (shardjit::linear_logp, ...) make it traceable
+    by torch.compile(fullgraph=True) (eager calls run the same code without the dispatcher),
+    and it is capturable in a CUDA graph at a fixed shape (after a warm-up call of that shape
+    outside the capture).
+    """
+    _check_tensors(hidden, weight, targets, bias)
+    _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
+                   reduce_grad_hidden)
+    # Last, so that every check above can be exercised on CPU tensors.
+    if hidden.device.type != "cuda":
+        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
+    if process_group is None:
+        group_name, start = "", 0
+    else:
+        group_name = process_group.group_name
+        start = -1 if vocab_start is None else vocab_start
+    leading = hidden.shape[:-1]
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+    want_backward = torch.is_grad_enabled() and (
+        hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+    # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same formula).
+    forward = (_linear_logp_ops.linear_logp_forward if torch.compiler.is_compiling()
+               else _linear_logp_ops.EagerLinearLogp.apply)
+    logp, lse, entropy = forward(
+        flat_hidden, weight.contiguous(), targets.reshape(-1).contiguous(),
+        None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
+        return_entropy, group_name, want_backward, return_lse, reduce_grad_hidden)
+    outputs = [logp.view(leading)]
+    if return_entropy:
+        outputs.append(entropy.view(leading))
+    if return_lse:
+        outputs.append(lse.view(leading))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

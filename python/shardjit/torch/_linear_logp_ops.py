@@ -1,0 +1,210 @@
+"""LinearLogp as torch.library custom ops: shardjit::linear_logp (forward) and
+shardjit::linear_logp_backward, with fake implementations (shapes only, for torch.compile and
+meta tensors) and the autograd formula that links them.
+
+The ops take 2-D hidden [N, H], weight [V_local, H], 1-D targets [N] and bias [V_local], and
+plain values for the rest, so that torch.compile traces them; the op object is looked up in the
+op cache inside, by everything that changes it. Outputs the caller did not ask for come back as
+empty tensors (a custom op returns tensors only).
+"""
+
+from typing import Optional, Tuple
+
+import torch
+
+from .. import _op_cache, _shardjit
+from . import _groups
+
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_TARGET_DTYPE_NAMES = {torch.int32: "int32", torch.int64: "int64"}
+
+# What the forward op takes besides the tensors, in order; the backward op takes the same.
+SPEC_FIELDS = ("vocab_start", "valid_vocab", "ignore_index", "temperature", "want_entropy", "group_name")
+
+
+def op_key(hidden, weight, targets, bias, spec, want_backward):
+    """The op cache's key of a LinearLogp: every value that changes the op it builds."""
+    vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name = spec
+    return (
+        "linear_logp",
+        hidden.device.index,
+        _DTYPE_NAMES[hidden.dtype],
+        int(hidden.shape[1]),
+        int(weight.shape[0]),
+        None if bias is None else _DTYPE_NAMES[bias.dtype],
+        _TARGET_DTYPE_NAMES[targets.dtype],
+        int(vocab_start),
+        int(valid_vocab),
+        int(ignore_index),
+        float(temperature),
+        bool(want_entropy),
+        bool(want_backward),
+        group_name,
+    )
+
+
+def _build(key):
+    (_, device, dtype, hidden, vocab_local, bias_dtype, target_dtype, vocab_start, valid_vocab, ignore_index,
+     temperature, want_entropy, want_backward, group_name) = key
+    config = dict(hidden=hidden, vocab_local=vocab_local, dtype=dtype, bias_dtype=bias_dtype,
+                  target_dtype=target_dtype, valid_vocab=valid_vocab, ignore_index=ignore_index,
+                  temperature=temperature, want_entropy=want_entropy, want_backward=want_backward,
+                  device=device)
+    if not group_name:
+        return _shardjit.LinearLogp(_op_cache.runtime(), **config)
+    start, vocab_global = _groups.vocab_layout(group_name, device, vocab_local, vocab_start)
+    comm = _groups.communicator(group_name, device)
+    return _shardjit.LinearLogp(_op_cache.runtime(), comm, vocab_start=start, vocab_global=vocab_global, **config)
+
+
+def _cached_op(hidden, weight, targets, bias, spec, want_backward):
+    key = op_key(hidden, weight, targets, bias, spec, want_backward)
+    return _op_cache.ops().get(key, lambda: _build(key))
+
+
+def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                        bias: Optional[torch.Tensor], vocab_start: int, valid_vocab: int, ignore_index: int,
+                        temperature: float, want_entropy: bool, group_name: str, want_backward: bool,
+                        return_lse: bool, reduce_grad_hidden: bool
+                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logp, lse, entropy), fp32 [N]; entropy is empty unless want_entropy. return_lse and
+    reduce_grad_hidden are for the backward (whether lse has a gradient, whether grad_hidden is
+    summed over the group)."""
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+    n = hidden.shape[0]
+    logp = hidden.new_empty(n, dtype=torch.float32)
+    lse = hidden.new_empty(n, dtype=torch.float32)
+    entropy = hidden.new_empty(n if want_entropy else 0, dtype=torch.float32)
+
+    def call(op, stream):
+        op.forward(hidden, weight, targets, logp, lse=lse, entropy=entropy if want_entropy else None, bias=bias,
+                   stream=stream)
+
+    _op_cache.enqueue(entry, torch.cuda.current_stream(hidden.device), call)
+    return logp, lse, entropy
+
+
+linear_logp_forward = torch.library.custom_op("shardjit::linear_logp", forward_impl, mutates_args=(),
+                                              device_types="cuda")
+
+
+@linear_logp_forward.register_fake
+def _(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name,
+      want_backward, return_lse, reduce_grad_hidden):
+    n = hidden.shape[0]
+    entropy_rows = n if want_entropy else 0
+    return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
+            hidden.new_empty(entropy_rows, dtype=torch.float32))
+
+
+def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                         bias: Optional[torch.Tensor], lse: torch.Tensor, entropy: Optional[torch.Tensor],
+                         grad_logp: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor],
+                         grad_entropy: Optional[torch.Tensor], vocab_start: int, valid_vocab: int,
+                         ignore_index: int, temperature: float, want_entropy: bool, group_name: str,
+                         want_grad_hidden: bool, want_grad_weight: bool, want_grad_bias: bool,
+                         reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(grad_hidden, grad_weight, grad_bias) in the dtypes of hidden, weight and bias; each one
+    not wanted is empty."""
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    entry = _cached_op(hidden, weight, targets, bias, spec, True)
+    grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
+    grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
+    grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
+
+    def call(op, stream):
+        op.backward(hidden, weight, targets, lse, grad_hidden if want_grad_hidden else None,
+                    grad_logp=grad_logp, grad_lse=grad_lse, grad_entropy=grad_entropy,
+                    entropy=entropy if grad_entropy is not None else None,
+                    grad_weight=grad_weight if want_grad_weight else None,
+                    grad_bias=grad_bias if want_grad_bias and bias is not None else None,
+                    bias=bias, reduce_grad_hidden=reduce_grad_hidden, stream=stream)
+
+    _op_cache.enqueue(entry, torch.cuda.current_stream(hidden.device), call)
+    return grad_hidden, grad_weight, grad_bias
+
+
+linear_logp_backward = torch.library.custom_op("shardjit::linear_logp_backward", backward_impl, mutates_args=(),
+                                               device_types="cuda")
+
+
+@linear_logp_backward.register_fake
+def _(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, vocab_start, valid_vocab,
+      ignore_index, temperature, want_entropy, group_name, want_grad_hidden, want_grad_weight, want_grad_bias,
+      reduce_grad_hidden):
+    grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
+    grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
+    grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
+    return grad_hidden, grad_weight, grad_bias
+
+
+def _setup_context(ctx, inputs, output):
+    (hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name,
+     _want_backward, return_lse, reduce_grad_hidden) = inputs
+    _, lse, entropy = output
+    ctx.save_for_backward(hidden, weight, targets, bias, lse, entropy if want_entropy else None)
+    ctx.spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    ctx.return_lse = return_lse
+    ctx.reduce_grad_hidden = reduce_grad_hidden
+
+
+def _float_grad(grad):
+    return None if grad is None else grad.float().contiguous()
+
+
+def _backward_with(backward_op):
+    """The autograd formula, calling `backward_op` (the custom op when traced, its body eagerly)."""
+
+    def backward(ctx, grad_logp, grad_lse, grad_entropy):
+        hidden, weight, targets, bias, lse, entropy = ctx.saved_tensors
+        want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[:4]
+        if not (want_hidden or want_weight or want_bias):
+            return (None,) * 13
+        # lse and entropy the caller did not ask for have no gradient; an unused returned output's
+        # gradient comes as zeros.
+        grad_hidden, grad_weight, grad_bias = backward_op(
+            hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
+            _float_grad(grad_lse) if ctx.return_lse else None,
+            _float_grad(grad_entropy) if entropy is not None else None,
+            *ctx.spec, bool(want_hidden), bool(want_weight), bool(want_bias and bias is not None),
+            ctx.reduce_grad_hidden)
+        return (grad_hidden if want_hidden else None, grad_weight if want_weight else None, None,
+                grad_bias if want_bias and bias is not None else None) + (None,) * 9
+
+    return backward
+
+
+linear_logp_forward.register_autograd(_backward_with(linear_logp_backward), setup_context=_setup_context)
+
+
+class EagerLinearLogp(torch.autograd.Function):
+    """The same forward, formula and backward outside torch.compile, without the dispatcher's
+    round trips through the custom ops (tens of microseconds of host time per call)."""
+
+    @staticmethod
+    def forward(*inputs):
+        return forward_impl(*inputs)  # looked up per call, like the backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output)
+        ctx.mark_non_differentiable(*([] if inputs[8] else [output[2]]))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_logp, grad_lse, grad_entropy):
+        return _eager_backward(ctx, grad_logp, grad_lse, grad_entropy)
+
+
+_eager_backward = _backward_with(lambda *args: backward_impl(*args))  # looked up per call
+
+
+def dtype_name(dtype):
+    """The shardjit name of a torch dtype of hidden/weight, or None where shardjit has none."""
+    return _DTYPE_NAMES.get(dtype)
+
+
+def target_dtype_name(dtype):
+    """The shardjit name of a torch dtype of targets, or None where shardjit has none."""
+    return _TARGET_DTYPE_NAMES.get(dtype)

@@ -1,0 +1,167 @@
+"""cpu tier (needs torch; skipped by name without it): the custom ops shardjit.torch registers
+(shardjit::linear_logp, shardjit::linear_logp_backward, shardjit::reduce_scatter,
+shardjit::moe_combine) and their fake implementations, which torch.compile traces with; and the
+op cache's key of a LinearLogp, which must change with everything that changes the op."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests need PyTorch")
+
+import shardjit.torch as sjt  # noqa: E402  (registers the ops)
+from shardjit.torch import _linear_logp_ops  # noqa: E402
+
+N, H, V = 5, 32, 24
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def test_ops_are_registered():
+    for name in ("linear_logp", "linear_logp_backward", "reduce_scatter", "moe_combine"):
+        assert hasattr(torch.ops.shardjit, name), name
+
+
+@pytest.mark.parametrize("want_entropy", [False, True])
+def test_forward_fake_shapes(want_entropy):
+    hidden, weight, targets = meta(N, H), meta(V, H), meta(N, dtype=torch.int64)
+    logp, lse, entropy = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0,
+                                                        want_entropy, "", True, True, True)
+    assert logp.shape == (N,) and lse.shape == (N,) and logp.dtype == torch.float32
+    assert entropy.shape == ((N,) if want_entropy else (0,))
+
+
+@pytest.mark.parametrize("wants", [(True, True, True), (True, False, False), (False, True, True)])
+def test_backward_fake_shapes(wants):
+    hidden, weight, targets, bias = meta(N, H), meta(V, H), meta(N, dtype=torch.int64), meta(V, dtype=torch.float32)
+    lse = meta(N, dtype=torch.float32)
+    grad_hidden, grad_weight, grad_bias = torch.ops.shardjit.linear_logp_backward(
+        hidden, weight, targets, bias, lse, None, lse, None, None, 0, 0, -100, 1.0, False, "", *wants, True)
+    assert grad_hidden.shape == ((N, H) if wants[0] else (0,))
+    assert grad_weight.shape == ((V, H) if wants[1] else (0,)) and grad_weight.dtype == torch.bfloat16
+    assert grad_bias.shape == ((V,) if wants[2] else (0,))
+    if wants[2]:
+        assert grad_bias.dtype == torch.float32  # the bias's dtype, not hidden's
+
+
+def test_collective_fake_shapes():
+    out = torch.ops.shardjit.reduce_scatter(meta(10, H), "g", [3, 7], 1, "auto")
+    assert out.shape == (7, H)
+    out = torch.ops.shardjit.moe_combine(meta(6, H), meta(9, 2, dtype=torch.int32), None, "g", 8, "auto")
+    assert out.shape == (9, H)
+
+
+BASE = dict(vocab_start=0, valid_vocab=0, ignore_index=-100, temperature=1.0, want_entropy=False, group_name="")
+
+
+def key(hidden_dtype=torch.bfloat16, h=H, v=V, bias_dtype=None, target_dtype=torch.int64, want_backward=False,
+        **spec):
+    fields = dict(BASE, **spec)
+    hidden, weight = torch.empty(N, h, dtype=hidden_dtype), torch.empty(v, h, dtype=hidden_dtype)
+    targets = torch.empty(N, dtype=target_dtype)
+    bias = None if bias_dtype is None else torch.empty(v, dtype=bias_dtype)
+    ordered = tuple(fields[name] for name in _linear_logp_ops.SPEC_FIELDS)
+    return _linear_logp_ops.op_key(hidden, weight, targets, bias, ordered, want_backward)
+
+
+def test_key_is_stable_and_ignores_the_row_count():
+    assert key() == key()
+    hidden = torch.empty(N + 7, H, dtype=torch.bfloat16)
+    weight, targets = torch.empty(V, H, dtype=torch.bfloat16), torch.empty(N + 7, dtype=torch.int64)
+    spec = tuple(BASE[name] for name in _linear_logp_ops.SPEC_FIELDS)
+    assert _linear_logp_ops.op_key(hidden, weight, targets, None, spec, False) == key()
+
+
+@pytest.mark.parametrize("change", [
+    dict(hidden_dtype=torch.float16), dict(hidden_dtype=torch.float32), dict(h=H + 8), dict(v=V + 1),
+    dict(bias_dtype=torch.float32), dict(bias_dtype=torch.bfloat16), dict(target_dtype=torch.int32),
+    dict(want_backward=True), dict(vocab_start=24), dict(vocab_start=-1), dict(valid_vocab=20),
+    dict(ignore_index=0), dict(temperature=0.7), dict(want_entropy=True), dict(group_name="tp"),
+])
+def test_key_changes_with_what_changes_the_op(change):
+    assert key(**change) != key()
+
+
+
+def test_dynamo_traces_a_loss_in_one_graph():
+    # Fake CUDA tensors: dynamo traces the wrapper and the custom op's fake implementation
+    # without a GPU; fullgraph=True raises on any graph break.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def loss_fn(hidden, weight, targets, old_logp, advantages):
+        logp, entropy, lse = sjt.linear_logp(hidden, weight, targets, return_entropy=True, return_lse=True)
+        ratio = torch.exp(logp - old_logp)
+        return -(torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages)).mean() \
+            - 0.01 * entropy.mean() + 0.001 * lse.mean()
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        hidden = torch.empty(2, 8, H, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        weight = torch.empty(V, H, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        targets = torch.empty(2, 8, dtype=torch.int64, device="cuda")
+        old_logp, advantages = torch.empty(2, 8, device="cuda"), torch.empty(2, 8, device="cuda")
+        loss = torch.compile(loss_fn, backend=backend, fullgraph=True)(hidden, weight, targets, old_logp, advantages)
+    assert loss.shape == ()
+    assert len(graphs) == 1
+    assert "torch.ops.shardjit.linear_logp.default" in graphs[0].code
+
+
+@pytest.mark.parametrize("want_entropy, return_lse, with_bias", [(False, False, False), (True, True, True),
+                                                                  (True, False, True), (False, True, False)])
+def test_autograd_formula_gives_gradients_of_the_inputs_shapes(want_entropy, return_lse, with_bias):
+    # Meta tensors run the fake implementations through the registered autograd formula.
+    hidden = meta(N, H).requires_grad_()
+    weight = meta(V, H).requires_grad_()
+    bias = meta(V, dtype=torch.float32).requires_grad_() if with_bias else None
+    targets = meta(N, dtype=torch.int64)
+    logp, lse, entropy = _linear_logp_ops.linear_logp_forward(hidden, weight, targets, bias, 0, 0, -100, 1.0,
+                                                              want_entropy, "", True, return_lse, True)
+    loss = logp.sum() + lse.sum() + (entropy.sum() if want_entropy else 0)
+    loss.backward()
+    assert hidden.grad.shape == (N, H) and hidden.grad.dtype == torch.bfloat16
+    assert weight.grad.shape == (V, H) and weight.grad.dtype == torch.bfloat16
+    if with_bias:
+        assert bias.grad.shape == (V,) and bias.grad.dtype == torch.float32
+
+
+def test_no_gradient_asked_of_the_backward_gives_none():
+    hidden = meta(N, H)
+    weight = meta(V, H).requires_grad_()
+    logp, _, _ = _linear_logp_ops.linear_logp_forward(hidden, weight, meta(N, dtype=torch.int64), None, 0, 0, -100,
+                                                      1.0, False, "", True, False, True)
+    logp.sum().backward()
+    assert hidden.grad is None and weight.grad.shape == (V, H)
+
+
+def test_eager_function_uses_the_same_formula(monkeypatch):
+    # Outside torch.compile linear_logp runs EagerLinearLogp: the same bodies without the
+    # dispatcher. With the bodies swapped for the fake implementations, meta tensors go through
+    # its setup and backward as through the custom op's.
+    recorded = []
+
+    def forward_body(hidden, weight, targets, bias, *rest):
+        want_entropy = rest[4]
+        n = hidden.shape[0]
+        return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
+                hidden.new_empty(n if want_entropy else 0, dtype=torch.float32))
+
+    def backward_body(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *rest):
+        recorded.append((grad_logp is not None, grad_lse is not None, grad_entropy is not None, rest[-4:]))
+        return torch.empty_like(hidden), torch.empty_like(weight), hidden.new_empty(0)
+
+    monkeypatch.setattr(_linear_logp_ops, "forward_impl", forward_body)
+    monkeypatch.setattr(_linear_logp_ops, "backward_impl", backward_body)
+    hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
+    logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, meta(N, dtype=torch.int64), None,
+                                                                0, 0, -100, 1.0, True, "", True, False, False)
+    (logp.sum() + entropy.sum()).backward()
+    assert hidden.grad.shape == (N, H) and weight.grad.shape == (V, H)
+    # lse was not returned: no gradient for it; entropy was: its gradient goes down; the flags
+    # (want_grad_hidden, want_grad_weight, want_grad_bias, reduce_grad_hidden) as asked.
+    assert recorded == [(True, False, True, (True, True, False, False))]

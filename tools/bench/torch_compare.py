@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""shardjit.torch.linear_logp against what PyTorch trainers do today, in one process.
+
+For each shape (N tokens, hidden H, vocabulary V; bf16) it times, interleaved round by round so
+that clock and power drift hit every variant alike, with CUDA events (median of the rounds):
+
+- gemm:          torch.matmul(hidden, weight.T), the cuBLAS GEMM of the same shape (the unit);
+- shardjit fwd:  shardjit.torch.linear_logp forward (inference: torch.no_grad);
+- shardjit fwd+bwd: forward and backward of logp, with entropy and its gradient off and on
+                 (the loss uses logp and entropy: an entropy bonus);
+- torch fwd / fwd+bwd: logits materialized, fp32 log_softmax of the bf16 logits, the target's
+                 log-prob gathered (and the entropy from the same softmax when on).
+
+Inputs rotate over enough copies to exceed the L2 cache; data is random (never zeros). Peak
+extra memory is torch.cuda.max_memory_allocated() during a call minus the memory allocated
+before it and minus the gradients it leaves (hidden's and weight's, which every variant makes),
+plus the device memory the first call took outside torch's allocator (shardjit's workspace).
+Also the host time one call adds over the C++ op (--host-overhead, on by default): the time per
+call on the CPU of shardjit.torch.linear_logp and of LinearLogp.forward called directly with
+preallocated outputs, each over 2000 calls at a shape small enough that the GPU keeps up.
+One JSON object per (shape, variant) goes to stdout and to --out (JSONL):
+
+    python3 tools/bench/torch_compare.py                      # the standard shapes
+    python3 tools/bench/torch_compare.py --shape 8192,4096,128256 --rounds 30 --out torch.jsonl
+"""
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+import shardjit.torch as sjt
+
+L2_BYTES = 60 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPE_FILES = [os.path.join(HERE, "shapes.json"), os.path.join(HERE, "..", "..", "..", "shared", "bench", "shapes.json"),
+               "/work/shared/bench/shapes.json"]
+
+
+def standard_shapes():
+    for path in SHAPE_FILES:
+        if os.path.exists(path):
+            with open(path) as f:
+                cases = json.load(f)["linear_logp"]["cases"]
+            return [(c["name"], c["n"], c["hidden"], c["vocab"]) for c in cases if c.get("tp", 1) == 1]
+    raise SystemExit("torch_compare: no shapes.json found (looked at " + ", ".join(SHAPE_FILES) + "); pass --shape")
+
+
+def parse_shape(text):
+    try:
+        n, h, v = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape: expected N,H,V (three integers), got {text!r}")
+    if min(n, h, v) < 1:
+        raise argparse.ArgumentTypeError(f"--shape: expected positive sizes, got {text!r}")
+    return (f"n{n}-h{h}-v{v}", n, h, v)
+
+
+def make_inputs(n, h, v, copies, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    sets = []
+    for _ in range(copies):
+        hidden = (torch.randn(n, h, generator=g, device="cuda") * 0.5).bfloat16()
+        weight = (torch.randn(v, h, generator=g, device="cuda") * 0.02).bfloat16()
+        targets = torch.randint(0, v, (n,), generator=g, device="cuda")
+        sets.append((hidden, weight, targets))
+    return sets
+
+
+def torch_logp(hidden, weight, targets, entropy):
+    logits = (hidden @ weight.T).float()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    logp = logprobs.gather(1, targets.view(-1, 1)).squeeze(1)
+    if not entropy:
+        return logp, None
+    return logp, -(logprobs.exp() * logprobs).sum(dim=-1)
+
+
+def shardjit_logp(hidden, weight, targets, entropy):
+    if entropy:
+        return sjt.linear_logp(hidden, weight, targets, return_entropy=True)
+    return sjt.linear_logp(hidden, weight, targets), None
+
+
+def variants(entropy_cases):
+    """name -> fn(hidden, weight, targets): one call of what is timed."""
+    def gemm(x, w, t):
+        with torch.no_grad():
+            return torch.matmul(x, w.T)
+
+    out = {"gemm": gemm}
+
+    def forward(impl, entropy):
+        def run(x, w, t):
+            with torch.no_grad():
+                return impl(x, w, t, entropy)
+        return run
+
+    def train(impl, entropy):
+        def run(x, w, t):
+            x.grad = w.grad = None
+            logp, ent = impl(x, w, t, entropy)
+            loss = logp.sum() if ent is None else logp.sum() + 0.01 * ent.sum()
+            loss.backward()
+        return run
+
+    for label, impl in (("shardjit", shardjit_logp), ("torch", torch_logp)):
+        out[f"{label} fwd"] = forward(impl, False)
+        for entropy in entropy_cases:
+            tag = " +entropy" if entropy else ""
+            if entropy:
+                out[f"{label} fwd{tag}"] = forward(impl, True)
+            out[f"{label} fwd+bwd{tag}"] = train(impl, entropy)
+    return out
+
+
+def time_call(fn, inputs, index):
+    x, w, t = inputs[index % len(inputs)]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(x, w, t)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3  # us
+
+
+def peak_extra_bytes(fn, inputs):
+    """Peak memory of one call beyond its inputs and the gradients it leaves (which every
+    trainer holds anyway)."""
+    x, w, t = inputs[0]
+    torch.cuda.synchronize()
+    free_before, reserved_before = torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
+    fn(x, w, t)  # warm: the op exists and its buffers are sized, as in a training loop
+    torch.cuda.synchronize()
+    # shardjit's ops keep their workspace in memory of their own, which torch's counters do not
+    # see: what the device lost beyond torch's reserve growth.
+    outside_torch = max(0, (free_before - torch.cuda.mem_get_info()[0])
+                        - (torch.cuda.memory_reserved() - reserved_before))
+    x.grad = w.grad = None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn(x, w, t)
+    torch.cuda.synchronize()
+    gradients = sum(g.numel() * g.element_size() for g in (x.grad, w.grad) if g is not None)
+    return torch.cuda.max_memory_allocated() - before - gradients + outside_torch
+
+
+def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
+    per_set = (n * h + v * h) * 2
+    copies = max(2, -(-2 * L2_BYTES // per_set))
+    inputs = make_inputs(n, h, v, min(copies, 4), seed=n + h + v)
+    for x, w, _ in inputs:
+        x.requires_grad_()
+        w.requires_grad_()
+    runs = {k: f for k, f in variants(entropy_cases).items() if not (skip_torch and k.startswith("torch"))}
+    times = {k: [] for k in runs}
+    memory = {}
+    for k, fn in runs.items():
+        try:
+            memory[k] = peak_extra_bytes(fn, inputs)
+            for i in range(warmup):
+                time_call(fn, inputs, i)
+        except torch.OutOfMemoryError:
+            times.pop(k)
+            memory[k] = None
+            torch.cuda.empty_cache()
+    for r in range(rounds):
+        for k in times:  # interleaved: every variant once per round
+            times[k].append(time_call(runs[k], inputs, r))
+    gemm = statistics.median(times["gemm"])
+    rows = []
+    for k in runs:
+        median = statistics.median(times[k]) if k in times else None
+        torch_twin = k.replace("shardjit", "torch") if k.startswith("shardjit") else None
+        twin = statistics.median(times[torch_twin]) if torch_twin in times else None
+        rows.append({
+            "shape": name, "n": n, "hidden": h, "vocab": v, "dtype": "bf16", "variant": k,
+            "median_us": median, "over_gemm": None if median is None else median / gemm,
+            "over_torch": None if median is None or twin is None else median / twin,
+            "peak_extra_gib": None if memory[k] is None else memory[k] / 2**30,
+            "rounds": rounds, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "status": "ok" if median is not None else "out of memory",
+        })
+    return rows
+
+
+def host_overhead(calls=2000, n=16, h=64, v=1024):
+    """{"host_us_python_call", "host_us_op_forward", "host_us_added"}: CPU time per call."""
+    import time
+
+    import shardjit
+    from shardjit import _op_cache
+
+    hidden, weight, targets = make_inputs(n, h, v, 1, seed=7)[0]
+    op = shardjit.LinearLogp(_op_cache.runtime(), hidden=h, vocab_local=v, dtype="bf16")
+    logp = torch.empty(n, device="cuda")
+    lse = torch.empty(n, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def direct():
+        op.forward(hidden, weight, targets, logp, lse=lse, stream=stream)
+
+    def python_call():
+        sjt.linear_logp(hidden, weight, targets)
+
+    result = {}
+    with torch.no_grad():
+        for name, fn in (("host_us_op_forward", direct), ("host_us_python_call", python_call)):
+            for _ in range(50):
+                fn()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            result[name] = (time.perf_counter() - start) / calls * 1e6
+            torch.cuda.synchronize()
+    op.close()
+    result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_forward"]
+    result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls,
+                   "device": torch.cuda.get_device_name(), "torch": torch.__version__})
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", action="append", type=parse_shape, default=[],
+                        help="N,H,V (repeatable); without it, the standard shapes of shapes.json")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--skip-torch", action="store_true", help="leave out the materialized-logits baseline")
+    parser.add_argument("--out", help="also append the JSON lines to this file")
+    parser.add_argument("--no-host-overhead", dest="host_overhead", action="store_false",
+                        help="leave out the host-time measurement")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("torch_compare: needs a CUDA device")
+    entropy_cases = {"off": [False], "on": [True], "both": [False, True]}[args.entropy]
+    shapes = args.shape or standard_shapes()
+    out = open(args.out, "a") if args.out else None
+    rows_of_shapes = (bench_shape(name, n, h, v, args.rounds, args.warmup, entropy_cases, args.skip_torch)
+                      for name, n, h, v in shapes)
+    if args.host_overhead:
+        rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
+    for rows in rows_of_shapes:
+        for row in rows:
+            line = json.dumps(row)
+            print(line, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+        sjt.clear_op_cache()
+        torch.cuda.empty_cache()
+    if out:
+        out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
