@@ -37,8 +37,7 @@ import shardjit.torch as sjt
 
 L2_BYTES = 60 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHAPE_FILES = [os.path.join(HERE, "shapes.json"), os.path.join(HERE, "..", "..", "..", "shared", "bench", "shapes.json"),
-               "/work/shared/bench/shapes.json"]
+SHAPE_FILES = [os.path.join(HERE, "shapes.json")]
 
 
 def standard_shapes():
