@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "runtime/build_info.hpp"
 #include "runtime/cache/cache_key.hpp"
@@ -105,8 +106,8 @@ std::vector<CachedKernel> KernelCache::get_all(const std::vector<KernelSpec>& sp
                                                const std::string& prewarm_hint) {
   std::vector<CachedKernel> kernels(specs.size());
   // Kernels already in memory cost no more than a thread hop would: those are looked up here.
-  const std::size_t to_build = static_cast<std::size_t>(std::count_if(
-      specs.begin(), specs.end(), [&](const KernelSpec& spec) { return !memory_.contains(spec.canonical_text() + "@" + arch); }));
+  auto in_memory = [&](const KernelSpec& spec) { return memory_.contains(spec.canonical_text() + "@" + arch); };
+  const auto to_build = static_cast<std::size_t>(std::count_if(specs.begin(), specs.end(), std::not_fn(in_memory)));
   if (to_build <= 1 || pool_.max_threads() == 1) {
     for (std::size_t i = 0; i < specs.size(); ++i) kernels[i] = get(specs[i], arch, prewarm_hint);
     return kernels;
