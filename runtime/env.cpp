@@ -13,7 +13,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 13> kKnobs{{
+constexpr std::array<EnvKnob, 14> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -25,13 +25,16 @@ constexpr std::array<EnvKnob, 13> kKnobs{{
     {"SHARDJIT_CACHE_MAX_BYTES", "bytes", "4G",
      "Size cap of the disk cache; least recently used entries are evicted past it."},
     {"SHARDJIT_DUMP_DIR", "path", "(off)",
-     "Write the source, PTX and CUBIN of every compile into this folder (created 0700; refused, with one "
-     "warning, where the cache folder would be; compiles go on without dumps)."},
+     "Write the source, PTX, CUBIN and NVRTC's phase times (.time.csv) of every compile into this folder "
+     "(created 0700; refused, with one warning, where the cache folder would be; compiles go on without dumps)."},
     {"SHARDJIT_LOG_LEVEL", "level", "warn",
      "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
     {"SHARDJIT_ARCH", "string", "(the device's)",
      "Default compile target of `shardjit prewarm`, such as sm_80 or sm_90a (default: the arch of the "
      "current device). Ops always compile for the arch of their own device."},
+    {"SHARDJIT_COMPILE_JOBS", "int", "0",
+     "Most kernels a runtime compiles at once (an op's missing kernels build side by side); 0: one "
+     "per hardware thread."},
     {"SHARDJIT_PEER_BLOCKS", "int", "0",
      "Most blocks (SMs) a peer-memory kernel takes (ReduceScatter, MoeCombine); 0: one per SM. "
      "The smallest value of the ranks is used."},
@@ -153,6 +156,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
       [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
       "trace, debug, info, warn, error, critical or off", "warn");
   config.arch = env("SHARDJIT_ARCH");
+  config.compile_jobs = option_or_env(std::optional<int>(), "SHARDJIT_COMPILE_JOBS", parse_block_count,
+                                      "a thread count from 0 (one per hardware thread) to 4096", 0);
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
   config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, kBoolExpected, true);

@@ -28,6 +28,7 @@ struct RuntimeConfig {
   std::optional<std::string> dump_dir;
   std::string log_level;
   std::optional<std::string> arch;  // SHARDJIT_ARCH, the CLI prewarm's default target; empty: the device's own
+  int compile_jobs = 0;             // SHARDJIT_COMPILE_JOBS; 0: one per hardware thread
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels
   bool peer_lines = true;           // small peer reduce-scatters in 128-byte lines where links allow
   bool hopper_path = true;          // the wgmma main loop where the target is sm_90a

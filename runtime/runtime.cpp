@@ -1,5 +1,7 @@
 #include "runtime/runtime_impl.hpp"
 
+#include <algorithm>
+
 #include "runtime/build_info.hpp"
 #include "runtime/logging.hpp"
 
@@ -50,6 +52,25 @@ std::shared_ptr<const LoadedKernel> Runtime::Impl::load(const KernelSpec& spec, 
   std::lock_guard<std::mutex> lock(loaded_mutex_);
   // Two threads may have loaded the same kernel; keep the first, drop the other module.
   return loaded_.emplace(slot, std::move(kernel)).first->second;
+}
+
+std::vector<std::shared_ptr<const LoadedKernel>> Runtime::Impl::prepare(const std::vector<KernelSpec>& specs,
+                                                                        int ordinal, const std::string& what,
+                                                                        const std::string& prewarm_hint) {
+  const std::string arch = device(ordinal).arch();
+  if (config.jit) {
+    const std::size_t missing = cache.count_missing(specs, arch);
+    if (missing > 0) {
+      log().info("{} compiles {} of its {} kernels for {} ({} at a time; seconds each); `{}` builds them ahead",
+                 what, missing, specs.size(), arch, std::min(missing, cache.pool().max_threads()),
+                 cache.prewarm_command(prewarm_hint));
+    }
+  }
+  cache.get_all(specs, arch, prewarm_hint);
+  std::vector<std::shared_ptr<const LoadedKernel>> kernels;
+  kernels.reserve(specs.size());
+  for (const KernelSpec& spec : specs) kernels.push_back(load(spec, ordinal, prewarm_hint));
+  return kernels;
 }
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/cache/kernel_cache.hpp"
 #include "runtime/cache/tuning_store.hpp"
@@ -27,6 +28,14 @@ struct Runtime::Impl {
   // -> NVRTC, then loaded once per device and kept for the Runtime's lifetime.
   std::shared_ptr<const LoadedKernel> load(const KernelSpec& spec, int ordinal,
                                            const std::string& prewarm_hint);
+
+  // load() of every one of `specs`, asked for at once: the kernels missing from memory and disk
+  // compile side by side on the cache's compile pool, after one info line naming `what` (the op),
+  // how many kernels compile and `prewarm_hint`, the command that would have built them ahead.
+  // Returns the loaded kernels in the order of `specs`.
+  std::vector<std::shared_ptr<const LoadedKernel>> prepare(const std::vector<KernelSpec>& specs, int ordinal,
+                                                           const std::string& what,
+                                                           const std::string& prewarm_hint);
 
   // The tuning record of `key` in the cache folder (nullopt: none, or not trusted), and the
   // publication of one (runtime/cache/tuning_store.hpp).

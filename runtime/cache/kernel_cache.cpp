@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "runtime/build_info.hpp"
 #include "runtime/cache/cache_key.hpp"
@@ -40,7 +42,8 @@ KernelCache::KernelCache(const RuntimeConfig& config)
       template_dir_(config.template_dir),
       sources_(load_sources(config)),
       compiler_(config.dump_dir),
-      memory_(kMemoryCacheEntries) {
+      memory_(kMemoryCacheEntries),
+      pool_(config.compile_jobs > 0 ? static_cast<std::size_t>(config.compile_jobs) : default_compile_jobs()) {
   // A missing folder is created when kernels may be compiled into it. An existing one this user
   // cannot write (a root-owned cache baked into an image) is only read, with JIT on as with it
   // off; with JIT on, what it lacks is compiled into memory.
@@ -63,6 +66,14 @@ const std::string& KernelCache::flattened(const std::string& file) const {
 }
 
 std::string KernelCache::key(const KernelSpec& spec, const std::string& arch) {
+  // Within one process the sources and NVRTC are fixed, so spec text and arch name the key;
+  // hashing the flattened source (hundreds of KB) is paid once.
+  const std::string memory_key = spec.canonical_text() + "@" + arch;
+  {
+    std::lock_guard<std::mutex> lock(keys_mutex_);
+    auto found = keys_.find(memory_key);
+    if (found != keys_.end()) return found->second;
+  }
   CacheKeyInputs inputs;
   inputs.schema_version = kCacheSchemaVersion;
   inputs.library_version = SHARDJIT_VERSION_STRING;
@@ -71,7 +82,45 @@ std::string KernelCache::key(const KernelSpec& spec, const std::string& arch) {
   inputs.nvrtc_version = NvrtcCompiler::identity();
   inputs.arch = arch;
   inputs.options = NvrtcCompiler::compile_options(arch);
-  return cache_key(inputs);
+  std::string content_key = cache_key(inputs);
+  std::lock_guard<std::mutex> lock(keys_mutex_);
+  return keys_.emplace(memory_key, std::move(content_key)).first->second;
+}
+
+std::string KernelCache::prewarm_command(const std::string& prewarm_hint) const {
+  return (template_dir_ ? "SHARDJIT_TEMPLATE_DIR=" + shell_word(*template_dir_) + " " : "") + prewarm_hint +
+         " --cache-dir " + shell_word(disk_->dir().string());
+}
+
+std::size_t KernelCache::count_missing(const std::vector<KernelSpec>& specs, const std::string& arch) {
+  std::size_t missing = 0;
+  for (const KernelSpec& spec : specs) {
+    if (memory_.contains(spec.canonical_text() + "@" + arch)) continue;
+    std::error_code error;
+    if (!std::filesystem::exists(disk_->entry_path(key(spec, arch)), error)) ++missing;
+  }
+  return missing;
+}
+
+std::vector<CachedKernel> KernelCache::get_all(const std::vector<KernelSpec>& specs, const std::string& arch,
+                                               const std::string& prewarm_hint) {
+  std::vector<CachedKernel> kernels(specs.size());
+  // Kernels already in memory cost no more than a thread hop would: those are looked up here.
+  auto in_memory = [&](const KernelSpec& spec) { return memory_.contains(spec.canonical_text() + "@" + arch); };
+  const auto to_build = static_cast<std::size_t>(std::count_if(specs.begin(), specs.end(), std::not_fn(in_memory)));
+  if (to_build <= 1 || pool_.max_threads() == 1) {
+    for (std::size_t i = 0; i < specs.size(); ++i) kernels[i] = get(specs[i], arch, prewarm_hint);
+    return kernels;
+  }
+  std::vector<std::future<void>> done;
+  done.reserve(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    done.push_back(pool_.submit([&, i] { kernels[i] = get(specs[i], arch, prewarm_hint); }));
+  }
+  // Every task is waited for before any error leaves: they write into `kernels`.
+  for (std::future<void>& task : done) task.wait();
+  for (std::future<void>& task : done) task.get();
+  return kernels;
 }
 
 CachedKernel KernelCache::get(const KernelSpec& spec, const std::string& arch,
@@ -106,8 +155,7 @@ std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelS
     if (!entry) {
       // The command as this runtime would need it run: into its folder, from its templates (both
       // feed the key), whatever the shell that runs it exports.
-      const std::string command = (template_dir_ ? "SHARDJIT_TEMPLATE_DIR=" + shell_word(*template_dir_) + " " : "") +
-                                  prewarm_hint + " --cache-dir " + shell_word(disk_->dir().string());
+      const std::string command = prewarm_command(prewarm_hint);
       throw Error(ErrorCode::kNotFound,
                   "kernel " + spec.canonical_text() + " for " + arch + " is not in the cache at " +
                       disk_->dir().string() +

@@ -7,9 +7,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "runtime/cache/disk_cache.hpp"
 #include "runtime/cache/memory_cache.hpp"
+#include "runtime/compile/compile_pool.hpp"
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/compile/template_sources.hpp"
@@ -26,6 +29,7 @@ struct CachedKernel {
 
 class KernelCache {
  public:
+  // config.compile_jobs sizes the compile pool (0: one thread per hardware thread).
   explicit KernelCache(const RuntimeConfig& config);
 
   // The compiled kernel for `spec` on `arch`. In cache-only mode a kernel missing from memory
@@ -34,12 +38,28 @@ class KernelCache {
   // this runtime's template folder where it has one.
   CachedKernel get(const KernelSpec& spec, const std::string& arch, const std::string& prewarm_hint);
 
-  // The SHA-256 content key of `spec` on `arch` (docs/cache-format.md, "Key").
+  // get() of every spec, on the runtime's compile pool: the missing kernels compile side by
+  // side. Returns when all have finished, in the order of `specs`; where some failed, throws the
+  // first failure's error (in that order) after the others have finished.
+  std::vector<CachedKernel> get_all(const std::vector<KernelSpec>& specs, const std::string& arch,
+                                    const std::string& prewarm_hint);
+
+  // How many of `specs` on `arch` are neither in memory nor on disk: the ones get_all would
+  // compile. Costs a key (hash) per spec not in memory, which later look-ups reuse.
+  std::size_t count_missing(const std::vector<KernelSpec>& specs, const std::string& arch);
+
+  // `prewarm_hint` (an op's `shardjit prewarm ...`) as this runtime needs it run: into its cache
+  // folder (--cache-dir), from its template folder where it has one.
+  std::string prewarm_command(const std::string& prewarm_hint) const;
+
+  // The SHA-256 content key of `spec` on `arch` (docs/cache-format.md, "Key"), computed once per
+  // spec, arch and process.
   std::string key(const KernelSpec& spec, const std::string& arch);
 
   DiskCache& disk() { return *disk_; }
   const TemplateSources& sources() const { return sources_; }
   bool jit_enabled() const { return jit_; }
+  CompilePool& pool() { return pool_; }
 
   // The template `file` flattened (TemplateSources::flatten), as its kernels' keys hash it; made
   // once per file and process.
@@ -58,6 +78,9 @@ class KernelCache {
   MemoryCache memory_;
   mutable std::mutex flattened_mutex_;
   mutable std::map<std::string, std::string> flattened_;  // template file -> flattened source
+  std::mutex keys_mutex_;
+  std::unordered_map<std::string, std::string> keys_;  // spec text "@" arch -> content key
+  CompilePool pool_;  // last: destroyed first, so no task outlives what it uses
 };
 
 }  // namespace shardjit

@@ -48,6 +48,11 @@ std::size_t MemoryCache::size() const {
   return slots_.size();
 }
 
+bool MemoryCache::contains(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slots_.count(key) != 0;
+}
+
 void MemoryCache::evict_locked() {
   // Oldest first; entries still being computed are skipped (their callers hold the future).
   auto it = recency_.end();

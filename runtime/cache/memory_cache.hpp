@@ -27,6 +27,8 @@ class MemoryCache {
   Value get_or_compute(const std::string& key, const std::function<Value()>& make,
                        bool* computed = nullptr);
   std::size_t size() const;
+  // Whether `key` is held, computed or in flight (a get_or_compute of it would not run `make`).
+  bool contains(const std::string& key) const;
 
  private:
   struct Slot {

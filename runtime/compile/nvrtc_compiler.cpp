@@ -155,6 +155,13 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
   SHARDJIT_NVRTC(nvrtcAddNameExpression(*program, source.name_expression.c_str()));
 
   std::vector<std::string> options = compile_options(arch);
+  // With a dump folder, NVRTC also writes its phase times (front end, NVVM, ptxas) next to the
+  // source: what a compile costs and where. Timing changes no code, so the key leaves it out.
+  if (dump_dir_) {
+    std::error_code ec;
+    std::filesystem::create_directories(*dump_dir_, ec);
+    options.push_back("--time=" + dump_path(source, arch) + ".time.csv");
+  }
   std::vector<const char*> option_ptrs;
   for (const auto& option : options) option_ptrs.push_back(option.c_str());
   nvrtcResult rc = nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());

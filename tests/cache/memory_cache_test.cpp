@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/cache/memory_cache.hpp"
@@ -76,6 +77,26 @@ TEST(MemoryCache, EvictsTheLeastRecentlyUsedPastItsBound) {
   EXPECT_FALSE(computed);
   cache.get_or_compute("b", [] { return kernel_named("b2"); }, &computed);
   EXPECT_TRUE(computed);
+}
+
+TEST(MemoryCache, ContainsWhatIsHeldOrInFlightButNotAFailure) {
+  MemoryCache cache(16);
+  EXPECT_FALSE(cache.contains("k"));
+  std::atomic<bool> release{false};
+  std::thread computing([&] {
+    cache.get_or_compute("k", [&] {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return kernel_named("k");
+    });
+  });
+  while (cache.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(cache.contains("k"));  // in flight: a get_or_compute would wait, not compute
+  release = true;
+  computing.join();
+  EXPECT_TRUE(cache.contains("k"));
+  EXPECT_THROW(cache.get_or_compute("bad", []() -> MemoryCache::Value { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  EXPECT_FALSE(cache.contains("bad"));
 }
 
 }  // namespace

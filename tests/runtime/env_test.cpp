@@ -87,6 +87,21 @@ TEST(Env, ForwardExperimentKnobs) {
   EXPECT_EQ(resolve_config({}).fwd_splits, 0);
 }
 
+TEST(Env, CompileJobsComeFromTheEnvironmentAndBadOnesNameTheVariable) {
+  {
+    ScopedEnv env("SHARDJIT_COMPILE_JOBS", "6");
+    EXPECT_EQ(resolve_config({}).compile_jobs, 6);
+  }
+  {
+    ScopedEnv env("SHARDJIT_COMPILE_JOBS", "lots");
+    const std::string message = error_of({});
+    EXPECT_NE(message.find("SHARDJIT_COMPILE_JOBS"), std::string::npos) << message;
+    EXPECT_NE(message.find("0 (one per hardware thread)"), std::string::npos) << message;
+  }
+  ScopedEnv unset("SHARDJIT_COMPILE_JOBS", "");
+  EXPECT_EQ(resolve_config({}).compile_jobs, 0);  // the cache sizes its pool by the hardware threads
+}
+
 // A bool knob: `default_value` while its variable is unset, the opposite once the variable says
 // so, and an option set in code over the variable.
 void expect_bool_knob(const char* name, bool RuntimeConfig::*field, std::optional<bool> RuntimeOptions::*option,

@@ -59,9 +59,10 @@ struct MoeCombine::Impl final : PeerCollectiveOp {
     // is itself collective, so a rank must not drop out of the build alone.
     run_on_every_rank(comm, "MoeCombine build", [&] {
       scheduler.emplace(peers.device, moe_combine_plan(peers.peer()), comm.stream.get());
-      kernel = runtime.load(moe_combine_spec(config.dtype, comm.size, config.hidden, vec_bytes, config.gates),
-                            comm.device.info().ordinal,
-                            collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
+      kernel = runtime.prepare({moe_combine_spec(config.dtype, comm.size, config.hidden, vec_bytes, config.gates)},
+                               comm.device.info().ordinal, "MoeCombine",
+                               collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()))
+                   .front();
       if (!peers.peer()) {
         ScopedContext scope(peers.device);
         gathered = DeviceBuffer(peers.device, std::max<std::size_t>(slot_bytes * static_cast<std::size_t>(comm.size), 1));

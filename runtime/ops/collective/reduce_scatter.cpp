@@ -130,8 +130,10 @@ struct ReduceScatter::Impl final : PeerCollectiveOp {
     run_on_every_rank(comm, "ReduceScatter build", [&] {
       scheduler.emplace(peers.device, reduce_scatter_plan(peers.peer()), comm.stream.get());
       if (!peers.peer()) return;
-      kernel = runtime.load(reduce_scatter_spec(config.dtype, comm.size, vec_bytes), comm.device.info().ordinal,
-                            collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()));
+      kernel = runtime.prepare({reduce_scatter_spec(config.dtype, comm.size, vec_bytes)}, comm.device.info().ordinal,
+                               "ReduceScatter",
+                               collective_prewarm_command(config.dtype, comm.size, config.hidden, comm.device.arch()))
+                   .front();
     });
   }
 

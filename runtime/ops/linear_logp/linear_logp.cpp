@@ -47,6 +47,23 @@ const FwdTile& check_max_rows(const FwdTile& tile, std::int64_t max_rows) {
   return tile;
 }
 
+// Asks for every kernel of the op at once, forward and backward, so that those missing compile
+// side by side; the loads that follow (here and in LinearLogpBwdState) find them in memory.
+LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const LinearLogpLayout& layout,
+                           const std::string& arch, int tp_degree) {
+  std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
+  if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
+  if (kernels.backward) {
+    for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
+  }
+  const LinearLogpConfig& c = layout.config;
+  const std::string what = "LinearLogp(hidden=" + std::to_string(c.hidden) + ", vocab_local=" +
+                           std::to_string(c.vocab_local) + ", " + dtype_name(c.dtype) +
+                           (kernels.backward ? ", with backward)" : ")");
+  rt.prepare(specs, c.device, what, prewarm_command(layout, arch, rt.config.hopper_path, tp_degree));
+  return kernels;
+}
+
 }  // namespace
 
 LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp_degree,
@@ -54,8 +71,10 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     : runtime(rt),
       layout(resolve_layout(config)),
       device(rt.device(layout.config.device)),
-      kernels(linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
-                                  fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device))),
+      kernels(prepared(rt,
+                       linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
+                                           fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device)),
+                       layout, device.arch(), tp_degree)),
       tile(check_max_rows(kernels.tile, layout.config.max_rows)) {
   const LinearLogpConfig& c = layout.config;
   const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);

@@ -10,6 +10,9 @@
 //                    enqueued and waited for (check()).
 //   empty_cache:     as first_result, but every iteration starts from an empty cache folder
 //                    with JIT on, so every kernel is compiled first.
+//   llama3_8b_train: the training op (want_backward: forward, combine and the backward's
+//                    kernels, 10 CUBINs on sm_90a), built as above; its empty_cache build is the
+//                    cold fwd+bwd op compile on the compile pool.
 //
 // One-time costs of a process (opening libcuda and NVRTC, the embedded templates) are paid once
 // before timing starts and are not in these numbers. Needs a GPU; skips without one.
@@ -36,7 +39,7 @@ std::filesystem::path model_config_path(const std::string& file) {
 }
 
 // The op a single-GPU server builds for the model: its whole LM head, bf16 weights, int64 targets.
-LinearLogpConfig op_config_for(const std::filesystem::path& path) {
+LinearLogpConfig op_config_for(const std::filesystem::path& path, bool backward) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path.string());
   const nlohmann::json json = nlohmann::json::parse(in);
@@ -44,6 +47,7 @@ LinearLogpConfig op_config_for(const std::filesystem::path& path) {
   config.hidden = json.at("hidden_size").get<std::int64_t>();
   config.vocab_local = json.at("vocab_size").get<std::int64_t>();
   config.dtype = DType::kBF16;
+  config.want_backward = backward;
   return config;
 }
 
@@ -89,14 +93,14 @@ struct OneRowInputs {
 enum class ColdStartEnd { kOpBuilt, kFirstResult };
 
 void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_context,
-                  ColdStartEnd end = ColdStartEnd::kOpBuilt, bool empty_cache = false) {
+                  ColdStartEnd end = ColdStartEnd::kOpBuilt, bool empty_cache = false, bool backward = false) {
   if (device_count() == 0) {
     state.SkipWithError(driver_available() ? "needs a GPU: the CUDA driver reports none"
                                            : "needs a GPU: no CUDA driver on this machine");
     return;
   }
   try {
-    const LinearLogpConfig config = op_config_for(model_config_path(config_file));
+    const LinearLogpConfig config = op_config_for(model_config_path(config_file), backward);
     RuntimeOptions options = warm_cache_for(config);
     std::optional<DeviceContext> kept;
     if (keep_context) kept.emplace(config.device);
@@ -125,7 +129,8 @@ void BM_ColdStart(benchmark::State& state, const char* config_file, bool keep_co
       state.ResumeTiming();
     }
     state.SetLabel(std::string(config_file) + ", H " + std::to_string(config.hidden) + ", V " +
-                   std::to_string(config.vocab_local) + ", bf16, cache-only");
+                   std::to_string(config.vocab_local) + ", bf16" + (backward ? ", fwd+bwd" : "") +
+                   (empty_cache ? ", empty cache" : ", cache-only"));
   } catch (const std::exception& e) {
     static std::string message;
     message = e.what();
@@ -140,6 +145,16 @@ BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/first_result, "llama3-8b.json", true, 
     ->Unit(benchmark::kMillisecond);
 // Compiling every kernel takes seconds: a few iterations are enough.
 BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b/empty_cache, "llama3-8b.json", true, ColdStartEnd::kFirstResult, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b_train/context_kept, "llama3-8b.json", true, ColdStartEnd::kOpBuilt, false,
+                  true)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b_train/context_created, "llama3-8b.json", false, ColdStartEnd::kOpBuilt,
+                  false, true)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ColdStart, llama3_8b_train/empty_cache, "llama3-8b.json", true, ColdStartEnd::kOpBuilt, true,
+                  true)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
 
