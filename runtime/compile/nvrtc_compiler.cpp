@@ -2,11 +2,16 @@
 
 #include <dlfcn.h>
 #include <nvrtc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -16,6 +21,36 @@
 
 namespace shardjit {
 namespace {
+
+// A file only this process can have made (mkstemp: a new name, 0600), removed when done: where
+// NVRTC may write what it is asked to write to a path.
+class PrivateTempFile {
+ public:
+  PrivateTempFile() {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+    std::string pattern = (ec ? std::filesystem::path("/tmp") : dir).string() + "/shardjit-nvrtc-XXXXXX";
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0) return;
+    close(fd);
+    path_ = pattern;
+  }
+  ~PrivateTempFile() {
+    if (!path_.empty()) unlink(path_.c_str());
+  }
+  PrivateTempFile(const PrivateTempFile&) = delete;
+  PrivateTempFile& operator=(const PrivateTempFile&) = delete;
+
+  bool valid() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  std::string read() const {
+    std::ifstream in(path_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  std::string path_;
+};
 
 void check_nvrtc(nvrtcResult result, const char* call) {
   if (result == NVRTC_SUCCESS) return;
@@ -155,17 +190,20 @@ CompiledKernel NvrtcCompiler::compile(const KernelSource& source, const std::str
   SHARDJIT_NVRTC(nvrtcAddNameExpression(*program, source.name_expression.c_str()));
 
   std::vector<std::string> options = compile_options(arch);
-  // With a dump folder, NVRTC also writes its phase times (front end, NVVM, ptxas) next to the
-  // source: what a compile costs and where. Timing changes no code, so the key leaves it out.
-  if (dump_dir_) {
-    std::error_code ec;
-    std::filesystem::create_directories(*dump_dir_, ec);
-    options.push_back("--time=" + dump_path(source, arch) + ".time.csv");
+  // With a dump folder, NVRTC also writes its phase times (front end, NVVM, ptxas): what a compile
+  // costs and where. Timing changes no code, so the key leaves it out. NVRTC writes them to a
+  // fresh private file, never into the dump folder, whose files go through write_dump_file only.
+  const bool dumping = dump_dir_ && dump_folder_usable(*dump_dir_);
+  std::optional<PrivateTempFile> times;
+  if (dumping) {
+    times.emplace();
+    if (times->valid()) options.push_back("--time=" + times->path());
   }
   std::vector<const char*> option_ptrs;
   for (const auto& option : options) option_ptrs.push_back(option.c_str());
   nvrtcResult rc = nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   std::string nvrtc_log = program_log(*program);
+  if (dumping && times->valid()) write_dump_file(*dump_dir_, dump_path(source, arch) + ".time.csv", times->read());
 
   if (rc != NVRTC_SUCCESS) {
     dump(source, arch, {}, nullptr, nvrtc_log);
