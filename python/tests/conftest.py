@@ -19,6 +19,15 @@ def has_gpu():
     return torch.cuda.is_available()
 
 
+def cuda_device_count():
+    """How many CUDA devices PyTorch sees; 0 without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def tensor_params(method):
     """{parameter: True for an output, False for an input} of a bound method's tensor parameters,
     read from nanobind's signature line: inputs are typed ndarray[writable=False] (read-only arrays

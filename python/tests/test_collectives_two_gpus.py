@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from conftest import cuda_device_count
 
 import shardjit
 
@@ -20,15 +21,6 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two_rank_work
 # Both workers together, first-time kernel compiles included. A worker whose peer died ends on
 # its own within the communicator's timeout (two_rank_worker.COMM_TIMEOUT_S), well before this.
 TIMEOUT_S = 420
-
-
-def cuda_device_count():
-    """How many CUDA devices PyTorch sees; 0 without PyTorch."""
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 pytestmark = pytest.mark.skipif(cuda_device_count() < 2, reason="needs PyTorch and two CUDA devices")

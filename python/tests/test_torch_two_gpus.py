@@ -10,17 +10,10 @@ import sys
 import time
 
 import pytest
+from conftest import cuda_device_count
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_tp_worker.py")
 TIMEOUT_S = 420
-
-
-def cuda_device_count():
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 pytestmark = pytest.mark.skipif(cuda_device_count() < 2, reason="needs PyTorch and two CUDA devices")
