@@ -8,12 +8,9 @@ released. The ranks are two_rank_worker.py, launched here. Also: an op refuses a
 GPU. Skipped unless PyTorch sees two CUDA devices."""
 
 import os
-import subprocess
-import sys
-import time
 
 import pytest
-from conftest import cuda_device_count
+from conftest import cuda_device_count, run_two_ranks
 
 import shardjit
 
@@ -32,38 +29,8 @@ def test_two_ranks_match_the_float64_references(tmp_path):
     # Both ranks share one kernel cache: concurrent writers are safe, and the second rank may
     # load what the first compiled.
     cache_dir = str(tmp_path / "cache")
-    procs, logs = [], []
-    for rank in range(2):
-        # Output goes to files, not pipes: a worker blocked on a full pipe that nobody reads
-        # (this test waits for the ranks in turn) would leave its peer waiting in a collective.
-        out_path, err_path = tmp_path / f"rank{rank}.out", tmp_path / f"rank{rank}.err"
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            # The default environment: the workers inherit PYTHONPATH, so they import this shardjit.
-            procs.append(subprocess.Popen([sys.executable, WORKER, str(rank), unique_id.hex(), cache_dir],
-                                          stdout=out, stderr=err))
-        logs.append((out_path, err_path))
-
-    deadline = time.monotonic() + TIMEOUT_S
-    timed_out = False
-    try:
-        for proc in procs:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        # Also on an error here: leave no worker holding a GPU.
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-    report = []
-    for rank, (proc, (out_path, err_path)) in enumerate(zip(procs, logs)):
-        report.append(f"--- rank {rank}: exit code {proc.returncode}\n"
-                      f"stdout:\n{out_path.read_text()}\nstderr:\n{err_path.read_text()}")
-    report = "\n".join(report)
-    assert not timed_out, f"the workers did not finish within {TIMEOUT_S} s (killed)\n{report}"
-    assert [proc.returncode for proc in procs] == [0, 0], report
+    # The default environment: the workers inherit PYTHONPATH, so they import this shardjit.
+    run_two_ranks(tmp_path, WORKER, lambda rank: [str(rank), unique_id.hex(), cache_dir], TIMEOUT_S)
 
 
 def test_a_tensor_on_another_gpu_is_refused(runtime):
