@@ -120,7 +120,9 @@ double numeric_derivative(LogpProblem& p, float& value, const std::vector<float>
   return (up - down) / (static_cast<double>(above) - static_cast<double>(below));
 }
 
-TEST(ReferenceGradients, MatchFiniteDifferencesOfTheForward) {
+// A problem of three rows (the second ignored) with bias and temperature, fp32 values drawn from
+// seeds first_seed .. first_seed + 2, X and W within +-scale.
+LogpProblem small_problem(std::uint64_t first_seed, float scale) {
   LogpProblem p;
   p.n = 3;
   p.hidden = 4;
@@ -128,10 +130,15 @@ TEST(ReferenceGradients, MatchFiniteDifferencesOfTheForward) {
   p.valid_vocab = 5;
   p.temperature = 0.8;
   std::vector<std::uint8_t> bytes;
-  p.hidden_values = random_values(11, 12, 1.0f, DType::kFP32, bytes);
-  p.weight_values = random_values(12, 20, 1.0f, DType::kFP32, bytes);
-  p.bias_values = random_values(13, 5, 0.5f, DType::kFP32, bytes);
+  p.hidden_values = random_values(first_seed, 12, scale, DType::kFP32, bytes);
+  p.weight_values = random_values(first_seed + 1, 20, scale, DType::kFP32, bytes);
+  p.bias_values = random_values(first_seed + 2, 5, 0.5f, DType::kFP32, bytes);
   p.targets = {4, p.ignore_index, 0};
+  return p;
+}
+
+TEST(ReferenceGradients, MatchFiniteDifferencesOfTheForward) {
+  LogpProblem p = small_problem(11, 1.0f);
   const std::vector<float> g{0.7f, -1.3f, 0.4f}, h{0.2f, 0.9f, -0.6f};
   const ReferenceGrads grads = reference_gradients(p, g, h);
   ASSERT_EQ(grads.dx.size(), 12u);
@@ -152,21 +159,6 @@ TEST(ReferenceGradients, MatchFiniteDifferencesOfTheForward) {
   }
 }
 
-// A problem of three rows (the second ignored) with bias and temperature, fp32 values.
-LogpProblem small_problem() {
-  LogpProblem p;
-  p.n = 3;
-  p.hidden = 4;
-  p.vocab_local = 5;
-  p.valid_vocab = 5;
-  p.temperature = 0.8;
-  std::vector<std::uint8_t> bytes;
-  p.hidden_values = random_values(21, 12, 1.5f, DType::kFP32, bytes);
-  p.weight_values = random_values(22, 20, 1.5f, DType::kFP32, bytes);
-  p.bias_values = random_values(23, 5, 0.5f, DType::kFP32, bytes);
-  p.targets = {4, p.ignore_index, 0};
-  return p;
-}
 
 // Every gradient of `grads` against the finite differences of the loss with g, h and e.
 void expect_finite_differences(LogpProblem& p, const ReferenceGrads& grads, const std::vector<float>& g,
@@ -183,7 +175,7 @@ void expect_finite_differences(LogpProblem& p, const ReferenceGrads& grads, cons
 }
 
 TEST(ReferenceGradients, TheEntropyTermMatchesFiniteDifferences) {
-  LogpProblem p = small_problem();
+  LogpProblem p = small_problem(21, 1.5f);
   const std::vector<float> zero(3, 0.0f), e{-0.9f, 0.0f, 1.7f};
   // The ignored row's upstream gradients are ignored, so the loss leaves it out too.
   const ReferenceGrads alone = reference_gradients(p, zero, zero, {-0.9f, 5.0f, 1.7f}, {});
