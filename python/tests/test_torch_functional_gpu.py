@@ -23,11 +23,11 @@ TOL = {"fp32": 1e-5, "bf16": 2e-2}
 N, H, V = 67, 128, 1000
 
 
-def make(dtype, n=N, h=H, v=V, seed=0, bias_dtype=None, ignore=0, leading=None):
+def make(dtype, n=N, h=H, v=V, seed=0, bias_dtype=None, ignore=0, leading=None, valid_vocab=None):
     g = torch.Generator(device="cpu").manual_seed(seed)
     hidden = torch.randn(n, h, generator=g) * 0.5
     weight = torch.randn(v, h, generator=g) * 0.2
-    targets = torch.randint(0, v, (n,), generator=g)
+    targets = torch.randint(0, valid_vocab or v, (n,), generator=g)  # padding ids are not targets
     if ignore:
         targets[torch.randperm(n, generator=g)[:ignore]] = -100
     bias = None if bias_dtype is None else torch.randn(v, generator=g) * 0.3
@@ -52,7 +52,8 @@ def returned_and_used():
 
 def run_case(dtype, return_entropy, return_lse, used, bias_dtype=None, temperature=1.0, ignore=0,
              valid_vocab=None, leading=None, seed=0):
-    hidden, weight, targets, bias = make(dtype, seed=seed, bias_dtype=bias_dtype, ignore=ignore, leading=leading)
+    hidden, weight, targets, bias = make(dtype, seed=seed, bias_dtype=bias_dtype, ignore=ignore, leading=leading,
+                                         valid_vocab=valid_vocab)
     out = sjt.linear_logp(hidden, weight, targets, bias=bias, temperature=temperature, valid_vocab=valid_vocab,
                           return_entropy=return_entropy, return_lse=return_lse)
     outs = out if isinstance(out, tuple) else (out,)

@@ -6,19 +6,21 @@ import torch
 
 
 def reference(hidden, weight, targets, bias=None, temperature=1.0, ignore_index=-100, valid_vocab=None):
-    """(logp, entropy, lse) in float64 of the same shapes as shardjit's, differentiable."""
+    """(logp, entropy, lse) in float64 of the same shapes as shardjit's, differentiable. Rows whose
+    target is ignore_index keep their entropy and lse but give no gradient through any output."""
     h = hidden.reshape(-1, hidden.shape[-1])
     z = h @ weight.T
     if bias is not None:
         z = z + bias
     z = z / temperature
+    t = targets.reshape(-1)
+    ignored = t == ignore_index
+    z = torch.where(ignored.view(-1, 1), z.detach(), z)
     if valid_vocab is not None and valid_vocab < z.shape[1]:
         pad = torch.zeros(z.shape[1], dtype=torch.bool, device=z.device)
         pad[valid_vocab:] = True
         z = z.masked_fill(pad, float("-inf"))
     lse = torch.logsumexp(z, dim=1)
-    t = targets.reshape(-1)
-    ignored = t == ignore_index
     picked = z.gather(1, t.clamp(min=0).view(-1, 1)).squeeze(1)
     logp = torch.where(ignored, torch.zeros_like(picked), picked - lse)
     p = torch.softmax(z, dim=1)

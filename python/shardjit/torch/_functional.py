@@ -104,9 +104,10 @@ def linear_logp(
 
     hidden: [..., H] (bfloat16, float16 or float32, CUDA); weight: [V_local, H], hidden's dtype;
     targets: [...] (hidden's leading dimensions), int32 or int64 global token ids; bias: [V_local]
-    or None. Rows whose target is ``ignore_index`` give logp 0 (and entropy, lse of their row as
-    usual, but no gradient through logp). Token ids at or past ``valid_vocab`` are padding: they
-    are excluded from the softmax (None: the whole vocabulary).
+    or None. Rows whose target is ``ignore_index`` give logp 0 and no gradient through any output
+    (their entropy and lse come back as values, as for any row). Token ids at or past
+    ``valid_vocab`` are padding: they are excluded from the softmax (None: the whole vocabulary)
+    and are not valid targets.
 
     Returns logp, fp32 [...]. With ``return_entropy`` and/or ``return_lse`` a tuple
     ``(logp, entropy, lse)`` of the outputs asked for, in that order. All are differentiable with
