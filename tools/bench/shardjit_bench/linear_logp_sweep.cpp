@@ -8,8 +8,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -84,6 +86,25 @@ void print_worst(const std::vector<nlohmann::json>& rows, int worst) {
   }
 }
 
+// The rows of `path` that timed their point (no "error"); none where there is no such file.
+std::vector<nlohmann::json> timed_rows(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_object() && row.contains("ratio") && !row.contains("error")) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
+  const nlohmann::json fields = point_fields(p);
+  for (const auto& [field, value] : fields.items()) {
+    if (!row.contains(field) || row.at(field) != value) return false;
+  }
+  return true;
+}
+
 int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {
   double total = 0;
   for (const SweepPoint& p : points) {
@@ -100,17 +121,27 @@ int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timi
 }  // namespace
 
 int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timing) {
-  const std::vector<SweepPoint> points = load_sweep_points(options.grid, options.quick);
+  std::vector<SweepPoint> points = load_sweep_points(options.grid, options.quick);
+  // --resume: the points the file already has a timing of keep their rows and are not run again.
+  std::vector<nlohmann::json> rows;
+  if (options.resume) {
+    if (options.out.empty()) throw std::runtime_error("--resume needs --out, the file of the rows so far");
+    rows = timed_rows(options.out);
+    std::erase_if(points, [&](const SweepPoint& p) {
+      return std::any_of(rows.begin(), rows.end(), [&](const nlohmann::json& row) { return row_of_point(row, p); });
+    });
+    std::fprintf(stderr, "sweep: %zu points already timed in '%s', %zu to go\n", rows.size(), options.out.c_str(),
+                 points.size());
+  }
   if (options.dry_run) return list_points(points, timing);
   std::ofstream out;
   if (!options.out.empty()) {
-    out.open(options.out, std::ios::trunc);
+    out.open(options.out, options.resume ? std::ios::app : std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write sweep rows to '" + options.out + "'");
   }
   const int jobs = options.compile_jobs > 0 ? options.compile_jobs
                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  compile_grid_kernels(points, jobs);
-  std::vector<nlohmann::json> rows;
+  if (!points.empty()) compile_grid_kernels(points, jobs);
   int failures = 0;
   for (const SweepPoint& p : points) {
     nlohmann::json row;
