@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -29,6 +28,7 @@
 #include "runtime/logging.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
+#include "support/expect_reference.hpp"
 #include "support/grad_reference.hpp"
 #include "support/logp_case.hpp"
 #include "support/reference.hpp"
@@ -38,10 +38,6 @@ namespace shardjit {
 namespace {
 
 using testing::DeviceArray;
-using testing::grad_tolerance;
-using testing::ReferenceGrads;
-using testing::reference_gradients;
-using testing::rel_norm;
 using testing::to_floats;
 
 struct ThreadCase : testing::LogpCase {
@@ -83,20 +79,10 @@ struct Worker {
     p.weight_values =
         testing::random_values(seed + 1, static_cast<std::size_t>(c.vocab * c.hidden), w_scale, c.dtype, w_bytes);
     if (c.bias) p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c.vocab), 1.0f, *c.bias, b_bytes);
-    std::mt19937_64 rng(seed + 3);
-    std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
-    std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      p.targets.push_back(i % 7 == 3 ? p.ignore_index : pick(rng));
-      g.push_back(grad(rng));
-      h.push_back(0.25f * grad(rng));
-    }
-    p.targets[0] = 0;
-    p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+    testing::random_targets_and_grads(p, seed + 3, 7, 3, g, h);
   }
 
-  DType grad_weight_dtype() const { return c.grad_weight_fp32 ? DType::kFP32 : c.dtype; }
-  DType grad_bias_dtype() const { return c.grad_weight_fp32 || !c.bias ? DType::kFP32 : *c.bias; }
+  testing::GradDtypes grad_dtypes() const { return testing::grad_dtypes(c.dtype, c.bias, c.grad_weight_fp32); }
 
   LinearLogpConfig config() const {
     LinearLogpConfig config = testing::logp_config(c);
@@ -124,8 +110,8 @@ struct Worker {
     entropy = std::make_unique<DeviceArray>(n4);
     const auto H = static_cast<std::size_t>(c.hidden), V = static_cast<std::size_t>(c.vocab);
     gx = std::make_unique<DeviceArray>(static_cast<std::size_t>(c.n) * H * dtype_size(c.dtype));
-    gw = std::make_unique<DeviceArray>(V * H * dtype_size(grad_weight_dtype()));
-    gb = std::make_unique<DeviceArray>(V * dtype_size(grad_bias_dtype()));
+    gw = std::make_unique<DeviceArray>(V * H * dtype_size(grad_dtypes().weight));
+    gb = std::make_unique<DeviceArray>(V * dtype_size(grad_dtypes().bias));
   }
 
   // Forward then backward on `stream`, outputs poisoned first; waits and downloads.
@@ -143,8 +129,8 @@ struct Worker {
     op->forward(in, out, stream);
     LinearLogpGrads grads;
     grads.hidden = {gx->data(), c.dtype, c.n, c.hidden, 0};
-    grads.weight = {gw->data(), grad_weight_dtype(), c.vocab, c.hidden, 0};
-    if (c.bias) grads.bias = {gb->data(), grad_bias_dtype(), c.vocab};
+    grads.weight = {gw->data(), grad_dtypes().weight, c.vocab, c.hidden, 0};
+    if (c.bias) grads.bias = {gb->data(), grad_dtypes().bias, c.vocab};
     op->backward(in, out.lse, {gl->data(), DType::kFP32, c.n}, {hl->data(), DType::kFP32, c.n}, grads, stream);
     Results r;
     r.bad_rows = op->check(stream).bad_rows;  // waits for the stream
@@ -204,43 +190,15 @@ class CompileLog {
 };
 
 void expect_forward_matches_reference(const Worker& wk, const Results& r) {
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(wk.c.n));
-  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
-  const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(wk.p, rows);
-  double max_logp = 0, max_lse = 0, max_entropy = 0, err2 = 0, ref2 = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(r.logp[i]) && std::isfinite(r.lse[i])) << wk.c.name << ": row " << i << " not written";
-    if (wk.p.targets[i] == wk.p.ignore_index) {
-      EXPECT_EQ(r.logp[i], 0.0f) << wk.c.name << ": ignored row " << i;
-    }
-    const double d = r.logp[i] - ref[i].logp;
-    max_logp = std::max(max_logp, std::abs(d));
-    max_lse = std::max(max_lse, std::abs(r.lse[i] - ref[i].lse));
-    if (wk.c.entropy) max_entropy = std::max(max_entropy, std::abs(r.entropy[i] - ref[i].entropy));
-    err2 += d * d;
-    ref2 += ref[i].logp * ref[i].logp;
-  }
-  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  std::printf("[ accuracy ] %s %s n %lld: max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n",
-              wk.c.name, dtype_name(wk.c.dtype), static_cast<long long>(wk.c.n), max_logp, max_lse, max_entropy, rel);
-  EXPECT_LT(max_logp, 2e-3) << wk.c.name;
-  EXPECT_LT(max_lse, 2e-3) << wk.c.name;
-  EXPECT_LT(max_entropy, 2e-3) << wk.c.name;
-  EXPECT_LT(rel, 1e-3) << wk.c.name;
+  testing::expect_outputs_match_reference(wk.p, r.logp, r.lse, wk.c.entropy ? r.entropy : std::vector<float>{},
+                                          std::string(wk.c.name) + " " + dtype_name(wk.c.dtype) + " n " +
+                                              std::to_string(wk.c.n));
 }
 
 void expect_gradients_match_reference(const Worker& wk, const Results& r) {
-  const ReferenceGrads ref = reference_gradients(wk.p, wk.g, wk.h);
-  const auto n = static_cast<std::size_t>(wk.c.n), H = static_cast<std::size_t>(wk.c.hidden),
-             V = static_cast<std::size_t>(wk.c.vocab);
-  const double dx = rel_norm(to_floats(r.grad_hidden, wk.c.dtype, n * H), ref.dx);
-  const double dw = rel_norm(to_floats(r.grad_weight, wk.grad_weight_dtype(), V * H), ref.dw);
-  const double db = wk.c.bias ? rel_norm(to_floats(r.grad_bias, wk.grad_bias_dtype(), V), ref.db) : 0.0;
-  std::printf("[ accuracy ] %s %s backward rel-norm dX %.2e dW %.2e db %.2e\n", wk.c.name, dtype_name(wk.c.dtype), dx,
-              dw, db);
-  EXPECT_LT(dx, grad_tolerance(wk.c.dtype, wk.c.dtype)) << wk.c.name << ": grad_hidden";
-  EXPECT_LT(dw, grad_tolerance(wk.c.dtype, wk.grad_weight_dtype())) << wk.c.name << ": grad_weight";
-  EXPECT_LT(db, grad_tolerance(wk.c.dtype, wk.grad_bias_dtype())) << wk.c.name << ": grad_bias";
+  testing::expect_grads_match_reference(wk.p, wk.g, wk.h, wk.c.dtype,
+                                        {r.grad_hidden, r.grad_weight, wk.c.bias ? &r.grad_bias : nullptr, wk.grad_dtypes()},
+                                        std::string(wk.c.name) + " " + dtype_name(wk.c.dtype));
 }
 
 TEST(Concurrency, EightThreadsShareOneRuntimeAndGetTheSingleThreadResults) {

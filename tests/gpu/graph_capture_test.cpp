@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "runtime/driver/stream.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
+#include "support/expect_reference.hpp"
 #include "support/grad_reference.hpp"
 #include "support/logp_case.hpp"
 #include "support/reference.hpp"
@@ -27,10 +27,6 @@ namespace shardjit {
 namespace {
 
 using testing::DeviceArray;
-using testing::grad_tolerance;
-using testing::ReferenceGrads;
-using testing::reference_gradients;
-using testing::rel_norm;
 using testing::to_floats;
 
 constexpr int kReplays = 3;
@@ -70,24 +66,18 @@ class Fixture {
         lse_(n4_),
         entropy_(n4_),
         gx_(static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)),
-        gw_(static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(grad_weight_dtype())),
-        gb_(static_cast<std::size_t>(c.vocab) * dtype_size(grad_bias_dtype())),
+        gw_(static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(grad_dtypes().weight)),
+        gb_(static_cast<std::size_t>(c.vocab) * dtype_size(grad_dtypes().bias)),
         op_(shared_runtime(), config()) {}
 
   const char* main_loop() const { return op_.main_loop(); }
-  DType grad_weight_dtype() const { return c_.grad_weight_fp32 ? DType::kFP32 : c_.dtype; }
-  DType grad_bias_dtype() const { return c_.grad_weight_fp32 || !c_.bias ? DType::kFP32 : *c_.bias; }
+  testing::GradDtypes grad_dtypes() const { return testing::grad_dtypes(c_.dtype, c_.bias, c_.grad_weight_fp32); }
 
   // New random hidden states, weights, bias, targets and upstream gradients, written over the
   // old ones in the same device buffers.
   void refill(std::uint64_t seed) {
     testing::LogpProblem& p = p_;
-    p = testing::LogpProblem{};
-    p.n = c_.n;
-    p.hidden = c_.hidden;
-    p.vocab_local = c_.vocab;
-    p.valid_vocab = c_.valid_vocab ? c_.valid_vocab : c_.vocab;
-    p.temperature = c_.temperature;
+    p = testing::logp_problem(c_);
     std::vector<std::uint8_t> bytes;
     p.hidden_values = testing::random_values(seed, static_cast<std::size_t>(c_.n * c_.hidden), 1.0f, c_.dtype, bytes);
     x_.upload(bytes.data(), bytes.size());
@@ -99,18 +89,9 @@ class Fixture {
       p.bias_values = testing::random_values(seed + 2, static_cast<std::size_t>(c_.vocab), 1.0f, *c_.bias, bytes);
       b_.upload(bytes.data(), bytes.size());
     }
-    std::mt19937_64 rng(seed + 3);
-    std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
-    std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
     g_values_.clear();
     h_values_.clear();
-    for (std::int64_t i = 0; i < c_.n; ++i) {
-      p.targets.push_back(i % 9 == 4 ? p.ignore_index : pick(rng));
-      g_values_.push_back(grad(rng));
-      h_values_.push_back(0.25f * grad(rng));
-    }
-    p.targets[0] = 0;
-    p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
+    testing::random_targets_and_grads(p, seed + 3, 9, 4, g_values_, h_values_);
     if (c_.targets == DType::kInt32) {
       const std::vector<std::int32_t> t32(p.targets.begin(), p.targets.end());
       t_.upload(t32.data(), t32.size() * 4);
@@ -137,8 +118,8 @@ class Fixture {
     if (!c_.backward || !with_backward) return;
     LinearLogpGrads grads;
     grads.hidden = {gx_.data(), c_.dtype, c_.n, c_.hidden, 0};
-    grads.weight = {gw_.data(), grad_weight_dtype(), c_.vocab, c_.hidden, 0};
-    if (c_.bias) grads.bias = {gb_.data(), grad_bias_dtype(), c_.vocab};
+    grads.weight = {gw_.data(), grad_dtypes().weight, c_.vocab, c_.hidden, 0};
+    if (c_.bias) grads.bias = {gb_.data(), grad_dtypes().bias, c_.vocab};
     op_.backward(in, out.lse, {g_.data(), DType::kFP32, c_.n}, {h_.data(), DType::kFP32, c_.n}, grads, stream);
   }
 
@@ -165,42 +146,14 @@ class Fixture {
 
   void expect_matches_reference(const Results& r) const {
     const auto n = static_cast<std::size_t>(c_.n);
-    const std::vector<float> logp = to_floats(r.logp, DType::kFP32, n), lse = to_floats(r.lse, DType::kFP32, n);
-    const std::vector<float> entropy = c_.entropy ? to_floats(r.entropy, DType::kFP32, n) : std::vector<float>(n, 0.0f);
-    std::vector<std::int64_t> rows(n);
-    for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::int64_t>(i);
-    const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(p_, rows);
-    double max_logp = 0, max_lse = 0, max_entropy = 0, err2 = 0, ref2 = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      ASSERT_TRUE(std::isfinite(logp[i]) && std::isfinite(lse[i])) << "row " << i << " not written";
-      if (p_.targets[i] == p_.ignore_index) {
-        EXPECT_EQ(logp[i], 0.0f) << "ignored row " << i;
-      }
-      const double d = logp[i] - ref[i].logp;
-      max_logp = std::max(max_logp, std::abs(d));
-      max_lse = std::max(max_lse, std::abs(lse[i] - ref[i].lse));
-      if (c_.entropy) max_entropy = std::max(max_entropy, std::abs(entropy[i] - ref[i].entropy));
-      err2 += d * d;
-      ref2 += ref[i].logp * ref[i].logp;
-    }
-    const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-    std::printf("[ accuracy ] %s replay: max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e\n", c_.name,
-                max_logp, max_lse, max_entropy, rel);
-    EXPECT_LT(max_logp, 2e-3);
-    EXPECT_LT(max_lse, 2e-3);
-    EXPECT_LT(max_entropy, 2e-3);
-    EXPECT_LT(rel, 1e-3);
+    testing::expect_outputs_match_reference(p_, to_floats(r.logp, DType::kFP32, n), to_floats(r.lse, DType::kFP32, n),
+                                            c_.entropy ? to_floats(r.entropy, DType::kFP32, n) : std::vector<float>{},
+                                            std::string(c_.name) + " replay");
     if (!c_.backward) return;
 
-    const ReferenceGrads grads = reference_gradients(p_, g_values_, h_values_);
-    const auto H = static_cast<std::size_t>(c_.hidden), V = static_cast<std::size_t>(c_.vocab);
-    const double dx = rel_norm(to_floats(r.grad_hidden, c_.dtype, n * H), grads.dx);
-    const double dw = rel_norm(to_floats(r.grad_weight, grad_weight_dtype(), V * H), grads.dw);
-    const double db = c_.bias ? rel_norm(to_floats(r.grad_bias, grad_bias_dtype(), V), grads.db) : 0.0;
-    std::printf("[ accuracy ] %s replay backward rel-norm dX %.2e dW %.2e db %.2e\n", c_.name, dx, dw, db);
-    EXPECT_LT(dx, grad_tolerance(c_.dtype, c_.dtype)) << "grad_hidden";
-    EXPECT_LT(dw, grad_tolerance(c_.dtype, grad_weight_dtype())) << "grad_weight";
-    EXPECT_LT(db, grad_tolerance(c_.dtype, grad_bias_dtype())) << "grad_bias";
+    testing::expect_grads_match_reference(p_, g_values_, h_values_, c_.dtype,
+                                          {r.grad_hidden, r.grad_weight, c_.bias ? &r.grad_bias : nullptr, grad_dtypes()},
+                                          std::string(c_.name) + " replay");
   }
 
  private:

@@ -111,4 +111,8 @@ double grad_tolerance(DType dz, DType out) {
   return std::max(of(dz), of(out));
 }
 
+GradDtypes grad_dtypes(DType dtype, std::optional<DType> bias, bool grad_weight_fp32) {
+  return {dtype, grad_weight_fp32 ? DType::kFP32 : dtype, grad_weight_fp32 || !bias ? DType::kFP32 : *bias};
+}
+
 }  // namespace shardjit::testing

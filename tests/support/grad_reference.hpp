@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "shardjit/dtype.hpp"
@@ -36,5 +37,12 @@ double rel_norm(const std::vector<float>& out, const std::vector<double>& ref);
 
 // The relative-norm bound of the backward tests: the coarser of dZ's type and the output's.
 double grad_tolerance(DType dz, DType out);
+
+// The dtypes a backward writes its gradients in: hidden's dtype for grad_hidden; the weight's
+// (bias's) for grad_weight (grad_bias), or fp32 with LinearLogpConfig::grad_weight_fp32.
+struct GradDtypes {
+  DType hidden, weight, bias;
+};
+GradDtypes grad_dtypes(DType dtype, std::optional<DType> bias, bool grad_weight_fp32);
 
 }  // namespace shardjit::testing

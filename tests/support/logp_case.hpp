@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <vector>
 
 #include "shardjit/linear_logp.hpp"
 #include "support/reference.hpp"
@@ -34,5 +35,11 @@ LinearLogpConfig logp_config(const LogpCase& c);
 // The fp64 reference's problem for the case: its sizes and temperature; the test fills in the
 // values and targets.
 LogpProblem logp_problem(const LogpCase& c);
+
+// Random targets for p's n rows (every `ignore_every`-th row from `ignore_at` on is ignored; row
+// 0 targets column 0 and row 1 the last valid column, the tail tile) and upstream gradients g
+// (of logp) in [-1, 1] and h (of lse) in [-0.25, 0.25], appended, from `seed`.
+void random_targets_and_grads(LogpProblem& p, std::uint64_t seed, std::int64_t ignore_every, std::int64_t ignore_at,
+                              std::vector<float>& g, std::vector<float>& h);
 
 }  // namespace shardjit::testing
