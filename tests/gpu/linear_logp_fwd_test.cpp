@@ -183,6 +183,9 @@ const FwdCase kCases[] = {
     // fp32 tile (n4096_h4096_v128256 above is all pieces).
     {"n5000_h64_v60000_cut", 5000, 64, 60000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
     {"n3000_h64_v60000_cut_fp32", 3000, 64, 60000, 0, DType::kFP32},
+    // Three row tiles on 132 multiprocessors: the one-wave split count, 44 (not a power of two),
+    // with entropy; a last row tile of 77 rows.
+    {"n333_h256_v32000_one_wave", 333, 256, 32000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpFwdTest, ::testing::ValuesIn(kCases),

@@ -85,6 +85,16 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
   return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
 }
 
+std::vector<int> vocab_split_candidates(std::int64_t row_tiles, int sm_count) {
+  std::vector<int> candidates(kVocabSplitChoices.begin(), kVocabSplitChoices.end());
+  const std::int64_t one_wave = sm_count / std::max<std::int64_t>(1, row_tiles);
+  if (one_wave >= 2 && one_wave <= kMaxVocabSplits &&
+      std::find(candidates.begin(), candidates.end(), one_wave) == candidates.end()) {
+    candidates.insert(std::upper_bound(candidates.begin(), candidates.end(), one_wave), static_cast<int>(one_wave));
+  }
+  return candidates;
+}
+
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
@@ -105,13 +115,14 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
     return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
   };
+  const std::vector<int> candidates = vocab_split_candidates(row_tiles, sms);
   double best = 0.0;
-  for (int splits : kVocabSplitChoices) {
+  for (int splits : candidates) {
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them.
   std::optional<VocabSplit> fallback;
-  for (int splits : kVocabSplitChoices) {
+  for (int splits : candidates) {
     if (!usable(splits)) break;
     if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
     if (x_fits_in_l2(splits)) return plan_for(splits);

@@ -60,10 +60,16 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 // The vocabulary split counts the forward chooses from. Split s of S walks the vocabulary tiles
 // [s P, (s + 1) P), P = ceil(V / S) (templates/linear_logp/fwd.cuh), and the combine kernel takes
 // the number of partials as an argument, so any count would work; counts between these fill the
-// last wave better on paper but ran slower (docs/perf-notes.md,
+// last wave better on paper but ran slower, except the one-wave count below (docs/perf-notes.md,
 // "Splits and block order").
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
+
+// kVocabSplitChoices plus, where it is another count from 2 to kMaxVocabSplits, the one-wave
+// count floor(SMs / row tiles): one block per multiprocessor, every block of the same length. At
+// a few row tiles it ties a power of two on paper with fewer, longer blocks (333 rows at
+// llama3-8b on an H200: 44 splits 0.519 ms, the 128 it replaces 0.618 ms). Ascending.
+std::vector<int> vocab_split_candidates(std::int64_t row_tiles, int sm_count);
 
 // A forward call's launch (templates/linear_logp/fwd_args.cuh, fwd_block_order.cuh).
 struct VocabSplit {
@@ -92,7 +98,7 @@ struct GpuShape {
 };
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
-// vocabulary columns: among the counts of kVocabSplitChoices (up to max_splits) whose
+// vocabulary columns: among the counts of vocab_split_candidates (up to max_splits) whose
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
 // once per tile). Tensor parallelism passes a wider tolerance (there every split also travels

@@ -118,12 +118,33 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
   }
 }
 
-TEST(VocabSplits, AreAlwaysOneOfTheChoicesAndAtMostTheCap) {
-  for (std::int64_t n : {1, 7, 100, 129, 1000, 4096, 100000}) {
+TEST(VocabSplits, AreAlwaysOneOfTheCandidatesAndAtMostTheCap) {
+  for (std::int64_t n : {1, 7, 100, 129, 333, 1000, 4096, 100000}) {
     const VocabSplit plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
-    EXPECT_NE(std::find(kVocabSplitChoices.begin(), kVocabSplitChoices.end(), plan.splits), kVocabSplitChoices.end());
+    const std::vector<int> candidates = vocab_split_candidates(plan.row_tiles, kH200.sm_count);
+    EXPECT_NE(std::find(candidates.begin(), candidates.end(), plan.splits), candidates.end()) << n;
     EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
   }
+}
+
+TEST(VocabSplits, CandidatesAreThePowersOfTwoAndTheOneWaveCount) {
+  const std::vector<int> powers(kVocabSplitChoices.begin(), kVocabSplitChoices.end());
+  EXPECT_EQ(vocab_split_candidates(3, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}));
+  EXPECT_EQ(vocab_split_candidates(2, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 66, 128}));
+  EXPECT_EQ(vocab_split_candidates(33, 132), powers) << "4 is a power of two already";
+  EXPECT_EQ(vocab_split_candidates(1, 132), powers) << "132 is past the most splits";
+  EXPECT_EQ(vocab_split_candidates(200, 132), powers) << "under one block per row tile";
+}
+
+TEST(VocabSplits, AFewRowTilesTakeOneFullWaveOfLongBlocks) {
+  // 333 rows at llama3-8b on the Hopper tile: 3 row tiles x 501 vocabulary tiles. 44 splits (12
+  // tiles a block, one wave of 132) tie 128 (4 tiles a block, 2.9 waves) on paper; the fewer,
+  // longer blocks ran 16 % faster.
+  const FwdTile hopper{128, 256, 64, 4, true};
+  EXPECT_EQ(choose_vocab_splits(333, 8192, 128256, hopper, kH200).splits, 44);
+  EXPECT_EQ(cut_last_waves(choose_vocab_splits(333, 8192, 128256, hopper, kH200), kH200.sm_count).blocks(), 132);
+  // Two row tiles keep 64 splits (128 blocks), which ties the one-wave 66 with fewer splits.
+  EXPECT_EQ(choose_vocab_splits(256, 8192, 128256, hopper, kH200).splits, 64);
 }
 
 TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
