@@ -4,6 +4,7 @@ reduce-scatter through shardjit.torch.reduce_scatter, over torchrun's process gr
 against torch.distributed (all_gather + a local sum, reduce_scatter_tensor).
 
     torchrun --nproc-per-node 2 examples/python/moe_combine.py
+    python3 examples/python/moe_combine.py     # one process: a group of one rank
 """
 
 import os
@@ -17,6 +18,9 @@ HIDDEN, CAPACITY, TOKENS = 4096, 1024, 512
 
 
 def main():
+    if "RANK" not in os.environ:  # not under torchrun: a one-rank group of this process
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
