@@ -141,9 +141,15 @@ def linear_logp(
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).contiguous()
     want_backward = torch.is_grad_enabled() and (
         hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
-    # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same formula).
-    forward = (_linear_logp_ops.linear_logp_forward if torch.compiler.is_compiling()
-               else _linear_logp_ops.EagerLinearLogp.apply)
+    # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same
+    # formula), and calls with nothing to differentiate skip autograd's bookkeeping too (about
+    # 30 of a call's microseconds on the host: benchmarks.md, "Through PyTorch").
+    if torch.compiler.is_compiling():
+        forward = _linear_logp_ops.linear_logp_forward
+    elif want_backward:
+        forward = _linear_logp_ops.EagerLinearLogp.apply
+    else:
+        forward = _linear_logp_ops.forward_impl
     logp, lse, entropy = forward(
         flat_hidden, weight.contiguous(), targets.reshape(-1).contiguous(),
         None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
