@@ -8,7 +8,8 @@
 
 namespace shardjit {
 
-// The process-wide "shardjit" logger (stderr), created on first use.
+// The process-wide "shardjit" logger, created on first use; its lines go to stderr or to the
+// program's handler (shardjit/logging.hpp).
 spdlog::logger& log();
 
 // Whether `name` is a level: trace, debug, info, warn, error, critical or off.

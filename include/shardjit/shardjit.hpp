@@ -6,6 +6,7 @@
 #include "shardjit/dtype.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/linear_logp.hpp"
+#include "shardjit/logging.hpp"
 #include "shardjit/moe_combine.hpp"
 #include "shardjit/prewarm.hpp"
 #include "shardjit/reduce_scatter.hpp"

@@ -14,12 +14,27 @@ as an output; an unknown dtype name).
 the communicator's timeout), and closing, like the garbage collector's destruction, waits with the
 GIL released. A closed object raises :class:`ValueError` on use; an op keeps the communicator it
 was built on until the op itself is closed.
+
+Log lines of the library (compiles, cache evictions, warnings) go to the standard ``logging``
+module's logger ``"shardjit"``, at the level SHARDJIT_LOG_LEVEL or a Runtime's ``log_level``
+lets through (default warn; the Runtime of ``shardjit.torch`` logs from info on, so that an op
+that has to compile says so, with the ``shardjit prewarm`` command that would have done it ahead).
 """
+
+import atexit as _atexit
+import os as _os
 
 try:
     from . import _shardjit
 except ImportError:  # a build tree: the extension sits on sys.path next to this package's sources
     import _shardjit  # type: ignore[no-redef]
+
+# The library's log lines go to logging.getLogger("shardjit") (filtered there, and by
+# SHARDJIT_LOG_LEVEL before): queued on the thread that logs them, handed over by one thread.
+_shardjit._start_log_forwarding()
+_atexit.register(_shardjit._stop_log_forwarding)
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_shardjit._restart_log_forwarding_after_fork)
 
 
 Runtime = _shardjit.Runtime

@@ -13,6 +13,7 @@ a device synchronize, and the captured calls run in the capture's stream order).
 """
 
 import collections
+import os
 import threading
 
 from . import _shardjit
@@ -25,11 +26,13 @@ _runtime = None
 
 def runtime():
     """The shardjit.Runtime of every op shardjit.torch builds (made on first use, options from
-    the SHARDJIT_* environment)."""
+    the SHARDJIT_* environment). It logs from info on unless SHARDJIT_LOG_LEVEL says otherwise,
+    so that the notice of an op that has to compile reaches logging.getLogger("shardjit"), which
+    shows it where the program lets INFO through."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = _shardjit.Runtime()
+            _runtime = _shardjit.Runtime(log_level=None if os.environ.get("SHARDJIT_LOG_LEVEL") else "info")
         return _runtime
 
 

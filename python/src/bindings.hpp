@@ -10,5 +10,6 @@ void bind_tensor_views(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
 void bind_linear_logp(nanobind::module_& m);
 void bind_collectives(nanobind::module_& m);
+void bind_log_forwarding(nanobind::module_& m);
 
 }  // namespace shardjit::python

@@ -12,4 +12,5 @@ NB_MODULE(_shardjit, m) {
   shardjit::python::bind_runtime(m);
   shardjit::python::bind_collectives(m);
   shardjit::python::bind_linear_logp(m);
+  shardjit::python::bind_log_forwarding(m);
 }

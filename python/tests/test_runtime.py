@@ -96,3 +96,24 @@ def test_prewarm_backward_variants_add_kernels(tmp_path):
     assert plain["failed"] == 0 and variants["failed"] == 0
     assert variants["total"] > plain["total"]
     assert variants["cached"] == plain["total"]
+
+
+def test_library_log_lines_reach_python_logging(tmp_path, monkeypatch, caplog):
+    import logging
+    import time
+
+    caplog.set_level(logging.INFO, logger="shardjit")
+    monkeypatch.setenv("SHARDJIT_LOG_LEVEL", "info")
+    result = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=str(tmp_path / "cache"), jobs=2)
+    assert result["compiled"] > 0
+
+    def compiled_lines():
+        return [r for r in caplog.records if r.name == "shardjit" and r.getMessage().startswith("compiled ")]
+
+    deadline = time.monotonic() + 30  # the lines come from the forwarding thread
+    while len(compiled_lines()) < result["compiled"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shardjit.Runtime(cache_dir=str(tmp_path / "cache"), jit=False, log_level="warn")  # the level back
+    lines = compiled_lines()
+    assert len(lines) == result["compiled"], [r.getMessage() for r in caplog.records]
+    assert all(r.levelno == logging.INFO and "sm_80" in r.getMessage() for r in lines)

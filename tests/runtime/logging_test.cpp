@@ -1,0 +1,91 @@
+// The log handler (shardjit/logging.hpp): a program takes the library's lines instead of stderr.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "runtime/logging.hpp"
+#include "shardjit/logging.hpp"
+
+namespace shardjit {
+namespace {
+
+using Lines = std::vector<std::pair<LogLevel, std::string>>;
+
+// Restores stderr and the default level whatever the test does.
+class LogHandlerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    set_log_handler(nullptr);
+    set_log_level("warn");
+  }
+
+  LogHandler recorder() {
+    return [this](LogLevel level, std::string_view text) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      lines_.emplace_back(level, std::string(text));
+    };
+  }
+  Lines lines() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  Lines lines_;
+};
+
+TEST_F(LogHandlerTest, TakesTheLinesAtOrAboveTheLevelWithTheirLevelAndText) {
+  set_log_handler(recorder());
+  set_log_level("info");
+  log().debug("below the level {}", 1);
+  log().info("compiles {} of its {} kernels", 3, 10);
+  log().warn("the kernel cache '{}' is not writable", "/x");
+  log().error("failed");
+  EXPECT_EQ(lines(), (Lines{{LogLevel::kInfo, "compiles 3 of its 10 kernels"},
+                            {LogLevel::kWarn, "the kernel cache '/x' is not writable"},
+                            {LogLevel::kError, "failed"}}));
+}
+
+TEST_F(LogHandlerTest, AnEmptyHandlerGivesTheLinesBackToStderr) {
+  set_log_handler(recorder());
+  log().warn("to the handler");
+  set_log_handler(nullptr);
+  ::testing::internal::CaptureStderr();
+  log().warn("to stderr");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(lines(), (Lines{{LogLevel::kWarn, "to the handler"}}));
+  EXPECT_NE(err.find("to stderr"), std::string::npos) << err;
+  EXPECT_NE(err.find("shardjit"), std::string::npos) << "stderr lines keep the logger's name: " << err;
+}
+
+TEST_F(LogHandlerTest, LinesFromManyThreadsReachTheHandlerOneAtATime) {
+  int inside = 0, most_inside = 0, count = 0;
+  std::mutex counters;
+  set_log_handler([&](LogLevel, std::string_view) {
+    {
+      const std::lock_guard<std::mutex> lock(counters);
+      most_inside = std::max(most_inside, ++inside);
+      ++count;
+    }
+    const std::lock_guard<std::mutex> lock(counters);
+    --inside;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 200; ++i) log().warn("line {}", i);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(count, 8 * 200);
+  EXPECT_EQ(most_inside, 1);
+}
+
+}  // namespace
+}  // namespace shardjit
