@@ -1,6 +1,6 @@
 // The C API over the C++ one: every entry point catches everything, maps shardjit::Error codes to
-// statuses and keeps the message per thread. This file: errors, the runtime, the communicator
-// and LinearLogp; runtime/c_api_collectives.cpp: ReduceScatter and MoeCombine.
+// statuses and keeps the message per thread. This file: errors, log lines, the runtime, the
+// communicator and LinearLogp; runtime/c_api_collectives.cpp: ReduceScatter and MoeCombine.
 #include "shardjit/c_api.h"
 
 #include <chrono>
@@ -8,8 +8,10 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "runtime/c_api_support.hpp"
+#include "shardjit/logging.hpp"
 
 using namespace shardjit::c_api;
 
@@ -105,6 +107,19 @@ const char* shardjit_status_name(shardjit_status status) {
 }
 
 const char* shardjit_version(void) { return shardjit::version(); }
+
+shardjit_status shardjit_set_log_handler(shardjit_log_handler handler, void* user) {
+  return guarded([&] {
+    if (handler == nullptr) {
+      shardjit::set_log_handler(nullptr);
+      return;
+    }
+    shardjit::set_log_handler([handler, user](shardjit::LogLevel level, std::string_view text) {
+      const std::string line(text);  // NUL-terminated for C
+      handler(static_cast<int>(level), line.c_str(), user);
+    });
+  });
+}
 
 void shardjit_runtime_options_init_sized(shardjit_runtime_options* options, size_t struct_size) {
   write_defaults(options, struct_size,

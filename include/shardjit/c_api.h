@@ -85,6 +85,21 @@ static inline void shardjit_runtime_options_init(shardjit_runtime_options* optio
 shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out);
 void shardjit_runtime_destroy(shardjit_runtime* runtime);
 
+/* ---- log lines (shardjit/logging.hpp) -------------------------------------------------- */
+
+/* Levels of the library's log lines, as shardjit::LogLevel. */
+enum { SHARDJIT_LOG_TRACE = 0, SHARDJIT_LOG_DEBUG, SHARDJIT_LOG_INFO, SHARDJIT_LOG_WARN, SHARDJIT_LOG_ERROR,
+       SHARDJIT_LOG_CRITICAL };
+
+/* Receives each line at or above the logger's level (SHARDJIT_LOG_LEVEL, a runtime's log_level):
+ * its level, its text (NUL-terminated, valid during the call) and the `user` pointer given with
+ * it. Runs on whichever thread logged, one line at a time; it must return promptly and must not
+ * call the library. */
+typedef void (*shardjit_log_handler)(int level, const char* text, void* user);
+
+/* Sends every later line to `handler` instead of stderr; NULL sends them to stderr again. */
+shardjit_status shardjit_set_log_handler(shardjit_log_handler handler, void* user);
+
 /* ---- tensor views (non-owning; device memory stays the caller's) ------------------------- */
 
 typedef struct shardjit_matrix {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/logging.hpp"
+#include "shardjit/c_api.h"
 #include "shardjit/logging.hpp"
 
 namespace shardjit {
@@ -85,6 +86,29 @@ TEST_F(LogHandlerTest, LinesFromManyThreadsReachTheHandlerOneAtATime) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(count, 8 * 200);
   EXPECT_EQ(most_inside, 1);
+}
+
+TEST_F(LogHandlerTest, TheCApiHandlerGetsTheLevelTheTextAndTheUserPointer) {
+  struct Seen {
+    int level = -1;
+    std::string text;
+  } seen;
+  ASSERT_EQ(shardjit_set_log_handler(
+                [](int level, const char* text, void* user) {
+                  auto* into = static_cast<Seen*>(user);
+                  into->level = level;
+                  into->text = text;
+                },
+                &seen),
+            SHARDJIT_OK);
+  log().warn("from {}", "C");
+  EXPECT_EQ(seen.level, SHARDJIT_LOG_WARN);
+  EXPECT_EQ(seen.text, "from C");
+  ASSERT_EQ(shardjit_set_log_handler(nullptr, nullptr), SHARDJIT_OK);
+  ::testing::internal::CaptureStderr();
+  log().warn("back on stderr");
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("back on stderr"), std::string::npos);
+  EXPECT_EQ(seen.text, "from C");
 }
 
 }  // namespace
