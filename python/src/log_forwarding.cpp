@@ -42,9 +42,11 @@ struct Line {
   std::string text;
 };
 
+// The thread starts with the first line, so that a process that logs nothing (or forks before
+// it does) has no thread of ours.
 class Forwarder {
  public:
-  Forwarder() : thread_([this] { run(); }) {
+  Forwarder() {
     set_log_handler([this](LogLevel level, std::string_view text) { push(python_level(level), std::string(text)); });
   }
 
@@ -70,6 +72,7 @@ class Forwarder {
         return;
       }
       queue_.push_back({level, std::move(text)});
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     }
     ready_.notify_one();
   }
@@ -90,16 +93,28 @@ class Forwarder {
 
   static void forward(const std::deque<Line>& lines, std::size_t dropped) {
     nb::gil_scoped_acquire gil;
+    nb::object logger;
     try {
-      const nb::object logger = nb::module_::import_("logging").attr("getLogger")("shardjit");
+      logger = nb::module_::import_("logging").attr("getLogger")("shardjit");
       if (dropped > 0) {
         logger.attr("log")(30, "%d log lines were dropped while Python did not take them", dropped);
       }
-      for (const Line& line : lines) logger.attr("log")(line.level, "%s", line.text);
     } catch (nb::python_error& e) {
       e.discard_as_unraisable("shardjit's log forwarding");
-    } catch (const std::exception&) {
-      // A line that cannot be handed over is lost rather than ending the process.
+      return;
+    }
+    for (const Line& line : lines) {
+      try {
+        // Bytes that are not UTF-8 (a path, a compiler's message) are replaced, not fatal.
+        const nb::object text = nb::steal(
+            PyUnicode_DecodeUTF8(line.text.data(), static_cast<Py_ssize_t>(line.text.size()), "replace"));
+        if (!text.is_valid()) throw nb::python_error();
+        logger.attr("log")(line.level, "%s", text);
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("shardjit's log forwarding");
+      } catch (const std::exception&) {
+        // A line that cannot be handed over is lost rather than ending the process.
+      }
     }
   }
 
@@ -125,10 +140,11 @@ void bind_log_forwarding(nb::module_& m) {
   m.def(
       "_stop_log_forwarding",
       [] {
-        if (forwarder == nullptr) return;
-        forwarder->stop();
-        delete forwarder;
-        forwarder = nullptr;
+        // Taken before stop() releases the GIL, so that a second call finds nothing to stop.
+        Forwarder* const stopping = std::exchange(forwarder, nullptr);
+        if (stopping == nullptr) return;
+        stopping->stop();
+        delete stopping;
       },
       "Forwards the queued lines, ends the forwarding thread and sends later lines to stderr (at exit).");
   m.def(

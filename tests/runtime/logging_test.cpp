@@ -10,6 +10,7 @@
 
 #include "runtime/logging.hpp"
 #include "shardjit/c_api.h"
+#include "shardjit/error.hpp"
 #include "shardjit/logging.hpp"
 
 namespace shardjit {
@@ -86,6 +87,23 @@ TEST_F(LogHandlerTest, LinesFromManyThreadsReachTheHandlerOneAtATime) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(count, 8 * 200);
   EXPECT_EQ(most_inside, 1);
+}
+
+TEST_F(LogHandlerTest, AHandlerThatLogsOrReplacesItselfDoesNotDeadlock) {
+  bool replace_refused = false;
+  set_log_handler([&](LogLevel, std::string_view text) {
+    if (text == "log from the handler") log().warn("logged inside the handler");  // to stderr
+    try {
+      set_log_handler(nullptr);
+    } catch (const Error& error) {
+      replace_refused = std::string(error.what()).find("inside the log handler") != std::string::npos;
+    }
+  });
+  ::testing::internal::CaptureStderr();
+  log().warn("log from the handler");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("logged inside the handler"), std::string::npos) << err;
+  EXPECT_TRUE(replace_refused);
 }
 
 TEST_F(LogHandlerTest, TheCApiHandlerGetsTheLevelTheTextAndTheUserPointer) {

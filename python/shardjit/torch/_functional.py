@@ -84,6 +84,11 @@ def _check_options(temperature, ignore_index, valid_vocab, return_entropy, retur
         raise _type_error("process_group", "a torch.distributed.ProcessGroup or None", process_group)
 
 
+def _forward_ad_active():
+    """Whether a forward-mode AD level is open (torch.autograd.forward_ad.dual_level)."""
+    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+
+
 def linear_logp(
     hidden: torch.Tensor,
     weight: torch.Tensor,
@@ -146,7 +151,7 @@ def linear_logp(
     # 30 of a call's microseconds on the host: benchmarks.md, "Through PyTorch").
     if torch.compiler.is_compiling():
         forward = _linear_logp_ops.linear_logp_forward
-    elif want_backward:
+    elif want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
         forward = _linear_logp_ops.EagerLinearLogp.apply
     else:
         forward = _linear_logp_ops.forward_impl

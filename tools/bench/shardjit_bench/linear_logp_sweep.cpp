@@ -136,8 +136,11 @@ int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timi
   if (options.dry_run) return list_points(points, timing);
   std::ofstream out;
   if (!options.out.empty()) {
-    out.open(options.out, options.resume ? std::ios::app : std::ios::trunc);
+    // Written afresh: a resumed sweep keeps the timed rows and drops failed or cut-off ones.
+    out.open(options.out, std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write sweep rows to '" + options.out + "'");
+    for (const nlohmann::json& row : rows) out << row.dump() << '\n';
+    out << std::flush;
   }
   const int jobs = options.compile_jobs > 0 ? options.compile_jobs
                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

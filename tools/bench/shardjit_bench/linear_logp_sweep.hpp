@@ -32,7 +32,7 @@ struct SweepOptions {
   std::string grid = "tools/bench/sweep_grid.json";
   bool quick = false;
   std::string out;        // JSONL file, one row per point; empty: stdout only
-  bool resume = false;    // keep out's rows of points already timed, time the others, append
+  bool resume = false;    // keep out's rows of points already timed, time the others
   bool dry_run = false;   // list the points and the estimate; no GPU
   int worst = 10;         // worst points printed per mode at the end
   int compile_jobs = 0;   // kernels compiled at once before timing; 0: the CPU's threads

@@ -70,7 +70,7 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   logp->add_flag("--quick", o.sweep.quick, "sweep: the grid's \"quick\" subset instead of \"full\"");
   logp->add_option("--out", o.sweep.out, "sweep: write one JSON row per point to this file");
   logp->add_flag("--resume", o.sweep.resume,
-                 "sweep: keep the rows of --out whose points were timed, time the rest and append them");
+                 "sweep: keep the rows of --out whose points were timed (failed ones are dropped) and time the rest");
   logp->add_flag("--dry-run", o.sweep.dry_run, "sweep: list the points and a time estimate; no GPU needed");
   logp->add_option("--worst", o.sweep.worst, "sweep: worst points printed per mode")->check(CLI::NonNegativeNumber);
   logp->add_option("--compile-jobs", o.sweep.compile_jobs, "sweep: kernels compiled at once first (0: every CPU thread)")
