@@ -90,21 +90,22 @@ class HandlerOrStderrSink final : public spdlog::sinks::sink {
 
 thread_local bool HandlerOrStderrSink::in_handler = false;
 
-const std::shared_ptr<HandlerOrStderrSink>& sink() { return HandlerOrStderrSink::sink(); }
+// A "shardjit" logger the program registered: its sinks stay and print; ours joins them for a
+// handler.
+std::shared_ptr<spdlog::logger> join_programs_logger(std::shared_ptr<spdlog::logger> existing) {
+  HandlerOrStderrSink::sink()->print_nothing_without_handler();
+  existing->sinks().push_back(HandlerOrStderrSink::sink());
+  return existing;
+}
 
-// The "shardjit" logger: ours, or the one the program registered before the library's first line
-// (its sinks stay; ours joins them for a handler).
+// The "shardjit" logger: ours, or the one the program registered before the library's first line.
 std::shared_ptr<spdlog::logger> make_logger() {
-  if (auto existing = spdlog::get("shardjit")) {
-    sink()->print_nothing_without_handler();
-    existing->sinks().push_back(sink());
-    return existing;
-  }
-  auto created = std::make_shared<spdlog::logger>("shardjit", sink());
+  if (auto existing = spdlog::get("shardjit")) return join_programs_logger(std::move(existing));
+  auto created = std::make_shared<spdlog::logger>("shardjit", HandlerOrStderrSink::sink());
   try {
     spdlog::initialize_logger(created);  // the program's spdlog pattern and error handler apply
   } catch (const spdlog::spdlog_ex&) {  // registered by another thread meanwhile
-    if (auto existing = spdlog::get("shardjit")) return existing;
+    if (auto existing = spdlog::get("shardjit")) return join_programs_logger(std::move(existing));
     throw;
   }
   created->set_level(spdlog::level::warn);
@@ -121,7 +122,7 @@ spdlog::logger& log() {
 
 void set_log_handler(LogHandler handler) {
   log();  // the logger and its sink exist before the first line
-  sink()->set_handler(std::move(handler));
+  HandlerOrStderrSink::sink()->set_handler(std::move(handler));
 }
 
 bool is_log_level(std::string_view name) {

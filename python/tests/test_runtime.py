@@ -1,5 +1,8 @@
 """cpu tier: version, Runtime options, prewarm into a cache folder."""
 
+import logging
+import time
+
 import shardjit
 import pytest
 
@@ -99,9 +102,6 @@ def test_prewarm_backward_variants_add_kernels(tmp_path):
 
 
 def test_library_log_lines_reach_python_logging(tmp_path, monkeypatch, caplog):
-    import logging
-    import time
-
     caplog.set_level(logging.INFO, logger="shardjit")
     monkeypatch.setenv("SHARDJIT_LOG_LEVEL", "info")
     result = shardjit.prewarm(64, 300, archs=["sm_80"], cache_dir=str(tmp_path / "cache"), jobs=2)

@@ -188,10 +188,24 @@ def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
     return rows
 
 
-def host_overhead(calls=2000, n=16, h=64, v=1024):
-    """{"host_us_python_call", "host_us_op_forward", "host_us_added"}: CPU time per call."""
+def host_us_per_call(fn, calls, warmup=50):
+    """Host time of one call of `fn` in microseconds: `calls` calls after `warmup`, the GPU
+    drained before and after so that only the enqueueing is timed (at a shape it keeps up with)."""
     import time
 
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def host_overhead(calls=2000, n=16, h=64, v=1024):
+    """{"host_us_python_call", "host_us_op_forward", "host_us_added"}: CPU time per call."""
     import shardjit
     from shardjit import _op_cache
 
@@ -210,14 +224,7 @@ def host_overhead(calls=2000, n=16, h=64, v=1024):
     result = {}
     with torch.no_grad():
         for name, fn in (("host_us_op_forward", direct), ("host_us_python_call", python_call)):
-            for _ in range(50):
-                fn()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            result[name] = (time.perf_counter() - start) / calls * 1e6
-            torch.cuda.synchronize()
+            result[name] = host_us_per_call(fn, calls)
     op.close()
     result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_forward"]
     result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls,

@@ -1,52 +1,64 @@
 #!/usr/bin/env python3
 """Host time per call of shardjit.torch.linear_logp and of its pieces, in microseconds: the
 op-level LinearLogp.forward called directly, the custom-op body, the autograd Function, the
-argument checks, the output allocations, the stream lookup, the op cache. A shape small enough
-that the GPU keeps up (N 16, H 64, V 1024, bf16); 3000 calls after 100, timed with
-perf_counter. Prints one JSON object.
+argument checks, the output allocations, the stream lookup, the op cache. The shape and timing of
+torch_compare.py's --host-overhead (N 16, H 64, V 1024, bf16; the GPU keeps up), 3000 calls after
+100. Prints one JSON object.
 
     python3 tools/bench/torch_host_profile.py
 """
+
 import json
-import time
+
 import torch
+
 import shardjit
 import shardjit.torch as sjt
 from shardjit import _op_cache
-from shardjit.torch import _functional as F, _linear_logp_ops as L
+from shardjit.torch import _functional, _linear_logp_ops
 
-n, h, v = 16, 64, 1024
-dev = "cuda"
-hidden = torch.randn(n, h, device=dev, dtype=torch.bfloat16)
-weight = torch.randn(v, h, device=dev, dtype=torch.bfloat16)
-targets = torch.randint(0, v, (n,), device=dev)
-op = shardjit.LinearLogp(_op_cache.runtime(), hidden=h, vocab_local=v, dtype="bf16")
-logp = torch.empty(n, device=dev); lse = torch.empty(n, device=dev)
-stream = torch.cuda.current_stream().cuda_stream
-spec = (0, 0, -100, 1.0, False, "")
-def t(fn, calls=3000):
-    for _ in range(100): fn()
-    torch.cuda.synchronize()
-    s = time.perf_counter()
-    for _ in range(calls): fn()
-    r = (time.perf_counter() - s) / calls * 1e6
-    torch.cuda.synchronize()
-    return round(r, 2)
-res = {}
-with torch.no_grad():
-    res["op.forward direct"] = t(lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream))
-    res["op.forward direct, positional only"] = t(lambda: op.forward(hidden, weight, targets, logp))
-    res["sjt.linear_logp no_grad"] = t(lambda: sjt.linear_logp(hidden, weight, targets))
-    res["forward_impl"] = t(lambda: L.forward_impl(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", False, False, True))
-    res["EagerLinearLogp.apply no_grad"] = t(lambda: L.EagerLinearLogp.apply(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", False, False, True))
-    res["checks"] = t(lambda: (F._check_tensors(hidden, weight, targets, None), F._check_options(1.0, -100, None, False, False, None, None, True)))
-    res["3 x new_empty"] = t(lambda: (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(0, dtype=torch.float32)))
-    res["current_stream"] = t(lambda: torch.cuda.current_stream(hidden.device))
-    res["op_key"] = t(lambda: L.op_key(hidden, weight, targets, None, spec, False))
-    res["cached_op"] = t(lambda: L._cached_op(hidden, weight, targets, None, spec, False))
-    res["reshape+contiguous x3"] = t(lambda: (hidden.reshape(-1, h).contiguous(), weight.contiguous(), targets.reshape(-1).contiguous()))
-    res["hidden.__dlpack__"] = t(lambda: hidden.__dlpack__())
-    res["is_compiling"] = t(lambda: torch.compiler.is_compiling())
-w2 = weight.clone().requires_grad_()
-res["sjt.linear_logp training fwd"] = t(lambda: sjt.linear_logp(hidden, w2, targets), 1000)
-print(json.dumps(res, indent=1))
+from torch_compare import host_us_per_call, make_inputs
+
+N, H, V = 16, 64, 1024
+# The custom op's arguments after the tensors: vocab_start, valid_vocab, ignore_index,
+# temperature, want_entropy, group_name, want_backward, return_lse, reduce_grad_hidden.
+OP_ARGS = (0, 0, -100, 1.0, False, "", False, False, True)
+SPEC = OP_ARGS[:6]
+
+
+def main():
+    hidden, weight, targets = make_inputs(N, H, V, 1, seed=7)[0]
+    op = shardjit.LinearLogp(_op_cache.runtime(), hidden=H, vocab_local=V, dtype="bf16")
+    logp, lse = torch.empty(N, device="cuda"), torch.empty(N, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    pieces = {
+        "op.forward direct": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
+        "op.forward direct, positional only": lambda: op.forward(hidden, weight, targets, logp),
+        "sjt.linear_logp no_grad": lambda: sjt.linear_logp(hidden, weight, targets),
+        "forward_impl": lambda: _linear_logp_ops.forward_impl(hidden, weight, targets, None, *OP_ARGS),
+        "EagerLinearLogp.apply no_grad": lambda: _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, targets, None,
+                                                                                        *OP_ARGS),
+        "checks": lambda: (_functional._check_tensors(hidden, weight, targets, None),
+                           _functional._check_options(1.0, -100, None, False, False, None, None, True)),
+        "3 x new_empty": lambda: [hidden.new_empty(rows, dtype=torch.float32) for rows in (N, N, 0)],
+        "current_stream": lambda: torch.cuda.current_stream(hidden.device),
+        "op_key": lambda: _linear_logp_ops.op_key(hidden, weight, targets, None, SPEC, False),
+        "cached_op": lambda: _linear_logp_ops._cached_op(hidden, weight, targets, None, SPEC, False),
+        "reshape+contiguous x3": lambda: (hidden.reshape(-1, H).contiguous(), weight.contiguous(),
+                                          targets.reshape(-1).contiguous()),
+        "hidden.__dlpack__": lambda: hidden.__dlpack__(),
+        "is_compiling": lambda: torch.compiler.is_compiling(),
+    }
+    result = {}
+    with torch.no_grad():
+        for name, fn in pieces.items():
+            result[name] = round(host_us_per_call(fn, 3000, warmup=100), 2)
+    trained = weight.clone().requires_grad_()
+    result["sjt.linear_logp training fwd"] = round(
+        host_us_per_call(lambda: sjt.linear_logp(hidden, trained, targets), 1000, warmup=100), 2)
+    op.close()
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
