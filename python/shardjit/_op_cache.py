@@ -6,10 +6,8 @@ least recently used op is closed when the cache is full. Its kernels stay in the
 so a rebuild costs the workspace allocation, not a compile.
 
 A shardjit op serves one call at a time and keeps its calls in order on the GPU. Each entry has
-a lock, held while a call is enqueued (microseconds), and remembers the stream of its last call:
-a call on another stream first waits on that stream's work (an event), so threads and streams
-may share the cached ops. During a CUDA-graph capture the wait is skipped (capture starts after
-a device synchronize, and the captured calls run in the capture's stream order).
+a lock, held while a call is enqueued (microseconds), and the stream of its last call
+(shardjit.torch's _enqueue.py orders a call on another stream behind it).
 """
 
 import collections
@@ -48,12 +46,13 @@ def set_runtime(value):
 class CachedOp:
     """One op of the cache with what orders its calls: a lock and the stream of its last call."""
 
-    __slots__ = ("op", "lock", "last_stream")
+    __slots__ = ("op", "lock", "last_stream", "last_stream_handle")
 
     def __init__(self, op):
         self.op = op
         self.lock = threading.Lock()
-        self.last_stream = None
+        self.last_stream = None  # a torch.cuda.Stream
+        self.last_stream_handle = None  # its cudaStream_t, as an int
 
 
 class OpCache:
@@ -127,17 +126,3 @@ def clear_op_cache():
     """Closes every cached op (collective for tensor-parallel ones: every rank calls it)."""
     _ops.clear()
 
-
-def enqueue(entry, stream, call):
-    """Runs `call(op, stream_handle)` under the entry's lock, after ordering `stream` behind the
-    stream of the entry's previous call."""
-    import torch
-
-    with entry.lock:
-        last = entry.last_stream
-        if last is not None and last != stream and not torch.cuda.is_current_stream_capturing():
-            event = torch.cuda.Event()
-            event.record(last)
-            stream.wait_event(event)
-        entry.last_stream = stream
-        return call(entry.op, stream.cuda_stream)

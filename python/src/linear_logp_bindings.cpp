@@ -88,6 +88,12 @@ LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, cons
   return in;
 }
 
+// The dtypes of grad_weight and grad_bias: the op's, or fp32 with grad_weight_fp32.
+DType weight_grad_dtype(const LinearLogpConfig& c) { return c.grad_weight_fp32 ? DType::kFP32 : c.dtype; }
+std::optional<DType> bias_grad_dtype(const LinearLogpConfig& c) {
+  return c.grad_weight_fp32 ? std::optional<DType>(DType::kFP32) : c.bias_dtype;
+}
+
 // help(): the constructors take **kwargs (the config's fields); the docstring names them.
 constexpr const char* kConfigKeywordsDoc =
     "The single-GPU op over the whole vocabulary. Keywords (the fields of shardjit::LinearLogpConfig; dtypes as "
@@ -195,13 +201,8 @@ void bind_linear_logp(nb::module_& m) {
             upstream.grad_entropy = vector_view(grad_entropy, "grad_entropy", DType::kFP32, c.device);
             LinearLogpGrads grads;
             if (grad_hidden) grads.hidden = matrix_view(*grad_hidden, "grad_hidden", c.dtype, c.device);
-            const DType weight_grad_dtype = c.grad_weight_fp32 ? DType::kFP32 : c.dtype;
-            if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype, c.device);
-            if (grad_bias) {
-              const std::optional<DType> bias_grad_dtype =
-                  c.grad_weight_fp32 ? std::optional<DType>(DType::kFP32) : c.bias_dtype;
-              grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype, c.device);
-            }
+            if (grad_weight) grads.weight = matrix_view(*grad_weight, "grad_weight", weight_grad_dtype(c), c.device);
+            if (grad_bias) grads.bias = vector_view(*grad_bias, "grad_bias", bias_grad_dtype(c), c.device);
             grads.accumulate = accumulate;
             grads.reduce_hidden = reduce_grad_hidden;
             nb::gil_scoped_release release;
@@ -217,6 +218,56 @@ void bind_linear_logp(nb::module_& m) {
           "grad_entropy the fp32 [N] upstream gradients (None: zero). grad_hidden, grad_weight, grad_bias: the "
           "gradients to write (None: not computed). reduce_grad_hidden=False leaves a tensor-parallel op's "
           "grad_hidden as this rank's partial.")
+      .def(
+          "_forward_at",
+          [](Op& self, std::int64_t rows, std::uintptr_t hidden, std::uintptr_t weight, std::uintptr_t targets,
+             std::uintptr_t logp, std::uintptr_t lse, std::uintptr_t entropy, std::uintptr_t bias,
+             std::uintptr_t stream) {
+            const std::shared_ptr<LinearLogp> op = self.use();
+            const LinearLogpConfig& c = op->config();
+            LinearLogpInputs in;
+            in.hidden = matrix_at(hidden, c.dtype, rows, c.hidden);
+            in.weight = matrix_at(weight, c.dtype, c.vocab_local, c.hidden);
+            in.targets = vector_at(targets, c.target_dtype, rows);
+            in.bias = vector_at(bias, c.bias_dtype.value_or(DType::kFP32), c.vocab_local);
+            LinearLogpOutputs out;
+            out.logp = vector_at(logp, DType::kFP32, rows);
+            out.lse = vector_at(lse, DType::kFP32, rows);
+            out.entropy = vector_at(entropy, DType::kFP32, rows);
+            nb::gil_scoped_release release;
+            op->forward(in, out, stream_arg(stream));
+          },
+          "forward() for shardjit.torch: the tensors as device addresses (0: absent) of contiguous tensors of the "
+          "op's dtypes on its device, hidden [rows, H], the others as in forward(); the caller checks all that.")
+      .def(
+          "_backward_at",
+          [](Op& self, std::int64_t rows, std::uintptr_t hidden, std::uintptr_t weight, std::uintptr_t targets,
+             std::uintptr_t bias, std::uintptr_t lse, std::uintptr_t entropy, std::uintptr_t grad_logp,
+             std::uintptr_t grad_lse, std::uintptr_t grad_entropy, std::uintptr_t grad_hidden,
+             std::uintptr_t grad_weight, std::uintptr_t grad_bias, bool reduce_grad_hidden, std::uintptr_t stream) {
+            const std::shared_ptr<LinearLogp> op = self.use();
+            const LinearLogpConfig& c = op->config();
+            LinearLogpInputs in;
+            in.hidden = matrix_at(hidden, c.dtype, rows, c.hidden);
+            in.weight = matrix_at(weight, c.dtype, c.vocab_local, c.hidden);
+            in.targets = vector_at(targets, c.target_dtype, rows);
+            in.bias = vector_at(bias, c.bias_dtype.value_or(DType::kFP32), c.vocab_local);
+            LinearLogpBackwardInputs upstream;
+            upstream.lse = vector_at(lse, DType::kFP32, rows);
+            upstream.entropy = vector_at(entropy, DType::kFP32, rows);
+            upstream.grad_logp = vector_at(grad_logp, DType::kFP32, rows);
+            upstream.grad_lse = vector_at(grad_lse, DType::kFP32, rows);
+            upstream.grad_entropy = vector_at(grad_entropy, DType::kFP32, rows);
+            LinearLogpGrads grads;
+            if (grad_hidden != 0) grads.hidden = matrix_at(grad_hidden, c.dtype, rows, c.hidden);
+            if (grad_weight != 0) grads.weight = matrix_at(grad_weight, weight_grad_dtype(c), c.vocab_local, c.hidden);
+            grads.bias = vector_at(grad_bias, bias_grad_dtype(c).value_or(DType::kFP32), c.vocab_local);
+            grads.reduce_hidden = reduce_grad_hidden;
+            nb::gil_scoped_release release;
+            op->backward(in, upstream, grads, stream_arg(stream));
+          },
+          "backward() for shardjit.torch, as _forward_at: (rows, hidden, weight, targets, bias, lse, entropy, "
+          "grad_logp, grad_lse, grad_entropy, grad_hidden, grad_weight, grad_bias, reduce_grad_hidden, stream).")
       .def(
           "check",
           [](Op& self, std::uintptr_t stream) {

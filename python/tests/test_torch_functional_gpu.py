@@ -14,6 +14,7 @@ pytestmark = pytest.mark.skipif(not has_gpu(), reason="needs PyTorch and a CUDA 
 if has_gpu():
     import torch
 
+    import shardjit
     import shardjit.torch as sjt
     from torch_reference import assert_close, leaf64, reference
 
@@ -134,6 +135,52 @@ def test_no_grad_builds_an_inference_op_and_matches():
     trained = sjt.linear_logp(hidden, weight, targets)
     assert not plain.requires_grad and trained.requires_grad
     torch.testing.assert_close(plain, trained.detach(), atol=1e-4, rtol=0)  # other kernels, other rounding
+
+
+@pytest.mark.parametrize("return_entropy, return_lse", [(False, True), (True, False), (True, True)])
+def test_no_grad_outputs_match_the_reference(return_entropy, return_lse):
+    hidden, weight, targets, bias = make("bf16", n=3 * 22, seed=21, bias_dtype=torch.float32, leading=(3, 22))
+    hidden, targets = hidden[:, :21], targets[:, :21]  # 3 x 21 rows, not contiguous: the call makes them so
+    with torch.no_grad():
+        out = sjt.linear_logp(hidden, weight, targets, bias=bias, temperature=0.7, return_entropy=return_entropy,
+                              return_lse=return_lse)
+    names = ["logp"] + ["entropy"] * return_entropy + ["lse"] * return_lse
+    ref = dict(zip(["logp", "entropy", "lse"],
+                   reference(leaf64(hidden), leaf64(weight), targets.cpu(), leaf64(bias), 0.7)))
+    for name, value in zip(names, out):
+        assert value.shape == (3, 21) and not value.requires_grad, name
+        assert_close(value, ref[name].detach(), 5e-3, name)
+
+
+def custom_op_inputs():
+    hidden, weight, targets, _ = make("bf16", seed=22)
+    return [t.detach() for t in (hidden, weight, targets)]
+
+
+@pytest.mark.parametrize("bad", ["hidden not contiguous", "weight of another H", "targets too short",
+                                 "weight of another dtype"])
+def test_custom_op_refuses_what_it_cannot_address(bad):
+    hidden, weight, targets = custom_op_inputs()
+    if bad == "hidden not contiguous":
+        hidden = torch.cat([hidden, hidden], dim=1)[:, :H]
+    elif bad == "weight of another H":
+        weight = weight[:, :H - 8].contiguous()
+    elif bad == "targets too short":
+        targets = targets[:-1]
+    else:
+        weight = weight.half()
+    name = bad.split()[0]
+    with pytest.raises(shardjit.InvalidArgumentError, match=f"shardjit::linear_logp: {name}: expected"):
+        torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", False, False, True)
+
+
+def test_custom_backward_op_refuses_an_upstream_gradient_of_another_length():
+    hidden, weight, targets = custom_op_inputs()
+    _, lse, _ = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", True,
+                                               False, True)
+    with pytest.raises(shardjit.InvalidArgumentError, match="shardjit::linear_logp_backward: grad_logp: expected"):
+        torch.ops.shardjit.linear_logp_backward(hidden, weight, targets, None, lse, None, lse[:-1].contiguous(),
+                                                None, None, 0, 0, -100, 1.0, False, "", True, True, False, True)
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])

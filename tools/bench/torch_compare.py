@@ -188,9 +188,11 @@ def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
     return rows
 
 
-def host_us_per_call(fn, calls, warmup=50):
+def host_us_per_call(fn, calls, warmup=50, with_drain=False):
     """Host time of one call of `fn` in microseconds: `calls` calls after `warmup`, the GPU
-    drained before and after so that only the enqueueing is timed (at a shape it keeps up with)."""
+    drained before and after so that only the enqueueing is timed. With `with_drain`, also the
+    time per call until the GPU has finished them: about the same as the host time where the GPU
+    was the bound (the host then waits for room in the launch queue), which the caller reports."""
     import time
 
     for _ in range(warmup):
@@ -201,32 +203,42 @@ def host_us_per_call(fn, calls, warmup=50):
         fn()
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    drained = time.perf_counter() - start
+    host_us = elapsed / calls * 1e6
+    return (host_us, drained / calls * 1e6) if with_drain else host_us
 
 
 def host_overhead(calls=2000, n=16, h=64, v=1024):
-    """{"host_us_python_call", "host_us_op_forward", "host_us_added"}: CPU time per call."""
+    """Host time per call, µs: "host_us_op_at" (the op's forward with device addresses and
+    preallocated outputs: the C++ op behind one binding call), "host_us_op_forward" (the same
+    through DLPack tensors), "host_us_python_call" (shardjit.torch.linear_logp, no gradient),
+    "host_us_python_training_call" (its forward with a weight that needs a gradient), and
+    "host_us_added" (the Python call over the op at addresses). "gpu_us_*": the same calls' time
+    until the GPU finished them."""
     import shardjit
     from shardjit import _op_cache
 
     hidden, weight, targets = make_inputs(n, h, v, 1, seed=7)[0]
+    trained = weight.clone().requires_grad_()
     op = shardjit.LinearLogp(_op_cache.runtime(), hidden=h, vocab_local=v, dtype="bf16")
     logp = torch.empty(n, device="cuda")
     lse = torch.empty(n, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
+    addresses = (hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), lse.data_ptr())
 
-    def direct():
-        op.forward(hidden, weight, targets, logp, lse=lse, stream=stream)
-
-    def python_call():
-        sjt.linear_logp(hidden, weight, targets)
-
+    calls_by_name = {
+        "op_at": lambda: op._forward_at(n, *addresses, 0, 0, stream),
+        "op_forward": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
+        "python_call": lambda: sjt.linear_logp(hidden, weight, targets),
+    }
     result = {}
     with torch.no_grad():
-        for name, fn in (("host_us_op_forward", direct), ("host_us_python_call", python_call)):
-            result[name] = host_us_per_call(fn, calls)
+        for name, fn in calls_by_name.items():
+            result["host_us_" + name], result["gpu_us_" + name] = host_us_per_call(fn, calls, with_drain=True)
+    result["host_us_python_training_call"], result["gpu_us_python_training_call"] = host_us_per_call(
+        lambda: sjt.linear_logp(hidden, trained, targets), calls, with_drain=True)
     op.close()
-    result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_forward"]
+    result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_at"]
     result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls,
                    "device": torch.cuda.get_device_name(), "torch": torch.__version__})
     return result

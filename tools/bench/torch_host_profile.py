@@ -15,7 +15,7 @@ import torch
 import shardjit
 import shardjit.torch as sjt
 from shardjit import _op_cache
-from shardjit.torch import _functional, _linear_logp_ops
+from shardjit.torch import _enqueue, _functional, _linear_logp_ops
 
 from torch_compare import host_us_per_call, make_inputs
 
@@ -31,17 +31,25 @@ def main():
     op = shardjit.LinearLogp(_op_cache.runtime(), hidden=H, vocab_local=V, dtype="bf16")
     logp, lse = torch.empty(N, device="cuda"), torch.empty(N, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
+    addresses = (hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), lse.data_ptr())
+    device = hidden.get_device()
+    entry = _linear_logp_ops._cached_op(hidden, weight, targets, None, SPEC, False)
     pieces = {
+        "op._forward_at direct": lambda: op._forward_at(N, *addresses, 0, 0, stream),
         "op.forward direct": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
         "op.forward direct, positional only": lambda: op.forward(hidden, weight, targets, logp),
         "sjt.linear_logp no_grad": lambda: sjt.linear_logp(hidden, weight, targets),
+        "forward_no_grad": lambda: _linear_logp_ops.forward_no_grad(hidden, weight, targets, None, *OP_ARGS),
         "forward_impl": lambda: _linear_logp_ops.forward_impl(hidden, weight, targets, None, *OP_ARGS),
+        "enqueue of an empty call": lambda: _enqueue.enqueue(entry, device, lambda op, stream: None),
+        "input checks of the custom op": lambda: _linear_logp_ops._expect_inputs("op", hidden, weight, targets, None),
         "EagerLinearLogp.apply no_grad": lambda: _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, targets, None,
                                                                                         *OP_ARGS),
         "checks": lambda: (_functional._check_tensors(hidden, weight, targets, None),
                            _functional._check_options(1.0, -100, None, False, False, None, None, True)),
         "3 x new_empty": lambda: [hidden.new_empty(rows, dtype=torch.float32) for rows in (N, N, 0)],
         "current_stream": lambda: torch.cuda.current_stream(hidden.device),
+        "raw current stream": lambda: torch._C._cuda_getCurrentRawStream(device),
         "op_key": lambda: _linear_logp_ops.op_key(hidden, weight, targets, None, SPEC, False),
         "cached_op": lambda: _linear_logp_ops._cached_op(hidden, weight, targets, None, SPEC, False),
         "reshape+contiguous x3": lambda: (hidden.reshape(-1, H).contiguous(), weight.contiguous(),

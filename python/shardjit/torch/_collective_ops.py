@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .. import _op_cache, _shardjit
-from . import _groups
+from . import _enqueue, _groups
 from ._linear_logp_ops import dtype_name
 
 _PATHS = ("auto", "peer", "nccl")
@@ -29,8 +29,7 @@ def reduce_scatter_op(input: torch.Tensor, group_name: str, rows_per_rank: List[
 
     entry = _op_cache.ops().get(key, build)
     output = input.new_empty(rows_per_rank[rank], input.shape[1])
-    _op_cache.enqueue(entry, torch.cuda.current_stream(input.device),
-                      lambda op, stream: op.run(input, output, stream))
+    _enqueue.enqueue(entry, device, lambda op, stream: op.run(input, output, stream))
     return output
 
 
@@ -54,8 +53,7 @@ def moe_combine_op(rows: torch.Tensor, positions: torch.Tensor, gates: Optional[
 
     entry = _op_cache.ops().get(key, build)
     output = rows.new_empty(positions.shape[0], rows.shape[1])
-    _op_cache.enqueue(entry, torch.cuda.current_stream(rows.device),
-                      lambda op, stream: op.run(rows, positions, output, gates=gates, stream=stream))
+    _enqueue.enqueue(entry, device, lambda op, stream: op.run(rows, positions, output, gates=gates, stream=stream))
     return output
 
 

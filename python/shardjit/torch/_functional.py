@@ -48,8 +48,10 @@ def _check_tensors(hidden, weight, targets, bias):
             raise _value_error("bias", f"expected [{weight.shape[0]}] (V_local), got shape {tuple(bias.shape)}")
         if _linear_logp_ops.dtype_name(bias.dtype) is None:
             raise TypeError(f"{_NAME}: bias: expected bfloat16, float16 or float32, got {bias.dtype}")
+    # get_device() is the CUDA index, cheaper than comparing torch.device objects; -1 off CUDA.
+    device = hidden.get_device()
     for what, tensor in (("weight", weight), ("targets", targets), ("bias", bias)):
-        if tensor is not None and tensor.device != hidden.device:
+        if tensor is not None and (tensor.get_device() != device or (device < 0 and tensor.device != hidden.device)):
             raise _value_error(what, f"expected a tensor on {hidden.device} (hidden's device), got {tensor.device}")
 
 
@@ -135,33 +137,38 @@ def linear_logp(
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
                    reduce_grad_hidden)
     # Last, so that every check above can be exercised on CPU tensors.
-    if hidden.device.type != "cuda":
+    if not hidden.is_cuda:
         raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
     if process_group is None:
         group_name, start = "", 0
     else:
         group_name = process_group.group_name
         start = -1 if vocab_start is None else vocab_start
-    leading = hidden.shape[:-1]
-    flat_hidden = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+    # [N, H] and [N] go as they are (a reshape is a new tensor object: about a microsecond each).
+    flat = hidden.dim() == 2
+    leading = None if flat else hidden.shape[:-1]
+    flat_hidden = (hidden if flat else hidden.reshape(-1, hidden.shape[-1])).contiguous()
+    flat_targets = (targets if flat else targets.reshape(-1)).contiguous()
     want_backward = torch.is_grad_enabled() and (
         hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
     # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same
-    # formula), and calls with nothing to differentiate skip autograd's bookkeeping too (about
-    # 30 of a call's microseconds on the host: benchmarks.md, "Through PyTorch").
+    # formula), and calls with nothing to differentiate skip autograd's bookkeeping and the
+    # outputs not asked for (benchmarks.md, "Through PyTorch", has the host time of each).
     if torch.compiler.is_compiling():
         forward = _linear_logp_ops.linear_logp_forward
     elif want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
         forward = _linear_logp_ops.EagerLinearLogp.apply
     else:
-        forward = _linear_logp_ops.forward_impl
+        forward = _linear_logp_ops.forward_no_grad
     logp, lse, entropy = forward(
-        flat_hidden, weight.contiguous(), targets.reshape(-1).contiguous(),
+        flat_hidden, weight.contiguous(), flat_targets,
         None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
         return_entropy, group_name, want_backward, return_lse, reduce_grad_hidden)
-    outputs = [logp.view(leading)]
+    if not (return_entropy or return_lse):
+        return logp if flat else logp.view(leading)
+    outputs = [logp]
     if return_entropy:
-        outputs.append(entropy.view(leading))
+        outputs.append(entropy)
     if return_lse:
-        outputs.append(lse.view(leading))
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        outputs.append(lse)
+    return tuple(outputs) if flat else tuple(output.view(leading) for output in outputs)

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import _op_cache, _shardjit
-from . import _groups
+from . import _enqueue, _groups
 
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _TARGET_DTYPE_NAMES = {torch.int32: "int32", torch.int64: "int64"}
@@ -62,26 +62,85 @@ def _cached_op(hidden, weight, targets, bias, spec, want_backward):
     return _op_cache.ops().get(key, lambda: _build(key))
 
 
+def _address(tensor):
+    return 0 if tensor is None else tensor.data_ptr()
+
+
+_FLOAT_DTYPES = tuple(_DTYPE_NAMES)
+_TARGET_DTYPES = tuple(_TARGET_DTYPE_NAMES)
+_FP32 = (torch.float32,)
+
+
+def _expect(op_name, name, tensor, shape, dtypes, device):
+    """Refuses what an address would misread: the ops hand shardjit addresses of contiguous
+    tensors, not views it could check. linear_logp() has made its arguments so; this guards
+    direct calls of the custom ops (torch.ops.shardjit.*)."""
+    if (tensor.shape == shape and tensor.dtype in dtypes and tensor.get_device() == device
+            and tensor.is_contiguous()):
+        return
+    wanted = " or ".join(str(dtype).replace("torch.", "") for dtype in dtypes)
+    raise _shardjit.InvalidArgumentError(
+        f"{op_name}: {name}: expected a contiguous {wanted} tensor of shape {tuple(shape)} on cuda:{device}, got "
+        f"{str(tensor.dtype).replace('torch.', '')} {tuple(tensor.shape)} on {tensor.device}"
+        f"{'' if tensor.is_contiguous() else ', not contiguous'}")
+
+
+def _expect_inputs(op_name, hidden, weight, targets, bias):
+    """The inputs of both ops: hidden [N, H], weight [V_local, H], targets [N], bias [V_local]."""
+    if hidden.dim() != 2:
+        raise _shardjit.InvalidArgumentError(f"{op_name}: hidden: expected [N, H], got shape {tuple(hidden.shape)}")
+    if not hidden.is_cuda:
+        raise _shardjit.InvalidArgumentError(f"{op_name}: hidden: expected a CUDA tensor, got one on {hidden.device}")
+    n, h = hidden.shape
+    device = hidden.get_device()
+    _expect(op_name, "hidden", hidden, (n, h), _FLOAT_DTYPES, device)
+    _expect(op_name, "weight", weight, weight.shape[:1] + (h,), (hidden.dtype,), device)
+    _expect(op_name, "targets", targets, (n,), _TARGET_DTYPES, device)
+    if bias is not None:
+        _expect(op_name, "bias", bias, (weight.shape[0],), _FLOAT_DTYPES, device)
+    return n
+
+
+def _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy):
+    """The forward of `entry`'s op on the current stream; lse and entropy may be None. The
+    tensors go as addresses (their dtypes and shapes are the op's key, and contiguous)."""
+
+    def call(op, stream):
+        op._forward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(),
+                       _address(lse), _address(entropy), _address(bias), stream)
+
+    _enqueue.enqueue(entry, hidden.get_device(), call)
+
+
 def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                        bias: Optional[torch.Tensor], vocab_start: int, valid_vocab: int, ignore_index: int,
-                        temperature: float, want_entropy: bool, group_name: str, want_backward: bool,
-                        return_lse: bool, reduce_grad_hidden: bool
-                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 bias: Optional[torch.Tensor], vocab_start: int, valid_vocab: int, ignore_index: int,
+                 temperature: float, want_entropy: bool, group_name: str, want_backward: bool,
+                 return_lse: bool, reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(logp, lse, entropy), fp32 [N]; entropy is empty unless want_entropy. return_lse and
     reduce_grad_hidden are for the backward (whether lse has a gradient, whether grad_hidden is
     summed over the group)."""
+    n = _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+    logp = hidden.new_empty(n, dtype=torch.float32)
+    lse = hidden.new_empty(n, dtype=torch.float32)
+    entropy = hidden.new_empty(n if want_entropy else 0, dtype=torch.float32)
+    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy if want_entropy else None)
+    return logp, lse, entropy
+
+
+def forward_no_grad(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature,
+                    want_entropy, group_name, want_backward, return_lse, reduce_grad_hidden):
+    """forward_impl for linear_logp() calls with nothing to differentiate (want_backward False),
+    whose arguments linear_logp() has checked: only the outputs asked for are made, the others
+    come back as None."""
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
     entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
     n = hidden.shape[0]
     logp = hidden.new_empty(n, dtype=torch.float32)
-    lse = hidden.new_empty(n, dtype=torch.float32)
-    entropy = hidden.new_empty(n if want_entropy else 0, dtype=torch.float32)
-
-    def call(op, stream):
-        op.forward(hidden, weight, targets, logp, lse=lse, entropy=entropy if want_entropy else None, bias=bias,
-                   stream=stream)
-
-    _op_cache.enqueue(entry, torch.cuda.current_stream(hidden.device), call)
+    lse = hidden.new_empty(n, dtype=torch.float32) if return_lse else None
+    entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
+    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy)
     return logp, lse, entropy
 
 
@@ -99,14 +158,21 @@ def _(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, tem
 
 
 def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         bias: Optional[torch.Tensor], lse: torch.Tensor, entropy: Optional[torch.Tensor],
-                         grad_logp: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor],
-                         grad_entropy: Optional[torch.Tensor], vocab_start: int, valid_vocab: int,
-                         ignore_index: int, temperature: float, want_entropy: bool, group_name: str,
-                         want_grad_hidden: bool, want_grad_weight: bool, want_grad_bias: bool,
-                         reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  bias: Optional[torch.Tensor], lse: torch.Tensor, entropy: Optional[torch.Tensor],
+                  grad_logp: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor],
+                  grad_entropy: Optional[torch.Tensor], vocab_start: int, valid_vocab: int,
+                  ignore_index: int, temperature: float, want_entropy: bool, group_name: str,
+                  want_grad_hidden: bool, want_grad_weight: bool, want_grad_bias: bool,
+                  reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_hidden, grad_weight, grad_bias) in the dtypes of hidden, weight and bias; each one
     not wanted is empty."""
+    op_name = "shardjit::linear_logp_backward"
+    n = _expect_inputs(op_name, hidden, weight, targets, bias)
+    device = hidden.get_device()
+    for name, vector in (("lse", lse), ("entropy", entropy), ("grad_logp", grad_logp), ("grad_lse", grad_lse),
+                         ("grad_entropy", grad_entropy)):
+        if vector is not None:
+            _expect(op_name, name, vector, (n,), _FP32, device)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
     entry = _cached_op(hidden, weight, targets, bias, spec, True)
     grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
@@ -114,14 +180,15 @@ def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
     grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
 
     def call(op, stream):
-        op.backward(hidden, weight, targets, lse, grad_hidden if want_grad_hidden else None,
-                    grad_logp=grad_logp, grad_lse=grad_lse, grad_entropy=grad_entropy,
-                    entropy=entropy if grad_entropy is not None else None,
-                    grad_weight=grad_weight if want_grad_weight else None,
-                    grad_bias=grad_bias if want_grad_bias and bias is not None else None,
-                    bias=bias, reduce_grad_hidden=reduce_grad_hidden, stream=stream)
+        op._backward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), _address(bias),
+                        lse.data_ptr(), _address(entropy if grad_entropy is not None else None),
+                        _address(grad_logp), _address(grad_lse), _address(grad_entropy),
+                        grad_hidden.data_ptr() if want_grad_hidden else 0,
+                        grad_weight.data_ptr() if want_grad_weight else 0,
+                        grad_bias.data_ptr() if want_grad_bias and bias is not None else 0,
+                        reduce_grad_hidden, stream)
 
-    _op_cache.enqueue(entry, torch.cuda.current_stream(hidden.device), call)
+    _enqueue.enqueue(entry, hidden.get_device(), call)
     return grad_hidden, grad_weight, grad_bias
 
 

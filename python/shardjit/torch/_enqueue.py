@@ -1,0 +1,42 @@
+"""Calls of cached ops on the caller's current CUDA stream, kept in order across streams.
+
+A shardjit op keeps its calls in order on the GPU within one stream. A call on another stream
+than the one of the entry's previous call first waits on that stream's work (an event), so that
+threads and streams may share the cached ops. During a CUDA-graph capture the wait is skipped
+(capture starts after a device synchronize, and the captured calls run in the capture's stream
+order).
+
+The current stream is read as its raw handle, a fraction of a microsecond; torch.cuda.current_stream
+builds a Stream object, about 3 us a call. That object is made only where the stream changes,
+and the entry keeps it while it is the last one's, so the event is recorded on a stream that still
+exists.
+"""
+
+import torch
+
+try:
+    _raw_current_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # a torch without it: the public lookup, slower
+    def _raw_current_stream(device):
+        return torch.cuda.current_stream(device).cuda_stream
+
+
+def enqueue(entry, device, call):
+    """Runs `call(op, stream_handle)` for the op of `entry` (a _op_cache.CachedOp) under its lock,
+    on the current stream of CUDA device `device` (an index), after ordering that stream behind
+    the stream of the entry's previous call."""
+    stream = _raw_current_stream(device)
+    with entry.lock:
+        if entry.last_stream_handle != stream:
+            _follow_last_stream(entry, device, stream)
+        return call(entry.op, stream)
+
+
+def _follow_last_stream(entry, device, handle):
+    current = torch.cuda.current_stream(device)
+    if entry.last_stream is not None and not torch.cuda.is_current_stream_capturing():
+        event = torch.cuda.Event()
+        event.record(entry.last_stream)
+        current.wait_event(event)
+    entry.last_stream = current
+    entry.last_stream_handle = handle
