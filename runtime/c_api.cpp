@@ -249,6 +249,7 @@ void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config,
   defaults.target_dtype = static_cast<shardjit_dtype>(cpp.target_dtype);
   defaults.ignore_index = cpp.ignore_index;
   defaults.temperature = cpp.temperature;
+  defaults.keep_logits_bytes = cpp.keep_logits_bytes;
   write_defaults(config, struct_size, defaults);
 }
 

@@ -196,7 +196,7 @@ typedef struct shardjit_linear_logp_config {
   int dz_fp32;
   int64_t backward_workspace_bytes; /* 0: 256 MiB */
   float grad_filter_threshold;      /* 0: exact */
-  int64_t keep_logits_bytes;        /* 0: keep no more than the dZ buffer and the accumulator hold */
+  int64_t keep_logits_bytes;        /* 256 MiB by default; 0: keep no more than the dZ buffer and the accumulator hold */
 } shardjit_linear_logp_config;
 
 void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config, size_t struct_size);

@@ -52,7 +52,8 @@ class CaseBuffers {
   CaseBuffers& operator=(const CaseBuffers&) = delete;
 
   void *targets = nullptr, *logp = nullptr, *lse = nullptr, *entropy = nullptr;
-  void *grad_logp = nullptr, *grad_lse = nullptr, *grad_hidden = nullptr, *grad_weight = nullptr;
+  void *grad_logp = nullptr, *grad_lse = nullptr, *grad_entropy = nullptr, *grad_hidden = nullptr,
+       *grad_weight = nullptr;
 
  private:
   void allocate(const LinearLogpCase& c) {
@@ -63,13 +64,16 @@ class CaseBuffers {
     for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
     grad_logp = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 1.0f, 3);
     grad_lse = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.1f, 4);
+    if (c.entropy) grad_entropy = random_device(static_cast<std::size_t>(c.n), DType::kFP32, 0.05f, 5);
     if (c.backward) {
       check_cuda(cudaMalloc(&grad_hidden, static_cast<std::size_t>(c.n * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
       check_cuda(cudaMalloc(&grad_weight, static_cast<std::size_t>(c.vocab * c.hidden) * dtype_size(c.dtype)), "cudaMalloc");
     }
   }
   void release() {
-    for (void* p : {targets, logp, lse, entropy, grad_logp, grad_lse, grad_hidden, grad_weight}) cudaFree(p);
+    for (void* p : {targets, logp, lse, entropy, grad_logp, grad_lse, grad_entropy, grad_hidden, grad_weight}) {
+      cudaFree(p);
+    }
   }
 };
 
@@ -118,6 +122,13 @@ class FusedCall {
     if (c.entropy) out_.entropy = {b_.entropy, DType::kFP32, c.n};
     grads_.hidden = {b_.grad_hidden, c.dtype, c.n, c.hidden, 0};
     grads_.weight = {b_.grad_weight, c.dtype, c.vocab, c.hidden, 0};
+    upstream_.lse = out_.lse;
+    upstream_.grad_logp = {b_.grad_logp, DType::kFP32, c.n};
+    upstream_.grad_lse = {b_.grad_lse, DType::kFP32, c.n};
+    if (c.entropy) {  // a loss with an entropy term: its gradient too
+      upstream_.entropy = out_.entropy;
+      upstream_.grad_entropy = {b_.grad_entropy, DType::kFP32, c.n};
+    }
   }
 
   void operator()() {
@@ -128,8 +139,7 @@ class FusedCall {
     in.targets = {b_.targets, DType::kInt64, c_.n};
     op_.forward(in, out_, stream_);
     if (!c_.backward) return;
-    op_.backward(in, {b_.lse, DType::kFP32, c_.n}, {b_.grad_logp, DType::kFP32, c_.n}, {b_.grad_lse, DType::kFP32, c_.n},
-                 grads_, stream_);
+    op_.backward(in, upstream_, grads_, stream_);
   }
 
  private:
@@ -139,6 +149,7 @@ class FusedCall {
   const CaseBuffers& b_;
   cudaStream_t stream_;
   LinearLogpOutputs out_;
+  LinearLogpBackwardInputs upstream_;
   LinearLogpGrads grads_;
   std::size_t turn_ = 0;
 };

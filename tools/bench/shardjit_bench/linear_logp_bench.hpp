@@ -9,6 +9,7 @@
 
 #include "gpu_timer.hpp"
 #include "shardjit/dtype.hpp"
+#include "shardjit/linear_logp.hpp"
 
 namespace shardjit::bench {
 
@@ -18,7 +19,7 @@ struct LinearLogpCase {
   DType dtype = DType::kBF16;
   bool entropy = false;
   bool backward = false;  // time forward + backward instead of the forward alone
-  std::int64_t keep_logits_bytes = 0;  // LinearLogpConfig::keep_logits_bytes
+  std::int64_t keep_logits_bytes = LinearLogpConfig{}.keep_logits_bytes;
 };
 
 // The tp=1 cases of shapes.json.

@@ -9,6 +9,7 @@
 #include "linear_logp_tp_bench.hpp"
 #include "reduce_scatter_bench.hpp"
 #include "shardjit/dtype.hpp"
+#include "shardjit/linear_logp.hpp"
 
 namespace {
 
@@ -21,7 +22,7 @@ struct LogpOptions {
   std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
   std::int64_t n = 0, hidden = 0, vocab = 0;
   bool entropy = false, backward = false;
-  std::int64_t keep_logits_bytes = 0;
+  std::int64_t keep_logits_bytes = shardjit::LinearLogpConfig{}.keep_logits_bytes;
   bool sweeping = false;
   SweepOptions sweep;
 };
@@ -57,11 +58,11 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   logp->add_option("--hidden", o.hidden, "hidden size");
   logp->add_option("--vocab", o.vocab, "vocabulary rows");
   logp->add_option("--dtype", o.dtype, "bf16, fp16 or fp32");
-  logp->add_flag("--entropy", o.entropy, "also compute the entropy");
+  logp->add_flag("--entropy", o.entropy, "also compute the entropy (with --backward: and take its gradient)");
   logp->add_flag("--backward", o.backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
   logp->add_option("--keep-logits-bytes", o.keep_logits_bytes,
                    "with --backward: bytes the op may add to keep logits for the backward (LinearLogpConfig::"
-                   "keep_logits_bytes; 0: the default)")
+                   "keep_logits_bytes; default: the op's)")
       ->check(CLI::NonNegativeNumber);
   logp->add_flag("--sweep", o.sweeping,
                  "time every point of a grid of heads, TP shards, row counts, dtypes and modes (--grid); JSONL rows "
