@@ -28,6 +28,7 @@ int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::i
 
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most) {
   const std::int64_t cols = chunks.chunk_cols;
+  if (most >= 1 && chunks.chunks == 1) return 1;
   if (most < 1 || chunks.chunks < 2 || cols % fwd_tile_cols != 0 || cols >= valid_local) return 0;
   if (most < 2 || chunks.kept_band_rows == 0 || 2 * cols >= valid_local) return 1;
   // k chunks end before the valid columns do where k x cols < valid_local.
@@ -71,7 +72,8 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   }
   launch.kept_cols = launch.kept_chunks * launch.chunks.chunk_cols;
   launch.kept_tiles = static_cast<int>(launch.kept_cols / bwd.specs->dz_tile.bn);
-  launch.split = vocab_split(n_rows, launch.kept_cols);
+  launch.forward_kernel = launch.kept_cols < layout.valid_local;
+  if (launch.forward_kernel) launch.split = vocab_split(n_rows, launch.kept_cols);
   // Sources past what the combine merges keep one chunk fewer.
   if (launch.sources() > kMaxCombineSources) return forward_launch(n_rows, launch.kept_chunks - 1);
   return launch;

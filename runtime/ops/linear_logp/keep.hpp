@@ -38,19 +38,22 @@ int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::i
 bool op_keeps_chunks(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
 
 // How many chunks a forward may keep, at most `most`, by the backward's chunks of its rows
-// alone: none where there is a single chunk (no recompute to spare), or where a chunk does not
-// end on a forward tile (of fwd_tile_cols columns) or before the valid columns do; two or more
-// where the accumulator's memory can hold the second (kept_band_rows), as many as end before the
-// valid columns do (the forward kernel keeps at least one column, and the backward at least one
-// chunk that it recomputes).
+// alone. A single chunk (calls of few rows: the whole shard is one chunk of dZ) is kept whole,
+// and the forward kernel then does not run: the kept chunk's kernel computes every column. Of
+// several chunks none where a chunk does not end on a forward tile (of fwd_tile_cols columns) or
+// before the valid columns do; two or more where the accumulator's memory can hold the second
+// (kept_band_rows), as many as end before the valid columns do (the forward kernel keeps at
+// least one column, and the backward at least one chunk that it recomputes).
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most);
 
 // A single-GPU forward call's launch: the forward kernel's vocabulary split over the shard's
 // columns from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols),
 // which the kept chunk's kernel computes instead (0: none). The combine merges the splits'
-// sources, then a source per column tile of the kept chunks.
+// sources, then a source per column tile of the kept chunks. Where the kept chunks hold every
+// column (a single chunk kept whole), the forward kernel does not run.
 struct ForwardLaunch {
   VocabSplit split;
+  bool forward_kernel = true;
   int kept_chunks = 0;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
@@ -62,7 +65,8 @@ struct ForwardLaunch {
   // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).
   std::uint64_t capture = 0;
 
-  int sources() const { return split.sources() + kept_tiles; }
+  int forward_sources() const { return forward_kernel ? split.sources() : 0; }
+  int sources() const { return forward_sources() + kept_tiles; }
 };
 
 // What an op's last forward kept for its backward: the first chunk's logits in the dZ buffer,

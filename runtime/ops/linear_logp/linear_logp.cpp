@@ -199,7 +199,7 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.n = call.n;
   kept.hidden_stride = call.hidden_stride;
   kept.weight_stride = call.weight_stride;
-  kept.cols = chunks.chunk_cols;
+  kept.cols = chunks.chunk(0).cols;  // a single chunk ends at the shard's end
   kept.dz = bwd.dz_buffer.as<void>();
   kept.partials = partials;
   kept.capture = launch.capture;
@@ -253,11 +253,13 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   ensure_workspace(call.n * launch.sources(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
-  if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.split.sources(), stream);
-  kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-  args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
-  const std::int64_t x_rows = stage_small_call(args, stream);
-  launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, x_rows, stream);
+  if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
+  if (launch.forward_kernel) {
+    kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
+    args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
+    const std::int64_t x_rows = stage_small_call(args, stream);
+    launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, x_rows, stream);
+  }
   launch_logp_combine(*combine, combine_args(call, partials, launch.sources()), stream);
   bwd.kept = kept;
 }

@@ -36,7 +36,9 @@ TEST(KeepableChunks, FollowTheChunksShape) {
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 1), 1) << "the call's limit";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 0), 0);
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 2), 1) << "no room for the second";
-  EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 2), 0) << "a single chunk";
+  EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 2), 1) << "a single chunk: whole";
+  EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 100000, 256, 1), 1) << "padding and all";
+  EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 0), 0) << "the call keeps none";
   EXPECT_EQ(keepable_chunks(chunks_of(8320, 128256, true), 128256, 256, 2), 0) << "not on a forward tile";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 8192, 256, 2), 0) << "past the valid columns";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 20000, true), 16000, 256, 2), 1) << "the second past them";
@@ -57,7 +59,8 @@ TEST(KeptChunksBudget, TheTwoInPlaceAndWholeChunksOfTheKeepBuffer) {
   const std::int64_t n = 16384;
   const std::int64_t chunk = n * 8192 * 2;  // 256 MiB: llama3-8b-16k's chunk of the default dZ budget
   EXPECT_EQ(kept_chunk_bytes(chunks, n), static_cast<std::size_t>(chunk));
-  EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 2) << "the default: today's two";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 2) << "no keep buffer: the two in place";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, LinearLogpConfig{}.keep_logits_bytes), 3) << "the default: one further";
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk - 1), 2);
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 3);
   EXPECT_EQ(kept_chunks_budget(chunks, n, 3 * chunk + chunk / 2), 5);
