@@ -310,10 +310,11 @@ TEST(GraphCaptureKeptChunk, ABackwardCapturedApartFromItsForwardRecomputes) {
 // Without max_rows a first call inside a capture would have to allocate: refused with an error
 // that names the remedy, before the refused call enqueues anything, so that the capture ends
 // clean and the stream stays usable (the eager call after it matches the reference). First the
-// forward's workspace, then, after an eager forward, the backward's buffers.
+// forward's workspace, then, after an eager forward, the backward's buffers. fp32, whose forward
+// keeps no logits for the backward: a forward that keeps them sizes the backward's buffers.
 TEST(GraphCaptureGrowthTest, GrowthDuringCaptureIsRefusedByName) {
   if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
-  GraphCase c{"grow_n300_h128_v5000", 300, 128, 5000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, true};
+  GraphCase c{"grow_n300_h128_v5000", 300, 128, 5000, 0, DType::kFP32, std::nullopt, DType::kInt64, 1.0f, false, true};
   c.sized_at_build = false;
   const DeviceContext& device = testing::test_device();
   ScopedContext scope(device);
