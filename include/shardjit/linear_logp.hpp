@@ -61,7 +61,8 @@ struct LinearLogpConfig {
   // many chunks as fit. The default, 256 MiB, is one chunk more at the default dZ chunk (about
   // 0.8 GiB beyond the gradients in all at llama3-8b's head with 16k rows); 0: no more than the
   // first two. Only ops that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ
-  // kernel, no gradient filter). With max_rows set, the whole budget is allocated at build.
+  // kernel, no gradient filter). With max_rows set, what calls of up to max_rows rows can use of it
+  // is allocated at build (none where they have at most three chunks).
   std::int64_t keep_logits_bytes = std::int64_t{256} << 20;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of

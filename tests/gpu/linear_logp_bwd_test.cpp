@@ -387,6 +387,10 @@ const BwdCase kCases[] = {
     {"n1000_h64_v50257_entropy_bf16", 1000, 64, 50257, 0, DType::kBF16, kNoBias, DType::kInt32, 1.0f, kEntropy},
     {"n129_h64_v300_pad_all_fp16", 129, 64, 300, 290, DType::kFP16, DType::kFP16, DType::kInt32, 1.3f, kAll, true},
     {"n1_h200_v50257_lse_entropy_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLse | kEntropy},
+    // One chunk kept whole whose last two column tiles lie wholly in the padding (valid 4500 of
+    // 5000 rows: tiles from column 4608 on), with ignored rows and every output's gradient.
+    {"n200_h128_v5000_pad_tiles_kept_whole", 200, 128, 5000, 4500, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f,
+     kAll, true},
     {"n1000_h136_v300_chunks_all_fp32", 1000, 136, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 0.5f, kAll, true,
      true, false, false, 1000 * 128 * 4},
     {"n300_h128_v20000_pad_chunks_kept_all", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,

@@ -7,9 +7,10 @@ threads and streams may share the cached ops. During a CUDA-graph capture the wa
 order).
 
 The current stream is read as its raw handle, a fraction of a microsecond; torch.cuda.current_stream
-builds a Stream object, about 3 us a call. That object is made only where the stream changes,
-and the entry keeps it while it is the last one's, so the event is recorded on a stream that still
-exists.
+builds a Stream object, about 3 us a call. That object is made only where the stream changes, and
+the entry keeps it while it is the last one's, to record the event on. PyTorch's own streams live
+as long as the process; a stream made outside PyTorch (torch.cuda.ExternalStream) must outlive the
+calls made on it, as for any CUDA work.
 """
 
 import torch
@@ -34,7 +35,9 @@ def enqueue(entry, device, call):
 
 def _follow_last_stream(entry, device, handle):
     current = torch.cuda.current_stream(device)
-    if entry.last_stream is not None and not torch.cuda.is_current_stream_capturing():
+    with torch.cuda.device(device):  # the capture query looks at the current device's stream
+        capturing = torch.cuda.is_current_stream_capturing()
+    if entry.last_stream is not None and not capturing:
         event = torch.cuda.Event()
         event.record(entry.last_stream)
         current.wait_event(event)

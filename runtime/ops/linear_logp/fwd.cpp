@@ -161,7 +161,8 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
   std::int64_t most = 0;
   for (std::int64_t rows = bm; rows < n_rows + bm; rows += bm) {
     const std::int64_t r = std::min(rows, n_rows);
-    most = std::max(most, r * sources_for(r));
+    const std::int64_t first = rows - bm + 1;  // the tile's fewest rows: the widest kept chunks
+    most = std::max(most, r * std::max(sources_for(first), sources_for(r)));
   }
   return most;
 }

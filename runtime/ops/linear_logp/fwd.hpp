@@ -131,8 +131,10 @@ inline constexpr int kFwdPieceTiles = 8;
 double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
 
 // The most partial rows (sources x rows) any call of up to n_rows rows needs, given the partial
-// sources a call of `rows` rows writes. Those depend on the rows only through the number of
-// BM-row tiles, so every tile count is visited (a few thousand at most).
+// sources a call of `rows` rows writes. The forward kernel's depend on the rows only through the
+// number of BM-row tiles, so every tile count is visited (a few thousand at most); the kept
+// chunks' also through their width, which narrows as the rows grow, so each tile is counted at
+// its most rows with the larger of its first and last row counts' sources.
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
 // One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`

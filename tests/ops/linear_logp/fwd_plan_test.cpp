@@ -158,6 +158,14 @@ TEST(VocabSplits, PartialRowsBoundEveryCallUpToTheRows) {
   EXPECT_EQ(bound, most);
 }
 
+TEST(VocabSplits, PartialRowsBoundSourcesThatFallWithinARowTile) {
+  // A call keeps its one whole chunk (a source per column tile) up to 1046 rows, then two chunks
+  // of about half the tiles: the most is at 1046 rows, inside the row tile (1024, 1152].
+  auto sources_for = [](std::int64_t rows) { return rows <= 1046 ? 501 : 260; };
+  EXPECT_GE(max_partial_rows(2000, 128, sources_for), 1046 * 501);
+  EXPECT_LE(max_partial_rows(2000, 128, sources_for), 1152 * 501) << "one tile's rows over, at most";
+}
+
 // The kernel's block arithmetic (fwd_block_work, fwd_block_tiles) on the host: every (row tile,
 // vocabulary tile) is computed by exactly one block, and every partial source of every row tile
 // is written by exactly one block, with or without cut units.

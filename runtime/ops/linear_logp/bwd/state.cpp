@@ -65,9 +65,15 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
-    reserve(reserve_chunks(c.max_rows), nullptr);
-    if (specs->keep && c.keep_logits_bytes > 0) {
-      grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(c.keep_logits_bytes), device, nullptr,
+    const BackwardChunks most = reserve_chunks(c.max_rows);
+    reserve(most, nullptr);
+    // The keep buffer holds chunks from the third on, and only of calls with more chunks than
+    // that (one is always recomputed): calls of up to max_rows rows keep at most chunks - 3
+    // there, none larger than the dZ budget. An op whose calls cannot use it allocates none.
+    const std::int64_t usable = std::max<std::int64_t>(most.chunks - 3, 0) * backward_workspace_budget(c);
+    const std::int64_t keep_bytes = std::min(c.keep_logits_bytes, usable);
+    if (specs->keep && keep_bytes > 0) {
+      grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(keep_bytes), device, nullptr,
                              "LinearLogp: the keep buffer");
     }
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
