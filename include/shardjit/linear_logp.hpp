@@ -58,11 +58,13 @@ struct LinearLogpConfig {
   // and the grad_hidden accumulator (which hold the first two kept vocabulary chunks at no extra
   // cost): each further chunk kept is one recompute of its logits fewer in the backward, for
   // about N x chunk columns x 2 bytes (about backward_workspace_bytes) each. The forward keeps as
-  // many chunks as fit. The default, 256 MiB, is one chunk more at the default dZ chunk (about
-  // 0.8 GiB beyond the gradients in all at llama3-8b's head with 16k rows); 0: no more than the
-  // first two. Only ops that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ
-  // kernel, no gradient filter). With max_rows set, what calls of up to max_rows rows can use of it
-  // is allocated at build (none where they have at most three chunks).
+  // many chunks as fit, further chunks only beside the second (which fits in the accumulator
+  // where a chunk is at most 2 x hidden columns: about 16k rows and more at hidden 4096). The
+  // default, 256 MiB, is one chunk more at the default dZ chunk (about 0.8 GiB beyond the
+  // gradients in all at llama3-8b's head with 16k rows); 0: no more than the first two. Only ops
+  // that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ kernel, no gradient
+  // filter). With max_rows set, what calls of up to max_rows rows can use of it is allocated at
+  // build (none where they keep no second chunk or have at most three).
   std::int64_t keep_logits_bytes = std::int64_t{256} << 20;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
