@@ -26,6 +26,12 @@ int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::i
   return kChunksKeptInPlace + static_cast<int>(further);
 }
 
+std::int64_t keep_buffer_bytes_at_build(const BackwardChunks& most, std::int64_t chunk_budget,
+                                        std::int64_t keep_bytes) {
+  const std::int64_t further = most.kept_band_rows > 0 ? std::max<std::int64_t>(most.chunks - 3, 0) : 0;
+  return std::clamp<std::int64_t>(further * chunk_budget, 0, std::max<std::int64_t>(keep_bytes, 0));
+}
+
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most) {
   const std::int64_t cols = chunks.chunk_cols;
   if (most >= 1 && chunks.chunks == 1) return 1;

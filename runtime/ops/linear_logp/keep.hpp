@@ -30,6 +30,14 @@ std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows);
 // buffer: the two in place plus as many whole chunks as the keep buffer holds.
 int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::int64_t keep_bytes);
 
+// The keep buffer an op with max_rows allocates at build, of its `keep_bytes`: what calls of up
+// to max_rows rows can use, given `most`, the chunks of max_rows rows (backward_chunks_reserve),
+// and `chunk_budget`, the dZ budget that bounds every chunk. Further chunks are kept only beside
+// the second (most.kept_band_rows: the most rows have the narrowest chunks, its best chance) and
+// only of calls with more chunks than that, one always recomputed: at most chunks - 3 of them.
+std::int64_t keep_buffer_bytes_at_build(const BackwardChunks& most, std::int64_t chunk_budget,
+                                        std::int64_t keep_bytes);
+
 // Whether an op keeps chunks from its forward: a single-GPU op (tp = 1) whose dZ kernel runs the
 // Hopper loop, with a 16-bit dZ (the kept fp16 values turn into it in place) and no filter (whose
 // tile mask only the dZ kernel writes). TP ops keep nothing: their partials are gathered across

@@ -54,6 +54,18 @@ TEST(KeepableChunks, AsManyAsEndBeforeTheValidColumns) {
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 24577, 256, 40), 3) << "valid columns bound it";
 }
 
+TEST(KeepBufferAtBuild, OnlyWhatCallsOfUpToMaxRowsCanKeep) {
+  const std::int64_t budget = std::int64_t{256} << 20;
+  BackwardChunks most = chunks_of(8192, 128256, true);  // 16 chunks, a second kept in the accumulator
+  EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, budget), budget) << "one further chunk: the default";
+  EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, std::int64_t{8} << 30), 13 * budget) << "16 - 3 at most";
+  EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, 0), 0);
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(8192, 128256, false), budget, budget), 0) << "no second chunk";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(32256, 128256, true), budget, budget), budget) << "four chunks";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(43008, 128256, true), budget, budget), 0) << "three chunks";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(128256, 128256, true), budget, budget), 0) << "one chunk";
+}
+
 TEST(KeptChunksBudget, TheTwoInPlaceAndWholeChunksOfTheKeepBuffer) {
   const BackwardChunks chunks = chunks_of(8192, 128256, true);
   const std::int64_t n = 16384;

@@ -67,14 +67,8 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
     ScopedContext scope(device);
     const BackwardChunks most = reserve_chunks(c.max_rows);
     reserve(most, nullptr);
-    // The keep buffer holds chunks from the third on, kept only beside the second (which needs
-    // room in the accumulator, kept_band_rows: chunks of at most 2H columns, so the most rows are
-    // its best chance) and only of calls with more chunks than that (one is always recomputed):
-    // calls of up to max_rows rows keep at most chunks - 3 there, none larger than the dZ budget.
-    // An op whose calls cannot use it allocates none.
-    const std::int64_t further = most.kept_band_rows > 0 ? std::max<std::int64_t>(most.chunks - 3, 0) : 0;
-    const std::int64_t usable = further * backward_workspace_budget(c);
-    const std::int64_t keep_bytes = std::min(c.keep_logits_bytes, usable);
+    const std::int64_t keep_bytes =
+        keep_buffer_bytes_at_build(most, backward_workspace_budget(c), c.keep_logits_bytes);
     if (specs->keep && keep_bytes > 0) {
       grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(keep_bytes), device, nullptr,
                              "LinearLogp: the keep buffer");
