@@ -88,6 +88,18 @@ LinearLogpInputs inputs_of(const LinearLogpConfig& c, const Tensor& hidden, cons
   return in;
 }
 
+// The inputs given as device addresses (shardjit.torch's calls, tensor_views.hpp): hidden and
+// targets of `rows` rows, weight and bias of the op's shape, in its dtypes.
+LinearLogpInputs inputs_at(const LinearLogpConfig& c, std::int64_t rows, std::uintptr_t hidden,
+                           std::uintptr_t weight, std::uintptr_t targets, std::uintptr_t bias) {
+  LinearLogpInputs in;
+  in.hidden = matrix_at(hidden, c.dtype, rows, c.hidden);
+  in.weight = matrix_at(weight, c.dtype, c.vocab_local, c.hidden);
+  in.targets = vector_at(targets, c.target_dtype, rows);
+  in.bias = vector_at(bias, c.bias_dtype.value_or(DType::kFP32), c.vocab_local);
+  return in;
+}
+
 // The dtypes of grad_weight and grad_bias: the op's, or fp32 with grad_weight_fp32.
 DType weight_grad_dtype(const LinearLogpConfig& c) { return c.grad_weight_fp32 ? DType::kFP32 : c.dtype; }
 std::optional<DType> bias_grad_dtype(const LinearLogpConfig& c) {
@@ -226,11 +238,7 @@ void bind_linear_logp(nb::module_& m) {
              std::uintptr_t stream) {
             const std::shared_ptr<LinearLogp> op = self.use();
             const LinearLogpConfig& c = op->config();
-            LinearLogpInputs in;
-            in.hidden = matrix_at(hidden, c.dtype, rows, c.hidden);
-            in.weight = matrix_at(weight, c.dtype, c.vocab_local, c.hidden);
-            in.targets = vector_at(targets, c.target_dtype, rows);
-            in.bias = vector_at(bias, c.bias_dtype.value_or(DType::kFP32), c.vocab_local);
+            const LinearLogpInputs in = inputs_at(c, rows, hidden, weight, targets, bias);
             LinearLogpOutputs out;
             out.logp = vector_at(logp, DType::kFP32, rows);
             out.lse = vector_at(lse, DType::kFP32, rows);
@@ -248,11 +256,7 @@ void bind_linear_logp(nb::module_& m) {
              std::uintptr_t grad_weight, std::uintptr_t grad_bias, bool reduce_grad_hidden, std::uintptr_t stream) {
             const std::shared_ptr<LinearLogp> op = self.use();
             const LinearLogpConfig& c = op->config();
-            LinearLogpInputs in;
-            in.hidden = matrix_at(hidden, c.dtype, rows, c.hidden);
-            in.weight = matrix_at(weight, c.dtype, c.vocab_local, c.hidden);
-            in.targets = vector_at(targets, c.target_dtype, rows);
-            in.bias = vector_at(bias, c.bias_dtype.value_or(DType::kFP32), c.vocab_local);
+            const LinearLogpInputs in = inputs_at(c, rows, hidden, weight, targets, bias);
             LinearLogpBackwardInputs upstream;
             upstream.lse = vector_at(lse, DType::kFP32, rows);
             upstream.entropy = vector_at(entropy, DType::kFP32, rows);

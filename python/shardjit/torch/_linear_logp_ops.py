@@ -112,6 +112,18 @@ def _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy):
     _enqueue.enqueue(entry, hidden.get_device(), call)
 
 
+def _forward(hidden, weight, targets, bias, spec, want_backward, want_lse):
+    """Enqueues the forward of the op of `spec` into new fp32 [N] outputs: (logp, lse, entropy),
+    lse None unless want_lse, entropy None unless the spec's want_entropy."""
+    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+    n = hidden.shape[0]
+    logp = hidden.new_empty(n, dtype=torch.float32)
+    lse = hidden.new_empty(n, dtype=torch.float32) if want_lse else None
+    entropy = hidden.new_empty(n, dtype=torch.float32) if spec[4] else None
+    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy)
+    return logp, lse, entropy
+
+
 def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                  bias: Optional[torch.Tensor], vocab_start: int, valid_vocab: int, ignore_index: int,
                  temperature: float, want_entropy: bool, group_name: str, want_backward: bool,
@@ -119,14 +131,10 @@ def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     """(logp, lse, entropy), fp32 [N]; entropy is empty unless want_entropy. return_lse and
     reduce_grad_hidden are for the backward (whether lse has a gradient, whether grad_hidden is
     summed over the group)."""
-    n = _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
+    _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
-    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
-    logp = hidden.new_empty(n, dtype=torch.float32)
-    lse = hidden.new_empty(n, dtype=torch.float32)
-    entropy = hidden.new_empty(n if want_entropy else 0, dtype=torch.float32)
-    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy if want_entropy else None)
-    return logp, lse, entropy
+    logp, lse, entropy = _forward(hidden, weight, targets, bias, spec, want_backward, True)
+    return logp, lse, entropy if entropy is not None else hidden.new_empty(0, dtype=torch.float32)
 
 
 def forward_no_grad(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature,
@@ -135,13 +143,7 @@ def forward_no_grad(hidden, weight, targets, bias, vocab_start, valid_vocab, ign
     whose arguments linear_logp() has checked: only the outputs asked for are made, the others
     come back as None."""
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
-    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
-    n = hidden.shape[0]
-    logp = hidden.new_empty(n, dtype=torch.float32)
-    lse = hidden.new_empty(n, dtype=torch.float32) if return_lse else None
-    entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
-    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy)
-    return logp, lse, entropy
+    return _forward(hidden, weight, targets, bias, spec, want_backward, return_lse)
 
 
 linear_logp_forward = torch.library.custom_op("shardjit::linear_logp", forward_impl, mutates_args=(),
