@@ -17,18 +17,21 @@ std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows) 
   return static_cast<std::size_t>(std::max<std::int64_t>(n_rows, 0)) * static_cast<std::size_t>(chunks.dz_stride) * 2;
 }
 
+int chunks_kept_in_place(const BackwardChunks& chunks) { return chunks.kept_band_rows > 0 ? 2 : 1; }
+
 int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::int64_t keep_bytes) {
   const std::size_t chunk = kept_chunk_bytes(chunks, n_rows);
-  if (chunk == 0 || keep_bytes <= 0) return kChunksKeptInPlace;
+  const int in_place = chunks_kept_in_place(chunks);
+  if (chunk == 0 || keep_bytes <= 0) return in_place;
   // No more further chunks than the call has chunks: the count stays an int.
   const std::size_t further = std::min(static_cast<std::size_t>(keep_bytes) / chunk,
                                        static_cast<std::size_t>(std::max<std::int64_t>(chunks.chunks, 0)));
-  return kChunksKeptInPlace + static_cast<int>(further);
+  return in_place + static_cast<int>(further);
 }
 
 std::int64_t keep_buffer_bytes_at_build(const BackwardChunks& most, std::int64_t chunk_budget,
                                         std::int64_t keep_bytes) {
-  const std::int64_t further = most.kept_band_rows > 0 ? std::max<std::int64_t>(most.chunks - 3, 0) : 0;
+  const std::int64_t further = std::max<std::int64_t>(most.chunks - 1 - chunks_kept_in_place(most), 0);
   return std::clamp<std::int64_t>(further * chunk_budget, 0, std::max<std::int64_t>(keep_bytes, 0));
 }
 
@@ -36,7 +39,7 @@ int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int 
   const std::int64_t cols = chunks.chunk_cols;
   if (most >= 1 && chunks.chunks == 1) return 1;
   if (most < 1 || chunks.chunks < 2 || cols % fwd_tile_cols != 0 || cols >= valid_local) return 0;
-  if (most < 2 || chunks.kept_band_rows == 0 || 2 * cols >= valid_local) return 1;
+  if (most < 2 || 2 * cols >= valid_local) return 1;
   // k chunks end before the valid columns do where k x cols < valid_local.
   return static_cast<int>(std::min<std::int64_t>(most, (valid_local - 1) / cols));
 }
@@ -51,8 +54,10 @@ KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& ch
                chunks.chunks >= 3 && chunks.chunk(1).cols == kept.cols &&
                (!call.grad_hidden || chunks.kept_band_rows > 0);
   const int further = kept.further_chunks;
-  if (use.second && further > 0 && kept.keep_buffer == call.keep_buffer && chunks.chunks > 2 + further &&
-      chunks.chunk(1 + further).cols == kept.cols) {
+  use.further_begin = kept.further_begin;
+  const std::int64_t end = kept.further_begin + further;  // the first chunk past them
+  if (use.first && further > 0 && kept.keep_buffer == call.keep_buffer && chunks.chunks > end &&
+      chunks.chunk(end - 1).cols == kept.cols) {
     use.further = further;
   }
   return use;
@@ -71,11 +76,10 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
     launch.split = vocab_split(n_rows);
     return launch;
   }
-  if (launch.kept_chunks < 2) launch.chunks.accumulator_bytes = 0;  // the forward writes nothing there
-  if (launch.kept_chunks > kChunksKeptInPlace) {
-    launch.keep_buffer_bytes =
-        static_cast<std::size_t>(launch.kept_chunks - kChunksKeptInPlace) * kept_chunk_bytes(launch.chunks, n_rows);
-  }
+  const int in_place = std::min(launch.kept_chunks, chunks_kept_in_place(launch.chunks));
+  if (in_place < 2) launch.chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  launch.keep_buffer_bytes =
+      static_cast<std::size_t>(launch.kept_chunks - in_place) * kept_chunk_bytes(launch.chunks, n_rows);
   launch.kept_cols = launch.kept_chunks * launch.chunks.chunk_cols;
   launch.kept_tiles = static_cast<int>(launch.kept_cols / bwd.specs->dz_tile.bn);
   launch.forward_kernel = launch.kept_cols < layout.valid_local;

@@ -17,9 +17,10 @@
 namespace shardjit {
 
 // The backward chunks a forward keeps in the buffers the backward has anyway: the first in the
-// dZ buffer, the second in the grad_hidden accumulator's memory (BackwardChunks::kept_band_rows).
-// Chunks from the third on go to the keep buffer, whose size config.keep_logits_bytes bounds.
-inline constexpr int kChunksKeptInPlace = 2;
+// dZ buffer, and the second in the grad_hidden accumulator's memory where that can hold it
+// (BackwardChunks::kept_band_rows). The chunks after those go to the keep buffer, whose size
+// config.keep_logits_bytes bounds.
+int chunks_kept_in_place(const BackwardChunks& chunks);
 // "As many chunks as the op and the budget allow", for forward_launch.
 inline constexpr int kAnyKeptChunks = 1 << 20;
 
@@ -27,14 +28,16 @@ inline constexpr int kAnyKeptChunks = 1 << 20;
 std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows);
 
 // The most chunks a forward of n_rows rows under `chunks` may keep with `keep_bytes` of keep
-// buffer: the two in place plus as many whole chunks as the keep buffer holds.
+// buffer: the ones in place plus as many whole chunks as the keep buffer holds.
 int kept_chunks_budget(const BackwardChunks& chunks, std::int64_t n_rows, std::int64_t keep_bytes);
 
 // The keep buffer an op with max_rows allocates at build, of its `keep_bytes`: what calls of up
 // to max_rows rows can use, given `most`, the chunks of max_rows rows (backward_chunks_reserve),
-// and `chunk_budget`, the dZ budget that bounds every chunk. Further chunks are kept only beside
-// the second (most.kept_band_rows: the most rows have the narrowest chunks, its best chance) and
-// only of calls with more chunks than that, one always recomputed: at most chunks - 3 of them.
+// and `chunk_budget`, the dZ budget that bounds every chunk. A call keeps at most all its chunks
+// but one (one is always recomputed) and takes the keep buffer for those past the ones in place;
+// fewer rows have as many chunks or fewer, so most.chunks - 1 - chunks_kept_in_place(most) bound
+// every call's (a call with fewer chunks than max_rows has at least one fewer, and at most one
+// fewer in place).
 std::int64_t keep_buffer_bytes_at_build(const BackwardChunks& most, std::int64_t chunk_budget,
                                         std::int64_t keep_bytes);
 
@@ -49,9 +52,9 @@ bool op_keeps_chunks(const LinearLogpConfig& config, const FwdTile& dz_tile, DTy
 // alone. A single chunk (calls of few rows: the whole shard is one chunk of dZ) is kept whole,
 // and the forward kernel then does not run: the kept chunk's kernel computes every column. Of
 // several chunks none where a chunk does not end on a forward tile (of fwd_tile_cols columns) or
-// before the valid columns do; two or more where the accumulator's memory can hold the second
-// (kept_band_rows), as many as end before the valid columns do (the forward kernel keeps at
-// least one column, and the backward at least one chunk that it recomputes).
+// before the valid columns do; otherwise up to `most` (which kept_chunks_budget bounds by the
+// room in place and in the keep buffer), as many as end before the valid columns do (the forward
+// kernel keeps at least one column, and the backward at least one chunk that it recomputes).
 int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int fwd_tile_cols, int most);
 
 // A single-GPU forward call's launch: the forward kernel's vocabulary split over the shard's
@@ -97,9 +100,11 @@ struct KeptChunk {
   // chunk was kept.
   void* second = nullptr;
   const void* accumulator = nullptr;
-  // Chunks 2 .. 1 + further_chunks, one after the other (kept_chunk_bytes each) in the keep
-  // buffer, whose address is `keep_buffer` (a growth would move it).
+  // Chunks further_begin .. further_begin + further_chunks - 1, one after the other
+  // (kept_chunk_bytes each) in the keep buffer, whose address is `keep_buffer` (a growth would
+  // move it); further_begin is chunks_kept_in_place of the forward's chunks, 1 or 2.
   void* further = nullptr;
+  int further_begin = 2;
   int further_chunks = 0;
   const void* keep_buffer = nullptr;
   kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
@@ -132,10 +137,12 @@ struct BackwardKeptMatch {
 struct KeptChunksUse {
   bool first = false;   // chunk 0's logits, in the dZ buffer
   bool second = false;  // chunk 1's, in the accumulator: its grad_hidden product runs first, in bands
-  int further = 0;      // chunks 2 .. 1 + further, in the keep buffer
+  int further_begin = 2;  // KeptChunk::further_begin
+  int further = 0;        // chunks further_begin .. further_begin + further - 1, in the keep buffer
 
   bool uses(std::int64_t index) const {
-    return (index == 0 && first) || (index == 1 && second) || (index >= 2 && index < 2 + further);
+    return (index == 0 && first) || (index == 1 && second) ||
+           (index >= further_begin && index < further_begin + further);
   }
 };
 
@@ -143,8 +150,9 @@ struct KeptChunksUse {
 // its output) and rows, as wide as the call's first chunk, in the dZ buffer as it is now, and in
 // the call's capture sequence. The second where the first is used, it was kept, the accumulator
 // is as it was, the call has at least three chunks of the kept width, and its grad_hidden
-// product (if asked for) can run in bands. The further ones where the second is used, the keep
-// buffer is as it was, and the call has a chunk past them.
+// product (if asked for) can run in bands. The further ones where the first is used, the keep
+// buffer is as it was, and the call has a chunk past them; they do not need the second, which
+// lies elsewhere.
 KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call);
 
 }  // namespace shardjit

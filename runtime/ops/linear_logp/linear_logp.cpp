@@ -181,8 +181,8 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   bwd.reserve(chunks, stream);
   bwd.reserve_split(chunks, call.n, stream);
   const FwdTile& dz_tile = bwd.specs->dz_tile;
-  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end, the further ones into the
-  // keep buffer; a chunk's tile partials follow the ones of the chunk before.
+  // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end where it holds it, the ones
+  // after those into the keep buffer; a chunk's tile partials follow the ones of the chunk before.
   auto keep = [&](std::int64_t index, void* logits) {
     const BackwardChunk chunk = chunks.chunk(index);
     kernels::LinearLogpBwdDzArgs args =
@@ -204,19 +204,20 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.partials = partials;
   kept.capture = launch.capture;
   keep(0, bwd.dz_buffer.as<void>());
-  if (launch.kept_chunks >= 2) {
+  kept.further_begin = chunks_kept_in_place(chunks);
+  if (launch.kept_chunks >= 2 && kept.further_begin == 2) {
     kept.second = bwd.accumulator.as<char>() + chunks.accumulator_kept_offset;
     kept.accumulator = bwd.accumulator.as<void>();
     keep(1, kept.second);
   }
-  if (launch.kept_chunks > kChunksKeptInPlace) {
+  if (launch.kept_chunks > kept.further_begin) {
     grow_buffer_for_stream(bwd.keep_buffer, launch.keep_buffer_bytes, device, stream, "LinearLogp: the keep buffer");
     kept.keep_buffer = bwd.keep_buffer.as<void>();
     kept.further = bwd.keep_buffer.as<void>();
-    kept.further_chunks = launch.kept_chunks - kChunksKeptInPlace;
+    kept.further_chunks = launch.kept_chunks - kept.further_begin;
     const std::size_t chunk_bytes = kept_chunk_bytes(chunks, call.n);
     for (int i = 0; i < kept.further_chunks; ++i) {
-      keep(kChunksKeptInPlace + i, bwd.keep_buffer.as<char>() + static_cast<std::size_t>(i) * chunk_bytes);
+      keep(kept.further_begin + i, bwd.keep_buffer.as<char>() + static_cast<std::size_t>(i) * chunk_bytes);
     }
   }
   return kept;

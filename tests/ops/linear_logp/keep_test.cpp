@@ -35,7 +35,7 @@ TEST(KeepableChunks, FollowTheChunksShape) {
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 2), 2);
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 1), 1) << "the call's limit";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, true), 128256, 256, 0), 0);
-  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 2), 1) << "no room for the second";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 2), 2) << "the second in the keep buffer";
   EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 2), 1) << "a single chunk: whole";
   EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 100000, 256, 1), 1) << "padding and all";
   EXPECT_EQ(keepable_chunks(chunks_of(128256, 128256, true), 128256, 256, 0), 0) << "the call keeps none";
@@ -48,7 +48,7 @@ TEST(KeepableChunks, AsManyAsEndBeforeTheValidColumns) {
   const BackwardChunks chunks = chunks_of(8192, 128256, true);  // 16 chunks, the last 5,376 wide
   EXPECT_EQ(keepable_chunks(chunks, 128256, 256, 5), 5) << "the budget's limit";
   EXPECT_EQ(keepable_chunks(chunks, 128256, 256, 40), 15) << "one chunk left to recompute";
-  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 40), 1) << "no room for the second";
+  EXPECT_EQ(keepable_chunks(chunks_of(8192, 128256, false), 128256, 256, 40), 15) << "all but the first in the keep buffer";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40000, true), 40000, 256, 40), 4);
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 40960, 256, 40), 4) << "5 x 8192 is all of it";
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 24577, 256, 40), 3) << "valid columns bound it";
@@ -60,13 +60,17 @@ TEST(KeepBufferAtBuild, OnlyWhatCallsOfUpToMaxRowsCanKeep) {
   EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, budget), budget) << "one further chunk: the default";
   EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, std::int64_t{8} << 30), 13 * budget) << "16 - 3 at most";
   EXPECT_EQ(keep_buffer_bytes_at_build(most, budget, 0), 0);
-  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(8192, 128256, false), budget, budget), 0) << "no second chunk";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(8192, 128256, false), budget, budget), budget) << "no second in place";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(8192, 128256, false), budget, std::int64_t{8} << 30), 14 * budget)
+      << "16 - 2 at most: the second in the keep buffer too";
+  EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(43008, 128256, false), budget, budget), budget)
+      << "three chunks, the second in the keep buffer";
   EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(32256, 128256, true), budget, budget), budget) << "four chunks";
   EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(43008, 128256, true), budget, budget), 0) << "three chunks";
   EXPECT_EQ(keep_buffer_bytes_at_build(chunks_of(128256, 128256, true), budget, budget), 0) << "one chunk";
 }
 
-TEST(KeptChunksBudget, TheTwoInPlaceAndWholeChunksOfTheKeepBuffer) {
+TEST(KeptChunksBudget, TheOnesInPlaceAndWholeChunksOfTheKeepBuffer) {
   const BackwardChunks chunks = chunks_of(8192, 128256, true);
   const std::int64_t n = 16384;
   const std::int64_t chunk = n * 8192 * 2;  // 256 MiB: llama3-8b-16k's chunk of the default dZ budget
@@ -81,6 +85,20 @@ TEST(KeptChunksBudget, TheTwoInPlaceAndWholeChunksOfTheKeepBuffer) {
   EXPECT_EQ(kept_chunks_budget(chunks, 0, chunk), 2) << "no rows";
   // Together: at 4 GiB the forward keeps 15 of the 16 chunks; the backward recomputes the last.
   EXPECT_EQ(keepable_chunks(chunks, 128256, 256, kept_chunks_budget(chunks, n, std::int64_t{4} << 30)), 15);
+}
+
+TEST(KeptChunksBudget, OneInPlaceWhereTheAccumulatorCannotHoldTheSecond) {
+  // qwen2.5-7b at 4097 rows: five chunks of 30,464 columns, each wider than the accumulator's rows.
+  const std::int64_t n = 4097;
+  const BackwardChunks chunks = chunks_of(30464, 152064, false);
+  const std::int64_t chunk = n * 30464 * 2;
+  EXPECT_EQ(chunks_kept_in_place(chunks), 1);
+  EXPECT_EQ(chunks_kept_in_place(chunks_of(8192, 128256, true)), 2);
+  EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 1) << "no keep buffer: the first alone";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 2) << "the second in the keep buffer";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, LinearLogpConfig{}.keep_logits_bytes), 2) << "the default holds one chunk";
+  EXPECT_EQ(keepable_chunks(chunks, 152064, 256, kept_chunks_budget(chunks, n, std::int64_t{4} << 30)), 4)
+      << "all but the last";
 }
 
 TEST(KeptChunksBudget, NegativeBudgetIsRefusedByName) {
@@ -168,9 +186,10 @@ TEST_F(UsableKeptChunks, TheFirstAloneWhereTheAccumulatorChanged) {
   EXPECT_FALSE(usable_kept_chunks(kept, chunks, call).second) << "only the first was kept";
 }
 
-TEST_F(UsableKeptChunks, FurtherChunksWithTheSecondAndTheirKeepBuffer) {
+TEST_F(UsableKeptChunks, FurtherChunksWithTheirKeepBuffer) {
   int further = 0, keep = 0, other_keep = 0;
   kept.further = &further;
+  kept.further_begin = 2;
   kept.further_chunks = 3;
   kept.keep_buffer = &keep;
   call.keep_buffer = &keep;
@@ -185,10 +204,33 @@ TEST_F(UsableKeptChunks, FurtherChunksWithTheSecondAndTheirKeepBuffer) {
   other.accumulator_grew = true;
   use = usable_kept_chunks(kept, chunks, other);
   EXPECT_TRUE(use.first);
-  EXPECT_EQ(use.further, 0) << "not without the second";
-  EXPECT_FALSE(use.uses(2));
+  EXPECT_FALSE(use.second);
+  EXPECT_EQ(use.further, 3) << "the keep buffer does not depend on the accumulator";
+  EXPECT_TRUE(use.uses(2) && !use.uses(1));
+  other = call;
+  other.dz_buffer_grew = true;
+  EXPECT_EQ(usable_kept_chunks(kept, chunks, other).further, 0) << "not without the first";
   EXPECT_EQ(usable_kept_chunks(kept, chunks_of(8192, 5 * 8192, true), call).further, 0) << "no chunk left to recompute";
   EXPECT_EQ(usable_kept_chunks(kept, chunks_of(8192, 5 * 8192 + 256, true), call).further, 3);
+}
+
+TEST_F(UsableKeptChunks, FurtherChunksFromTheSecondWhereItIsNotInPlace) {
+  int further = 0, keep = 0;
+  kept.second = nullptr;
+  kept.accumulator = nullptr;
+  kept.further = &further;
+  kept.further_begin = 1;
+  kept.further_chunks = 2;
+  kept.keep_buffer = &keep;
+  call.keep_buffer = &keep;
+  const KeptChunksUse use = usable_kept_chunks(kept, chunks, call);
+  EXPECT_TRUE(use.first);
+  EXPECT_FALSE(use.second);
+  EXPECT_EQ(use.further_begin, 1);
+  EXPECT_EQ(use.further, 2);
+  EXPECT_TRUE(use.uses(0) && use.uses(1) && use.uses(2));
+  EXPECT_FALSE(use.uses(3)) << "past the kept ones";
+  EXPECT_EQ(usable_kept_chunks(kept, chunks_of(8192, 3 * 8192, false), call).further, 0) << "no chunk left to recompute";
 }
 
 }  // namespace

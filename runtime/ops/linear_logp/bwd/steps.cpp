@@ -23,8 +23,8 @@ bool filters(const BackwardPass& pass) { return pass.bwd.layout.config.grad_filt
 // kept (the accumulator's end, the keep buffer).
 void* chunk_dz_buffer(const BackwardPass& pass, std::int64_t index) {
   if (index == 0 || !pass.kept_use.uses(index)) return pass.bwd.dz_buffer.as<void>();
-  if (index == 1) return pass.kept->second;
-  const std::size_t further = static_cast<std::size_t>(index - kChunksKeptInPlace);
+  if (index == 1 && pass.kept_use.second) return pass.kept->second;
+  const std::size_t further = static_cast<std::size_t>(index - pass.kept_use.further_begin);
   return static_cast<char*>(pass.kept->further) + further * kept_chunk_bytes(pass.chunks, pass.call.n);
 }
 
