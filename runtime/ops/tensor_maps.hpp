@@ -31,9 +31,9 @@ void encode_gemm_output_map(kernels::GemmParams& params, DType dtype);
 
 // Fills params.x_map and params.w_map for params.args and a tile of bm x bn (bn <= 256); dtype
 // is X's and W's (bf16 or fp16), v_valid the rows of W read (the shard's valid columns), h the
-// hidden size.
+// hidden size, x_rows the rows of X's storage (params.args.n_rows, or more where X was staged).
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
-                           std::int64_t v_valid, int bm, int bn);
+                           std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
 
 // Fills params.dz_map for params.args' dZ buffer of 16-bit type dz ([n_rows][chunk columns up to
 // the next multiple of 8], row stride dz_stride), written in boxes of 16 rows x 64 columns.

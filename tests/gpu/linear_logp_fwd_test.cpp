@@ -235,12 +235,16 @@ TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
 
 // A call of fewer rows than the forward tile reuses the op's staging buffer of X (Hopper loop),
 // whose rows past the call's hold an earlier call's values: they must not reach the results,
-// which come out bit for bit as from an op that never ran a larger call.
-TEST_F(LinearLogpFwdDeviceTest, SmallCallAfterALargerOneMatchesAFreshOp) {
+// which come out bit for bit as from an op that never ran a larger call. Through the forward
+// kernel, and with want_backward through the kept chunk's kernel (the whole shard is one chunk).
+class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
   LinearLogpConfig config;
   config.hidden = 256;
   config.vocab_local = 3001;
   config.want_entropy = true;
+  config.want_backward = GetParam();
   LinearLogp used(shared_runtime(), config);
   LinearLogp fresh(shared_runtime(), config);
   const std::int64_t big = 120, small = 5;
@@ -279,6 +283,11 @@ TEST_F(LinearLogpFwdDeviceTest, SmallCallAfterALargerOneMatchesAFreshOp) {
                                                                          << " vs " << alone[k];
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KeptOrNot, SmallCallAfterALargerOne, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return std::string(param.param ? "WantBackward" : "ForwardOnly");
+                         });
 
 // Outputs on top of each other or of an input would be overwritten in the kernels' own order:
 // refused by name before anything is enqueued.

@@ -59,8 +59,10 @@ struct LinearLogp::Impl {
   // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
   // their tensor (a box mostly past the tensor's rows made the whole kernel ~30 % slower at
   // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"). Returns the rows of
-  // X's storage the kernel may read: the tile's when staged, else args.n_rows.
-  std::int64_t stage_small_call(kernels::LinearLogpFwdArgs& args, CUstream stream) const;
+  // X's storage the kernel may read: the tile's when staged, else args.n_rows. For the forward
+  // kernel's and the kept chunks' arguments (kernels::LinearLogpFwdArgs, LinearLogpBwdDzArgs).
+  template <class KernelArgs>
+  std::int64_t stage_small_call(KernelArgs& args, CUstream stream) const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;

@@ -189,7 +189,8 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
         chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
                          chunks.dz_stride, chunk.begin, chunk.cols);
     args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
-    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, stream);
+    const std::int64_t x_rows = stage_small_call(args, stream);
+    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, x_rows, stream);
   };
   KeptChunk kept;
   kept.hidden = call.in.hidden.data;
@@ -223,7 +224,8 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   return kept;
 }
 
-std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpFwdArgs& args, CUstream stream) const {
+template <class KernelArgs>
+std::int64_t LinearLogp::Impl::stage_small_call(KernelArgs& args, CUstream stream) const {
   if (!tile.wgmma || args.n_rows >= tile.bm) return args.n_rows;
   const std::size_t elem = dtype_size(layout.config.dtype);
   CUDA_MEMCPY2D copy{};
@@ -240,6 +242,8 @@ std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpFwdArgs& args
   args.hidden_stride = layout.config.hidden;
   return tile.bm;
 }
+template std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpFwdArgs&, CUstream) const;
+template std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpBwdDzArgs&, CUstream) const;
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);

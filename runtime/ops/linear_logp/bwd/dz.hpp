@@ -46,10 +46,11 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& config, co
 // split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
 // of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
 // a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
-// layout. Nothing is launched for zero rows or columns.
+// layout, X's as `x_rows` rows (args.n_rows, or more where X was staged into a taller buffer:
+// LinearLogp::Impl::stage_small_call). Nothing is launched for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
-                               const StreamKWorkspace& split, CUstream stream);
+                               const StreamKWorkspace& split, std::int64_t x_rows, CUstream stream);
 
 // The kept chunk's dZ (linear_logp_bwd_kept_dz): one block a row; nothing for zero rows.
 void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
