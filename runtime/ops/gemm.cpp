@@ -110,7 +110,7 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem))) encode_gemm_output_map(params, kind.out);
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
-    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices);
+    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices, static_cast<int>(shape.grid_x));
     const bool persistent = slices <= kGemmPersistentMaxSlices;
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, persistent));
     shape.grid_y = 1;

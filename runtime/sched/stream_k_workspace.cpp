@@ -27,8 +27,8 @@ void StreamKWorkspace::allocate() {
   SHARDJIT_CU(cuMemsetD8(buffer_.ptr() + partial_bytes_, 0, counter_bytes));
 }
 
-kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices) const {
-  kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0);
+kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles) const {
+  kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles);
   if (allocated()) {
     plan.partials = buffer_.as<float>();
     plan.arrivals = reinterpret_cast<unsigned int*>(buffer_.ptr() + partial_bytes_);

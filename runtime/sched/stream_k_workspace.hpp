@@ -23,7 +23,8 @@ class StreamKWorkspace {
   bool allocated() const { return buffer_.bytes() > 0; }
 
   // The plan of a launch of `tiles` tiles of `slices` K slices each; unsplit until allocated.
-  kernels::StreamKPlan plan(int tiles, int slices) const;
+  // `row_tiles`: plan_stream_k's, for a kernel that walks split plans row after row.
+  kernels::StreamKPlan plan(int tiles, int slices, int row_tiles = 1) const;
 
   int resident_blocks() const { return resident_blocks_; }
 

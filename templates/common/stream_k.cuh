@@ -12,6 +12,14 @@
 // fp32 partial sums, and the last one adds them all in piece order, so that the sums are the same
 // whichever piece arrives last, and no block ever waits for another.
 //
+// The runs of a split plan advance through K at the same pace, so tiles whose slices are a whole
+// number of runs apart in the sequence read the same K slice at about the same time, and one
+// read from memory serves them all through L2. A split GEMM walks its tiles row after row
+// (row_major_tile_index, common/tile_order.cuh), so the row tiles of one output column lie
+// tiles_n tiles, workers / tiles_m runs, apart; the plan takes a multiple of tiles_m workers
+// (row_tiles) to make that whole. For grad_hidden at a few hundred rows (B = W, the largest
+// operand) W is then read once rather than once a row tile (docs/perf-notes.md, "Stream-K").
+//
 // Larger grids are not split, even when their last wave is partial: the runs start at scattered
 // K offsets, so the blocks stop sharing their operands' K slices in L2 (grad_weight at
 // llama3-8b-16k went from 1.65 to 1.89 ms a chunk), and where the split did shorten a kernel
@@ -53,14 +61,19 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resi
          static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
 }
 
-// The plan of such a launch; the caller sets the workspace pointers.
-SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident) {
+// The plan of such a launch; the caller sets the workspace pointers. `row_tiles`: the row tiles
+// of a kernel that walks a split plan row after row (row_major_tile_index); the workers are a
+// multiple of them where there are at least as many.
+SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1) {
   StreamKPlan plan{tiles, slices, 0, nullptr, nullptr};
   if (!stream_k_splits(tiles, slices, resident)) return plan;
-  const long long workers = static_cast<long long>(tiles) * slices / kStreamKMinSlices;
-  plan.workers = static_cast<int>(workers < resident ? workers : resident);
+  const long long most = static_cast<long long>(tiles) * slices / kStreamKMinSlices;
+  int workers = static_cast<int>(most < resident ? most : resident);
+  if (row_tiles > 1 && workers >= row_tiles) workers -= workers % row_tiles;
+  plan.workers = workers;
   return plan;
 }
+
 
 // Blocks to launch: a split plan's workers; unsplit, one block a tile, or for `persistent`
 // kernels at most `resident` blocks walking the tiles.

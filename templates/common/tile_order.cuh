@@ -35,6 +35,12 @@ SHARDJIT_HOST_DEVICE inline TileIndex grouped_tile_index(int id, int tiles_m, in
   return TileIndex{first_m + in_group % rows, in_group / rows};
 }
 
+// The tile of position `id` of a split plan's sequence (templates/common/stream_k.cuh), row
+// after row: the row tiles of a column lie tiles_n apart.
+SHARDJIT_HOST_DEVICE inline TileIndex row_major_tile_index(int id, int tiles_n) {
+  return TileIndex{id / tiles_n, id % tiles_n};
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // The block's launch position in a 2-D grid.
 __device__ __forceinline__ int linear_block_index() {

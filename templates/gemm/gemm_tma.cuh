@@ -67,9 +67,11 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   const Ring ring(smem);
   const int tiles_m = static_cast<int>((args.m + kBM - 1) / kBM);
   const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
-  // The corner (m0, n0) of the segment's tile in the grouped order.
+  // The corner (m0, n0) of the segment's tile: in the grouped order, or a split plan's row after
+  // row (templates/common/stream_k.cuh says why).
   auto corner = [&](const TileSegment& segment, int& m0, int& n0) {
-    const TileIndex tile = grouped_tile_index(segment.tile, tiles_m, tiles_n, kTileGroupRows);
+    const TileIndex tile = plan.workers > 0 ? row_major_tile_index(segment.tile, tiles_n)
+                                            : grouped_tile_index(segment.tile, tiles_m, tiles_n, kTileGroupRows);
     m0 = tile.m * kBM;
     n0 = tile.n * kBN;
   };

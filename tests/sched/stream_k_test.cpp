@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/stream_k.cuh"
+#include "common/tile_order.cuh"
 
 namespace shardjit {
 namespace {
@@ -94,6 +96,44 @@ TEST(StreamK, OnlyGridsOfFewTilesAreSplit) {
   EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(4096, 64, 132), 132, true), 132);
   EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(4096, 64, 132), 132, false), 4096);
   EXPECT_EQ(kernels::stream_k_grid(kernels::plan_stream_k(100, 64, 132), 132, true), 100);
+}
+
+// A split GEMM walks its tiles row after row (row_major_tile_index), with a multiple of its row
+// tiles as workers: the row tiles of a column then reach each K slice at the same point of their
+// runs (to a slice), workers / row tiles apart, so one read of B's slice serves them all. At
+// 333 rows and H = 4096: 3 x 16 tiles; at 600 rows of hidden 3328: 5 x 13 on 130 of 132 blocks.
+TEST(StreamK, RowTilesOfAColumnReachEachSliceTogether) {
+  for (auto [tiles_m, tiles_n, slices] : {std::tuple{3, 16, 2004}, {5, 13, 2004}, {2, 16, 1002}, {4, 8, 71}}) {
+    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles_m * tiles_n, slices, 132, tiles_m);
+    ASSERT_GT(plan.workers, 0);
+    EXPECT_EQ(plan.workers % tiles_m, 0) << tiles_m << " row tiles";
+    EXPECT_GT(plan.workers, 132 - tiles_m);
+    check_walk(plan, kernels::stream_k_grid(plan, 132, false));
+    const int apart = plan.workers / tiles_m;
+    for (int n = 0; n < tiles_n; ++n) {
+      for (int k = 0; k < slices; k += 7) {
+        const kernels::TileIndex first = kernels::row_major_tile_index(n, tiles_n);
+        ASSERT_EQ(first.m, 0);
+        ASSERT_EQ(first.n, n);
+        const long long at0 = static_cast<long long>(n) * slices + k;
+        const int w0 = kernels::stream_k_worker_at(plan, at0);
+        for (int m = 1; m < tiles_m; ++m) {
+          const int tile = m * tiles_n + n;
+          ASSERT_EQ(kernels::row_major_tile_index(tile, tiles_n).m, m);
+          const long long at = static_cast<long long>(tile) * slices + k;
+          const int w = kernels::stream_k_worker_at(plan, at);
+          const long long lag = (at - kernels::stream_k_run_begin(plan, w)) - (at0 - kernels::stream_k_run_begin(plan, w0));
+          EXPECT_LE(std::abs(w - (w0 + m * apart)), 1) << "tile " << tile << " slice " << k;
+          if (w == w0 + m * apart) {
+            EXPECT_LE(std::llabs(lag), 1) << "tile " << tile << " slice " << k;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(kernels::plan_stream_k(48, 2004, 132, 1).workers, 132);
+  EXPECT_EQ(kernels::plan_stream_k(65, 2004, 132, 5).workers, 130);
+  EXPECT_EQ(kernels::plan_stream_k(65, 2004, 132).workers, 132) << "no row tiles given: every block";
 }
 
 // grad_hidden at llama3-8b-decode: 32 tiles of 2004 slices. Split, every block computes about
