@@ -337,20 +337,23 @@ const BwdCase kCases[] = {
      true, true, false, false, 1000 * 2 * 256},
     // A keep budget: chunks of 2 H columns (ten, the last 392 wide), the first two kept in place and
     // five more in the keep buffer, on odd rows with bias, a temperature, ignored rows and padding
-    // columns; and a budget larger than the vocabulary, nine of ten kept, fp16 with grad_weight
-    // accumulated.
+    // columns; and a budget of eight more, nine of ten kept (one left to recompute; the whole
+    // shard would need 10 240 000 bytes), fp16 with grad_weight accumulated.
     {"n1001_h256_v5000_keep_budget_7", 1001, 256, 5000, 4990, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, kBoth,
      true, false, false, false, 1001 * 2 * 512, 1.0, 0, 0, false, 1001 * 512 * 2 * 5},
     {"n1000_h256_v5000_keep_all_fp16", 1000, 256, 5000, 0, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f, kLogp, true,
-     true, false, false, 1000 * 2 * 512, 1.0, 0, 0, false, std::int64_t{1} << 30},
+     true, false, false, 1000 * 2 * 512, 1.0, 0, 0, false, 1000 * 512 * 2 * 8},
     // A keep budget where the accumulator cannot hold the second chunk (chunks of 2560 columns,
     // wider than 2 H): the first kept in the dZ buffer, the next three in the keep buffer, with
-    // bias, a temperature, ignored rows, padding columns and every output's gradient; and fp16
-    // with grad_weight accumulated and a budget that keeps all but the last chunk.
+    // bias, a temperature, ignored rows, padding columns and every output's gradient; fp16 with
+    // grad_weight accumulated and a budget of six more, all but the last of eight chunks; and dZ
+    // and keep budgets that hold the whole shard together, which is then one chunk, kept whole.
     {"n300_h128_v20000_keep_from_second", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kAll, true, false, false, false, 300 * 2 * 2560, 1.0, 0, 0, false, 300 * 2560 * 2 * 3},
     {"n301_h128_v20000_keep_all_wide_fp16", 301, 128, 20000, 0, DType::kFP16, DType::kFP16, DType::kInt32, 1.1f, kLogp,
-     true, true, false, false, 301 * 2 * 2560, 1.0, 0, 0, false, std::int64_t{1} << 30},
+     true, true, false, false, 301 * 2 * 2560, 1.0, 0, 0, false, 301 * 2560 * 2 * 6},
+    {"n300_h128_v20000_whole_in_both_budgets", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
+     kAll, true, false, false, false, 300 * 2 * 2560, 1.0, 0, 0, false, 300 * 20096 * 2},
     {"n129_h64_v300_dz_fp32", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false, false, true,
      true, 0, 1.0, 1e-2},
     {"n1_h200_v50257_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLogp},
@@ -609,6 +612,7 @@ TEST_F(LinearLogpBwdDeviceTest, OneRankTensorParallelTakesTheEntropyGradient) {
 TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {
   LinearLogpConfig config = Small::base_config();
   config.backward_workspace_bytes = 1000;
+  config.keep_logits_bytes = 0;  // else an op that keeps chunks holds the whole shard in both budgets
   Small s(64, config);
   expect_invalid([&] { s.backward(s.grads()); }, "backward_workspace_bytes");
   // The forward of the same op keeps no chunk for such rows, and runs.
@@ -658,9 +662,10 @@ TEST_F(LinearLogpBwdDeviceTest, BadAndIgnoredTargetsGetNoGradientAndNullGradsAre
 // bits. With chunks of 3072 columns (two chunks) the forward keeps the first; with chunks of 1024
 // (six) or 2048 (three) the first two, the second in the accumulator's memory, whose grad_hidden
 // product runs in two bands on an H200 (4224 and 276 rows); with chunks of 1024 and a keep budget
-// of two chunks, four, and with a budget larger than the vocabulary five (one left to recompute);
-// with chunks of 2560 (three), wider than the accumulator's rows, and a budget of one chunk, the
-// first two, the second in the keep buffer. On the Hopper loop, whose kept logits
+// of two chunks, four, and with one of four more five (one left to recompute); with chunks of
+// 2560 (three), wider than the accumulator's rows, and a budget of one chunk, the first two, the
+// second in the keep buffer; with a budget that holds the whole shard beside the dZ budget's,
+// all of it, as one chunk. On the Hopper loop, whose kept logits
 // went through fp16: exactly the kept chunks' grad_weight rows differ from the recomputed ones;
 // every row of grad_hidden stays close to the recomputed one (a band written over logits still
 // to be read would not); and a backward without grad_hidden gives the kept grad_weight bits.
@@ -687,7 +692,8 @@ TEST_F(LinearLogpBwdDeviceTest, KeptChunksAreUsedOnlyByTheBackwardOfTheirForward
     std::int64_t keep_bytes = 0;
   };
   for (const Kept& k : {Kept{3072, 3072}, Kept{1024, 2048}, Kept{2048, 4096}, Kept{1024, 4096, 2 * n * 1024 * 2},
-                        Kept{1024, 5120, std::int64_t{1} << 30}, Kept{2560, 5120, n * 2560 * 2}}) {
+                        Kept{1024, 5120, 4 * n * 1024 * 2}, Kept{2560, 5120, n * 2560 * 2},
+                        Kept{1024, 6100, n * 6144 * 2}}) {
     SCOPED_TRACE("chunks of " + std::to_string(k.chunk_cols) + " columns, keep budget " + std::to_string(k.keep_bytes));
     LinearLogpConfig config;
     config.hidden = h;

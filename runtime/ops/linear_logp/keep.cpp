@@ -68,7 +68,7 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   // Rows the backward refuses (not one column of dZ tiles fits its budget) keep nothing.
   if (most_kept > 0 && bwd.keep && !tp && bwd.fits(n_rows)) {
     launch.chunks = bwd.chunks_for(n_rows, true);
-    const int most = std::min(most_kept, kept_chunks_budget(launch.chunks, n_rows, layout.config.keep_logits_bytes));
+    const int most = std::min(most_kept, kept_chunks_budget(launch.chunks, n_rows, bwd.keep_room(launch.chunks)));
     launch.kept_chunks = keepable_chunks(launch.chunks, layout.valid_local, tile.bn, most);
   }
   if (launch.kept_chunks == 0) {

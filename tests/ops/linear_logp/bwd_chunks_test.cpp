@@ -45,6 +45,32 @@ TEST(BwdChunks, OneChunkWhenTheWholeVocabularyFits) {
   expect_covers(plan, 50257);
 }
 
+// An op that keeps chunks takes a call's whole shard as one chunk where it fits the dZ and keep
+// budgets together (whole_budget), so that its forward keeps all of it: 2000 rows of a 128k
+// vocabulary (489 MiB) in 256 + 256 MiB, not 2100 (513 MiB).
+TEST(BwdChunks, TheWholeShardIsOneChunkWithinTheDzAndKeepBudgets) {
+  BackwardChunksInput in = input(2000, 128256, kDefaultBackwardWorkspaceBytes);
+  in.hidden_accumulator = true;
+  EXPECT_EQ(backward_chunks(in).chunks, 2) << "the dZ budget alone";
+  in.whole_budget = 2 * kDefaultBackwardWorkspaceBytes;
+  BackwardChunks plan = backward_chunks(in);
+  EXPECT_EQ(plan.chunks, 1);
+  EXPECT_EQ(plan.dz_bytes, 2000u * 128256u * 2u);
+  EXPECT_EQ(plan.accumulator_bytes, 0u) << "one chunk writes grad_hidden directly";
+  expect_covers(plan, 128256);
+  in.n_rows = 2100;
+  plan = backward_chunks(in);
+  EXPECT_EQ(plan.chunks, 3) << "513 MiB do not fit: chunks of the dZ budget";
+  EXPECT_LE(plan.dz_bytes, static_cast<std::size_t>(kDefaultBackwardWorkspaceBytes));
+  // A dZ budget below one tile column, a whole shard within whole_budget: one chunk, no error.
+  BackwardChunksInput tiny = input(10, 1000, 100);
+  tiny.whole_budget = 1 << 20;
+  EXPECT_TRUE(backward_chunk_fits(tiny));
+  EXPECT_EQ(backward_chunks(tiny).chunks, 1);
+  tiny.whole_budget = 0;
+  EXPECT_FALSE(backward_chunk_fits(tiny));
+}
+
 TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
   for (std::int64_t n : {1, 129, 1000, 4096, 16384, 65536, 1 << 20}) {
     for (std::int64_t vocab : {1, 300, 50257, 128256, 151936}) {
@@ -75,12 +101,16 @@ TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
     std::int64_t max_rows;
     int tile_cols;
     bool filter;
+    std::int64_t whole_budget = 0;
   };
   for (const Case& c : {Case{1000000, 1000, 256, false}, Case{1000000, 4096, 256, true},
-                        Case{128256, 3000, 128, true}, Case{50257, 700, 256, false}}) {
+                        Case{128256, 3000, 128, true}, Case{50257, 700, 256, false},
+                        Case{128256, 3000, 256, false, 2 * kDefaultBackwardWorkspaceBytes},
+                        Case{1000000, 1000, 256, false, 3 * kDefaultBackwardWorkspaceBytes}}) {
     BackwardChunksInput in = input(c.max_rows, c.vocab, kDefaultBackwardWorkspaceBytes);
     in.tile_cols = c.tile_cols;
     in.filter = c.filter;
+    in.whole_budget = c.whole_budget;
     in.hidden_accumulator = true;
     const BackwardChunks reserve = backward_chunks_reserve(in);
     std::size_t dz_most = 0;

@@ -47,9 +47,22 @@ BackwardChunk BackwardChunks::chunk(std::int64_t index) const {
   return chunk;
 }
 
+namespace {
+
+// Whether the whole shard of dZ of the call's rows is one chunk by in.whole_budget.
+bool whole_shard_fits(const BackwardChunksInput& in) {
+  if (in.whole_budget <= 0) return false;
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  return vocab_tiles <= kMaxTilesPerChunk &&
+         in.whole_budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= vocab_tiles * in.tile_cols;
+}
+
+}  // namespace
+
 bool backward_chunk_fits(const BackwardChunksInput& in) {
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
-  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols;
+  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols || whole_shard_fits(in);
 }
 
 BackwardChunks backward_chunks(const BackwardChunksInput& in) {
@@ -62,12 +75,16 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
                 "LinearLogp backward: " + std::to_string(in.n_rows) + " rows need at least " +
                     std::to_string(rows * elem * in.tile_cols) + " bytes of dZ workspace (one column of " +
                     std::to_string(in.tile_cols) + "-wide tiles); backward_workspace_bytes allows " +
-                    std::to_string(in.budget) + ". Raise it or pass fewer rows per call");
+                    std::to_string(in.budget) +
+                    (in.whole_budget > 0 ? " (with keep_logits_bytes, " + std::to_string(in.whole_budget) +
+                                               " for the whole shard as one chunk)"
+                                         : std::string()) +
+                    ". Raise it or pass fewer rows per call");
   }
-  // Widest chunk of whole tiles whose dZ fits the budget.
+  // Widest chunk of whole tiles whose dZ fits the budget; the whole shard where whole_budget holds it.
   const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
-  const std::int64_t chunks = ceil_div(vocab_tiles, max_tiles);
+  const std::int64_t chunks = whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
   const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);
   plan.chunk_cols = tiles_per_chunk * in.tile_cols;
   plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
@@ -116,15 +133,21 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
   const std::int64_t column_bytes = in.tile_cols * static_cast<std::int64_t>(in.dz_elem_bytes);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
   const std::int64_t first = in.budget / (std::max<std::int64_t>(in.n_rows, 1) * column_bytes);
-  for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
+  auto raise_to = [&](std::int64_t rows) {
     BackwardChunksInput fewer = in;
-    fewer.n_rows = std::min(in.n_rows, in.budget / (t * column_bytes));
-    if (fewer.n_rows < 1) break;
+    fewer.n_rows = std::min(in.n_rows, rows);
     const BackwardChunks plan = backward_chunks(fewer);
     most.dz_bytes = std::max(most.dz_bytes, plan.dz_bytes);
     most.mask_bytes = std::max(most.mask_bytes, plan.mask_bytes);
     most.accumulator_bytes = std::max(most.accumulator_bytes, plan.accumulator_bytes);
+  };
+  for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
+    if (in.budget / (t * column_bytes) < 1) break;
+    raise_to(in.budget / (t * column_bytes));
   }
+  // The most rows whose whole shard is one chunk by whole_budget: the largest such dZ buffer.
+  const std::int64_t whole_rows = in.whole_budget / (vocab_tiles * column_bytes);
+  if (whole_rows >= 1) raise_to(whole_rows);
   return most;
 }
 

@@ -58,6 +58,11 @@ struct BackwardChunksInput {
   // > 0: the op keeps chunks from the forward, and the first grad_hidden product runs in bands of
   // this many rows (kept_band_rows_for) when the accumulator holds a second kept chunk.
   std::int64_t keep_band_rows = 0;
+  // > 0 (ops that keep chunks: budget + keep_logits_bytes): a call whose whole shard of dZ fits in
+  // this many bytes takes it as one chunk, which its forward then keeps whole, rather than
+  // chunks of `budget` of which it would recompute at least one. The memory is what the two
+  // budgets allow together, spent in the dZ buffer instead of the keep buffer.
+  std::int64_t whole_budget = 0;
 };
 
 // Rows of one band of the backward's first grad_hidden product when the accumulator holds a
@@ -81,11 +86,13 @@ struct BwdTileShape {
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                       std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident);
 
-// Whether one column of dZ tiles of input.n_rows rows fits the budget: what backward_chunks needs.
+// Whether one column of dZ tiles of input.n_rows rows fits the budget, or the whole shard fits
+// input.whole_budget: what backward_chunks needs.
 bool backward_chunk_fits(const BackwardChunksInput& input);
 
-// Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver).
-// Throws Error(kInvalidArgument) when not even one column of tiles fits the budget.
+// Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver),
+// or one chunk of the whole shard where it fits input.whole_budget. Throws
+// Error(kInvalidArgument) when not even one column of tiles fits the budget.
 BackwardChunks backward_chunks(const BackwardChunksInput& input);
 
 // The chunks of a call of input.n_rows rows, with their buffer sizes (dz_bytes, mask_bytes,

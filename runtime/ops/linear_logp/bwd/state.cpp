@@ -67,8 +67,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
     ScopedContext scope(device);
     const BackwardChunks most = reserve_chunks(c.max_rows);
     reserve(most, nullptr);
-    const std::int64_t keep_bytes =
-        keep_buffer_bytes_at_build(most, backward_workspace_budget(c), c.keep_logits_bytes);
+    const std::int64_t keep_bytes = keep_buffer_bytes_at_build(most, backward_workspace_budget(c), keep_room(most));
     if (specs->keep && keep_bytes > 0) {
       grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(keep_bytes), device, nullptr,
                              "LinearLogp: the keep buffer");
@@ -96,6 +95,7 @@ BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdK
   input.filter = c.grad_filter_threshold > 0.0f;
   if (specs.keep && resident > 0) {
     input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
+    input.whole_budget = input.budget + c.keep_logits_bytes;
   }
   return input;
 }
@@ -115,10 +115,23 @@ BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
 }
 
 void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
+  const auto dz_budget = static_cast<std::size_t>(backward_workspace_budget(layout.config));
+  if (chunks.dz_bytes > dz_buffer.bytes() && chunks.dz_bytes > dz_budget && keep_buffer.bytes() > 0) {
+    check_growth_outside_capture(stream, "LinearLogp backward: the dZ chunk");
+    SHARDJIT_CU(cuStreamSynchronize(stream));  // queued work may still read the kept chunks
+    keep_buffer = DeviceBuffer();
+  }
   grow_buffer_for_stream(dz_buffer, chunks.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
   grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
                          "LinearLogp backward: the grad_hidden accumulator");
   grow_buffer_for_stream(mask, chunks.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
+}
+
+std::int64_t LinearLogpBwdState::keep_room(const BackwardChunks& chunks) const {
+  const LinearLogpConfig& c = layout.config;
+  const auto dz_bytes = static_cast<std::int64_t>(std::max(dz_buffer.bytes(), chunks.dz_bytes));
+  return std::clamp<std::int64_t>(backward_workspace_budget(c) + c.keep_logits_bytes - dz_bytes, 0,
+                                  c.keep_logits_bytes);
 }
 
 namespace {

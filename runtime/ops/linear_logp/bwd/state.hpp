@@ -36,8 +36,16 @@ struct LinearLogpBwdState {
   BackwardChunks reserve_chunks(std::int64_t max_rows) const;
 
   // Grows the buffers to what `chunks` needs (grow_buffer_for_stream: work queued on `stream` may
-  // still use the old ones, so a growth waits for it first; config.max_rows avoids it).
+  // still use the old ones, so a growth waits for it first; config.max_rows avoids it). A dZ
+  // buffer that grows past the dZ budget (a whole shard as one chunk: whole_budget) frees the
+  // keep buffer, so that the two never hold more than keep_room allows.
   void reserve(const BackwardChunks& chunks, CUstream stream);
+
+  // The keep buffer's part of the dZ and keep budgets (backward_workspace_bytes +
+  // keep_logits_bytes, which the two buffers share) for a call of `chunks`: at most
+  // keep_logits_bytes, less what the dZ buffer (as it is, or as the call grows it) holds past
+  // the dZ budget.
+  std::int64_t keep_room(const BackwardChunks& chunks) const;
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
@@ -62,8 +70,8 @@ struct LinearLogpBwdState {
   DeviceBuffer accumulator;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
-  // Kept chunks past the second, at most config.keep_logits_bytes (keep.hpp); empty where the op
-  // keeps none there.
+  // Kept chunks past the ones in place, at most keep_room (keep.hpp); empty where the op keeps
+  // none there.
   DeviceBuffer keep_buffer;
   StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
   std::optional<KeptChunk> kept;  // set by a forward that kept chunks (keep.hpp), reset by the next call
