@@ -18,7 +18,9 @@
 // (row_major_tile_index, common/tile_order.cuh), so the row tiles of one output column lie
 // tiles_n tiles, workers / tiles_m runs, apart; the plan takes a multiple of tiles_m workers
 // (row_tiles) to make that whole. For grad_hidden at a few hundred rows (B = W, the largest
-// operand) W is then read once rather than once a row tile (docs/perf-notes.md, "Stream-K").
+// operand) that is what lets the row tiles share W's reads; they share them only while their
+// blocks keep in step, which they do not hold for long (docs/perf-notes.md, "Stream-K", has
+// what was measured).
 //
 // Larger grids are not split, even when their last wave is partial: the runs start at scattered
 // K offsets, so the blocks stop sharing their operands' K slices in L2 (grad_weight at
