@@ -52,19 +52,24 @@ struct LinearLogpConfig {
   bool dz_fp32 = false;
   // Bytes the dZ chunk may take (N x chunk columns); 0 means 256 MiB. More rows than fit one
   // column of dZ tiles in it (256 columns wide for bf16 / fp16 on H100, H200 and A100, 128 for
-  // fp32) are refused with a clear error.
+  // fp32) are refused with a clear error, except by an op that keeps chunks (below) whose whole
+  // shard fits this plus keep_logits_bytes.
   std::int64_t backward_workspace_bytes = 0;
   // Bytes the op may add to keep logits between a forward and its backward, beyond the dZ buffer
-  // and the grad_hidden accumulator (which hold the first two kept vocabulary chunks at no extra
-  // cost): each further chunk kept is one recompute of its logits fewer in the backward, for
-  // about N x chunk columns x 2 bytes (about backward_workspace_bytes) each. The forward keeps as
-  // many chunks as fit, further chunks only beside the second (which fits in the accumulator
-  // where a chunk is at most 2 x hidden columns: about 16k rows and more at hidden 4096). The
-  // default, 256 MiB, is one chunk more at the default dZ chunk (about 0.8 GiB beyond the
-  // gradients in all at llama3-8b's head with 16k rows); 0: no more than the first two. Only ops
-  // that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ kernel, no gradient
-  // filter). With max_rows set, what calls of up to max_rows rows can use of it is allocated at
-  // build (none where they keep no second chunk or have at most three).
+  // and the grad_hidden accumulator (which hold the first one or two kept vocabulary chunks at no
+  // extra cost: the second where a chunk is at most 2 x hidden columns, about 16k rows and more
+  // at hidden 4096): each further chunk kept is one recompute of its logits fewer in the
+  // backward, for about N x chunk columns x 2 bytes (about backward_workspace_bytes) each. The
+  // forward keeps as many chunks as fit, always one fewer than the call has; where the whole
+  // shard of dZ fits backward_workspace_bytes + keep_logits_bytes (about 2 000 rows at a 128k
+  // vocabulary with the defaults) it is one chunk, kept whole, in a dZ buffer that may then be
+  // larger than backward_workspace_bytes: the dZ and keep buffers share that sum. The default,
+  // 256 MiB, is one chunk more at the default dZ chunk (about 0.8 GiB beyond the gradients in all
+  // at llama3-8b's head with 16k rows); 0: no more than the ones in place. Only ops that keep
+  // chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ kernel, no gradient filter). With
+  // max_rows set, what calls of up to max_rows rows can use of it is allocated at build (none
+  // where they have at most two chunks), and a whole shard is one chunk only where a call of
+  // max_rows rows is one.
   std::int64_t keep_logits_bytes = std::int64_t{256} << 20;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
@@ -188,18 +193,19 @@ class LinearLogp {
   // shard is exact with no collective; grad_hidden is summed over the ranks unless
   // grads.reduce_hidden is false.
   //
-  // Memory: never N x V. Beyond the gradients, the op keeps for its next calls a dZ buffer of at
-  // most backward_workspace_bytes and, for 16-bit dtypes whose vocabulary takes more than one
-  // chunk of that buffer, an fp32 buffer of N x H (a band of logits longer on the Hopper path,
-  // where it may hold logits the forward computed for the backward; docs/architecture.md,
-  // "The backward kernels"), and a keep buffer of at most config.keep_logits_bytes for further
-  // logits the forward computed for it.
+  // Memory: never N x V beyond the budgets. Beyond the gradients, the op keeps for its next calls
+  // a dZ buffer of at most backward_workspace_bytes (for an op that keeps chunks, dZ and keep
+  // buffers of at most backward_workspace_bytes + keep_logits_bytes together, the keep buffer at
+  // most keep_logits_bytes) and, for 16-bit dtypes whose vocabulary takes more than one chunk, an
+  // fp32 buffer of N x H (a band of logits longer on the Hopper path, where it may hold logits
+  // the forward computed for the backward; docs/architecture.md, "The backward kernels").
   //
   // Errors (Error(kInvalidArgument), naming the argument): an op built without want_backward; a
   // view of the wrong dtype, shape or alignment; grad_entropy on an op built without
   // want_entropy, or without entropy; a bias or grad_bias for an op without bias_dtype; a
   // gradient sharing memory with another or with an input; more rows than one column of dZ
-  // tiles fits in backward_workspace_bytes.
+  // tiles fits in backward_workspace_bytes (or, keeping chunks, than the whole shard fits in it
+  // plus keep_logits_bytes).
   //
   // No host synchronization, unless a buffer has to grow (set max_rows to size them at build);
   // capturable in a CUDA graph.

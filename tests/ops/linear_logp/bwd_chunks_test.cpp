@@ -71,6 +71,26 @@ TEST(BwdChunks, TheWholeShardIsOneChunkWithinTheDzAndKeepBudgets) {
   EXPECT_FALSE(backward_chunk_fits(tiny));
 }
 
+// The whole-shard budget of an op: dZ + keep budgets, saturating ("no limit" stays no limit);
+// with max_rows only where a call of max_rows rows is itself one chunk by it, so that the
+// build does not reserve smaller calls' whole-shard dZ out of the keep budget.
+TEST(BwdChunks, TheWholeShardBudgetOfAnOp) {
+  const std::int64_t budget = kDefaultBackwardWorkspaceBytes;
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  BackwardChunksInput in = input(1, 128256, budget);
+  EXPECT_EQ(whole_shard_budget(in, budget, 0), 2 * budget);
+  EXPECT_EQ(whole_shard_budget(in, 0, 0), budget);
+  EXPECT_EQ(whole_shard_budget(in, most, 0), most) << "no overflow";
+  EXPECT_EQ(saturating_budget_sum(most - 1, 5), most);
+  EXPECT_EQ(saturating_budget_sum(3, 4), 7);
+  EXPECT_EQ(whole_shard_budget(in, budget, 2000), 2 * budget) << "2000 rows (489 MiB) are one chunk";
+  EXPECT_EQ(whole_shard_budget(in, budget, 4096), 0) << "4096 rows are not: calls keep further chunks";
+  EXPECT_EQ(whole_shard_budget(in, most, 16384), most) << "no limit: every call is one chunk";
+  in.whole_budget = most;
+  in.n_rows = 16384;
+  EXPECT_EQ(backward_chunks(in).chunks, 1);
+}
+
 TEST(BwdChunks, StayWithinTheBudgetAndAreBalanced) {
   for (std::int64_t n : {1, 129, 1000, 4096, 16384, 65536, 1 << 20}) {
     for (std::int64_t vocab : {1, 300, 50257, 128256, 151936}) {

@@ -50,7 +50,7 @@ BackwardPass prepare_pass(LinearLogp::Impl& op, const BackwardCall& call, const 
   LinearLogpBwdState& bwd = op.bwd;
   BackwardPass pass(call, bwd);
   pass.tp_reduce = op.tp != nullptr && call.grad_hidden && call.n > 0 && call.reduce_hidden;
-  pass.chunks = bwd.chunks_for(call.n, call.grad_hidden);
+  pass.chunks = bwd.chunks_on(call.n, call.grad_hidden, stream);
   if (pass.tp_reduce) pass.chunks.accumulator_bytes = static_cast<std::size_t>(op.tp->accumulator_bytes(call.n));
   if (op.tp && (pass.chunks.dz_bytes > bwd.dz_buffer.bytes() ||
                 pass.chunks.accumulator_bytes > bwd.accumulator.bytes() || pass.chunks.mask_bytes > bwd.mask.bytes())) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "common/stream_k.cuh"
@@ -47,10 +48,7 @@ BackwardChunk BackwardChunks::chunk(std::int64_t index) const {
   return chunk;
 }
 
-namespace {
-
-// Whether the whole shard of dZ of the call's rows is one chunk by in.whole_budget.
-bool whole_shard_fits(const BackwardChunksInput& in) {
+bool backward_whole_shard_fits(const BackwardChunksInput& in) {
   if (in.whole_budget <= 0) return false;
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
@@ -58,11 +56,23 @@ bool whole_shard_fits(const BackwardChunksInput& in) {
          in.whole_budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= vocab_tiles * in.tile_cols;
 }
 
-}  // namespace
+std::int64_t saturating_budget_sum(std::int64_t a, std::int64_t b) {
+  return b > std::numeric_limits<std::int64_t>::max() - a ? std::numeric_limits<std::int64_t>::max() : a + b;
+}
+
+std::int64_t whole_shard_budget(const BackwardChunksInput& input, std::int64_t keep_bytes, std::int64_t max_rows) {
+  BackwardChunksInput at_most = input;
+  at_most.whole_budget = saturating_budget_sum(input.budget, keep_bytes);
+  if (max_rows > 0) {
+    at_most.n_rows = max_rows;
+    if (!backward_whole_shard_fits(at_most)) return 0;
+  }
+  return at_most.whole_budget;
+}
 
 bool backward_chunk_fits(const BackwardChunksInput& in) {
   const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
-  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols || whole_shard_fits(in);
+  return in.budget / (rows * static_cast<std::int64_t>(in.dz_elem_bytes)) >= in.tile_cols || backward_whole_shard_fits(in);
 }
 
 BackwardChunks backward_chunks(const BackwardChunksInput& in) {
@@ -84,7 +94,7 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   // Widest chunk of whole tiles whose dZ fits the budget; the whole shard where whole_budget holds it.
   const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
-  const std::int64_t chunks = whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
+  const std::int64_t chunks = backward_whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
   const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);
   plan.chunk_cols = tiles_per_chunk * in.tile_cols;
   plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);

@@ -90,6 +90,19 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
 // input.whole_budget: what backward_chunks needs.
 bool backward_chunk_fits(const BackwardChunksInput& input);
 
+// Whether the whole shard of dZ of input.n_rows rows is one chunk by input.whole_budget.
+bool backward_whole_shard_fits(const BackwardChunksInput& input);
+
+// a + b for budgets (both >= 0), at most INT64_MAX: a keep budget of INT64_MAX means "no limit".
+std::int64_t saturating_budget_sum(std::int64_t a, std::int64_t b);
+
+// The whole_budget of an op that keeps chunks, for `input` (its shape, budget and rows):
+// backward_workspace_bytes + keep_logits_bytes. With max_rows > 0, 0 unless a call of max_rows
+// rows is itself one whole chunk by it: an op built with max_rows reserves its buffers at build
+// for every call up to max_rows, and the whole-shard dZ of smaller calls would take the keep
+// budget that calls of max_rows rows (what such an op mostly runs) use for further chunks.
+std::int64_t whole_shard_budget(const BackwardChunksInput& input, std::int64_t keep_bytes, std::int64_t max_rows);
+
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver),
 // or one chunk of the whole shard where it fits input.whole_budget. Throws
 // Error(kInvalidArgument) when not even one column of tiles fits the budget.

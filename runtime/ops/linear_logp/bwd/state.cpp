@@ -82,7 +82,7 @@ namespace {
 // `resident`: the blocks of a Hopper kernel that run at once (StreamKWorkspace), for the bands of
 // a second kept chunk's product (kept_band_rows_for).
 BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                        std::int64_t n_rows, bool grad_hidden) {
+                        std::int64_t n_rows, bool grad_hidden, bool whole = true) {
   BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -95,7 +95,7 @@ BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdK
   input.filter = c.grad_filter_threshold > 0.0f;
   if (specs.keep && resident > 0) {
     input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
-    input.whole_budget = input.budget + c.keep_logits_bytes;
+    if (whole) input.whole_budget = whole_shard_budget(input, c.keep_logits_bytes, c.max_rows);
   }
   return input;
 }
@@ -104,6 +104,15 @@ BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdK
 
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
   return backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
+}
+
+BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
+  BackwardChunks plan = chunks_for(n_rows, grad_hidden);
+  const auto dz_budget = static_cast<std::size_t>(backward_workspace_budget(layout.config));
+  if (plan.dz_bytes > dz_buffer.bytes() && plan.dz_bytes > dz_budget && stream_capture_id(stream) != 0) {
+    plan = backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden, false));
+  }
+  return plan;
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
@@ -130,8 +139,8 @@ void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) 
 std::int64_t LinearLogpBwdState::keep_room(const BackwardChunks& chunks) const {
   const LinearLogpConfig& c = layout.config;
   const auto dz_bytes = static_cast<std::int64_t>(std::max(dz_buffer.bytes(), chunks.dz_bytes));
-  return std::clamp<std::int64_t>(backward_workspace_budget(c) + c.keep_logits_bytes - dz_bytes, 0,
-                                  c.keep_logits_bytes);
+  return std::clamp<std::int64_t>(saturating_budget_sum(backward_workspace_budget(c), c.keep_logits_bytes) - dz_bytes,
+                                  0, c.keep_logits_bytes);
 }
 
 namespace {
