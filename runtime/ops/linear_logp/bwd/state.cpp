@@ -5,6 +5,7 @@
 
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
 #include "runtime/sched/launch.hpp"
 #include "shardjit/error.hpp"
@@ -95,7 +96,11 @@ BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdK
   input.filter = c.grad_filter_threshold > 0.0f;
   if (specs.keep && resident > 0) {
     input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
-    if (whole) input.whole_budget = whole_shard_budget(input, c.keep_logits_bytes, c.max_rows);
+    // Only shards whose forward can keep them whole: a source a dZ tile column for the combine.
+    const std::int64_t tile_columns = (c.vocab_local + specs.dz_tile.bn - 1) / specs.dz_tile.bn;
+    if (whole && tile_columns <= kMaxCombineSources) {
+      input.whole_budget = whole_shard_budget(input, c.keep_logits_bytes, c.max_rows);
+    }
   }
   return input;
 }
@@ -108,8 +113,7 @@ BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hid
 
 BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
   BackwardChunks plan = chunks_for(n_rows, grad_hidden);
-  const auto dz_budget = static_cast<std::size_t>(backward_workspace_budget(layout.config));
-  if (plan.dz_bytes > dz_buffer.bytes() && plan.dz_bytes > dz_budget && stream_capture_id(stream) != 0) {
+  if (plan.chunks == 1 && plan.dz_bytes > dz_buffer.bytes() && stream_capture_id(stream) != 0) {
     plan = backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden, false));
   }
   return plan;

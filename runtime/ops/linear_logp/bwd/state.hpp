@@ -32,8 +32,9 @@ struct LinearLogpBwdState {
   // fit the workspace budget, which fits() says without throwing.
   BackwardChunks chunks_for(std::int64_t n_rows, bool grad_hidden) const;
   // chunks_for's, for a backward call on `stream`: during graph capture, where no buffer may
-  // grow, a whole shard larger than the dZ budget that the dZ buffer does not hold already is
-  // taken in chunks of the dZ budget instead (the forward, captured too, kept none of it).
+  // grow, a whole shard that the dZ buffer does not hold already is taken in chunks of the dZ
+  // budget instead (the forward, captured too, kept none of it: it keeps only what the buffers
+  // hold).
   BackwardChunks chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const;
   bool fits(std::int64_t n_rows) const;
   // What to reserve for every call of up to max_rows rows (see backward_chunks_reserve).
