@@ -121,7 +121,7 @@ int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timi
 }  // namespace
 
 int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timing) {
-  std::vector<SweepPoint> points = load_sweep_points(options.grid, options.quick);
+  std::vector<SweepPoint> points = load_sweep_points(options.grid, options.list);
   // --resume: the points the file already has a timing of keep their rows and are not run again.
   std::vector<nlohmann::json> rows;
   if (options.resume) {
@@ -158,7 +158,7 @@ int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timi
       std::fprintf(stderr, "sweep: %s n=%lld %s %s failed: %s\n", p.head.c_str(), static_cast<long long>(p.c.n),
                    dtype_name(p.c.dtype), p.c.backward ? "fwd+bwd" : "fwd", e.what());
     }
-    row["grid"] = options.quick ? "quick" : "full";
+    row["grid"] = options.list;
     if (out) out << row.dump() << '\n' << std::flush;
     rows.push_back(std::move(row));
   }

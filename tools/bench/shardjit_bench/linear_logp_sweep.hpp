@@ -19,10 +19,11 @@ struct SweepPoint {
   LinearLogpCase c;  // vocab is the shard's rows, ceil(head vocab / tp)
 };
 
-// The points of the grid's "full" or "quick" list of blocks, each point once, ordered so that the
-// points of one compiled op (hidden, vocabulary, dtype) follow each other. Throws
-// std::runtime_error naming the file and what in it is wrong.
-std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, bool quick);
+// The points of the grid's list of blocks named `list` ("full", "quick", "backward", ...), each
+// point once, ordered so that the points of one compiled op (hidden, vocabulary, dtype) follow
+// each other. Throws std::runtime_error naming the file and what in it is wrong (a list it does
+// not have: with the lists it has).
+std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const std::string& list);
 
 // A rough roofline estimate of a point's GPU seconds (warm-up and timed rounds of the op and the
 // GEMM, plus setting the point up), for choosing a grid that fits the time there is.
@@ -30,7 +31,7 @@ double estimated_point_seconds(const SweepPoint& point, const TimingOptions& tim
 
 struct SweepOptions {
   std::string grid = "tools/bench/sweep_grid.json";
-  bool quick = false;
+  std::string list = "full";  // the grid's list of blocks to run (--list; --quick: "quick")
   std::string out;        // JSONL file, one row per point; empty: stdout only
   bool resume = false;    // keep out's rows of points already timed, time the others
   bool dry_run = false;   // list the points and the estimate; no GPU

@@ -90,7 +90,7 @@ void add_block(const nlohmann::json& block, const std::map<std::string, Head>& h
 
 }  // namespace
 
-std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, bool quick) {
+std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const std::string& list) {
   std::ifstream in(grid_path);
   if (!in) throw std::runtime_error("cannot open sweep grid '" + grid_path + "'");
   nlohmann::json grid;
@@ -100,8 +100,13 @@ std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, bool qui
     bad_grid(grid_path, std::string("not valid JSON: ") + e.what());
   }
   const std::map<std::string, Head> heads = read_heads(grid, grid_path);
-  const char* list = quick ? "quick" : "full";
-  if (!grid.contains(list) || !grid[list].is_array()) bad_grid(grid_path, std::string("expected an array \"") + list + "\"");
+  if (!grid.contains(list) || !grid[list].is_array() || list == "heads" || list == "doc") {
+    std::string lists;
+    for (const auto& [name, value] : grid.items()) {
+      if (value.is_array() && name != "heads" && name != "doc") lists += (lists.empty() ? "" : ", ") + name;
+    }
+    bad_grid(grid_path, "no list of blocks \"" + list + "\" (it has: " + lists + ")");
+  }
   std::vector<SweepPoint> points;
   try {
     for (const auto& block : grid[list]) add_block(block, heads, grid_path, points);

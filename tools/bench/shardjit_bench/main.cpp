@@ -68,7 +68,10 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
                  "time every point of a grid of heads, TP shards, row counts, dtypes and modes (--grid); JSONL rows "
                  "(--out) and the worst points at the end");
   logp->add_option("--grid", o.sweep.grid, "sweep: the grid file (JSON)");
-  logp->add_flag("--quick", o.sweep.quick, "sweep: the grid's \"quick\" subset instead of \"full\"");
+  logp->add_option("--list", o.sweep.list,
+                   "sweep: the grid's list of blocks to run (default \"full\"; tools/bench/sweep_grid.json also has "
+                   "\"quick\" and \"backward\")");
+  logp->add_flag_callback("--quick", [&o] { o.sweep.list = "quick"; }, "sweep: --list quick");
   logp->add_option("--out", o.sweep.out, "sweep: write one JSON row per point to this file");
   logp->add_flag("--resume", o.sweep.resume,
                  "sweep: keep the rows of --out whose points were timed (failed ones are dropped) and time the rest");
