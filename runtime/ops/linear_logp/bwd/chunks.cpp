@@ -152,8 +152,9 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
     most.accumulator_bytes = std::max(most.accumulator_bytes, plan.accumulator_bytes);
   };
   for (std::int64_t t = first + 1; t <= std::min(vocab_tiles, kMaxTilesPerChunk); ++t) {
-    if (in.budget / (t * column_bytes) < 1) break;
-    raise_to(in.budget / (t * column_bytes));
+    const std::int64_t rows = in.budget / (t * column_bytes);  // the most rows of t-tile chunks
+    if (rows < 1) break;
+    raise_to(rows);
   }
   // The most rows whose whole shard is one chunk by whole_budget: the largest such dZ buffer.
   const std::int64_t whole_rows = in.whole_budget / (vocab_tiles * column_bytes);
