@@ -113,31 +113,30 @@ SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile,
 }
 
 // Calls run(segment) for each segment of block `block` of `grid`, in order (the kernels pass
-// their block index and grid; the host tests walk every block). Unsplit, the tiles go through
-// loops of their own, in which every segment has the same constant extent, so that the compiler
-// knows where a ring of stages stands at each tile's start and unrolls the main loop by its
-// stages (through the split walk it issues about a third more instructions a slice).
+// their block index and grid; the host tests walk every block): unsplit, tiles block,
+// block + grid, ... whole; split, the block's run of the slice sequence cut at tile boundaries.
+// Both walk [at, end) in two ints, kept across the kernels' main loops at full registers while
+// the plan stays in the parameter space. run has one call site: each call inlines a kernel's
+// whole tile body (its main loop, epilogue and fixup), which a call site for each form of the
+// plan would compile three times over (docs/perf-notes-jit.md, "Changes and predictions").
 template <class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
-  if (plan.workers == 0 && plan.tiles <= grid) {  // one tile a block
-    if (block < plan.tiles) run(TileSegment{block, 0, plan.slices, -1});
-    return;
-  }
-  if (plan.workers == 0) {
-    for (int tile = block; tile < plan.tiles; tile += grid) run(TileSegment{tile, 0, plan.slices, -1});
-    return;
-  }
-  if (block >= plan.workers) return;
-  // The run, cut at tile boundaries; kept in two ints across the kernels' main loops, at full
-  // registers, while the plan stays in the parameter space.
-  int at = static_cast<int>(stream_k_run_begin(plan, block));
-  const int end = static_cast<int>(stream_k_run_begin(plan, block + 1));
+  const bool split = plan.workers > 0;
+  if (split && block >= plan.workers) return;
+  int at = split ? static_cast<int>(stream_k_run_begin(plan, block)) : block;
+  const int end = split ? static_cast<int>(stream_k_run_begin(plan, block + 1)) : plan.tiles;
   while (at < end) {
-    const int tile = at / plan.slices;
-    const int first = tile * plan.slices;
-    const int stop = min_int(end, first + plan.slices);
-    run(TileSegment{tile, at - first, stop - first, block});
-    at = stop;
+    TileSegment segment{at, 0, plan.slices, -1};
+    if (split) {
+      const int tile = at / plan.slices;
+      const int first = tile * plan.slices;
+      const int stop = min_int(end, first + plan.slices);
+      segment = TileSegment{tile, at - first, stop - first, block};
+      at = stop;
+    } else {
+      at += grid;
+    }
+    run(segment);
   }
 }
 

@@ -40,7 +40,6 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
   static_assert(Epilogue::kRegionBytes == linear_logp_bwd_dz_hopper_region_bytes &&
                     Epilogue::kStagingBytes <= kFragmentStagingBytes,
                 "the host sizes the epilogue's shared memory (templates/linear_logp/bwd_dz_layout.cuh)");
-  constexpr int kKSlices = (H + BK - 1) / BK;
   using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;
 
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
@@ -97,8 +96,7 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
-    // A whole tile's extent is a constant, for the loop's unrolling (for_each_segment).
-    ring.template consume<T>(mainloop, at, segment.worker < 0 ? kKSlices : segment.end - segment.begin, warp, lane);
+    ring.template consume<T>(mainloop, at, segment.end - segment.begin, warp, lane);
     if (!Fixup::finish(plan, segment, mainloop.acc, tid)) return;
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
