@@ -42,6 +42,7 @@ struct GraphCase : testing::LogpCase {
   bool grad_weight_fp32 = false;
   std::int64_t dz_tiles = 0;  // backward workspace in 128-column tiles of dZ (several chunks); 0: default
   bool sized_at_build = true;  // max_rows = n; otherwise 0, and the first call allocates
+  std::int64_t keep_bytes = -1;  // keep_logits_bytes; < 0: the default
 };
 
 // What one run gave, as device bytes.
@@ -123,6 +124,42 @@ class Fixture {
     op_.backward(in, out.lse, {g_.data(), DType::kFP32, c_.n}, {h_.data(), DType::kFP32, c_.n}, grads, stream);
   }
 
+  // An eager call of `rows` rows on the fixture's weights (random hidden states and targets), waited
+  // for; its results are not looked at. It sizes the op's buffers for that many rows: a forward
+  // without the backward asks for no lse, and so keeps no logits and sizes only the forward's.
+  void run_rows(CUstream stream, std::int64_t rows, bool with_backward) {
+    std::vector<std::uint8_t> bytes;
+    testing::random_values(9000 + static_cast<std::uint64_t>(rows), static_cast<std::size_t>(rows * c_.hidden), 1.0f,
+                           c_.dtype, bytes);
+    const DeviceArray x = DeviceArray::from(bytes);
+    const std::int64_t valid = c_.valid_vocab > 0 ? c_.valid_vocab : c_.vocab;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(rows));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 7919) % valid;
+    const DeviceArray t = c_.targets == DType::kInt32
+                              ? DeviceArray::from(std::vector<std::int32_t>(ids.begin(), ids.end()))
+                              : DeviceArray::from(ids);
+    const auto floats = [&](float value) { return DeviceArray::from(std::vector<float>(ids.size(), value)); };
+    const DeviceArray logp = floats(0.0f), lse = floats(0.0f), g = floats(1.0f), h = floats(0.5f);
+    DeviceArray gx(static_cast<std::size_t>(rows * c_.hidden) * dtype_size(c_.dtype));
+    LinearLogpInputs in;
+    in.hidden = {x.data(), c_.dtype, rows, c_.hidden, 0};
+    in.weight = {w_.data(), c_.dtype, c_.vocab, c_.hidden, 0};
+    if (c_.bias) in.bias = {b_.data(), *c_.bias, c_.vocab};
+    in.targets = {t.data(), c_.targets, rows};
+    LinearLogpOutputs out;
+    out.logp = {logp.data(), DType::kFP32, rows};
+    if (with_backward) out.lse = {lse.data(), DType::kFP32, rows};
+    op_.forward(in, out, stream);
+    if (with_backward) {
+      LinearLogpGrads grads;
+      grads.hidden = {gx.data(), c_.dtype, rows, c_.hidden, 0};
+      grads.weight = {gw_.data(), grad_dtypes().weight, c_.vocab, c_.hidden, 0};
+      if (c_.bias) grads.bias = {gb_.data(), grad_dtypes().bias, c_.vocab};
+      op_.backward(in, out.lse, {g.data(), DType::kFP32, rows}, {h.data(), DType::kFP32, rows}, grads, stream);
+    }
+    EXPECT_EQ(op_.check(stream).bad_rows, 0);  // waits for the stream
+  }
+
   // Poisons the outputs (the gradients only, for a launch that runs only the backward, which reads
   // lse), runs `launch` on `stream`, waits for it and reads the outputs back.
   Results run(CUstream stream, const std::function<void()>& launch, bool backward_only = false) {
@@ -166,6 +203,7 @@ class Fixture {
     config.grad_weight_fp32 = c_.grad_weight_fp32;
     // dZ tiles of 128 columns over the rows rounded up to 256, in the dZ dtype (16-bit here).
     if (c_.dz_tiles > 0) config.backward_workspace_bytes = (c_.n + 255) / 256 * 256 * 128 * 2 * c_.dz_tiles;
+    if (c_.keep_bytes >= 0) config.keep_logits_bytes = c_.keep_bytes;
     return config;
   }
 
@@ -304,6 +342,34 @@ TEST(GraphCaptureKeptChunk, ABackwardCapturedApartFromItsForwardRecomputes) {
   // Where the op keeps a chunk (the Hopper loop), the kept logits went through fp16: other bits.
   if (std::string(f.main_loop()) == "wgmma") {
     EXPECT_NE(kept.grad_hidden, recomputed.grad_hidden) << "the eager backward did not use the kept chunk";
+  }
+}
+
+// A capture at a row count whose whole shard would be one chunk (it fits the dZ and keep budgets
+// together) after eager calls that left a dZ buffer too small for it (the larger call's chunks
+// cut to the dZ budget): the capture grows nothing. Its forward keeps no logits, its backward
+// goes by budget-sized chunks (LinearLogpBwdState::chunks_on), and every replay matches the
+// reference. An op without max_rows, so that the eager calls size the buffers.
+TEST(GraphCaptureWholeShard, ACaptureAfterLargerCallsGoesByBudgetChunks) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
+  GraphCase c{"whole_n200_h256_v12000", 200, 256, 12000, 11990, DType::kBF16, std::nullopt, DType::kInt64, 1.0f,
+              false, true};
+  c.sized_at_build = false;
+  c.dz_tiles = 16;         // 1 MiB of dZ: 256 columns a chunk at 2048 rows
+  c.keep_bytes = 8 << 20;  // with it, 200 rows' whole shard (4.6 MiB of dZ) is one chunk; 2048 rows' (47 MiB) is not
+  const DeviceContext& device = testing::test_device();
+  ScopedContext scope(device);
+  OwnedStream stream(device);
+  const CUstream s = stream.get();
+  Fixture f(c);
+  f.refill(7400);
+  f.run_rows(s, c.n, false);  // the forward's workspace for c.n rows
+  f.run_rows(s, 2048, true);  // the backward's buffers, the dZ buffer at its budget
+  const CapturedGraph graph(s, [&] { f.enqueue(s); });
+  for (int replay = 0; replay < kReplays; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    f.refill(7500 + 10 * static_cast<std::uint64_t>(replay));
+    f.expect_matches_reference(f.run(s, [&] { graph.launch(s); }));
   }
 }
 
