@@ -116,12 +116,23 @@ SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile,
 // their block index and grid; the host tests walk every block): unsplit, tiles block,
 // block + grid, ... whole; split, the block's run of the slice sequence cut at tile boundaries.
 // Both walk [at, end) in two ints, kept across the kernels' main loops at full registers while
-// the plan stays in the parameter space. run has one call site: each call inlines a kernel's
-// whole tile body (its main loop, epilogue and fixup), which a call site for each form of the
-// plan would compile three times over (docs/perf-notes-jit.md, "Changes and predictions").
-template <class Run>
+// the plan stays in the parameter space.
+//
+// run has one call site: each call inlines a kernel's whole tile body (its main loop, epilogue and
+// fixup), which a call site for each form of the plan would compile over again
+// (docs/perf-notes-jit.md, "Changes and predictions"). The walk costs a tile some 230 more
+// instructions a warp than a loop of tiles, which only tiles of a slice or two feel: a kernel
+// whose K can be that short (grad_weight's GEMM, whose K is the call's rows) passes
+// UNSPLIT_LOOP = true, and unsplit plans take a loop of their own, at a second copy of the body.
+template <bool UNSPLIT_LOOP = false, class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
   const bool split = plan.workers > 0;
+  if constexpr (UNSPLIT_LOOP) {
+    if (!split) {
+      for (int tile = block; tile < plan.tiles; tile += grid) run(TileSegment{tile, 0, plan.slices, -1});
+      return;
+    }
+  }
   if (split && block >= plan.workers) return;
   int at = split ? static_cast<int>(stream_k_run_begin(plan, block)) : block;
   const int end = split ? static_cast<int>(stream_k_run_begin(plan, block + 1)) : plan.tiles;
@@ -142,9 +153,9 @@ SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int b
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // This block's segments.
-template <class Run>
+template <bool UNSPLIT_LOOP = false, class Run>
 __device__ __forceinline__ void for_each_segment(const StreamKPlan& plan, Run&& run) {
-  for_each_segment(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
+  for_each_segment<UNSPLIT_LOOP>(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
 }
 #endif
 
