@@ -120,10 +120,11 @@ SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile,
 //
 // run has one call site: each call inlines a kernel's whole tile body (its main loop, epilogue and
 // fixup), which a call site for each form of the plan would compile over again
-// (docs/perf-notes-jit.md, "Changes and predictions"). The walk costs a tile some 230 more
-// instructions a warp than a loop of tiles, which only tiles of a slice or two feel: a kernel
-// whose K can be that short (grad_weight's GEMM, whose K is the call's rows) passes
-// UNSPLIT_LOOP = true, and unsplit plans take a loop of their own, at a second copy of the body.
+// (docs/perf-notes-jit.md, "Changes and predictions"). A body compiled for any segment, rather
+// than for the whole tiles of an unsplit loop, costs a tile some 230 more instructions a warp,
+// which only tiles of a slice or two feel: a kernel whose K can be that short (grad_weight's
+// GEMM, whose K is the call's rows) passes UNSPLIT_LOOP = true, and unsplit plans take a loop of
+// their own, at a second copy of the body.
 template <bool UNSPLIT_LOOP = false, class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
   const bool split = plan.workers > 0;
