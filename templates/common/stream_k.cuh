@@ -76,7 +76,6 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int
   return plan;
 }
 
-
 // Blocks to launch: a split plan's workers; unsplit, one block a tile, or for `persistent`
 // kernels at most `resident` blocks walking the tiles.
 SHARDJIT_HOST_DEVICE inline int stream_k_grid(const StreamKPlan& plan, int resident, bool persistent) {

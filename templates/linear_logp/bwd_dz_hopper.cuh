@@ -29,7 +29,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, class Epilogue, int H, int V_VALID, int BM, int BN, int BK, int STAGES>
+template <class T, class Epilogue, int V_VALID, int BM, int BN, int BK, int STAGES>
 __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
   using Mainloop = typename Epilogue::Loop;
   static_assert(is_same_type<Mainloop, WgmmaTileMainloop<T, BM, BN, BK, 1>>::value, "the epilogue takes this loop");
@@ -112,7 +112,7 @@ template <class T, class BiasT, class TargetT, class DZ, int H, int V_VALID, int
           bool FILTER>
 __device__ __forceinline__ void linear_logp_bwd_dz_hopper(const LinearLogpBwdDzParams& params, unsigned char* smem) {
   using Epilogue = DzFragmentEpilogue<BiasT, TargetT, DZ, V_VALID, FILTER, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
-  logit_tiles_hopper<T, Epilogue, H, V_VALID, BM, BN, BK, STAGES>(params, smem);
+  logit_tiles_hopper<T, Epilogue, V_VALID, BM, BN, BK, STAGES>(params, smem);
 }
 
 }  // namespace kernels

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(true), 1)
   static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_keep_smem[];
   using Epilogue = KeptLogitsEpilogue<BiasT, TargetT, V_VALID, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
-  logit_tiles_hopper<T, Epilogue, H, V_VALID, BM, BN, BK, STAGES>(params, linear_logp_fwd_keep_smem);
+  logit_tiles_hopper<T, Epilogue, V_VALID, BM, BN, BK, STAGES>(params, linear_logp_fwd_keep_smem);
 }
 
 }  // namespace kernels
