@@ -119,20 +119,12 @@ SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile,
 //
 // run has one call site: each call inlines a kernel's whole tile body (its main loop, epilogue and
 // fixup), which a call site for each form of the plan would compile over again
-// (docs/perf-notes-jit.md, "Changes and predictions"). A body compiled for any segment, rather
-// than for the whole tiles of an unsplit loop, costs a tile some 230 more instructions a warp,
-// which only tiles of a slice or two feel: a kernel whose K can be that short (grad_weight's
-// GEMM, whose K is the call's rows) passes UNSPLIT_LOOP = true, and unsplit plans take a loop of
-// their own, at a second copy of the body.
-template <bool UNSPLIT_LOOP = false, class Run>
+// (docs/perf-notes-jit.md, "Changes and predictions"). A body compiled for any segment keeps in
+// its loop what a loop of whole tiles would hoist; the epilogues branch once a tile around what
+// they can skip (gemm/gemm_epilogue.cuh), so that even one-slice tiles pay little for it.
+template <class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
   const bool split = plan.workers > 0;
-  if constexpr (UNSPLIT_LOOP) {
-    if (!split) {
-      for (int tile = block; tile < plan.tiles; tile += grid) run(TileSegment{tile, 0, plan.slices, -1});
-      return;
-    }
-  }
   if (split && block >= plan.workers) return;
   int at = split ? static_cast<int>(stream_k_run_begin(plan, block)) : block;
   const int end = split ? static_cast<int>(stream_k_run_begin(plan, block + 1)) : plan.tiles;
@@ -153,9 +145,9 @@ SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int b
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // This block's segments.
-template <bool UNSPLIT_LOOP = false, class Run>
+template <class Run>
 __device__ __forceinline__ void for_each_segment(const StreamKPlan& plan, Run&& run) {
-  for_each_segment<UNSPLIT_LOOP>(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
+  for_each_segment(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
 }
 #endif
 

@@ -253,11 +253,18 @@ struct GemmEpilogue {
     }
   }
 
-  // The same with the addend read from global memory.
+  // The same with the addend read from global memory. Without an addend there are no reads: a
+  // branch a tile, not a predicated load a pair, whose global descriptor ptxas would otherwise
+  // rebuild every tile in a loop that also holds the stream-K fixup (docs/perf-notes-jit.md).
   template <class Mainloop>
   __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,
                                              long long m0, long long n0, int warp, int lane) const {
-    write_tile(mainloop, staging, out_map, m0, n0, warp, lane, global_reader());
+    if (addend == nullptr) {
+      write_tile(mainloop, staging, out_map, m0, n0, warp, lane,
+                 [](int, const AccumulatorPair&, long long, long long) { return make_float2(0.0f, 0.0f); });
+    } else {
+      write_tile(mainloop, staging, out_map, m0, n0, warp, lane, global_reader());
+    }
   }
 };
 

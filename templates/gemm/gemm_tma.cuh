@@ -50,9 +50,6 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   using Addend = StagedAddend<AddT, kBM, kBN, kStageBytes>;
   static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
   using Epilogue = GemmEpilogue<OutT, AddT>;
-  // grad_weight's GEMM (A = dZ^T) has the call's rows as K: one slice at decode sizes, where the
-  // walk of split plans would cost its many short tiles (for_each_segment).
-  constexpr bool kUnsplitLoop = A_TRANS;
   if constexpr (gemm_tma_stages_output(sizeof(OutT))) {
     static_assert(Epilogue::template TileStore<Mainloop>::kBytes <= kFragmentStagingBytes,
                   "the host sizes the staging area (gemm/gemm_layout.cuh)");
@@ -84,7 +81,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     Ring::enter_producer();
     if (!Ring::is_producer(warp)) return;
     TmaRingCursor<STAGES> at;
-    for_each_segment<kUnsplitLoop>(plan, [&](const TileSegment& segment) {
+    for_each_segment(plan, [&](const TileSegment& segment) {
       int m0, n0;
       corner(segment, m0, n0);
       // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
@@ -143,7 +140,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   constexpr int kElem = static_cast<int>(sizeof(TA));
   unsigned char* const staging = smem + gemm_tma_staging_offset(kElem, kElem, kBM, kBN, kBK, STAGES);
   TmaRingCursor<STAGES> at;
-  for_each_segment<kUnsplitLoop>(plan, [&](const TileSegment& segment) {
+  for_each_segment(plan, [&](const TileSegment& segment) {
     int m0, n0;
     corner(segment, m0, n0);
     // The compute warps need only how many slices arrive: counted before the loop, so that no

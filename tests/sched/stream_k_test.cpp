@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -147,34 +146,6 @@ TEST(StreamK, FewTilesKeepEveryBlockBusy) {
   const auto [fewest, most] = std::minmax_element(w.slices_per_block.begin(), w.slices_per_block.end());
   EXPECT_GE(*fewest, 32 * 2004 / 132);
   EXPECT_LE(*most, 32 * 2004 / 132 + 1);
-}
-
-// A kernel whose tiles can be one slice long walks unsplit plans in a loop of its own
-// (UNSPLIT_LOOP); the producer and compute warps of one kernel share a ring, and every kernel's
-// host plan is the same, so both walks must give every block the same segments in the same order.
-TEST(StreamK, TheUnsplitLoopWalksAsTheOneSiteWalk) {
-  using Segments = std::vector<std::tuple<int, int, int, int>>;
-  auto walk = [](const kernels::StreamKPlan& plan, int block, int grid, auto unsplit_loop) {
-    Segments segments;
-    kernels::for_each_segment<decltype(unsplit_loop)::value>(plan, block, grid, [&](const kernels::TileSegment& s) {
-      segments.emplace_back(s.tile, s.begin, s.end, s.worker);
-    });
-    return segments;
-  };
-  for (auto [tiles, slices, resident, persistent] :
-       {std::tuple{32, 2004, 132, false}, {6, 64, 132, true}, {1, 1, 132, false}, {16032, 1, 132, true},
-        {4096, 64, 132, false}, {20, 100, 40, true}, {66, 35, 132, false}}) {
-    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, resident);
-    const int grid = kernels::stream_k_grid(plan, resident, persistent);
-    for (int block = 0; block < grid + 2; ++block) {
-      const Segments one_site = walk(plan, block, grid, std::false_type{});
-      EXPECT_EQ(walk(plan, block, grid, std::true_type{}), one_site)
-          << tiles << " tiles of " << slices << " slices, block " << block << " of " << grid;
-      if (block < grid && plan.workers == 0 && block < tiles) {
-        EXPECT_FALSE(one_site.empty()) << "an unsplit block with a tile walks it";
-      }
-    }
-  }
 }
 
 }  // namespace
