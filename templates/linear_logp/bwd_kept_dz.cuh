@@ -8,7 +8,9 @@
 // and writes the same 16 bytes.
 //
 // Parameters: the dZ kernel's arguments (LinearLogpBwdDzArgs) of chunk 0, with tile_partials the
-// kept chunk's partials. Grid: n_rows blocks, one a row; block: linear_logp_bwd_kept_dz_threads threads.
+// kept chunk's partials. Grid: n_rows x linear_logp_bwd_kept_dz_row_blocks blocks (bwd_dz_layout.cuh),
+// block y of a row taking its columns' passes y, y + gridDim.y, ...; block:
+// linear_logp_bwd_kept_dz_threads threads.
 #pragma once
 
 #include "common/host_device.cuh"
@@ -33,7 +35,9 @@ __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_b
   const bool entropy = bwd_has_entropy(args);
   const float coef_u = r.coef_z * kBwdLn2;
   DZ* const out = static_cast<DZ*>(args.dz) + row * args.dz_stride;
-  for (int c = static_cast<int>(threadIdx.x) * 8; c < padded; c += linear_logp_bwd_kept_dz_threads * 8) {
+  const int step = static_cast<int>(gridDim.y) * kKeptDzBlockCols;
+  for (int c = static_cast<int>(blockIdx.y) * kKeptDzBlockCols + static_cast<int>(threadIdx.x) * 8; c < padded;
+       c += step) {
     const uint4 kept = *reinterpret_cast<const uint4*>(out + c);
     const float m = args.tile_partials[static_cast<long long>(c / BN) * args.n_rows + row].max;
     const float offset = (m - r.lse) * kLog2e;

@@ -102,6 +102,7 @@ void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::L
   if (args.n_rows == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(args.n_rows);
+  shape.grid_y = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_row_blocks(args.n_rows, args.chunk_cols));
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_threads);
   launch(kernel, shape, args, stream);
 }
