@@ -273,16 +273,17 @@ LinearLogpConfig backward_config(DType dtype) {
   return c;
 }
 
-// The kept chunk's dZ kernel: a block a row where the rows fill the GPU; for fewer rows, a row's
-// columns shared out among blocks, no more of them than the row has passes of a block.
+// The kept chunk's dZ kernel: a block a row where the rows give every multiprocessor one; for
+// fewer rows, a row's columns shared out among blocks, no more of them than the row has passes
+// of a block.
 TEST(BwdKeptDz, FewRowsShareTheirColumnsOutAmongBlocks) {
   using kernels::linear_logp_bwd_kept_dz_row_blocks;
   EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(4097, 128256), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1056, 128256), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1055, 128256), 2);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(300, 128256), 4) << "rows x blocks fill the GPU";
+  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(256, 128256), 1);
+  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(132, 128256), 1);
+  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(131, 128256), 9) << "rows x blocks fill the GPU";
   EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(7, 128256), 63) << "one block a pass of 2048 columns";
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(300, 2560), 2);
+  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(100, 2560), 2);
   EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 2049), 2);
   EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 2048), 1);
   EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 300), 1);
