@@ -41,7 +41,8 @@ constexpr long long kKeptDzFillBlocks = 1056;
 // count, kKeptDzBlockCols being a multiple of 8). At 7 rows one block a row walked 128 256
 // columns in 63 passes, a read and a write of 1.8 MB in 34.6 us (3.6 us shared out). Sharing
 // also sped the kernel up at 256 rows (47 -> 40 us), but grad_hidden's GEMM after it then ran
-// about 40 us longer in the op's sequence (not under ncu's replay): docs/perf-notes.md.
+// about 40 us longer in the op's sequence, though not under ncu's replay (docs/benchmarks.md,
+// "The addend branch (one call site everywhere again), and the kept chunk's dZ at few rows").
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_kept_dz_row_blocks(long long rows, int chunk_cols) {
   if (rows >= kKeptDzShareBelowRows) return 1;
   const long long per_row = (chunk_cols + kKeptDzBlockCols - 1) / kKeptDzBlockCols;
