@@ -120,8 +120,8 @@ SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile,
 // run has one call site: each call inlines a kernel's whole tile body (its main loop, epilogue and
 // fixup), which a call site for each form of the plan would compile over again
 // (docs/perf-notes-jit.md, "Changes and predictions"). A body compiled for any segment keeps in
-// its loop what a loop of whole tiles would hoist; the epilogues branch once a tile around what
-// they can skip (gemm/gemm_epilogue.cuh), so that even one-slice tiles pay little for it.
+// its loop what a loop of whole tiles would hoist; the GEMM epilogue branches once a tile around
+// the addend's loads (gemm/gemm_epilogue.cuh), so that even its one-slice tiles pay little for it.
 template <class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
   const bool split = plan.workers > 0;
