@@ -31,22 +31,22 @@ constexpr int linear_logp_bwd_dz_threads = 256;
 // eight columns a thread.
 constexpr int linear_logp_bwd_kept_dz_threads = 256;
 constexpr int kKeptDzBlockCols = linear_logp_bwd_kept_dz_threads * 8;
-// Rows below this leave an H200's multiprocessors without a block of their own; fewer rows share
-// each row's columns out among blocks, about kKeptDzFillBlocks in all (eight a multiprocessor).
-constexpr long long kKeptDzShareBelowRows = 132;
-constexpr long long kKeptDzFillBlocks = 1056;
+// Blocks that share out the rows of a call of fewer rows than multiprocessors, per multiprocessor.
+constexpr long long kKeptDzBlocksPerMultiprocessor = 8;
 
-// How many blocks share a row (the grid's y): one from kKeptDzShareBelowRows rows on; more for
-// fewer rows, up to one for each kKeptDzBlockCols of the chunk's columns (padded or not: the same
-// count, kKeptDzBlockCols being a multiple of 8). At 7 rows one block a row walked 128 256
+// How many blocks share a row (the grid's y): one where the rows give every multiprocessor a block
+// of their own; for fewer rows, kKeptDzBlocksPerMultiprocessor blocks a multiprocessor in all, up
+// to one for each kKeptDzBlockCols of the chunk's columns (padded or not: the same count,
+// kKeptDzBlockCols being a multiple of 8). At 7 rows on an H200 one block a row walked 128 256
 // columns in 63 passes, a read and a write of 1.8 MB in 34.6 us (3.6 us shared out). Sharing
 // also sped the kernel up at 256 rows (47 -> 40 us), but grad_hidden's GEMM after it then ran
 // about 40 us longer in the op's sequence, though not under ncu's replay (docs/benchmarks.md,
 // "The addend branch (one call site everywhere again), and the kept chunk's dZ at few rows").
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_kept_dz_row_blocks(long long rows, int chunk_cols) {
-  if (rows >= kKeptDzShareBelowRows) return 1;
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_bwd_kept_dz_row_blocks(long long rows, int chunk_cols,
+                                                                      int multiprocessors) {
+  if (rows >= multiprocessors) return 1;
   const long long per_row = (chunk_cols + kKeptDzBlockCols - 1) / kKeptDzBlockCols;
-  const long long wanted = (kKeptDzFillBlocks + rows - 1) / rows;
+  const long long wanted = (kKeptDzBlocksPerMultiprocessor * multiprocessors + rows - 1) / rows;
   const long long blocks = per_row < wanted ? per_row : wanted;
   return static_cast<int>(blocks < 1 ? 1 : blocks);
 }

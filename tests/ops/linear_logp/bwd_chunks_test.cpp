@@ -274,21 +274,26 @@ LinearLogpConfig backward_config(DType dtype) {
 }
 
 // The kept chunk's dZ kernel: a block a row where the rows give every multiprocessor one; for
-// fewer rows, a row's columns shared out among blocks, no more of them than the row has passes
-// of a block.
+// fewer rows, a row's columns shared out among eight blocks a multiprocessor, no more of them
+// than the row has passes of a block.
 TEST(BwdKeptDz, FewRowsShareTheirColumnsOutAmongBlocks) {
-  using kernels::linear_logp_bwd_kept_dz_row_blocks;
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(4097, 128256), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(256, 128256), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(132, 128256), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(131, 128256), 9) << "rows x blocks fill the GPU";
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(7, 128256), 63) << "one block a pass of 2048 columns";
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(100, 2560), 2);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 2049), 2);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 2048), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 300), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 8), 1);
-  EXPECT_EQ(linear_logp_bwd_kept_dz_row_blocks(1, 1 << 30), 1056);
+  auto blocks = [](long long rows, int cols, int multiprocessors = 132) {
+    return kernels::linear_logp_bwd_kept_dz_row_blocks(rows, cols, multiprocessors);
+  };
+  EXPECT_EQ(blocks(4097, 128256), 1);
+  EXPECT_EQ(blocks(256, 128256), 1);
+  EXPECT_EQ(blocks(132, 128256), 1);
+  EXPECT_EQ(blocks(131, 128256), 9) << "rows x blocks fill the GPU";
+  EXPECT_EQ(blocks(7, 128256), 63) << "one block a pass of 2048 columns";
+  EXPECT_EQ(blocks(100, 2560), 2);
+  EXPECT_EQ(blocks(1, 2049), 2);
+  EXPECT_EQ(blocks(1, 2048), 1);
+  EXPECT_EQ(blocks(1, 300), 1);
+  EXPECT_EQ(blocks(1, 8), 1);
+  EXPECT_EQ(blocks(1, 1 << 30), 1056);
+  EXPECT_EQ(blocks(1, 1 << 30, 108), 864) << "the device's multiprocessors";
+  EXPECT_EQ(blocks(120, 128256, 108), 1);
+  EXPECT_EQ(blocks(7, 128256, 0), 1) << "no device count: a block a row";
 }
 
 TEST(BwdKernels, OnlyLoadedWhenAskedFor) {

@@ -98,11 +98,11 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& c, const L
 }
 
 void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                                    CUstream stream) {
+                                    int multiprocessors, CUstream stream) {
   if (args.n_rows == 0) return;
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(args.n_rows);
-  shape.grid_y = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_row_blocks(args.n_rows, args.chunk_cols));
+  shape.grid_y = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_row_blocks(args.n_rows, args.chunk_cols, multiprocessors));
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_bwd_kept_dz_threads);
   launch(kernel, shape, args, stream);
 }

@@ -53,8 +53,8 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
                                const StreamKWorkspace& split, std::int64_t x_rows, CUstream stream);
 
 // The kept chunk's dZ (linear_logp_bwd_kept_dz): rows x linear_logp_bwd_kept_dz_row_blocks blocks
-// (more than one a row only for few rows); nothing for zero rows.
+// (more than one a row only for fewer rows than the device's multiprocessors); nothing for zero rows.
 void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                                    CUstream stream);
+                                    int multiprocessors, CUstream stream);
 
 }  // namespace shardjit
