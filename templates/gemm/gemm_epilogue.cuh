@@ -255,7 +255,8 @@ struct GemmEpilogue {
 
   // The same with the addend read from global memory. Without an addend there are no reads: a
   // branch a tile, not a predicated load a pair, whose global descriptor ptxas would otherwise
-  // rebuild every tile in a loop that also holds the stream-K fixup (docs/perf-notes-jit.md).
+  // rebuild every tile in a loop that also holds the stream-K fixup (docs/perf-notes-jit.md,
+  // "Changes and predictions", item 3).
   template <class Mainloop>
   __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,
                                              long long m0, long long n0, int warp, int lane) const {
