@@ -76,6 +76,10 @@ def test_three_dimensional_targets_must_match_the_leading_dimensions():
     (dict(return_lse=None), TypeError, "return_lse"),
     (dict(reduce_grad_hidden="yes"), TypeError, "reduce_grad_hidden"),
     (dict(process_group="tp"), TypeError, "process_group: expected a torch.distributed.ProcessGroup"),
+    (dict(max_rows=-1), shardjit.InvalidArgumentError, "max_rows: expected a non-negative int or None, got -1"),
+    (dict(max_rows=2.5), TypeError, "max_rows: expected an int or None, got float"),
+    (dict(keep_logits_bytes=-2), shardjit.InvalidArgumentError, "keep_logits_bytes: expected a non-negative int"),
+    (dict(keep_logits_bytes="1G"), TypeError, "keep_logits_bytes: expected an int or None, got str"),
     (dict(not_an_option=1), TypeError, "not_an_option"),
 ])
 def test_options_are_named(kwargs, error, match):
@@ -107,7 +111,8 @@ def test_help_shows_the_keywords():
 
     names = list(inspect.signature(sjt.linear_logp).parameters)
     assert names[:3] == ["hidden", "weight", "targets"]
-    assert {"bias", "temperature", "return_entropy", "process_group", "reduce_grad_hidden"} <= set(names)
+    assert {"bias", "temperature", "return_entropy", "process_group", "reduce_grad_hidden", "max_rows",
+            "keep_logits_bytes"} <= set(names)
     assert "Op-level form" in sjt.linear_logp.__doc__
 
 
@@ -158,6 +163,38 @@ def test_moe_combine_arguments_are_named(group):
         sjt.moe_combine(rows, positions, process_group=group, capacity=4, path="fast")
     with pytest.raises(shardjit.InvalidArgumentError, match="moe_combine: rows: expected a CUDA tensor"):
         sjt.moe_combine(rows, positions, process_group=group, capacity=4, gates=gates)
+
+
+def test_clear_op_cache_closes_and_forgets_the_groups_communicators(monkeypatch):
+    # torch.distributed reuses group names after destroy_process_group: a group made later
+    # under an old name must get a communicator of its own, not the closed group's.
+    from shardjit.torch import _groups
+
+    class FakeCommunicator:
+        def __init__(self):
+            self.closed = False
+
+        def close(self):
+            self.closed = True
+
+    built = []
+
+    def build(group, device):
+        built.append(FakeCommunicator())
+        return built[-1]
+
+    monkeypatch.setattr(_groups, "group_of", lambda name: name)
+    monkeypatch.setattr(_groups, "_build_communicator", build)
+    monkeypatch.setattr(_groups, "_gather_layout", lambda group, device, local, start: (0, local))
+    first = _groups.communicator("0", 0)
+    assert _groups.communicator("0", 0) is first, "built once per group and device"
+    assert _groups.vocab_layout("0", 0, 100, -1) == (0, 100)
+    sjt.clear_op_cache()
+    assert first.closed
+    assert not _groups._communicators and not _groups._layouts
+    second = _groups.communicator("0", 0)
+    assert second is not first and not second.closed
+    sjt.clear_op_cache()
 
 
 def test_op_level_classes_take_torch_dtypes():

@@ -26,7 +26,7 @@ def test_ops_are_registered():
 def test_forward_fake_shapes(want_entropy):
     hidden, weight, targets = meta(N, H), meta(V, H), meta(N, dtype=torch.int64)
     logp, lse, entropy = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0,
-                                                        want_entropy, "", True, True, True)
+                                                        want_entropy, "", 0, -1, True, True, True)
     assert logp.shape == (N,) and lse.shape == (N,) and logp.dtype == torch.float32
     assert entropy.shape == ((N,) if want_entropy else (0,))
 
@@ -36,7 +36,7 @@ def test_backward_fake_shapes(wants):
     hidden, weight, targets, bias = meta(N, H), meta(V, H), meta(N, dtype=torch.int64), meta(V, dtype=torch.float32)
     lse = meta(N, dtype=torch.float32)
     grad_hidden, grad_weight, grad_bias = torch.ops.shardjit.linear_logp_backward(
-        hidden, weight, targets, bias, lse, None, lse, None, None, 0, 0, -100, 1.0, False, "", *wants, True)
+        hidden, weight, targets, bias, lse, None, lse, None, None, 0, 0, -100, 1.0, False, "", 0, -1, *wants, True)
     assert grad_hidden.shape == ((N, H) if wants[0] else (0,))
     assert grad_weight.shape == ((V, H) if wants[1] else (0,)) and grad_weight.dtype == torch.bfloat16
     assert grad_bias.shape == ((V,) if wants[2] else (0,))
@@ -51,7 +51,8 @@ def test_collective_fake_shapes():
     assert out.shape == (9, H)
 
 
-BASE = dict(vocab_start=0, valid_vocab=0, ignore_index=-100, temperature=1.0, want_entropy=False, group_name="")
+BASE = dict(vocab_start=0, valid_vocab=0, ignore_index=-100, temperature=1.0, want_entropy=False, group_name="",
+            max_rows=0, keep_logits_bytes=-1)
 
 
 def key(hidden_dtype=torch.bfloat16, h=H, v=V, bias_dtype=None, target_dtype=torch.int64, want_backward=False,
@@ -77,6 +78,7 @@ def test_key_is_stable_and_ignores_the_row_count():
     dict(bias_dtype=torch.float32), dict(bias_dtype=torch.bfloat16), dict(target_dtype=torch.int32),
     dict(want_backward=True), dict(vocab_start=24), dict(vocab_start=-1), dict(valid_vocab=20),
     dict(ignore_index=0), dict(temperature=0.7), dict(want_entropy=True), dict(group_name="tp"),
+    dict(max_rows=4096), dict(keep_logits_bytes=0), dict(keep_logits_bytes=1 << 30),
 ])
 def test_key_changes_with_what_changes_the_op(change):
     assert key(**change) != key()
@@ -121,7 +123,7 @@ def test_autograd_formula_gives_gradients_of_the_inputs_shapes(want_entropy, ret
     bias = meta(V, dtype=torch.float32).requires_grad_() if with_bias else None
     targets = meta(N, dtype=torch.int64)
     logp, lse, entropy = _linear_logp_ops.linear_logp_forward(hidden, weight, targets, bias, 0, 0, -100, 1.0,
-                                                              want_entropy, "", True, return_lse, True)
+                                                              want_entropy, "", 0, -1, True, return_lse, True)
     loss = logp.sum() + lse.sum() + (entropy.sum() if want_entropy else 0)
     loss.backward()
     assert hidden.grad.shape == (N, H) and hidden.grad.dtype == torch.bfloat16
@@ -134,7 +136,7 @@ def test_no_gradient_asked_of_the_backward_gives_none():
     hidden = meta(N, H)
     weight = meta(V, H).requires_grad_()
     logp, _, _ = _linear_logp_ops.linear_logp_forward(hidden, weight, meta(N, dtype=torch.int64), None, 0, 0, -100,
-                                                      1.0, False, "", True, False, True)
+                                                      1.0, False, "", 0, -1, True, False, True)
     logp.sum().backward()
     assert hidden.grad is None and weight.grad.shape == (V, H)
 
@@ -159,7 +161,7 @@ def test_eager_function_uses_the_same_formula(monkeypatch):
     monkeypatch.setattr(_linear_logp_ops, "backward_impl", backward_body)
     hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
     logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, meta(N, dtype=torch.int64), None,
-                                                                0, 0, -100, 1.0, True, "", True, False, False)
+                                                                0, 0, -100, 1.0, True, "", 0, -1, True, False, False)
     (logp.sum() + entropy.sum()).backward()
     assert hidden.grad.shape == (N, H) and weight.grad.shape == (V, H)
     # lse was not returned: no gradient for it; entropy was: its gradient goes down; the flags

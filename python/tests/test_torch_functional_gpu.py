@@ -52,11 +52,11 @@ def returned_and_used():
 
 
 def run_case(dtype, return_entropy, return_lse, used, bias_dtype=None, temperature=1.0, ignore=0,
-             valid_vocab=None, leading=None, seed=0):
+             valid_vocab=None, leading=None, seed=0, **sizing):
     hidden, weight, targets, bias = make(dtype, seed=seed, bias_dtype=bias_dtype, ignore=ignore, leading=leading,
                                          valid_vocab=valid_vocab)
     out = sjt.linear_logp(hidden, weight, targets, bias=bias, temperature=temperature, valid_vocab=valid_vocab,
-                          return_entropy=return_entropy, return_lse=return_lse)
+                          return_entropy=return_entropy, return_lse=return_lse, **sizing)
     outs = out if isinstance(out, tuple) else (out,)
     names = ["logp"] + ["entropy"] * return_entropy + ["lse"] * return_lse
     assert len(outs) == len(names)
@@ -117,6 +117,14 @@ def test_three_dimensional_inputs(dtype):
     assert torch.equal(logp.reshape(-1), flat)
 
 
+@pytest.mark.parametrize("sizing", [dict(max_rows=N + 5), dict(keep_logits_bytes=0), dict(keep_logits_bytes=1 << 30),
+                                    dict(max_rows=2 * N, keep_logits_bytes=N * 256 * 2)])
+def test_op_sizing_keywords(sizing):
+    # Buffers sized at build, nothing kept (every chunk recomputed), everything kept, a budget of
+    # one 256-column chunk: the same results within the dtype's bounds.
+    run_case("bf16", True, True, ("logp", "entropy", "lse"), bias_dtype=torch.float32, temperature=0.9, **sizing)
+
+
 def test_gradient_for_some_inputs_only():
     hidden, weight, targets, _ = make("bf16", seed=18)
     hidden.requires_grad_(False)
@@ -171,16 +179,18 @@ def test_custom_op_refuses_what_it_cannot_address(bad):
         weight = weight.half()
     name = bad.split()[0]
     with pytest.raises(shardjit.InvalidArgumentError, match=f"shardjit::linear_logp: {name}: expected"):
-        torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", False, False, True)
+        torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", 0, -1, False, False,
+                                       True)
 
 
 def test_custom_backward_op_refuses_an_upstream_gradient_of_another_length():
     hidden, weight, targets = custom_op_inputs()
-    _, lse, _ = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", True,
-                                               False, True)
+    _, lse, _ = torch.ops.shardjit.linear_logp(hidden, weight, targets, None, 0, 0, -100, 1.0, False, "", 0, -1,
+                                               True, False, True)
     with pytest.raises(shardjit.InvalidArgumentError, match="shardjit::linear_logp_backward: grad_logp: expected"):
         torch.ops.shardjit.linear_logp_backward(hidden, weight, targets, None, lse, None, lse[:-1].contiguous(),
-                                                None, None, 0, 0, -100, 1.0, False, "", True, True, False, True)
+                                                None, None, 0, 0, -100, 1.0, False, "", 0, -1, True, True, False,
+                                                True)
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])

@@ -19,10 +19,11 @@ from typing import Any
 
 import torch
 
-from .. import _shardjit
+from .. import _op_cache, _shardjit
+from .._op_cache import set_op_cache_size, set_runtime
+from . import _groups
 from ._collective_ops import moe_combine, reduce_scatter
 from ._functional import linear_logp as _functional_linear_logp
-from .._op_cache import clear_op_cache, set_op_cache_size, set_runtime
 from ._op_level import LinearLogpFunction, op_linear_logp
 from .loss import LinearCrossEntropyLoss, linear_cross_entropy
 
@@ -39,6 +40,13 @@ linear_logp.__doc__ = _functional_linear_logp.__doc__ + """
     ``op_linear_logp(op, hidden, weight, targets, bias=None)`` -> (logp, lse) on that op.
     """
 linear_logp.__wrapped__ = _functional_linear_logp  # help() and inspect.signature show the functional form
+
+def clear_op_cache() -> None:
+    """Closes every cached op, then the process groups' communicators (collective for tensor
+    parallelism: every rank calls it, before ``dist.destroy_process_group()``)."""
+    _op_cache.clear_op_cache()
+    _groups.close_communicators()
+
 
 __all__ = [
     "linear_logp",

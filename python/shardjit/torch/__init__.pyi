@@ -25,13 +25,17 @@ def linear_logp(
     process_group: Optional[ProcessGroup] = None,
     vocab_start: Optional[int] = None,
     reduce_grad_hidden: bool = True,
+    max_rows: Optional[int] = None,
+    keep_logits_bytes: Optional[int] = None,
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
     """Log-probability of each target token under (hidden @ weight.T + bias) / temperature,
     fp32 of targets' shape; with return_entropy / return_lse the tuple (logp, entropy, lse) of
     the outputs asked for, in that order. Differentiable with respect to hidden, weight, bias.
     process_group: the tensor-parallel group (weight is this rank's rows); vocab_start: this
     rank's first id (None: shards in rank order); reduce_grad_hidden=False leaves hidden's
-    gradient as this rank's partial sum."""
+    gradient as this rank's partial sum. max_rows: the most rows a call will have (sizes the op at
+    build; the peer-memory path of a group on one host); keep_logits_bytes: memory for logits kept
+    for the backward (None: 256 MiB)."""
 
 @overload
 def linear_logp(op: _shardjit.LinearLogp, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
@@ -54,6 +58,9 @@ def linear_cross_entropy(
     valid_vocab: Optional[int] = None,
     process_group: Optional[ProcessGroup] = None,
     vocab_start: Optional[int] = None,
+    reduce_grad_hidden: bool = True,
+    max_rows: Optional[int] = None,
+    keep_logits_bytes: Optional[int] = None,
 ) -> torch.Tensor:
     """-logp reduced as torch.nn.functional.cross_entropy reduces it ('none', 'mean' over the
     tokens not ignored, 'sum')."""
@@ -67,10 +74,14 @@ class LinearCrossEntropyLoss(torch.nn.Module):
     valid_vocab: Optional[int]
     process_group: Optional[ProcessGroup]
     vocab_start: Optional[int]
+    reduce_grad_hidden: bool
+    max_rows: Optional[int]
+    keep_logits_bytes: Optional[int]
 
     def __init__(self, *, reduction: str = "mean", ignore_index: int = -100, temperature: float = 1.0,
                  valid_vocab: Optional[int] = None, process_group: Optional[ProcessGroup] = None,
-                 vocab_start: Optional[int] = None) -> None: ...
+                 vocab_start: Optional[int] = None, reduce_grad_hidden: bool = True,
+                 max_rows: Optional[int] = None, keep_logits_bytes: Optional[int] = None) -> None: ...
     def forward(self, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                 bias: Optional[torch.Tensor] = None) -> torch.Tensor: ...
 
@@ -90,6 +101,7 @@ def set_op_cache_size(capacity: int) -> None:
     """Keeps at most `capacity` ops (default 32), closing the least recently used beyond it."""
 
 def clear_op_cache() -> None:
-    """Closes every cached op (collective for tensor-parallel ones: every rank calls it)."""
+    """Closes every cached op, then the process groups' communicators (collective for tensor
+    parallelism: every rank calls it, before dist.destroy_process_group())."""
 
 __all__: list[str]

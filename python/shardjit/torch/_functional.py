@@ -66,7 +66,7 @@ def _check_int(what, value, allow_none=False):
 
 
 def _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
-                   reduce_grad_hidden):
+                   reduce_grad_hidden, max_rows, keep_logits_bytes):
     if type(temperature) is not float and (isinstance(temperature, bool)
                                            or not isinstance(temperature, numbers.Real)):
         raise _type_error("temperature", "a positive number", temperature)
@@ -79,6 +79,10 @@ def _check_options(temperature, ignore_index, valid_vocab, return_entropy, retur
     _check_int("vocab_start", vocab_start, allow_none=True)
     if vocab_start is not None and vocab_start < 0:
         raise _value_error("vocab_start", f"expected a non-negative token id or None, got {vocab_start}")
+    for what, size in (("max_rows", max_rows), ("keep_logits_bytes", keep_logits_bytes)):
+        _check_int(what, size, allow_none=True)
+        if size is not None and size < 0:
+            raise _value_error(what, f"expected a non-negative int or None, got {size}")
     if process_group is None and vocab_start not in (None, 0):
         raise _value_error("vocab_start", "a vocabulary shard needs the process_group that holds the others")
     for what, flag in (("return_entropy", return_entropy), ("return_lse", return_lse),
@@ -109,6 +113,8 @@ def linear_logp(
     process_group: Optional["torch.distributed.ProcessGroup"] = None,
     vocab_start: Optional[int] = None,
     reduce_grad_hidden: bool = True,
+    max_rows: Optional[int] = None,
+    keep_logits_bytes: Optional[int] = None,
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
     """Log-probability of each target token under the LM head ``z = (hidden @ weight.T + bias) /
     temperature``, without materializing the logits.
@@ -130,6 +136,14 @@ def linear_logp(
     hidden and targets and gets the same outputs. ``reduce_grad_hidden=False`` leaves hidden's
     gradient as this rank's partial sum (for trainers that reduce it themselves).
 
+    Sizing, fixed when the op is built (part of its specialization): ``max_rows``, the most rows
+    a call will have (the leading dimensions' product), sizes the op's buffers at build, so that
+    no call up to it grows one (needed before capturing a CUDA graph of calls of more rows than
+    earlier calls had); with a ``process_group`` whose ranks share a host, calls of up to
+    ``max_rows`` rows merge the ranks' partials over peer memory instead of an NCCL all-gather.
+    ``keep_logits_bytes``: the memory in bytes the forward may use to keep logits for the
+    backward (None: the op's default, 256 MiB; more keeps more chunks and recomputes fewer).
+
     Ops are built on first use per device and specialization (dtypes, H, V_local, bias dtype,
     temperature, ignore_index, valid_vocab, entropy, training or not, group) and cached; kernels
     run on the current CUDA stream. Custom ops (shardjit::linear_logp, ...) make it traceable
@@ -139,7 +153,7 @@ def linear_logp(
     """
     _check_tensors(hidden, weight, targets, bias)
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
-                   reduce_grad_hidden)
+                   reduce_grad_hidden, max_rows, keep_logits_bytes)
     # Last, so that every check above can be exercised on CPU tensors.
     if not hidden.is_cuda:
         raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
@@ -167,7 +181,8 @@ def linear_logp(
     logp, lse, entropy = forward(
         flat_hidden, weight.contiguous(), flat_targets,
         None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
-        return_entropy, group_name, want_backward, return_lse, reduce_grad_hidden)
+        return_entropy, group_name, max_rows or 0, -1 if keep_logits_bytes is None else keep_logits_bytes,
+        want_backward, return_lse, reduce_grad_hidden)
     if not (return_entropy or return_lse):
         return logp if flat else logp.view(leading)
     outputs = [logp]

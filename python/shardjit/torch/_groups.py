@@ -82,3 +82,16 @@ def _gather_layout(group, device, vocab_local, vocab_start):
     if vocab_start < 0:
         vocab_start = sum(sizes[: dist.get_rank(group)])
     return vocab_start, sum(sizes)
+
+
+def close_communicators():
+    """Closes the groups' communicators and forgets them and the vocabulary layouts, so that a
+    group made later under a name an earlier group had (torch.distributed reuses them after
+    destroy_process_group) gets a communicator of its own. Every rank calls it, after the ops
+    built on them are closed (clear_op_cache)."""
+    with _lock:
+        communicators = list(_communicators.values())
+        _communicators.clear()
+        _layouts.clear()
+    for comm in communicators:
+        comm.close()

@@ -18,13 +18,15 @@ from . import _enqueue, _groups
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _TARGET_DTYPE_NAMES = {torch.int32: "int32", torch.int64: "int64"}
 
-# What the forward op takes besides the tensors, in order; the backward op takes the same.
-SPEC_FIELDS = ("vocab_start", "valid_vocab", "ignore_index", "temperature", "want_entropy", "group_name")
+# What the forward op takes besides the tensors, in order; the backward op takes the same. The last
+# two size the op when it is built: max_rows (0: none), keep_logits_bytes (-1: the op's default).
+SPEC_FIELDS = ("vocab_start", "valid_vocab", "ignore_index", "temperature", "want_entropy", "group_name", "max_rows",
+               "keep_logits_bytes")
 
 
 def op_key(hidden, weight, targets, bias, spec, want_backward):
     """The op cache's key of a LinearLogp: every value that changes the op it builds."""
-    vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name = spec
+    vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes = spec
     return (
         "linear_logp",
         hidden.device.index,
@@ -40,16 +42,20 @@ def op_key(hidden, weight, targets, bias, spec, want_backward):
         bool(want_entropy),
         bool(want_backward),
         group_name,
+        int(max_rows),
+        int(keep_logits_bytes),
     )
 
 
 def _build(key):
     (_, device, dtype, hidden, vocab_local, bias_dtype, target_dtype, vocab_start, valid_vocab, ignore_index,
-     temperature, want_entropy, want_backward, group_name) = key
+     temperature, want_entropy, want_backward, group_name, max_rows, keep_logits_bytes) = key
     config = dict(hidden=hidden, vocab_local=vocab_local, dtype=dtype, bias_dtype=bias_dtype,
                   target_dtype=target_dtype, valid_vocab=valid_vocab, ignore_index=ignore_index,
                   temperature=temperature, want_entropy=want_entropy, want_backward=want_backward,
-                  device=device)
+                  device=device, max_rows=max_rows)
+    if keep_logits_bytes >= 0:
+        config["keep_logits_bytes"] = keep_logits_bytes
     if not group_name:
         return _shardjit.LinearLogp(_op_cache.runtime(), **config)
     start, vocab_global = _groups.vocab_layout(group_name, device, vocab_local, vocab_start)
@@ -126,23 +132,25 @@ def _forward(hidden, weight, targets, bias, spec, want_backward, want_lse):
 
 def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                  bias: Optional[torch.Tensor], vocab_start: int, valid_vocab: int, ignore_index: int,
-                 temperature: float, want_entropy: bool, group_name: str, want_backward: bool,
-                 return_lse: bool, reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 temperature: float, want_entropy: bool, group_name: str, max_rows: int, keep_logits_bytes: int,
+                 want_backward: bool, return_lse: bool,
+                 reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(logp, lse, entropy), fp32 [N]; entropy is empty unless want_entropy. return_lse and
     reduce_grad_hidden are for the backward (whether lse has a gradient, whether grad_hidden is
     summed over the group)."""
     _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
-    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
     logp, lse, entropy = _forward(hidden, weight, targets, bias, spec, want_backward, True)
     return logp, lse, entropy if entropy is not None else hidden.new_empty(0, dtype=torch.float32)
 
 
 def forward_no_grad(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature,
-                    want_entropy, group_name, want_backward, return_lse, reduce_grad_hidden):
+                    want_entropy, group_name, max_rows, keep_logits_bytes, want_backward, return_lse,
+                    reduce_grad_hidden):
     """forward_impl for linear_logp() calls with nothing to differentiate (want_backward False),
     whose arguments linear_logp() has checked: only the outputs asked for are made, the others
     come back as None."""
-    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
     return _forward(hidden, weight, targets, bias, spec, want_backward, return_lse)
 
 
@@ -152,7 +160,7 @@ linear_logp_forward = torch.library.custom_op("shardjit::linear_logp", forward_i
 
 @linear_logp_forward.register_fake
 def _(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name,
-      want_backward, return_lse, reduce_grad_hidden):
+      max_rows, keep_logits_bytes, want_backward, return_lse, reduce_grad_hidden):
     n = hidden.shape[0]
     entropy_rows = n if want_entropy else 0
     return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
@@ -163,8 +171,8 @@ def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
                   bias: Optional[torch.Tensor], lse: torch.Tensor, entropy: Optional[torch.Tensor],
                   grad_logp: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor],
                   grad_entropy: Optional[torch.Tensor], vocab_start: int, valid_vocab: int,
-                  ignore_index: int, temperature: float, want_entropy: bool, group_name: str,
-                  want_grad_hidden: bool, want_grad_weight: bool, want_grad_bias: bool,
+                  ignore_index: int, temperature: float, want_entropy: bool, group_name: str, max_rows: int,
+                  keep_logits_bytes: int, want_grad_hidden: bool, want_grad_weight: bool, want_grad_bias: bool,
                   reduce_grad_hidden: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_hidden, grad_weight, grad_bias) in the dtypes of hidden, weight and bias; each one
     not wanted is empty."""
@@ -175,7 +183,7 @@ def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
                          ("grad_entropy", grad_entropy)):
         if vector is not None:
             _expect(op_name, name, vector, (n,), _FP32, device)
-    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
     entry = _cached_op(hidden, weight, targets, bias, spec, True)
     grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
     grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
@@ -200,8 +208,8 @@ linear_logp_backward = torch.library.custom_op("shardjit::linear_logp_backward",
 
 @linear_logp_backward.register_fake
 def _(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, vocab_start, valid_vocab,
-      ignore_index, temperature, want_entropy, group_name, want_grad_hidden, want_grad_weight, want_grad_bias,
-      reduce_grad_hidden):
+      ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes, want_grad_hidden,
+      want_grad_weight, want_grad_bias, reduce_grad_hidden):
     grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
     grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
     grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
@@ -210,12 +218,18 @@ def _(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_ent
 
 def _setup_context(ctx, inputs, output):
     (hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name,
-     _want_backward, return_lse, reduce_grad_hidden) = inputs
+     max_rows, keep_logits_bytes, _want_backward, return_lse, reduce_grad_hidden) = inputs
     _, lse, entropy = output
     ctx.save_for_backward(hidden, weight, targets, bias, lse, entropy if want_entropy else None)
-    ctx.spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name)
+    ctx.spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows,
+                keep_logits_bytes)
     ctx.return_lse = return_lse
     ctx.reduce_grad_hidden = reduce_grad_hidden
+
+
+# The forward op's arguments: the four tensors, the spec, want_backward, return_lse and
+# reduce_grad_hidden; the autograd formula returns a gradient (or None) for each.
+_FORWARD_ARGS = 4 + len(SPEC_FIELDS) + 3
 
 
 def _float_grad(grad):
@@ -229,7 +243,7 @@ def _backward_with(backward_op):
         hidden, weight, targets, bias, lse, entropy = ctx.saved_tensors
         want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[:4]
         if not (want_hidden or want_weight or want_bias):
-            return (None,) * 13
+            return (None,) * _FORWARD_ARGS
         # lse and entropy the caller did not ask for have no gradient; an unused returned output's
         # gradient comes as zeros.
         grad_hidden, grad_weight, grad_bias = backward_op(
@@ -239,7 +253,7 @@ def _backward_with(backward_op):
             *ctx.spec, bool(want_hidden), bool(want_weight), bool(want_bias and bias is not None),
             ctx.reduce_grad_hidden)
         return (grad_hidden if want_hidden else None, grad_weight if want_weight else None, None,
-                grad_bias if want_bias and bias is not None else None) + (None,) * 9
+                grad_bias if want_bias and bias is not None else None) + (None,) * (_FORWARD_ARGS - 4)
 
     return backward
 
