@@ -29,7 +29,7 @@ struct PrewarmConfig {
   bool dz_fp32 = false;      // with backward: also those of ops built with dz_fp32
   bool grad_filter = false;  // with backward: also those of ops that filter gradient tiles
   bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree 2..8 (more: error)
-  int jobs = 1;              // kernels compiled at once
+  int jobs = 0;              // kernels compiled at once; 0: one per hardware thread, as the CLI
 };
 
 struct PrewarmResult {

@@ -15,7 +15,8 @@ def main():
         sys.stderr.write(f"shardjit: the CLI binary is missing from this installation ({path}); "
                          "reinstall with `pip install .` from a source tree built with the tools\n")
         return 127
-    os.execv(path, [path] + sys.argv[1:])
+    # argv[0] as the user typed it, so that --help and errors say "shardjit", not the path.
+    os.execv(path, ["shardjit"] + sys.argv[1:])
     return 0  # not reached: execv replaces this process
 
 

@@ -49,9 +49,9 @@ class Runtime:
         The kernels in the disk cache: a list of dicts (key, spec, arch, size_bytes).
         """
 
-def prewarm(hidden: int, vocab: int, *, archs: Sequence[str], tp: Sequence[int] = [1], dtypes: Sequence[str] = ['bf16'], valid_vocab: int = 0, target_dtypes: Sequence[str] = ['int64'], bias_dtypes: Sequence[str | None] = [None], entropy: Sequence[bool] = [False], backward: bool = False, dz_fp32: bool = False, grad_filter: bool = False, collectives: bool = False, cache_dir: str | None = None, jobs: int = 1, hopper_path: bool | None = None) -> dict:
+def prewarm(hidden: int, vocab: int, *, archs: Sequence[str], tp: Sequence[int] = [1], dtypes: Sequence[str] = ['bf16'], valid_vocab: int = 0, target_dtypes: Sequence[str] = ['int64'], bias_dtypes: Sequence[str | None] = [None], entropy: Sequence[bool] = [False], backward: bool = False, dz_fp32: bool = False, grad_filter: bool = False, collectives: bool = False, cache_dir: str | None = None, jobs: int = 0, hopper_path: bool | None = None) -> dict:
     """
-    Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a dict: total, compiled, cached, failed, failures (messages), missing (messages of kernels built or found but evicted again by the cache's size cap before the end: a cache-only server would not find them).
+    Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path (None: SHARDJIT_HOPPER_PATH) as the serving Runtime's; jobs: kernels compiled at once (0: one per hardware thread, as the CLI). Returns a dict: total, compiled, cached, failed, failures (messages), missing (messages of kernels built or found but not in the cache folder at the end, with the reason: a cache-only server would not find them). A wrong argument is a TypeError or ValueError naming it.
     """
 
 class Communicator:

@@ -248,11 +248,12 @@ void bind_runtime(nb::module_& m) {
       nb::arg("entropy").none() = std::vector<bool>{false}, nb::arg("backward").none() = false,
       nb::arg("dz_fp32").none() = false, nb::arg("grad_filter").none() = false,
       nb::arg("collectives").none() = false, nb::arg("cache_dir").none() = nb::none(),
-      nb::arg("jobs").none() = 1, nb::arg("hopper_path").none() = nb::none(),
+      nb::arg("jobs").none() = 0, nb::arg("hopper_path").none() = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
       "with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path "
-      "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's. Returns a dict: total, compiled, cached, failed, "
+      "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's; jobs: kernels compiled at once (0: one per hardware "
+      "thread, as the CLI). Returns a dict: total, compiled, cached, failed, "
       "failures (messages), missing (messages of kernels built or found but not in the cache folder at the end, "
       "with the reason: a cache-only server would not find them). A wrong argument is a TypeError or ValueError "
       "naming it.");

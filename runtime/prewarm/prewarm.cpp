@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "runtime/compile/compile_pool.hpp"
 #include "runtime/prewarm/build.hpp"
 #include "runtime/prewarm/plan.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -33,7 +34,8 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
   for (const List& list : lists) {
     if (list.empty) bad_config(std::string(list.name) + ": expected " + list.expected);
   }
-  if (config.jobs < 1) bad_config("jobs: expected 1 or more, got " + std::to_string(config.jobs));
+  if (config.jobs < 0) bad_config("jobs: expected 1 or more, or 0 for one per hardware thread, got " +
+                                  std::to_string(config.jobs));
   Runtime::Impl& impl = runtime.impl();
   if (!impl.config.jit) {
     bad_config("the Runtime has JIT off (cache-only, SHARDJIT_JIT=0); expected one that may compile into its cache");
@@ -54,7 +56,8 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
   const std::vector<PrewarmItem> items = prewarm_items(request);
   PrewarmResult result;
   result.total = items.size();
-  build_prewarm_items(impl.cache, items, config.jobs,
+  const int jobs = config.jobs > 0 ? config.jobs : static_cast<int>(default_compile_jobs());
+  build_prewarm_items(impl.cache, items, jobs,
                       [&](const PrewarmItem& item, PrewarmOutcome outcome, const std::string& error) {
                         if (outcome == PrewarmOutcome::kCompiled) ++result.compiled;
                         if (outcome == PrewarmOutcome::kCached) ++result.cached;

@@ -40,7 +40,10 @@ TEST(Prewarm, CompilesOnceThenFindsEverythingCached) {
   EXPECT_EQ(first.cached, 0u);
 
   Runtime later = runtime_in(temp);  // another process's view: the disk cache only
-  const PrewarmResult again = prewarm(later, small_model());
+  PrewarmConfig defaults = small_model();
+  defaults.jobs = PrewarmConfig{}.jobs;  // 0: one per hardware thread, as the CLI
+  ASSERT_EQ(defaults.jobs, 0);
+  const PrewarmResult again = prewarm(later, defaults);
   EXPECT_EQ(again.total, first.total);
   EXPECT_EQ(again.cached, again.total);
   EXPECT_EQ(again.compiled, 0u);
@@ -89,8 +92,8 @@ TEST(Prewarm, BadConfigsAreClearErrors) {
     expect_invalid(runtime, config, says);
   }
   config = small_model();
-  config.jobs = 0;
-  expect_invalid(runtime, config, "jobs");
+  config.jobs = -1;
+  expect_invalid(runtime, config, "jobs: expected 1 or more, or 0 for one per hardware thread, got -1");
   config = small_model();
   config.hidden = 0;
   expect_invalid(runtime, config, "hidden");

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
-#include <thread>
 
+#include "runtime/compile/compile_pool.hpp"
 #include "shardjit/error.hpp"
 #include "tools/cli/model_config.hpp"
 
@@ -188,10 +188,7 @@ std::vector<ModelRequest> model_requests(const PrewarmOptions& options) {
 }  // namespace
 
 int parse_jobs(const std::optional<std::string>& jobs) {
-  if (!jobs) {
-    const unsigned threads = std::thread::hardware_concurrency();
-    return threads == 0 ? 1 : static_cast<int>(std::min(threads, 1024u));
-  }
+  if (!jobs) return static_cast<int>(std::min<std::size_t>(default_compile_jobs(), 1024));
   auto value = parse_integer(*jobs);
   if (!value || *value < 1 || *value > 1024) {
     bad_option("--jobs", *jobs, "the number of parallel compiles, a whole number from 1 to 1024");
