@@ -58,7 +58,8 @@ class CaseBuffers {
  private:
   void allocate(const LinearLogpCase& c) {
     std::vector<std::int64_t> host_targets(static_cast<std::size_t>(c.n));
-    for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % c.vocab;
+    const std::int64_t tokens = c.valid_vocab > 0 ? c.valid_vocab : c.vocab;
+    for (std::int64_t i = 0; i < c.n; ++i) host_targets[static_cast<std::size_t>(i)] = (i * 7919) % tokens;
     check_cuda(cudaMalloc(&targets, host_targets.size() * 8), "cudaMalloc");
     check_cuda(cudaMemcpy(targets, host_targets.data(), host_targets.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
     for (void** p : {&logp, &lse, &entropy}) check_cuda(cudaMalloc(p, static_cast<std::size_t>(c.n) * 4), "cudaMalloc");
@@ -188,6 +189,7 @@ nlohmann::json result_row(const LinearLogpCase& c, const TimingOptions& timing, 
           {"n", c.n},
           {"hidden", c.hidden},
           {"vocab", c.vocab},
+          {"valid_vocab", c.valid_vocab},
           {"dtype", dtype_name(c.dtype)},
           {"entropy", c.entropy},
           {"keep_logits_bytes", c.keep_logits_bytes},
@@ -246,6 +248,7 @@ nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions
   LinearLogpConfig config;
   config.hidden = c.hidden;
   config.vocab_local = c.vocab;
+  config.valid_vocab = c.valid_vocab;
   config.dtype = c.dtype;
   config.want_entropy = c.entropy;
   config.want_backward = c.backward;

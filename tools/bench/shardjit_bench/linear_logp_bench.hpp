@@ -20,6 +20,7 @@ struct LinearLogpCase {
   bool entropy = false;
   bool backward = false;  // time forward + backward instead of the forward alone
   std::int64_t keep_logits_bytes = LinearLogpConfig{}.keep_logits_bytes;
+  std::int64_t valid_vocab = 0;  // 0: every row a token; else rows at or past it are padding (not targets)
 };
 
 // The tp=1 cases of shapes.json.

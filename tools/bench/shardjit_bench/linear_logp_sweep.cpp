@@ -23,19 +23,23 @@ namespace shardjit::bench {
 namespace {
 
 nlohmann::json point_fields(const SweepPoint& p) {
-  return {{"head", p.head}, {"tp", p.tp}, {"n", p.c.n}, {"hidden", p.c.hidden}, {"vocab", p.c.vocab},
-          {"dtype", dtype_name(p.c.dtype)}, {"mode", p.c.backward ? "fwd+bwd" : "fwd"}};
+  nlohmann::json fields = {{"head", p.head}, {"tp", p.tp}, {"n", p.c.n}, {"hidden", p.c.hidden}, {"vocab", p.c.vocab},
+                           {"dtype", dtype_name(p.c.dtype)}, {"mode", p.c.backward ? "fwd+bwd" : "fwd"}};
+  // Only where set, so that rows of heads without padding match those written before the field.
+  if (p.c.valid_vocab > 0) fields["valid_vocab"] = p.c.valid_vocab;
+  return fields;
 }
 
 // Compiles the kernels of every op of the grid into the cache folder, one op per thread at a
 // time, so that the points load them instead of waiting for NVRTC one kernel after another.
 void compile_grid_kernels(const std::vector<SweepPoint>& points, int jobs) {
-  std::map<std::tuple<std::int64_t, std::int64_t, int>, PrewarmConfig> ops;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, PrewarmConfig> ops;
   const std::string arch = DeviceContext(0).arch();
   for (const SweepPoint& p : points) {
-    PrewarmConfig& config = ops[{p.c.hidden, p.c.vocab, static_cast<int>(p.c.dtype)}];
+    PrewarmConfig& config = ops[{p.c.hidden, p.c.vocab, p.c.valid_vocab, static_cast<int>(p.c.dtype)}];
     config.hidden = p.c.hidden;
     config.vocab = p.c.vocab;
+    config.valid_vocab = p.c.valid_vocab;
     config.dtypes = {p.c.dtype};
     config.archs = {arch};
     config.backward = config.backward || p.c.backward;

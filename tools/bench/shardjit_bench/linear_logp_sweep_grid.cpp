@@ -17,22 +17,41 @@ namespace {
 struct Head {
   std::int64_t hidden = 0, vocab = 0;
   int tp = 1;
+  std::int64_t valid_vocab = 0;  // 0: every row a token
 };
 
 [[noreturn]] void bad_grid(const std::string& path, const std::string& what) {
   throw std::runtime_error("sweep grid '" + path + "': " + what);
 }
 
+// A misspelled field would otherwise be read as absent, and the grid run without it.
+void expect_fields(const nlohmann::json& object, const std::set<std::string>& known, const std::string& what,
+                   const std::string& path) {
+  if (!object.is_object()) bad_grid(path, what + ": expected an object");
+  for (const auto& [field, value] : object.items()) {
+    if (known.contains(field)) continue;
+    std::string names;
+    for (const std::string& name : known) names += (names.empty() ? "" : ", ") + name;
+    bad_grid(path, what + ": unknown field \"" + field + "\" (expected: " + names + ")");
+  }
+}
+
 std::map<std::string, Head> read_heads(const nlohmann::json& grid, const std::string& path) {
   std::map<std::string, Head> heads;
   if (!grid.contains("heads") || !grid["heads"].is_array()) bad_grid(path, "expected an array \"heads\"");
   for (const auto& h : grid["heads"]) {
+    expect_fields(h, {"name", "hidden", "vocab", "tp", "valid_vocab"}, "a head", path);
     const std::string name = h.value("name", "");
-    Head head{h.value("hidden", std::int64_t{0}), h.value("vocab", std::int64_t{0}), h.value("tp", 1)};
+    Head head{h.value("hidden", std::int64_t{0}), h.value("vocab", std::int64_t{0}), h.value("tp", 1),
+              h.value("valid_vocab", std::int64_t{0})};
     if (name.empty()) bad_grid(path, "a head without a \"name\"");
     if (head.hidden <= 0 || head.hidden % 8 != 0) bad_grid(path, name + ": \"hidden\" must be a positive multiple of 8");
     if (head.vocab <= 0 || head.tp < 1 || head.tp > head.vocab) {
       bad_grid(path, name + ": expected \"vocab\" >= 1 and 1 <= \"tp\" <= vocab");
+    }
+    // A TP point times the first shard, which holds no padding rows: padding is timed whole.
+    if (head.valid_vocab < 0 || head.valid_vocab > head.vocab || (head.valid_vocab > 0 && head.tp != 1)) {
+      bad_grid(path, name + ": expected 1 <= \"valid_vocab\" <= vocab, on a head of tp 1");
     }
     if (!heads.emplace(name, head).second) bad_grid(path, "head '" + name + "' is listed twice");
   }
@@ -62,6 +81,7 @@ std::vector<std::string> block_heads(const nlohmann::json& block, const std::map
 
 void add_block(const nlohmann::json& block, const std::map<std::string, Head>& heads, const std::string& path,
                std::vector<SweepPoint>& points) {
+  expect_fields(block, {"heads", "n", "dtypes", "modes"}, "a block", path);
   if (!block.contains("n") || !block["n"].is_array() || block["n"].empty()) {
     bad_grid(path, "a block needs a non-empty array \"n\"");
   }
@@ -81,6 +101,7 @@ void add_block(const nlohmann::json& block, const std::map<std::string, Head>& h
         for (std::int64_t n : rows) {
           SweepPoint p{name, head.tp, {}};
           p.c = {name, n, head.hidden, (head.vocab + head.tp - 1) / head.tp, *dtype, false, mode == "fwd+bwd"};
+          p.c.valid_vocab = head.valid_vocab;
           points.push_back(p);
         }
       }
@@ -115,7 +136,8 @@ std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const st
   }
   // One op (and its kernels) per hidden, vocabulary and dtype: their points next to each other.
   const auto key = [](const SweepPoint& p) {
-    return std::make_tuple(p.c.hidden, p.c.vocab, static_cast<int>(p.c.dtype), p.c.backward, p.c.n, p.head);
+    return std::make_tuple(p.c.hidden, p.c.vocab, p.c.valid_vocab, static_cast<int>(p.c.dtype), p.c.backward, p.c.n,
+                           p.head);
   };
   std::sort(points.begin(), points.end(), [&](const SweepPoint& a, const SweepPoint& b) { return key(a) < key(b); });
   points.erase(std::unique(points.begin(), points.end(), [&](const SweepPoint& a, const SweepPoint& b) { return key(a) == key(b); }),

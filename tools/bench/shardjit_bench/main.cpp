@@ -20,7 +20,7 @@ constexpr int kBadCustomCase = 2;
 
 struct LogpOptions {
   std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
-  std::int64_t n = 0, hidden = 0, vocab = 0;
+  std::int64_t n = 0, hidden = 0, vocab = 0, valid_vocab = 0;
   bool entropy = false, backward = false;
   std::int64_t keep_logits_bytes = shardjit::LinearLogpConfig{}.keep_logits_bytes;
   bool sweeping = false;
@@ -57,6 +57,9 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   logp->add_option("--n", o.n, "rows (with --hidden and --vocab: one custom case)");
   logp->add_option("--hidden", o.hidden, "hidden size");
   logp->add_option("--vocab", o.vocab, "vocabulary rows");
+  logp->add_option("--valid-vocab", o.valid_vocab,
+                   "tokens of the vocabulary: rows at or past it are padding, outside the softmax (0: every row)")
+      ->check(CLI::NonNegativeNumber);
   logp->add_option("--dtype", o.dtype, "bf16, fp16 or fp32");
   logp->add_flag("--entropy", o.entropy, "also compute the entropy (with --backward: and take its gradient)");
   logp->add_flag("--backward", o.backward, "time forward + backward (ratio over one GEMM; 4x is the recompute bound)");
@@ -116,11 +119,13 @@ int run_logp(const LogpOptions& o, TimingOptions timing, const CLI::App& app) {
   std::vector<LinearLogpCase> cases;
   if (o.n > 0 || o.hidden > 0 || o.vocab > 0) {
     auto dtype = shardjit::parse_dtype(o.dtype);
-    if (!dtype || o.n <= 0 || o.hidden <= 0 || o.vocab <= 0) {
-      std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0 and a float --dtype\n");
+    if (!dtype || o.n <= 0 || o.hidden <= 0 || o.vocab <= 0 || o.valid_vocab > o.vocab) {
+      std::fprintf(stderr, "shardjit-bench: a custom case needs --n, --hidden, --vocab > 0, --valid-vocab <= --vocab "
+                           "and a float --dtype\n");
       return kBadCustomCase;
     }
-    cases.push_back({"custom", o.n, o.hidden, o.vocab, *dtype, o.entropy, o.backward, o.keep_logits_bytes});
+    cases.push_back(
+        {"custom", o.n, o.hidden, o.vocab, *dtype, o.entropy, o.backward, o.keep_logits_bytes, o.valid_vocab});
   } else {
     for (auto& c : load_linear_logp_cases(o.shapes)) {
       if (!o.only.empty() && c.name != o.only) continue;
