@@ -124,7 +124,7 @@ shardjit_status shardjit_set_log_handler(shardjit_log_handler handler, void* use
 void shardjit_runtime_options_init_sized(shardjit_runtime_options* options, size_t struct_size) {
   write_defaults(options, struct_size,
                  shardjit_runtime_options{sizeof(shardjit_runtime_options), nullptr, -1, nullptr, nullptr, -1, nullptr,
-                                          -1, -1, -1, -1});
+                                          -1, -1, -1, -1, -1});
 }
 
 shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options, shardjit_runtime** out) {
@@ -149,6 +149,12 @@ shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options,
     cpp.peer_lines = switch_of("peer_lines", given.peer_lines);
     cpp.hopper_path = switch_of("hopper_path", given.hopper_path);
     cpp.autotune = switch_of("autotune", given.autotune);
+    if (given.compile_jobs != -1) {
+      if (given.compile_jobs < 0 || given.compile_jobs > 4096) {
+        bad_option("compile_jobs", given.compile_jobs, "-1 (from the environment) or 0 (one per hardware thread) to 4096");
+      }
+      cpp.compile_jobs = given.compile_jobs;
+    }
     auto handle = std::make_unique<shardjit_runtime>();
     handle->runtime = std::make_unique<shardjit::Runtime>(cpp);
     *out = handle.release();

@@ -74,7 +74,8 @@ inline shardjit_status null_argument(const char* function, const char* name) noe
 // An appended field must start at or after the old size (with explicit padding where alignment
 // would place it sooner): an old caller's bytes up to its size may end in its layout's trailing
 // padding, which would otherwise be read as the new field.
-inline constexpr std::size_t kOldestRuntimeOptionsSize = sizeof(shardjit_runtime_options);
+// compile_jobs was appended; the int after the int before it starts at the old size (72 bytes).
+inline constexpr std::size_t kOldestRuntimeOptionsSize = offsetof(shardjit_runtime_options, compile_jobs);
 // keep_logits_bytes was appended; an int64 after the float before it starts at the old size.
 inline constexpr std::size_t kOldestLinearLogpConfigSize = offsetof(shardjit_linear_logp_config, keep_logits_bytes);
 inline constexpr std::size_t kOldestReduceScatterConfigSize = sizeof(shardjit_reduce_scatter_config);

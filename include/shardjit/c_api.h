@@ -76,6 +76,7 @@ typedef struct shardjit_runtime_options {
   int hopper_path;           /* -1: SHARDJIT_HOPPER_PATH; 0: the portable main loop on sm_90a too.
                               * A server and its prewarm must agree on it (docs/deploy.md) */
   int autotune;              /* -1: SHARDJIT_AUTOTUNE; 1: ops time their tile candidates when built */
+  int compile_jobs;          /* -1: SHARDJIT_COMPILE_JOBS; kernels compiled at once, 0: one per hardware thread */
 } shardjit_runtime_options;
 
 void shardjit_runtime_options_init_sized(shardjit_runtime_options* options, size_t struct_size);

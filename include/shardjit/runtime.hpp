@@ -24,6 +24,7 @@ struct RuntimeOptions {
   std::optional<bool> peer_lines;                // SHARDJIT_PEER_LINES: false = small reduce-scatters in flagged words
   std::optional<bool> hopper_path;               // SHARDJIT_HOPPER_PATH: false = the portable main loop on sm_90a too
   std::optional<bool> autotune;                  // SHARDJIT_AUTOTUNE: true = ops time their tile candidates when built
+  std::optional<int> compile_jobs;               // SHARDJIT_COMPILE_JOBS: kernels compiled at once, 0 = one per hardware thread
 };
 
 class Runtime {

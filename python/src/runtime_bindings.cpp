@@ -108,7 +108,7 @@ std::vector<DType> dtypes_arg(const char* name, nb::handle value) {
 
 RuntimeOptions runtime_options(nb::handle cache_dir, nb::handle jit, nb::handle template_dir,
                                nb::handle cache_max_bytes, nb::handle dump_dir, nb::handle log_level,
-                               nb::handle hopper_path, nb::handle autotune) {
+                               nb::handle hopper_path, nb::handle autotune, nb::handle compile_jobs) {
   RuntimeOptions options;
   options.cache_dir = optional_path("cache_dir", cache_dir);
   options.jit = optional_flag("jit", jit);
@@ -121,6 +121,7 @@ RuntimeOptions runtime_options(nb::handle cache_dir, nb::handle jit, nb::handle 
   options.log_level = optional_text("log_level", log_level);
   options.hopper_path = optional_flag("hopper_path", hopper_path);
   options.autotune = optional_flag("autotune", autotune);
+  if (!compile_jobs.is_none()) options.compile_jobs = integer<int>("compile_jobs", compile_jobs, 0, 4096);
   return options;
 }
 
@@ -191,15 +192,17 @@ void bind_runtime(nb::module_& m) {
       .def(
           "__init__",
           [](Runtime* self, nb::object cache_dir, nb::object jit, nb::object template_dir, nb::object cache_max_bytes,
-             nb::object dump_dir, nb::object log_level, nb::object hopper_path, nb::object autotune) {
+             nb::object dump_dir, nb::object log_level, nb::object hopper_path, nb::object autotune,
+             nb::object compile_jobs) {
             const RuntimeOptions options = runtime_options(cache_dir, jit, template_dir, cache_max_bytes, dump_dir,
-                                                           log_level, hopper_path, autotune);
+                                                           log_level, hopper_path, autotune, compile_jobs);
             new (self) Runtime(options);
           },
           nb::kw_only(), nb::arg("cache_dir").none() = nb::none(), nb::arg("jit").none() = nb::none(),
           nb::arg("template_dir").none() = nb::none(), nb::arg("cache_max_bytes").none() = nb::none(),
           nb::arg("dump_dir").none() = nb::none(), nb::arg("log_level").none() = nb::none(),
-          nb::arg("hopper_path").none() = nb::none(), nb::arg("autotune").none() = nb::none())
+          nb::arg("hopper_path").none() = nb::none(), nb::arg("autotune").none() = nb::none(),
+          nb::arg("compile_jobs").none() = nb::none())
       .def_prop_ro("cache_dir", [](const Runtime& rt) { return rt.cache_dir(); })
       .def_prop_ro("jit_enabled", &Runtime::jit_enabled)
       .def(

@@ -21,6 +21,11 @@ def test_runtime_options_are_checked_by_name(tmp_path):
         shardjit.Runtime(cache_dir=3)
     with pytest.raises(TypeError, match="log_level: expected a str or None, got int"):
         shardjit.Runtime(cache_dir=cache, log_level=1)
+    with pytest.raises(ValueError, match=r"compile_jobs: -1 is out of range"):
+        shardjit.Runtime(cache_dir=cache, compile_jobs=-1)
+    with pytest.raises(TypeError, match="compile_jobs: expected an int, got float"):
+        shardjit.Runtime(cache_dir=cache, compile_jobs=2.0)
+    assert shardjit.Runtime(cache_dir=cache, jit=False, compile_jobs=2).jit_enabled is False
     # os.PathLike is a path too.
     assert shardjit.Runtime(cache_dir=tmp_path / "p", jit=False).cache_dir == str(tmp_path / "p")
 

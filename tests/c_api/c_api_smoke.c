@@ -80,8 +80,8 @@ static void check_runtime_option_values(const shardjit_runtime_options* defaults
   struct {
     const char* field;
     shardjit_runtime_options options;
-  } bad[6];
-  for (int i = 0; i < 6; ++i) bad[i].options = *defaults;
+  } bad[8];
+  for (int i = 0; i < 8; ++i) bad[i].options = *defaults;
   bad[0].field = "jit";
   bad[0].options.jit = 2;
   bad[1].field = "cache_max_bytes";
@@ -94,7 +94,11 @@ static void check_runtime_option_values(const shardjit_runtime_options* defaults
   bad[4].options.hopper_path = 2;
   bad[5].field = "autotune";
   bad[5].options.autotune = -3;
-  for (int i = 0; i < 6; ++i) {
+  bad[6].field = "compile_jobs";
+  bad[6].options.compile_jobs = -2;
+  bad[7].field = "compile_jobs";
+  bad[7].options.compile_jobs = 5000;
+  for (int i = 0; i < 8; ++i) {
     shardjit_runtime* runtime = NULL;
     CHECK(shardjit_runtime_create(&bad[i].options, &runtime) == SHARDJIT_ERROR_INVALID_ARGUMENT);
     CHECK(runtime == NULL);
@@ -108,8 +112,16 @@ static void check_runtime_option_values(const shardjit_runtime_options* defaults
   good.peer_lines = 0;
   good.hopper_path = 0;
   good.autotune = 0;
+  good.compile_jobs = 2;
   shardjit_runtime* runtime = NULL;
   CHECK(shardjit_runtime_create(&good, &runtime) == SHARDJIT_OK);
+  shardjit_runtime_destroy(runtime);
+  /* A caller built before compile_jobs was appended passes the older size: read, not refused. */
+  shardjit_runtime_options older = good;
+  older.struct_size = offsetof(shardjit_runtime_options, compile_jobs);
+  older.compile_jobs = -7; /* past its size: never read */
+  runtime = NULL;
+  CHECK(shardjit_runtime_create(&older, &runtime) == SHARDJIT_OK);
   shardjit_runtime_destroy(runtime);
 }
 
@@ -365,7 +377,8 @@ int main(int argc, char** argv) {
   shardjit_runtime_options_init(&options);
   CHECK(options.cache_dir == NULL && options.jit == -1 && options.template_dir == NULL && options.log_level == NULL &&
         options.cache_max_bytes == -1 && options.dump_dir == NULL && options.peer_blocks == -1 &&
-        options.peer_lines == -1 && options.hopper_path == -1 && options.autotune == -1);
+        options.peer_lines == -1 && options.hopper_path == -1 && options.autotune == -1 &&
+        options.compile_jobs == -1);
   options.cache_dir = argv[1];
   shardjit_runtime* runtime = NULL;
   check_runtime_option_values(&options);

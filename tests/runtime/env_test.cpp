@@ -91,6 +91,15 @@ TEST(Env, CompileJobsComeFromTheEnvironmentAndBadOnesNameTheVariable) {
   {
     ScopedEnv env("SHARDJIT_COMPILE_JOBS", "6");
     EXPECT_EQ(resolve_config({}).compile_jobs, 6);
+    RuntimeOptions options;  // set in code: the environment does not override it
+    options.compile_jobs = 2;
+    EXPECT_EQ(resolve_config(options).compile_jobs, 2);
+  }
+  for (int bad : {-1, 4097}) {
+    RuntimeOptions options;
+    options.compile_jobs = bad;
+    const std::string message = error_of(options);
+    EXPECT_NE(message.find("RuntimeOptions::compile_jobs"), std::string::npos) << message;
   }
   {
     ScopedEnv env("SHARDJIT_COMPILE_JOBS", "lots");
