@@ -311,6 +311,9 @@ constexpr std::optional<DType> kNoBias = std::nullopt;
 
 const BwdCase kCases[] = {
     {"n1_h64_v300", 1, 64, 300},
+    // A sweep head's odd shape: gemma2's hidden 2304, an odd vocabulary, 333 rows, every output's
+    // gradient, ignored rows.
+    {"n333_h2304_v4099_odd", 333, 2304, 4099, 0, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, kAll, true},
     {"n129_h64_v300_logp_bias_temp", 129, 64, 300, 0, DType::kFP16, DType::kFP16, DType::kInt32, 0.7f, kLogp},
     {"n129_h72_v300_lse_ignore", 129, 72, 300, 0, DType::kFP32, DType::kFP32, DType::kInt64, 1.0f, kLse, true},
     {"n1000_h512_v300_pad", 1000, 512, 300, 290, DType::kBF16, DType::kBF16, DType::kInt32, 1.0f, kBoth, true},

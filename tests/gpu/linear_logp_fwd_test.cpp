@@ -186,6 +186,8 @@ const FwdCase kCases[] = {
     // Three row tiles on 132 multiprocessors: the one-wave split count, 44 (not a power of two),
     // with entropy; a last row tile of 77 rows.
     {"n333_h256_v32000_one_wave", 333, 256, 32000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
+    // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
+    {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearLogpFwdTest, ::testing::ValuesIn(kCases),
