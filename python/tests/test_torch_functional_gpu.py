@@ -1,7 +1,8 @@
 """gpu tier: shardjit.torch.linear_logp (and the loss built on it) against a float64 PyTorch
 reference on fresh random data: forward and backward for every combination of returned outputs
-and of the outputs the loss uses; bias, temperature, ignore_index, padded vocabulary, 3-D inputs,
-gradients for some inputs only. Skipped without PyTorch or a CUDA device."""
+and of the outputs the loss uses (fp32 and bf16); bias, temperature, padded vocabulary and 3-D
+inputs in fp16 too; ignore_index, the op sizing keywords, gradients for some inputs only. Skipped
+without PyTorch or a CUDA device."""
 
 import itertools
 
@@ -18,9 +19,10 @@ if has_gpu():
     import shardjit.torch as sjt
     from torch_reference import assert_close, leaf64, reference
 
-    DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-# Relative (norm) error bounds: fp32 runs exact fp32 math; bf16 rounds the gradients (and dZ).
-TOL = {"fp32": 1e-5, "bf16": 2e-2}
+    DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Relative (norm) error bounds: fp32 runs exact fp32 math; bf16 and fp16 round the gradients (and
+# dZ), fp16 with three more bits.
+TOL = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 1e-2}
 N, H, V = 67, 128, 1000
 
 
@@ -86,7 +88,7 @@ def test_every_output_and_gradient_combination(dtype, return_entropy, return_lse
     run_case(dtype, return_entropy, return_lse, used, seed=len(used) + 3 * return_entropy + 5 * return_lse)
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 def test_bias_and_temperature(dtype):
     run_case(dtype, True, True, ("logp", "entropy", "lse"), bias_dtype=torch.float32, temperature=0.7, seed=11)
     run_case(dtype, True, False, ("logp", "entropy"), bias_dtype=DTYPES[dtype], temperature=1.3, seed=12)
@@ -102,12 +104,12 @@ def test_ignored_rows_give_zero_logp_and_no_logp_gradient(dtype):
     assert hidden.grad.abs().max() == 0 and weight.grad.abs().max() == 0
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 def test_padded_vocabulary(dtype):
     run_case(dtype, True, True, ("logp", "entropy", "lse"), valid_vocab=V - 37, seed=15)
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 def test_three_dimensional_inputs(dtype):
     run_case(dtype, True, True, ("logp", "entropy", "lse"), leading=(1, N), seed=16)
     hidden, weight, targets, _ = make(dtype, n=3 * 29, leading=(3, 29), seed=17)
