@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """shardjit.torch.linear_logp against what PyTorch trainers do today, in one process.
 
-For each shape (N tokens, hidden H, vocabulary V; bf16) it times, interleaved round by round so
+For each shape (N tokens, hidden H, vocabulary V, padding rows past valid_vocab; bf16 unless
+--dtype or the sweep's points say otherwise) it times, interleaved round by round so
 that clock and power drift hit every variant alike, with CUDA events (median of the rounds):
 
 - gemm:          torch.matmul(hidden, weight.T), the cuBLAS GEMM of the same shape (the unit);
@@ -22,9 +23,13 @@ One JSON object per (shape, variant) goes to stdout and to --out (JSONL):
 
     python3 tools/bench/torch_compare.py                      # the standard shapes
     python3 tools/bench/torch_compare.py --shape 8192,4096,128256 --rounds 30 --out torch.jsonl
+    # the sweep's points (their heads, row counts, dtypes and padding), as the sweep lists them:
+    build/tools/bench/shardjit-bench linear-logp --sweep --dry-run --list full > points.jsonl
+    python3 tools/bench/torch_compare.py --points points.jsonl --no-host-overhead --out torch.jsonl
 """
 
 import argparse
+import collections
 import itertools
 import json
 import os
@@ -38,6 +43,11 @@ import shardjit.torch as sjt
 L2_BYTES = 60 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPE_FILES = [os.path.join(HERE, "shapes.json")]
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+# A point: N rows of hidden H against a head of V rows (valid_vocab > 0: the rows past it are
+# padding, outside the softmax), in one dtype.
+Shape = collections.namedtuple("Shape", "name n hidden vocab dtype valid_vocab", defaults=("bf16", 0))
 
 
 def standard_shapes():
@@ -45,7 +55,7 @@ def standard_shapes():
         if os.path.exists(path):
             with open(path) as f:
                 cases = json.load(f)["linear_logp"]["cases"]
-            return [(c["name"], c["n"], c["hidden"], c["vocab"]) for c in cases if c.get("tp", 1) == 1]
+            return [Shape(c["name"], c["n"], c["hidden"], c["vocab"]) for c in cases if c.get("tp", 1) == 1]
     raise SystemExit("torch_compare: no shapes.json found (looked at " + ", ".join(SHAPE_FILES) + "); pass --shape")
 
 
@@ -56,22 +66,46 @@ def parse_shape(text):
         raise argparse.ArgumentTypeError(f"--shape: expected N,H,V (three integers), got {text!r}")
     if min(n, h, v) < 1:
         raise argparse.ArgumentTypeError(f"--shape: expected positive sizes, got {text!r}")
-    return (f"n{n}-h{h}-v{v}", n, h, v)
+    return Shape(f"n{n}-h{h}-v{v}", n, h, v)
 
 
-def make_inputs(n, h, v, copies, seed):
+def load_points(path):
+    """The shapes of a sweep's points (`shardjit-bench linear-logp --sweep --dry-run` rows, or
+    its timed rows): one per head, N and dtype (a point's modes are timed together here)."""
+    shapes = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                shape = Shape(f"{row['head']}-n{row['n']}", int(row["n"]), int(row["hidden"]), int(row["vocab"]),
+                              row["dtype"], int(row.get("valid_vocab", 0)))
+            except (ValueError, KeyError, TypeError) as error:
+                raise SystemExit(f"torch_compare: {path}:{number}: expected a sweep point (head, n, hidden, vocab, "
+                                 f"dtype), got {line.strip()[:80]!r} ({error})")
+            if shape.dtype not in DTYPES:
+                raise SystemExit(f"torch_compare: {path}:{number}: dtype {shape.dtype!r}: expected one of "
+                                 f"{', '.join(DTYPES)}")
+            shapes.setdefault((shape.name, shape.dtype), shape)
+    return list(shapes.values())
+
+
+def make_inputs(n, h, v, copies, seed, dtype=torch.bfloat16, valid_vocab=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     sets = []
     for _ in range(copies):
-        hidden = (torch.randn(n, h, generator=g, device="cuda") * 0.5).bfloat16()
-        weight = (torch.randn(v, h, generator=g, device="cuda") * 0.02).bfloat16()
-        targets = torch.randint(0, v, (n,), generator=g, device="cuda")
+        hidden = (torch.randn(n, h, generator=g, device="cuda") * 0.5).to(dtype)
+        weight = (torch.randn(v, h, generator=g, device="cuda") * 0.02).to(dtype)
+        targets = torch.randint(0, valid_vocab or v, (n,), generator=g, device="cuda")
         sets.append((hidden, weight, targets))
     return sets
 
 
-def torch_logp(hidden, weight, targets, entropy):
+def torch_logp(hidden, weight, targets, entropy, valid_vocab=0):
     logits = (hidden @ weight.T).float()
+    if valid_vocab:
+        logits = logits[:, :valid_vocab]  # the padding rows' logits are computed, then left out
     logprobs = torch.log_softmax(logits, dim=-1)
     logp = logprobs.gather(1, targets.view(-1, 1)).squeeze(1)
     if not entropy:
@@ -79,13 +113,13 @@ def torch_logp(hidden, weight, targets, entropy):
     return logp, -(logprobs.exp() * logprobs).sum(dim=-1)
 
 
-def shardjit_logp(hidden, weight, targets, entropy):
+def shardjit_logp(hidden, weight, targets, entropy, valid_vocab=0):
     if entropy:
-        return sjt.linear_logp(hidden, weight, targets, return_entropy=True)
-    return sjt.linear_logp(hidden, weight, targets), None
+        return sjt.linear_logp(hidden, weight, targets, return_entropy=True, valid_vocab=valid_vocab or None)
+    return sjt.linear_logp(hidden, weight, targets, valid_vocab=valid_vocab or None), None
 
 
-def variants(entropy_cases):
+def variants(entropy_cases, valid_vocab=0):
     """name -> fn(hidden, weight, targets): one call of what is timed."""
     def gemm(x, w, t):
         with torch.no_grad():
@@ -96,13 +130,13 @@ def variants(entropy_cases):
     def forward(impl, entropy):
         def run(x, w, t):
             with torch.no_grad():
-                return impl(x, w, t, entropy)
+                return impl(x, w, t, entropy, valid_vocab)
         return run
 
     def train(impl, entropy):
         def run(x, w, t):
             x.grad = w.grad = None
-            logp, ent = impl(x, w, t, entropy)
+            logp, ent = impl(x, w, t, entropy, valid_vocab)
             loss = logp.sum() if ent is None else logp.sum() + 0.01 * ent.sum()
             loss.backward()
         return run
@@ -149,14 +183,17 @@ def peak_extra_bytes(fn, inputs):
     return torch.cuda.max_memory_allocated() - before - gradients + outside_torch
 
 
-def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
-    per_set = (n * h + v * h) * 2
+def bench_shape(shape, rounds, warmup, entropy_cases, skip_torch):
+    name, n, h, v = shape.name, shape.n, shape.hidden, shape.vocab
+    dtype = DTYPES[shape.dtype]
+    per_set = (n * h + v * h) * torch.empty(0, dtype=dtype).element_size()
     copies = max(2, -(-2 * L2_BYTES // per_set))
-    inputs = make_inputs(n, h, v, min(copies, 4), seed=n + h + v)
+    inputs = make_inputs(n, h, v, min(copies, 4), seed=n + h + v, dtype=dtype, valid_vocab=shape.valid_vocab)
     for x, w, _ in inputs:
         x.requires_grad_()
         w.requires_grad_()
-    runs = {k: f for k, f in variants(entropy_cases).items() if not (skip_torch and k.startswith("torch"))}
+    runs = {k: f for k, f in variants(entropy_cases, shape.valid_vocab).items()
+            if not (skip_torch and k.startswith("torch"))}
     times = {k: [] for k in runs}
     memory = {}
     for k, fn in runs.items():
@@ -178,7 +215,8 @@ def bench_shape(name, n, h, v, rounds, warmup, entropy_cases, skip_torch):
         torch_twin = k.replace("shardjit", "torch") if k.startswith("shardjit") else None
         twin = statistics.median(times[torch_twin]) if torch_twin in times else None
         rows.append({
-            "shape": name, "n": n, "hidden": h, "vocab": v, "dtype": "bf16", "variant": k,
+            "shape": name, "n": n, "hidden": h, "vocab": v, "valid_vocab": shape.valid_vocab, "dtype": shape.dtype,
+            "variant": k,
             "median_us": median, "over_gemm": None if median is None else median / gemm,
             "over_torch": None if median is None or twin is None else median / twin,
             "peak_extra_gib": None if memory[k] is None else memory[k] / 2**30,
@@ -247,7 +285,11 @@ def host_overhead(calls=2000, n=16, h=64, v=1024):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", action="append", type=parse_shape, default=[],
-                        help="N,H,V (repeatable); without it, the standard shapes of shapes.json")
+                        help="N,H,V (repeatable); without it or --points, the standard shapes of shapes.json")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="the dtype of --shape and the "
+                        "standard shapes")
+    parser.add_argument("--points", help="the points of a sweep: the JSON rows of shardjit-bench linear-logp --sweep "
+                        "(--dry-run lists them), each head, N and dtype once")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
@@ -259,10 +301,11 @@ def main(argv=None):
     if not torch.cuda.is_available():
         raise SystemExit("torch_compare: needs a CUDA device")
     entropy_cases = {"off": [False], "on": [True], "both": [False, True]}[args.entropy]
-    shapes = args.shape or standard_shapes()
+    shapes = [shape._replace(dtype=args.dtype) for shape in (args.shape or ([] if args.points else standard_shapes()))]
+    if args.points:
+        shapes += load_points(args.points)
     out = open(args.out, "a") if args.out else None
-    rows_of_shapes = (bench_shape(name, n, h, v, args.rounds, args.warmup, entropy_cases, args.skip_torch)
-                      for name, n, h, v in shapes)
+    rows_of_shapes = (bench_shape(shape, args.rounds, args.warmup, entropy_cases, args.skip_torch) for shape in shapes)
     if args.host_overhead:
         rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
     for rows in rows_of_shapes:

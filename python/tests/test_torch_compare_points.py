@@ -1,0 +1,48 @@
+"""cpu tier (needs torch; skipped by name without it): tools/bench/torch_compare.py reads the
+points of a sweep as shardjit-bench lists them, one shape per head, N and dtype, and refuses
+rows that are not points by file and line."""
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+pytest.importorskip("torch", reason="torch_compare needs PyTorch")
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "bench" / "torch_compare.py"
+
+
+def torch_compare():
+    spec = importlib.util.spec_from_file_location("torch_compare", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write(path, rows):
+    path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
+    return str(path)
+
+
+def test_points_give_one_shape_per_head_rows_and_dtype(tmp_path):
+    tc = torch_compare()
+    point = dict(head="qwen2.5-7b/tokens", n=333, hidden=3584, vocab=152064, valid_vocab=151665, dtype="bf16",
+                 mode="fwd", tp=1, estimated_s=0.5)
+    rows = [point, dict(point, mode="fwd+bwd"), dict(point, dtype="fp16"),
+            dict(head="llama3-70b/tp8", n=7, hidden=8192, vocab=16032, dtype="bf16", mode="fwd", tp=8), ""]
+    shapes = tc.load_points(write(tmp_path / "points.jsonl", rows))
+    assert shapes == [tc.Shape("qwen2.5-7b/tokens-n333", 333, 3584, 152064, "bf16", 151665),
+                      tc.Shape("qwen2.5-7b/tokens-n333", 333, 3584, 152064, "fp16", 151665),
+                      tc.Shape("llama3-70b/tp8-n7", 7, 8192, 16032, "bf16", 0)]
+
+
+@pytest.mark.parametrize("row, says", [
+    ("not json", "points.jsonl:1: expected a sweep point"),
+    (dict(head="h", n=7, hidden=64), "points.jsonl:1: expected a sweep point"),
+    (dict(head="h", n=7, hidden=64, vocab=300, dtype="int8"), "points.jsonl:1: dtype 'int8': expected one of"),
+])
+def test_rows_that_are_not_points_are_refused_by_line(tmp_path, row, says):
+    tc = torch_compare()
+    with pytest.raises(SystemExit, match=says):
+        tc.load_points(write(tmp_path / "points.jsonl", [row]))
