@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "runtime/c_api_support.hpp"
+#include "runtime/env.hpp"
 #include "shardjit/logging.hpp"
 
 using namespace shardjit::c_api;
@@ -150,7 +151,7 @@ shardjit_status shardjit_runtime_create(const shardjit_runtime_options* options,
     cpp.hopper_path = switch_of("hopper_path", given.hopper_path);
     cpp.autotune = switch_of("autotune", given.autotune);
     if (given.compile_jobs != -1) {
-      if (given.compile_jobs < 0 || given.compile_jobs > 4096) {
+      if (given.compile_jobs < 0 || given.compile_jobs > shardjit::kMaxCompileJobs) {
         bad_option("compile_jobs", given.compile_jobs, "-1 (from the environment) or 0 (one per hardware thread) to 4096");
       }
       cpp.compile_jobs = given.compile_jobs;

@@ -156,8 +156,10 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
       [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
       "trace, debug, info, warn, error, critical or off", "warn");
   config.arch = env("SHARDJIT_ARCH");
-  config.compile_jobs = option_or_env(options.compile_jobs, "SHARDJIT_COMPILE_JOBS", parse_block_count,
-                                      "a thread count from 0 (one per hardware thread) to 4096", 0);
+  constexpr const char* kCompileJobsExpected = "a thread count from 0 (one per hardware thread) to 4096";
+  static_assert(kMaxCompileJobs == 4096, "kCompileJobsExpected and parse_block_count say 4096");
+  config.compile_jobs =
+      option_or_env(options.compile_jobs, "SHARDJIT_COMPILE_JOBS", parse_block_count, kCompileJobsExpected, 0);
   config.peer_blocks = option_or_env(options.peer_blocks, "SHARDJIT_PEER_BLOCKS", parse_block_count,
                                      "a block count from 0 (one per SM) to 4096", 0);
   config.peer_lines = option_or_env(options.peer_lines, "SHARDJIT_PEER_LINES", parse_bool, kBoolExpected, true);
@@ -172,9 +174,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.fwd_splits = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_SPLITS", parse_split_count,
                                     "a split count from 0 (the rule's) to 1024", 0);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
-  if (config.compile_jobs < 0 || config.compile_jobs > 4096) {
-    bad_value("RuntimeOptions::compile_jobs", std::to_string(config.compile_jobs),
-              "a thread count from 0 (one per hardware thread) to 4096");
+  if (config.compile_jobs < 0 || config.compile_jobs > kMaxCompileJobs) {
+    bad_value("RuntimeOptions::compile_jobs", std::to_string(config.compile_jobs), kCompileJobsExpected);
   }
   return config;
 }

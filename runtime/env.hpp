@@ -20,6 +20,10 @@ struct EnvKnob {
 
 std::span<const EnvKnob> env_knobs();
 
+// The most compile threads a Runtime takes (RuntimeOptions::compile_jobs, SHARDJIT_COMPILE_JOBS,
+// and the C and Python options that set it).
+inline constexpr int kMaxCompileJobs = 4096;
+
 struct RuntimeConfig {
   std::string cache_dir;
   bool jit = true;

@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "runtime/env.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/error.hpp"
 #include "shardjit/prewarm.hpp"
@@ -121,7 +122,9 @@ RuntimeOptions runtime_options(nb::handle cache_dir, nb::handle jit, nb::handle 
   options.log_level = optional_text("log_level", log_level);
   options.hopper_path = optional_flag("hopper_path", hopper_path);
   options.autotune = optional_flag("autotune", autotune);
-  if (!compile_jobs.is_none()) options.compile_jobs = integer<int>("compile_jobs", compile_jobs, 0, 4096);
+  if (!compile_jobs.is_none()) {
+    options.compile_jobs = integer<int>("compile_jobs", compile_jobs, 0, kMaxCompileJobs);
+  }
   return options;
 }
 

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
 #include "shardjit/prewarm.hpp"
 #include "shardjit/shardjit.hpp"
@@ -146,8 +147,7 @@ int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timi
     for (const nlohmann::json& row : rows) out << row.dump() << '\n';
     out << std::flush;
   }
-  const int jobs = options.compile_jobs > 0 ? options.compile_jobs
-                                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = options.compile_jobs > 0 ? options.compile_jobs : static_cast<int>(default_compile_jobs());
   if (!points.empty()) compile_grid_kernels(points, jobs);
   int failures = 0;
   for (const SweepPoint& p : points) {
