@@ -20,8 +20,8 @@ struct SweepPoint {
 };
 
 // The points of the grid's list of blocks named `list` ("full", "quick", "backward", ...), each
-// point once, ordered so that the points of one compiled op (hidden, vocabulary, dtype) follow
-// each other. Throws std::runtime_error naming the file and what in it is wrong (a list it does
+// point once, ordered so that the points of one compiled op (hidden, vocabulary and its padding,
+// dtype) follow each other. Throws std::runtime_error naming the file and what in it is wrong (a list it does
 // not have: with the lists it has).
 std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const std::string& list);
 

@@ -134,7 +134,8 @@ std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const st
   } catch (const nlohmann::json::exception& e) {
     bad_grid(grid_path, std::string("a block's field has the wrong type: ") + e.what());
   }
-  // One op (and its kernels) per hidden, vocabulary and dtype: their points next to each other.
+  // One op (and its kernels) per hidden, vocabulary and its padding, and dtype: their points next
+  // to each other.
   const auto key = [](const SweepPoint& p) {
     return std::make_tuple(p.c.hidden, p.c.vocab, p.c.valid_vocab, static_cast<int>(p.c.dtype), p.c.backward, p.c.n,
                            p.head);
