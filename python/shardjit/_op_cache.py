@@ -10,7 +10,7 @@ a lock, held while a call is enqueued (microseconds), and the stream of its last
 (shardjit.torch's _enqueue.py orders a call on another stream behind it).
 """
 
-import collections
+import itertools
 import os
 import threading
 
@@ -46,34 +46,43 @@ def set_runtime(value):
 class CachedOp:
     """One op of the cache with what orders its calls: a lock and the stream of its last call."""
 
-    __slots__ = ("op", "lock", "last_stream", "last_stream_handle")
+    __slots__ = ("op", "lock", "last_stream", "last_stream_handle", "last_use")
 
     def __init__(self, op):
         self.op = op
         self.lock = threading.Lock()
         self.last_stream = None  # a torch.cuda.Stream
         self.last_stream_handle = None  # its cudaStream_t, as an int
+        self.last_use = 0  # the cache's use count at this entry's last lookup
 
 
 class OpCache:
     """Ops by key, at most `capacity` of them; `build()` makes a missing one. Thread-safe: two
-    threads that miss the same key build it once (the second waits for the first)."""
+    threads that miss the same key build it once (the second waits for the first).
+
+    A hit takes no lock (it is on every call's path): a dict read and a stamp from a shared
+    counter, both atomic in CPython. Recency is that stamp; the scan for the least recent entry
+    happens only when a miss overfills the cache."""
 
     def __init__(self, capacity=DEFAULT_CAPACITY):
-        self._entries = collections.OrderedDict()
+        self._entries = {}
+        self._uses = itertools.count(1)
         self._lock = threading.RLock()
         self._capacity = _checked_capacity(capacity)
 
     def get(self, key, build):
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                return entry
-            entry = CachedOp(build())
-            self._entries[key] = entry
-            self._evict(self._capacity)
-            return entry
+        entry = self._entries.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    entry = CachedOp(build())
+                    self._entries[key] = entry
+                    entry.last_use = next(self._uses)
+                    self._evict(self._capacity)
+                    return entry
+        entry.last_use = next(self._uses)
+        return entry
 
     def set_capacity(self, capacity):
         with self._lock:
@@ -85,8 +94,9 @@ class OpCache:
             self._evict(0)
 
     def keys(self):
+        """The keys, least recently used first."""
         with self._lock:
-            return list(self._entries)
+            return sorted(self._entries, key=lambda key: self._entries[key].last_use)
 
     def __len__(self):
         with self._lock:
@@ -94,7 +104,8 @@ class OpCache:
 
     def _evict(self, keep):
         while len(self._entries) > keep:
-            _, entry = self._entries.popitem(last=False)
+            oldest = min(self._entries, key=lambda key: self._entries[key].last_use)
+            entry = self._entries.pop(oldest)
             with entry.lock:
                 close = getattr(entry.op, "close", None)
                 if close is not None:

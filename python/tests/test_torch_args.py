@@ -59,6 +59,34 @@ def test_three_dimensional_targets_must_match_the_leading_dimensions():
             torch.zeros(2, 3, dtype=torch.int64))
 
 
+def test_only_calls_that_pass_every_check_are_remembered():
+    """A call like a checked one skips the checks (its signature: types, dtypes, devices, shapes
+    but the rows, options). CPU tensors never pass the last check, so they are never remembered;
+    and every property a check reads changes the signature."""
+    from shardjit.torch import _functional
+    hidden, weight, targets = tensors()
+    before = dict(_functional._checked_calls)
+    for _ in range(2):
+        refused(shardjit.InvalidArgumentError, "hidden: expected a CUDA tensor", hidden, weight, targets)
+    assert _functional._checked_calls == before
+
+    spec = (0, 0, -100, 1.0, False, "", 0, -1)
+    signature = _functional._call_signature
+    base = signature(hidden, weight, targets, None, spec)
+    others = [signature(hidden, torch.nn.Parameter(weight), targets, None, spec),
+              signature(hidden, weight.half(), targets, None, spec),
+              signature(hidden, weight[:-1], targets, None, spec),
+              signature(hidden.view(2, 3, H), weight, targets.view(2, 3), None, spec),
+              signature(hidden, weight, targets.int(), None, spec),
+              signature(hidden, weight, targets, torch.zeros(V), spec),
+              signature(hidden, weight, targets, None, spec[:4] + (True,) + spec[5:])]
+    assert base is not None and all(other != base for other in others)
+    assert len(set(others)) == len(others)
+    assert signature(hidden[:4], weight, targets[:4], None, spec) == base  # the rows are not part of it
+    assert signature(hidden.tolist(), weight, targets, None, spec) is None
+    assert signature(hidden[0, 0], weight, targets, None, spec) is None  # 0-d: no last dimension
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(temperature=0.0), shardjit.InvalidArgumentError, "temperature: expected a positive finite number"),
     (dict(temperature=-1), shardjit.InvalidArgumentError, "temperature"),

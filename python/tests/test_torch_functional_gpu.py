@@ -162,6 +162,29 @@ def test_no_grad_outputs_match_the_reference(return_entropy, return_lse):
         assert_close(value, ref[name].detach(), 5e-3, name)
 
 
+def test_a_call_like_a_checked_one_is_still_checked_where_it_differs():
+    """Eager calls check a signature once (everything but the rows); what differs from it still
+    gets its error, and another N of the same signature still computes."""
+    from shardjit.torch import _functional
+    hidden, weight, targets, _ = make("bf16", seed=23)
+    with torch.no_grad():
+        sjt.linear_logp(hidden, weight, targets)
+        assert _functional._checked_calls, "an eager CUDA call is remembered"
+        with pytest.raises(shardjit.InvalidArgumentError, match=r"targets: expected shape \(67,\)"):
+            sjt.linear_logp(hidden, weight, targets[:-1])
+        sjt.linear_logp(hidden[:66].view(3, 22, H), weight, targets[:66].view(3, 22))  # its signature is checked
+        with pytest.raises(shardjit.InvalidArgumentError, match=r"targets: expected shape \(3, 22\)"):
+            sjt.linear_logp(hidden[:66].view(3, 22, H), weight, targets[:66].view(6, 11))
+        with pytest.raises(TypeError, match="weight: expected torch.bfloat16"):
+            sjt.linear_logp(hidden, weight.half(), targets)
+        with pytest.raises(shardjit.InvalidArgumentError, match=r"bias: expected \[1000\]"):
+            sjt.linear_logp(hidden, weight, targets, bias=torch.zeros(V + 1, device="cuda"))
+        rows = slice(5, 34)  # 29 rows: another N, the same signature
+        got = sjt.linear_logp(hidden[rows], weight, targets[rows])
+    ref = reference(leaf64(hidden[rows]), leaf64(weight), targets[rows].cpu(), None, 1.0)[0]
+    assert_close(got, ref.detach(), 5e-3, "logp")
+
+
 def custom_op_inputs():
     hidden, weight, targets, _ = make("bf16", seed=22)
     return [t.detach() for t in (hidden, weight, targets)]

@@ -20,10 +20,14 @@ from shardjit.torch import _enqueue, _functional, _linear_logp_ops
 from torch_compare import host_us_per_call, make_inputs
 
 N, H, V = 16, 64, 1024
-# The custom op's arguments after the tensors: vocab_start, valid_vocab, ignore_index,
-# temperature, want_entropy, group_name, want_backward, return_lse, reduce_grad_hidden.
-OP_ARGS = (0, 0, -100, 1.0, False, "", False, False, True)
-SPEC = OP_ARGS[:6]
+# The custom op's arguments after the tensors: the spec (by its field names, so that a new field
+# fails here instead of shifting the others), then want_backward, return_lse, reduce_grad_hidden.
+SPEC_VALUES = dict(vocab_start=0, valid_vocab=0, ignore_index=-100, temperature=1.0, want_entropy=False, group_name="",
+                   max_rows=0, keep_logits_bytes=-1)
+SPEC = tuple(SPEC_VALUES[field] for field in _linear_logp_ops.SPEC_FIELDS)
+OP_ARGS = SPEC + (False, False, True)
+# linear_logp()'s keyword options with their defaults, in _functional._check_options's order.
+OPTIONS = (1.0, -100, None, False, False, None, None, True, None, None)
 
 
 def main():
@@ -34,12 +38,13 @@ def main():
     addresses = (hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), lse.data_ptr())
     device = hidden.get_device()
     entry = _linear_logp_ops._cached_op(hidden, weight, targets, None, SPEC, False)
+    key = _linear_logp_ops.op_key(hidden, weight, targets, None, SPEC, False)
     pieces = {
         "op._forward_at direct": lambda: op._forward_at(N, *addresses, 0, 0, stream),
         "op.forward direct": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
         "op.forward direct, positional only": lambda: op.forward(hidden, weight, targets, logp),
         "sjt.linear_logp no_grad": lambda: sjt.linear_logp(hidden, weight, targets),
-        "forward_no_grad": lambda: _linear_logp_ops.forward_no_grad(hidden, weight, targets, None, *OP_ARGS),
+        "forward_no_grad": lambda: _linear_logp_ops.forward_no_grad(key, hidden, weight, targets, None, False, False),
         "forward_impl": lambda: _linear_logp_ops.forward_impl(hidden, weight, targets, None, *OP_ARGS),
         "enqueue of an empty call": lambda: _enqueue.enqueue(entry, device, lambda op, stream: None),
         "_enqueue_forward, outputs made": lambda: _linear_logp_ops._enqueue_forward(entry, hidden, weight, targets, None,
@@ -51,7 +56,10 @@ def main():
         "EagerLinearLogp.apply no_grad": lambda: _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, targets, None,
                                                                                         *OP_ARGS),
         "checks": lambda: (_functional._check_tensors(hidden, weight, targets, None),
-                           _functional._check_options(1.0, -100, None, False, False, None, None, True)),
+                           _functional._check_options(*OPTIONS)),
+        "option checks": lambda: _functional._check_options(*OPTIONS),
+        "call signature + lookup": lambda: _functional._checked_calls.get(
+            _functional._call_signature(hidden, weight, targets, None, SPEC)),
         "3 x new_empty": lambda: [hidden.new_empty(rows, dtype=torch.float32) for rows in (N, N, 0)],
         "current_stream": lambda: torch.cuda.current_stream(hidden.device),
         "raw current stream": lambda: torch._C._cuda_getCurrentRawStream(device),

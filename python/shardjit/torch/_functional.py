@@ -67,31 +67,77 @@ def _check_int(what, value, allow_none=False):
 
 def _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
                    reduce_grad_hidden, max_rows, keep_logits_bytes):
+    # Every call runs these: the usual values (exact types, None) pass with one test each.
     if type(temperature) is not float and (isinstance(temperature, bool)
                                            or not isinstance(temperature, numbers.Real)):
         raise _type_error("temperature", "a positive number", temperature)
     if not (0 < temperature < math.inf):
         raise _value_error("temperature", f"expected a positive finite number, got {temperature}")
-    _check_int("ignore_index", ignore_index)
-    _check_int("valid_vocab", valid_vocab, allow_none=True)
-    if valid_vocab is not None and valid_vocab < 1:
-        raise _value_error("valid_vocab", f"expected a positive vocabulary size or None, got {valid_vocab}")
-    _check_int("vocab_start", vocab_start, allow_none=True)
-    if vocab_start is not None and vocab_start < 0:
-        raise _value_error("vocab_start", f"expected a non-negative token id or None, got {vocab_start}")
+    if type(ignore_index) is not int:
+        _check_int("ignore_index", ignore_index)
+    if valid_vocab is not None:
+        _check_int("valid_vocab", valid_vocab, allow_none=True)
+        if valid_vocab < 1:
+            raise _value_error("valid_vocab", f"expected a positive vocabulary size or None, got {valid_vocab}")
+    if vocab_start is not None:
+        _check_int("vocab_start", vocab_start, allow_none=True)
+        if vocab_start < 0:
+            raise _value_error("vocab_start", f"expected a non-negative token id or None, got {vocab_start}")
+        if process_group is None and vocab_start != 0:
+            raise _value_error("vocab_start", "a vocabulary shard needs the process_group that holds the others")
     for what, size in (("max_rows", max_rows), ("keep_logits_bytes", keep_logits_bytes)):
-        _check_int(what, size, allow_none=True)
-        if size is not None and size < 0:
-            raise _value_error(what, f"expected a non-negative int or None, got {size}")
-    if process_group is None and vocab_start not in (None, 0):
-        raise _value_error("vocab_start", "a vocabulary shard needs the process_group that holds the others")
-    for what, flag in (("return_entropy", return_entropy), ("return_lse", return_lse),
-                       ("reduce_grad_hidden", reduce_grad_hidden)):
-        if flag is not True and flag is not False:
-            raise _type_error(what, "True or False", flag)
+        if size is not None:
+            _check_int(what, size, allow_none=True)
+            if size < 0:
+                raise _value_error(what, f"expected a non-negative int or None, got {size}")
+    if not ((return_entropy is True or return_entropy is False) and (return_lse is True or return_lse is False)
+            and (reduce_grad_hidden is True or reduce_grad_hidden is False)):
+        for what, flag in (("return_entropy", return_entropy), ("return_lse", return_lse),
+                           ("reduce_grad_hidden", reduce_grad_hidden)):
+            if flag is not True and flag is not False:
+                raise _type_error(what, "True or False", flag)
     if process_group is not None and not (torch.distributed.is_available()
                                           and isinstance(process_group, torch.distributed.ProcessGroup)):
         raise _type_error("process_group", "a torch.distributed.ProcessGroup or None", process_group)
+
+
+# Calls already checked, by everything that the tensor checks and the op key read except the rows
+# (N, and the leading dimensions of a 3-D call): their op keys without and with the backward. A
+# call like an earlier one skips the checks and the key, about a third of its Python
+# (benchmarks.md, "Through PyTorch"). Emptied when it reaches _CHECKED_CALLS_MAX entries.
+_checked_calls = {}
+_CHECKED_CALLS_MAX = 256
+
+
+def _call_signature(hidden, weight, targets, bias, spec):
+    """What the checks and the op key read of a call but its rows; None where an argument lacks
+    what is read (the checks then say what is wrong). The types are part of it, so that no other
+    kind of object passes for a checked tensor."""
+    try:
+        return (type(hidden), type(weight), type(targets), hidden.dtype, weight.dtype, targets.dtype,
+                hidden.get_device(), weight.get_device(), targets.get_device(), hidden.dim(), targets.dim(),
+                hidden.shape[-1], weight.shape,
+                None if bias is None else (type(bias), bias.dtype, bias.get_device(), bias.shape), spec)
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def _check_call(hidden, weight, targets, bias, spec, remember):
+    """The checks of a call's tensors; its op keys (without and with the backward), remembered
+    under its signature if `remember` (None if not: a traced call's custom op keys its op)."""
+    _check_tensors(hidden, weight, targets, bias)
+    # Last, so that every check above can be exercised on CPU tensors.
+    if not hidden.is_cuda:
+        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
+    if not remember:
+        return None
+    flat_hidden, flat_targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+    keys = tuple(_linear_logp_ops.op_key(flat_hidden, weight, flat_targets, bias, spec, want_backward)
+                 for want_backward in (False, True))
+    if len(_checked_calls) >= _CHECKED_CALLS_MAX:
+        _checked_calls.clear()
+    _checked_calls[_call_signature(hidden, weight, targets, bias, spec)] = keys
+    return keys
 
 
 def _forward_ad_active():
@@ -151,38 +197,39 @@ def linear_logp(
     and it is capturable in a CUDA graph at a fixed shape (after a warm-up call of that shape
     outside the capture).
     """
-    _check_tensors(hidden, weight, targets, bias)
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
                    reduce_grad_hidden, max_rows, keep_logits_bytes)
-    # Last, so that every check above can be exercised on CPU tensors.
-    if not hidden.is_cuda:
-        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
     if process_group is None:
         group_name, start = "", 0
     else:
         group_name = process_group.group_name
         start = -1 if vocab_start is None else vocab_start
+    spec = (start, valid_vocab or 0, ignore_index, float(temperature), return_entropy, group_name, max_rows or 0,
+            -1 if keep_logits_bytes is None else keep_logits_bytes)
+    # Traced calls check every time (the custom op keys its op itself); eager ones once per signature.
+    compiling = torch.compiler.is_compiling()
+    keys = None if compiling else _checked_calls.get(_call_signature(hidden, weight, targets, bias, spec))
+    if keys is None or targets.shape != hidden.shape[:-1]:
+        keys = _check_call(hidden, weight, targets, bias, spec, remember=not compiling)
     # [N, H] and [N] go as they are (a reshape is a new tensor object: about a microsecond each).
     flat = hidden.dim() == 2
     leading = None if flat else hidden.shape[:-1]
     flat_hidden = (hidden if flat else hidden.reshape(-1, hidden.shape[-1])).contiguous()
     flat_targets = (targets if flat else targets.reshape(-1)).contiguous()
+    weight = weight.contiguous()
+    bias = None if bias is None else bias.contiguous()
     want_backward = torch.is_grad_enabled() and (
         hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
     # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same
     # formula), and calls with nothing to differentiate skip autograd's bookkeeping and the
     # outputs not asked for (benchmarks.md, "Through PyTorch", has the host time of each).
-    if torch.compiler.is_compiling():
-        forward = _linear_logp_ops.linear_logp_forward
-    elif want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
-        forward = _linear_logp_ops.EagerLinearLogp.apply
+    if compiling or want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
+        forward = _linear_logp_ops.linear_logp_forward if compiling else _linear_logp_ops.EagerLinearLogp.apply
+        logp, lse, entropy = forward(flat_hidden, weight, flat_targets, bias, *spec, want_backward, return_lse,
+                                     reduce_grad_hidden)
     else:
-        forward = _linear_logp_ops.forward_no_grad
-    logp, lse, entropy = forward(
-        flat_hidden, weight.contiguous(), flat_targets,
-        None if bias is None else bias.contiguous(), start, valid_vocab or 0, ignore_index, float(temperature),
-        return_entropy, group_name, max_rows or 0, -1 if keep_logits_bytes is None else keep_logits_bytes,
-        want_backward, return_lse, reduce_grad_hidden)
+        logp, lse, entropy = _linear_logp_ops.forward_no_grad(keys[0], flat_hidden, weight, flat_targets, bias,
+                                                              return_lse, return_entropy)
     if not (return_entropy or return_lse):
         return logp if flat else logp.view(leading)
     outputs = [logp]

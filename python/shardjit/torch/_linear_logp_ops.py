@@ -118,14 +118,13 @@ def _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy):
     _enqueue.enqueue(entry, hidden.get_device(), call)
 
 
-def _forward(hidden, weight, targets, bias, spec, want_backward, want_lse):
-    """Enqueues the forward of the op of `spec` into new fp32 [N] outputs: (logp, lse, entropy),
-    lse None unless want_lse, entropy None unless the spec's want_entropy."""
-    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
+    """Enqueues the forward of `entry`'s op into new fp32 [N] outputs: (logp, lse, entropy), lse
+    None unless want_lse, entropy None unless want_entropy (which the op's key says)."""
     n = hidden.shape[0]
     logp = hidden.new_empty(n, dtype=torch.float32)
     lse = hidden.new_empty(n, dtype=torch.float32) if want_lse else None
-    entropy = hidden.new_empty(n, dtype=torch.float32) if spec[4] else None
+    entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
     _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy)
     return logp, lse, entropy
 
@@ -140,18 +139,17 @@ def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     summed over the group)."""
     _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    logp, lse, entropy = _forward(hidden, weight, targets, bias, spec, want_backward, True)
+    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+    logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
     return logp, lse, entropy if entropy is not None else hidden.new_empty(0, dtype=torch.float32)
 
 
-def forward_no_grad(hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature,
-                    want_entropy, group_name, max_rows, keep_logits_bytes, want_backward, return_lse,
-                    reduce_grad_hidden):
-    """forward_impl for linear_logp() calls with nothing to differentiate (want_backward False),
-    whose arguments linear_logp() has checked: only the outputs asked for are made, the others
-    come back as None."""
-    spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    return _forward(hidden, weight, targets, bias, spec, want_backward, return_lse)
+def forward_no_grad(key, hidden, weight, targets, bias, want_lse, want_entropy):
+    """The forward of linear_logp() calls with nothing to differentiate, whose arguments
+    linear_logp() has checked and whose op key (`op_key`, want_backward False) it has made: only
+    the outputs asked for are made, the others come back as None."""
+    entry = _op_cache.ops().get(key, lambda: _build(key))
+    return _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy)
 
 
 linear_logp_forward = torch.library.custom_op("shardjit::linear_logp", forward_impl, mutates_args=(),
