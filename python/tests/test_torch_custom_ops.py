@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests need PyTorch")
 
+from shardjit import _op_cache  # noqa: E402
 import shardjit.torch as sjt  # noqa: E402  (registers the ops)
 from shardjit.torch import _linear_logp_ops  # noqa: E402
 
@@ -143,27 +144,31 @@ def test_no_gradient_asked_of_the_backward_gives_none():
 
 def test_eager_function_uses_the_same_formula(monkeypatch):
     # Outside torch.compile linear_logp runs EagerLinearLogp: the same bodies without the
-    # dispatcher. With the bodies swapped for the fake implementations, meta tensors go through
-    # its setup and backward as through the custom op's.
+    # dispatcher and without the checks (linear_logp made them, and the op key it passes). With
+    # the bodies swapped for the fake implementations and the op for a stand-in, meta tensors go
+    # through its setup and backward as through the custom op's.
     recorded = []
 
-    def forward_body(hidden, weight, targets, bias, *rest):
-        want_entropy = rest[4]
+    def forward_body(entry, hidden, weight, targets, bias, want_entropy):
+        recorded.append(("forward", entry.op))
         n = hidden.shape[0]
         return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
                 hidden.new_empty(n if want_entropy else 0, dtype=torch.float32))
 
-    def backward_body(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *rest):
-        recorded.append((grad_logp is not None, grad_lse is not None, grad_entropy is not None, rest[-4:]))
+    def backward_body(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
+        recorded.append((entry.op, grad_logp is not None, grad_lse is not None, grad_entropy is not None, wants))
         return torch.empty_like(hidden), torch.empty_like(weight), hidden.new_empty(0)
 
-    monkeypatch.setattr(_linear_logp_ops, "forward_impl", forward_body)
-    monkeypatch.setattr(_linear_logp_ops, "backward_impl", backward_body)
+    monkeypatch.setattr(_op_cache, "_ops", _op_cache.OpCache())
+    monkeypatch.setattr(_linear_logp_ops, "_build", lambda key: f"op of {key}")
+    monkeypatch.setattr(_linear_logp_ops, "_op_outputs", forward_body)
+    monkeypatch.setattr(_linear_logp_ops, "_backward", backward_body)
     hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
-    logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(hidden, weight, meta(N, dtype=torch.int64), None,
-                                                                0, 0, -100, 1.0, True, "", 0, -1, True, False, False)
+    logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply("key", hidden, weight, meta(N, dtype=torch.int64),
+                                                                None, 0, 0, -100, 1.0, True, "", 0, -1, True, False,
+                                                                False)
     (logp.sum() + entropy.sum()).backward()
     assert hidden.grad.shape == (N, H) and weight.grad.shape == (V, H)
     # lse was not returned: no gradient for it; entropy was: its gradient goes down; the flags
     # (want_grad_hidden, want_grad_weight, want_grad_bias, reduce_grad_hidden) as asked.
-    assert recorded == [(True, False, True, (True, True, False, False))]
+    assert recorded == [("forward", "op of key"), ("op of key", True, False, True, (True, True, False, False))]

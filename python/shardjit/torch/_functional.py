@@ -223,10 +223,13 @@ def linear_logp(
     # torch.compile traces the custom ops; eager calls skip the dispatcher (same code, same
     # formula), and calls with nothing to differentiate skip autograd's bookkeeping and the
     # outputs not asked for (benchmarks.md, "Through PyTorch", has the host time of each).
-    if compiling or want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
-        forward = _linear_logp_ops.linear_logp_forward if compiling else _linear_logp_ops.EagerLinearLogp.apply
-        logp, lse, entropy = forward(flat_hidden, weight, flat_targets, bias, *spec, want_backward, return_lse,
-                                     reduce_grad_hidden)
+    if compiling:
+        logp, lse, entropy = _linear_logp_ops.linear_logp_forward(flat_hidden, weight, flat_targets, bias, *spec,
+                                                                  want_backward, return_lse, reduce_grad_hidden)
+    elif want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
+        logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(keys[want_backward], flat_hidden, weight,
+                                                                    flat_targets, bias, *spec, want_backward,
+                                                                    return_lse, reduce_grad_hidden)
     else:
         logp, lse, entropy = _linear_logp_ops.forward_no_grad(keys[0], flat_hidden, weight, flat_targets, bias,
                                                               return_lse, return_entropy)

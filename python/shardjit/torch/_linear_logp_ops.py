@@ -139,7 +139,13 @@ def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     summed over the group)."""
     _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    entry = _cached_op(hidden, weight, targets, bias, spec, want_backward)
+    return _op_outputs(_cached_op(hidden, weight, targets, bias, spec, want_backward), hidden, weight, targets, bias,
+                       want_entropy)
+
+
+def _op_outputs(entry, hidden, weight, targets, bias, want_entropy):
+    """The forward op's outputs, enqueued on `entry`'s op: lse always (the backward reads it),
+    entropy empty unless want_entropy (a custom op returns tensors only)."""
     logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
     return logp, lse, entropy if entropy is not None else hidden.new_empty(0, dtype=torch.float32)
 
@@ -182,7 +188,15 @@ def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         if vector is not None:
             _expect(op_name, name, vector, (n,), _FP32, device)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    entry = _cached_op(hidden, weight, targets, bias, spec, True)
+    return _backward(_cached_op(hidden, weight, targets, bias, spec, True), hidden, weight, targets, bias, lse,
+                     entropy, grad_logp, grad_lse, grad_entropy, want_grad_hidden, want_grad_weight, want_grad_bias,
+                     reduce_grad_hidden)
+
+
+def _backward(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
+              want_grad_hidden, want_grad_weight, want_grad_bias, reduce_grad_hidden):
+    """Enqueues the backward of `entry`'s op into new gradients: (grad_hidden, grad_weight,
+    grad_bias), each one not wanted empty."""
     grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
     grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
     grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
@@ -234,43 +248,56 @@ def _float_grad(grad):
     return None if grad is None else grad.float().contiguous()
 
 
-def _backward_with(backward_op):
-    """The autograd formula, calling `backward_op` (the custom op when traced, its body eagerly)."""
+def _backward_with(backward_op, leading_arguments=0):
+    """The autograd formula, calling `backward_op(ctx, *the backward op's arguments)` (the custom
+    op when traced, its body eagerly). `leading_arguments`: how many arguments the forward took
+    before hidden (EagerLinearLogp's op key), which get no gradient."""
+    leading = (None,) * leading_arguments
+    trailing = (None,) * (_FORWARD_ARGS - 4)
 
     def backward(ctx, grad_logp, grad_lse, grad_entropy):
         hidden, weight, targets, bias, lse, entropy = ctx.saved_tensors
-        want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[:4]
+        want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[leading_arguments:leading_arguments + 4]
         if not (want_hidden or want_weight or want_bias):
-            return (None,) * _FORWARD_ARGS
+            return leading + (None,) * _FORWARD_ARGS
         # lse and entropy the caller did not ask for have no gradient; an unused returned output's
         # gradient comes as zeros.
         grad_hidden, grad_weight, grad_bias = backward_op(
-            hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
+            ctx, hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
             _float_grad(grad_lse) if ctx.return_lse else None,
             _float_grad(grad_entropy) if entropy is not None else None,
             *ctx.spec, bool(want_hidden), bool(want_weight), bool(want_bias and bias is not None),
             ctx.reduce_grad_hidden)
-        return (grad_hidden if want_hidden else None, grad_weight if want_weight else None, None,
-                grad_bias if want_bias and bias is not None else None) + (None,) * (_FORWARD_ARGS - 4)
+        return leading + (grad_hidden if want_hidden else None, grad_weight if want_weight else None, None,
+                          grad_bias if want_bias and bias is not None else None) + trailing
 
     return backward
 
 
-linear_logp_forward.register_autograd(_backward_with(linear_logp_backward), setup_context=_setup_context)
+linear_logp_forward.register_autograd(_backward_with(lambda ctx, *arguments: linear_logp_backward(*arguments)),
+                                      setup_context=_setup_context)
 
 
 class EagerLinearLogp(torch.autograd.Function):
     """The same forward, formula and backward outside torch.compile, without the dispatcher's
-    round trips through the custom ops (tens of microseconds of host time per call)."""
+    round trips through the custom ops (tens of microseconds of host time per call).
+
+    apply(key, *inputs): the op key (`op_key`) that linear_logp() made when it checked the
+    arguments, then the forward op's arguments. The forward takes the context first, with no
+    separate setup_context: autograd then passes the arguments as they are instead of binding
+    them to the forward's signature, which costs several times the rest of the Function
+    (benchmarks.md, "Through PyTorch")."""
 
     @staticmethod
-    def forward(*inputs):
-        return forward_impl(*inputs)  # looked up per call, like the backward
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
+    def forward(ctx, key, *inputs):
+        hidden, weight, targets, bias = inputs[:4]
+        want_entropy = inputs[8]
+        output = _op_outputs(_op_cache.ops().get(key, lambda: _build(key)), hidden, weight, targets, bias,
+                             want_entropy)
         _setup_context(ctx, inputs, output)
-        ctx.mark_non_differentiable(*([] if inputs[8] else [output[2]]))
+        ctx.key = key
+        ctx.mark_non_differentiable(*([] if want_entropy else [output[2]]))
+        return output
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -278,7 +305,17 @@ class EagerLinearLogp(torch.autograd.Function):
         return _eager_backward(ctx, grad_logp, grad_lse, grad_entropy)
 
 
-_eager_backward = _backward_with(lambda *args: backward_impl(*args))  # looked up per call
+def _eager_backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
+                       *spec_and_wants):
+    """backward_impl without its checks, for EagerLinearLogp: the tensors are the forward's own and
+    autograd's gradients of its outputs (of their shapes and dtypes), and the op is the one of
+    the forward's key (which has the backward: a gradient is asked only of an op built for it)."""
+    key = ctx.key
+    return _backward(_op_cache.ops().get(key, lambda: _build(key)), hidden, weight, targets, bias, lse, entropy,
+                     grad_logp, grad_lse, grad_entropy, *spec_and_wants[len(SPEC_FIELDS):])
+
+
+_eager_backward = _backward_with(_eager_backward_op, leading_arguments=1)
 
 
 def dtype_name(dtype):
