@@ -36,6 +36,7 @@ struct PrewarmResult {
   std::size_t total = 0;     // kernels the config asks for
   std::size_t compiled = 0;  // compiled now
   std::size_t cached = 0;    // already in the cache
+  std::size_t prebuilt = 0;  // built with the library (shape-independent kernels), copied into the cache
   std::vector<std::string> failures;  // "<kernel spec> <arch>: <message>", one a kernel that failed
   // Compiled or found, but no longer in the cache folder at the end ("<kernel spec> <arch>:
   // <reason>"): the cache's size cap evicted them to make room for later kernels. A cache-only

@@ -178,6 +178,7 @@ nb::dict prewarm_counts(const PrewarmResult& counts) {
   out["total"] = counts.total;
   out["compiled"] = counts.compiled;
   out["cached"] = counts.cached;
+  out["prebuilt"] = counts.prebuilt;
   out["failed"] = counts.failures.size();
   out["failures"] = counts.failures;
   out["missing"] = counts.missing;
@@ -259,7 +260,7 @@ void bind_runtime(nb::module_& m) {
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
       "with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path "
       "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's; jobs: kernels compiled at once (0: one per hardware "
-      "thread, as the CLI). Returns a dict: total, compiled, cached, failed, "
+      "thread, as the CLI). Returns a dict: total, compiled, prebuilt (built with the library, copied into the cache), cached, failed, "
       "failures (messages), missing (messages of kernels built or found but not in the cache folder at the end, "
       "with the reason: a cache-only server would not find them). A wrong argument is a TypeError or ValueError "
       "naming it.");

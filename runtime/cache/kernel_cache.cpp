@@ -35,6 +35,11 @@ std::string shell_word(const std::string& text) {
   return quoted + "'";
 }
 
+CacheEntry prebuilt_entry(const PrebuiltKernel& kernel) {
+  return CacheEntry{kernel.key, kernel.spec_text, kernel.arch, kernel.lowered_name,
+                    std::string(reinterpret_cast<const char*>(kernel.cubin), kernel.cubin_size)};
+}
+
 }  // namespace
 
 KernelCache::KernelCache(const RuntimeConfig& config)
@@ -96,8 +101,10 @@ std::size_t KernelCache::count_missing(const std::vector<KernelSpec>& specs, con
   std::size_t missing = 0;
   for (const KernelSpec& spec : specs) {
     if (memory_.contains(spec.canonical_text() + "@" + arch)) continue;
+    const std::string content_key = key(spec, arch);
+    if (prebuilt_.find(content_key) != nullptr) continue;
     std::error_code error;
-    if (!std::filesystem::exists(disk_->entry_path(key(spec, arch)), error)) ++missing;
+    if (!std::filesystem::exists(disk_->entry_path(content_key), error)) ++missing;
   }
   return missing;
 }
@@ -121,6 +128,14 @@ std::vector<CachedKernel> KernelCache::get_all(const std::vector<KernelSpec>& sp
   for (std::future<void>& task : done) task.wait();
   for (std::future<void>& task : done) task.get();
   return kernels;
+}
+
+bool KernelCache::store_prebuilt(const KernelSpec& spec, const std::string& arch) {
+  const std::string content_key = key(spec, arch);
+  const PrebuiltKernel* built = prebuilt_.find(content_key);
+  if (built == nullptr) return false;
+  disk_->get_or_create(content_key, [&] { return prebuilt_entry(*built); });
+  return true;
 }
 
 CachedKernel KernelCache::get(const KernelSpec& spec, const std::string& arch,
@@ -149,6 +164,11 @@ std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelS
     kernel->cubin = entry.cubin;
     return kernel;
   };
+  // Built with the library: no file to read, nothing to compile, in either mode.
+  if (const PrebuiltKernel* built = prebuilt_.find(content_key)) {
+    *origin = KernelOrigin::kPrebuilt;
+    return to_compiled(prebuilt_entry(*built));
+  }
 
   if (!jit_) {
     std::optional<CacheEntry> entry = disk_->load(content_key);

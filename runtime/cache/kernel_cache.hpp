@@ -1,5 +1,6 @@
-// The kernel cache as the layers above see it: memory (single flight) -> disk (content
-// addressed, locked per key across processes) -> NVRTC. Nothing above this knows NVRTC exists.
+// The kernel cache as the layers above see it: memory (single flight) -> the kernels built with
+// the library (runtime/cache/prebuilt_kernels.hpp) -> disk (content addressed, locked per key
+// across processes) -> NVRTC. Nothing above this knows NVRTC exists.
 #pragma once
 
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "runtime/cache/disk_cache.hpp"
 #include "runtime/cache/memory_cache.hpp"
+#include "runtime/cache/prebuilt_kernels.hpp"
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/compile/nvrtc_compiler.hpp"
@@ -20,7 +22,8 @@
 
 namespace shardjit {
 
-enum class KernelOrigin { kMemory, kDisk, kCompiled };
+// kPrebuilt: from the library's own table, neither read from disk nor compiled.
+enum class KernelOrigin { kMemory, kDisk, kCompiled, kPrebuilt };
 
 struct CachedKernel {
   std::shared_ptr<const CompiledKernel> kernel;
@@ -44,8 +47,8 @@ class KernelCache {
   std::vector<CachedKernel> get_all(const std::vector<KernelSpec>& specs, const std::string& arch,
                                     const std::string& prewarm_hint);
 
-  // How many of `specs` on `arch` are neither in memory nor on disk: the ones get_all would
-  // compile. Costs a key (hash) per spec not in memory, which later look-ups reuse.
+  // How many of `specs` on `arch` are neither in memory, prebuilt nor on disk: the ones get_all
+  // would compile. Costs a key (hash) per spec not in memory, which later look-ups reuse.
   std::size_t count_missing(const std::vector<KernelSpec>& specs, const std::string& arch);
 
   // `prewarm_hint` (an op's `shardjit prewarm ...`) as this runtime needs it run: into its cache
@@ -56,6 +59,13 @@ class KernelCache {
   // spec, arch and process.
   std::string key(const KernelSpec& spec, const std::string& arch);
 
+  // Writes the library's prebuilt kernel of `spec` on `arch` into the disk cache, unless it is
+  // there already: a prewarmed folder then serves processes of any build (one built without the
+  // table, or another compiler's). Returns false where no prebuilt kernel has that key. Throws
+  // what the disk cache throws (a read-only folder: Error(kCacheError)).
+  bool store_prebuilt(const KernelSpec& spec, const std::string& arch);
+
+  const PrebuiltKernels& prebuilt() const { return prebuilt_; }
   DiskCache& disk() { return *disk_; }
   const TemplateSources& sources() const { return sources_; }
   bool jit_enabled() const { return jit_; }
@@ -75,6 +85,7 @@ class KernelCache {
   TemplateSources sources_;
   NvrtcCompiler compiler_;
   std::unique_ptr<DiskCache> disk_;
+  PrebuiltKernels prebuilt_;
   MemoryCache memory_;
   mutable std::mutex flattened_mutex_;
   mutable std::map<std::string, std::string> flattened_;  // template file -> flattened source

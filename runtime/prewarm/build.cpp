@@ -16,7 +16,10 @@ PrewarmOutcome build(KernelCache& cache, const PrewarmItem& item, std::string* e
   try {
     // JIT is on during a prewarm, so the cache-only hint is never shown.
     const CachedKernel kernel = cache.get(item.spec, item.arch, "shardjit prewarm");
-    return kernel.origin == KernelOrigin::kCompiled ? PrewarmOutcome::kCompiled : PrewarmOutcome::kCached;
+    if (kernel.origin == KernelOrigin::kCompiled) return PrewarmOutcome::kCompiled;
+    // A prebuilt kernel may have been taken from memory (an op of this process built earlier).
+    if (cache.store_prebuilt(item.spec, item.arch)) return PrewarmOutcome::kPrebuilt;
+    return PrewarmOutcome::kCached;
   } catch (const std::exception& caught) {
     *error = caught.what();
   } catch (...) {

@@ -13,7 +13,9 @@
 
 namespace shardjit {
 
-enum class PrewarmOutcome { kCompiled, kCached, kFailed };
+// kPrebuilt: built with the library, and copied into the cache folder (for processes of other
+// builds, and cache-only ones).
+enum class PrewarmOutcome { kCompiled, kCached, kFailed, kPrebuilt };
 
 // What happened to one item; `error` is the message of a failed one, else empty. Called once an
 // item from the worker threads, one call at a time.

@@ -61,6 +61,7 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
                       [&](const PrewarmItem& item, PrewarmOutcome outcome, const std::string& error) {
                         if (outcome == PrewarmOutcome::kCompiled) ++result.compiled;
                         if (outcome == PrewarmOutcome::kCached) ++result.cached;
+                        if (outcome == PrewarmOutcome::kPrebuilt) ++result.prebuilt;
                         if (outcome == PrewarmOutcome::kFailed) {
                           result.failures.push_back(item.name() + ": " + error);
                         }

@@ -22,7 +22,7 @@ struct Counts {
 };
 
 Counts parse_summary(const std::string& out) {
-  static const std::regex summary(R"(prewarm: (\d+) kernels: (\d+) compiled, (\d+) already cached, (\d+) failed)");
+  static const std::regex summary(R"(prewarm: (\d+) kernels: (\d+) compiled, 0 prebuilt, (\d+) already cached, (\d+) failed)");
   std::smatch match;
   if (!std::regex_search(out, match, summary)) {
     ADD_FAILURE() << "no summary in: " << out;

@@ -27,9 +27,10 @@ inline std::size_t tiny_kernel_count() {
   return prewarm_items(request).size();
 }
 
-// "prewarm: N kernels: C compiled, D already cached, F failed".
+// "prewarm: N kernels: C compiled, 0 prebuilt, D already cached, F failed" (the tiny model's
+// arch has no kernels built with the library).
 inline std::string prewarm_summary(std::size_t total, std::size_t compiled, std::size_t cached, std::size_t failed) {
-  return "prewarm: " + std::to_string(total) + " kernels: " + std::to_string(compiled) + " compiled, " +
+  return "prewarm: " + std::to_string(total) + " kernels: " + std::to_string(compiled) + " compiled, 0 prebuilt, " +
          std::to_string(cached) + " already cached, " + std::to_string(failed) + " failed";
 }
 

@@ -54,6 +54,7 @@ void print_json(const InfoReport& report) {
   json info = {
       {"version", report.version},
       {"nvrtc", {{"version", report.nvrtc_version}, {"identity", report.nvrtc_identity}, {"archs", report.nvrtc_archs}}},
+      {"prebuilt_kernels", {{"count", report.prebuilt_kernels}, {"archs", report.prebuilt_archs}}},
       {"driver", {{"version", optional_text(report.driver_version)}, {"error", problem_text(report.driver_problem)}}},
       {"nccl", {{"version", optional_text(report.nccl_version)}, {"error", problem_text(report.nccl_problem)}}},
       {"devices", devices_json(report)},
@@ -106,6 +107,10 @@ void print_knobs(const InfoReport& report) {
 void print_text(const InfoReport& report) {
   std::printf("shardjit:     %s\n", report.version.c_str());
   std::printf("NVRTC:        %s (targets: %s)\n", report.nvrtc_identity.c_str(), join(report.nvrtc_archs).c_str());
+  // Kernels no op shape changes, compiled when the library was built (used where this NVRTC and
+  // the embedded templates are the ones they were built with).
+  std::printf("Prebuilt:     %zu kernels (%s)\n", report.prebuilt_kernels,
+              report.prebuilt_archs.empty() ? "none" : join(report.prebuilt_archs).c_str());
   if (report.driver_version) {
     std::printf("CUDA driver:  %s\n", report.driver_version->c_str());
   } else {

@@ -92,6 +92,9 @@ InfoReport collect_info(const RuntimeConfig& config) {
   report.nvrtc_version = NvrtcCompiler::version();
   report.nvrtc_identity = NvrtcCompiler::identity();
   report.nvrtc_archs = NvrtcCompiler::supported_archs();
+  const PrebuiltKernels prebuilt;
+  report.prebuilt_kernels = prebuilt.size();
+  report.prebuilt_archs = prebuilt.archs();
   probe_driver(report);
   probe_nccl(report);
   probe_devices(report);

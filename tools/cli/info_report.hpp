@@ -31,6 +31,8 @@ struct InfoReport {
   std::string nvrtc_version;   // MAJOR.MINOR
   std::string nvrtc_identity;  // with the library file and size (part of every cache key)
   std::vector<std::string> nvrtc_archs;
+  std::size_t prebuilt_kernels = 0;          // built with the library (runtime/cache/prebuilt_kernels.hpp)
+  std::vector<std::string> prebuilt_archs;
   std::optional<std::string> driver_version;  // "13.0"
   std::string driver_problem;                 // set when driver_version is not
   std::optional<std::string> nccl_version;    // "2.27.3"

@@ -58,8 +58,9 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
 }
 
 void print_summary(const PrewarmSummary& summary) {
-  std::printf("prewarm: %zu kernels: %zu compiled, %zu already cached, %zu failed (%.1f s)\n",
-              summary.total, summary.compiled, summary.cached, summary.failures.size(), summary.seconds);
+  std::printf("prewarm: %zu kernels: %zu compiled, %zu prebuilt, %zu already cached, %zu failed (%.1f s)\n",
+              summary.total, summary.compiled, summary.prebuilt, summary.cached, summary.failures.size(),
+              summary.seconds);
   std::fflush(stdout);
   if (!summary.missing.empty()) {
     std::printf("prewarm: %zu of those kernels are not in the cache folder any more\n", summary.missing.size());

@@ -8,7 +8,7 @@ namespace shardjit::cli {
 
 PrewarmSummary run_prewarm(KernelCache& cache, const std::vector<PrewarmItem>& items, int jobs,
                            Progress& progress) {
-  static constexpr const char* kVerbs[] = {"compiled", "cached", "failed"};
+  static constexpr const char* kVerbs[] = {"compiled", "cached", "failed", "prebuilt"};
   const auto start = std::chrono::steady_clock::now();
   PrewarmSummary summary;
   summary.total = items.size();
@@ -16,6 +16,7 @@ PrewarmSummary run_prewarm(KernelCache& cache, const std::vector<PrewarmItem>& i
     const std::string kernel = item.name();
     if (outcome == PrewarmOutcome::kCompiled) ++summary.compiled;
     if (outcome == PrewarmOutcome::kCached) ++summary.cached;
+    if (outcome == PrewarmOutcome::kPrebuilt) ++summary.prebuilt;
     if (outcome == PrewarmOutcome::kFailed) summary.failures.push_back({kernel, item.origin, error});
     progress.finished(kVerbs[static_cast<int>(outcome)], kernel);
   };

@@ -21,6 +21,7 @@ struct PrewarmSummary {
   std::size_t total = 0;
   std::size_t compiled = 0;
   std::size_t cached = 0;  // found in the disk cache (another run, or another process, made it)
+  std::size_t prebuilt = 0;  // built with the library, copied into the cache folder
   std::vector<PrewarmFailure> failures;
   std::vector<PrewarmFailure> missing;  // built or found, then gone from the cache folder (PrewarmMissing)
   double seconds = 0;

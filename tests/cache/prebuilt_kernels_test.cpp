@@ -1,0 +1,175 @@
+// The kernels built with the library (runtime/cache/prebuilt_kernels.hpp): an op's
+// shape-independent kernels are found under their run-time keys without a compile or a file,
+// they are what NVRTC makes now, a change to their templates leaves them unused, and a prewarm
+// copies them into its folder.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/cache/kernel_cache.hpp"
+#include "runtime/cache/prebuilt_kernels.hpp"
+#include "runtime/prewarm/build.hpp"
+#include "runtime/prewarm/plan.hpp"
+#include "shardjit/error.hpp"
+#include "support/temp_dir.hpp"
+
+namespace shardjit {
+namespace {
+
+// The build's settings (cmake/prebuilt_kernels.cmake): comma lists, empty with the table off.
+constexpr const char* kBuiltArchs = SHARDJIT_PREBUILT_ARCHS;
+
+bool built_for_sm90a() { return std::string(kBuiltArchs).find("sm_90a") != std::string::npos; }
+
+RuntimeConfig config_in(const std::filesystem::path& dir, bool jit) {
+  RuntimeConfig config;
+  config.cache_dir = (dir / "cache").string();
+  config.jit = jit;
+  config.cache_max_bytes = 1ull << 30;
+  return config;
+}
+
+// A bf16 training op's kernels on sm_90a, as a prewarm of it lists them.
+std::vector<PrewarmItem> training_op_items(std::int64_t hidden, std::int64_t vocab) {
+  PrewarmRequest request;
+  request.models = {ModelShape{"test", hidden, vocab, 0}};
+  request.archs = {"sm_90a"};
+  request.backward = true;
+  return prewarm_items(request);
+}
+
+// The machine code of an ELF64 CUBIN: its ".text.<kernel>" sections by name. (Two compiles of one
+// source differ elsewhere: NVRTC names internal-linkage symbols with a per-compile id, which the
+// debug sections carry.)
+std::map<std::string, std::string> code_sections(const std::string& elf) {
+  auto read = [&](std::size_t at, std::size_t bytes) {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < bytes; ++i) value |= std::uint64_t{static_cast<unsigned char>(elf.at(at + i))} << (8 * i);
+    return static_cast<std::size_t>(value);
+  };
+  const std::size_t headers = read(0x28, 8), header_size = read(0x3a, 2), count = read(0x3c, 2);
+  const std::size_t names = headers + read(0x3e, 2) * header_size;
+  const std::size_t names_offset = read(names + 0x18, 8);
+  std::map<std::string, std::string> sections;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t header = headers + i * header_size;
+    const std::string name(elf.c_str() + names_offset + read(header, 4));
+    if (name.rfind(".text.", 0) == 0) sections[name] = elf.substr(read(header + 0x18, 8), read(header + 0x20, 8));
+  }
+  return sections;
+}
+
+bool is_gemm(const PrewarmItem& item) { return item.spec.canonical_text().rfind("gemm<", 0) == 0; }
+
+TEST(PrebuiltKernels, IndexesATableByKey) {
+  static const unsigned char bytes[] = {1, 2, 3};
+  const PrebuiltKernel table[] = {{"k1", "a<>", "sm_90a", "_Z1a", bytes, 3}, {"k2", "b<>", "sm_80", "_Z1b", bytes, 2}};
+  const PrebuiltKernels index(table);
+  EXPECT_EQ(index.size(), 2u);
+  ASSERT_NE(index.find("k2"), nullptr);
+  EXPECT_EQ(std::string(index.find("k2")->spec_text), "b<>");
+  EXPECT_EQ(index.find("k3"), nullptr);
+  EXPECT_EQ(index.archs(), (std::vector<std::string>{"sm_80", "sm_90a"}));
+}
+
+TEST(PrebuiltKernels, TheLibraryHasWhatItsBuildAskedFor) {
+  const PrebuiltKernels prebuilt;
+  if (std::string(kBuiltArchs).empty()) {
+    EXPECT_EQ(prebuilt.size(), 0u) << "built with SHARDJIT_PREBUILT_KERNELS off";
+    return;
+  }
+  EXPECT_GT(prebuilt.size(), 0u);
+  for (const std::string& arch : prebuilt.archs()) {
+    EXPECT_NE(std::string(kBuiltArchs).find(arch), std::string::npos) << arch;
+  }
+}
+
+TEST(PrebuiltKernels, ATrainingOpsGemmsComeFromTheTableInCacheOnlyMode) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/false));  // nothing may compile, the folder is empty
+  std::size_t gemms = 0;
+  for (const PrewarmItem& item : training_op_items(1000, 5000)) {
+    if (!is_gemm(item)) continue;
+    ++gemms;
+    const CachedKernel got = cache.get(item.spec, item.arch, "shardjit prewarm ...");
+    EXPECT_EQ(got.origin, KernelOrigin::kPrebuilt) << item.name();
+    EXPECT_EQ(got.kernel->spec_text, item.spec.canonical_text());
+    EXPECT_FALSE(got.kernel->cubin.empty());
+  }
+  EXPECT_EQ(gemms, 4u) << "grad_weight (bf16 and fp32) and grad_hidden (accumulator and output)";
+  EXPECT_TRUE(cache.disk().list().empty()) << "a prebuilt kernel is not copied to disk by a load";
+  // Shape-specialized kernels are not in the table: cache-only mode still asks for a prewarm.
+  std::vector<KernelSpec> forwards;
+  for (const PrewarmItem& item : training_op_items(1000, 5000)) {
+    if (item.spec.canonical_text().rfind("linear_logp_fwd<", 0) != 0) continue;
+    forwards.push_back(item.spec);
+    EXPECT_THROW(cache.get(item.spec, item.arch, "shardjit prewarm ..."), Error) << item.name();
+  }
+  ASSERT_FALSE(forwards.empty());
+  EXPECT_EQ(cache.count_missing(forwards, "sm_90a"), forwards.size());
+}
+
+TEST(PrebuiltKernels, AreTheBytesNvrtcMakesNow) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/true));
+  const std::vector<PrewarmItem> items = training_op_items(1000, 5000);
+  const auto gemm = std::find_if(items.begin(), items.end(), is_gemm);
+  ASSERT_NE(gemm, items.end());
+  const PrebuiltKernel* built = cache.prebuilt().find(cache.key(gemm->spec, gemm->arch));
+  ASSERT_NE(built, nullptr) << gemm->name();
+  const KernelSource source{gemm->spec.canonical_text(), gemm->spec.name_expression(),
+                            cache.flattened(gemm->spec.def().file)};
+  const CompiledKernel fresh = NvrtcCompiler().compile(source, gemm->arch);
+  EXPECT_EQ(fresh.lowered_name, built->lowered_name);
+  const auto fresh_code = code_sections(fresh.cubin);
+  ASSERT_EQ(fresh_code.size(), 1u) << "one kernel";
+  EXPECT_TRUE(fresh_code == code_sections(std::string(reinterpret_cast<const char*>(built->cubin), built->cubin_size)))
+      << "the table's machine code differs from this NVRTC's";
+}
+
+TEST(PrebuiltKernels, AChangedTemplateFolderLeavesThemUnused) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  const std::filesystem::path templates = dir.path() / "templates";
+  std::filesystem::copy(std::filesystem::path(SHARDJIT_SOURCE_DIR) / "templates", templates,
+                        std::filesystem::copy_options::recursive);
+  std::ofstream(templates / "gemm" / "gemm.cuh", std::ios::app) << "\n// a local change\n";
+  RuntimeConfig config = config_in(dir.path(), /*jit=*/false);
+  config.template_dir = templates.string();
+  KernelCache cache(config);
+  const std::vector<PrewarmItem> items = training_op_items(1000, 5000);
+  const auto gemm = std::find_if(items.begin(), items.end(), is_gemm);
+  ASSERT_NE(gemm, items.end());
+  EXPECT_THROW(cache.get(gemm->spec, gemm->arch, "shardjit prewarm ..."), Error)
+      << "another GEMM source has another key, which no prebuilt kernel has";
+}
+
+TEST(PrebuiltKernels, APrewarmCopiesThemIntoItsFolder) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/true));
+  std::vector<PrewarmItem> gemms;
+  for (const PrewarmItem& item : training_op_items(1000, 5000)) {
+    if (is_gemm(item)) gemms.push_back(item);
+  }
+  std::vector<PrewarmOutcome> outcomes;
+  build_prewarm_items(
+      cache, gemms, 2, [&](const PrewarmItem&, PrewarmOutcome outcome, const std::string&) { outcomes.push_back(outcome); },
+      [](const PrewarmItem& item, const std::string& error) { ADD_FAILURE() << item.name() << ": " << error; });
+  EXPECT_EQ(outcomes, std::vector<PrewarmOutcome>(gemms.size(), PrewarmOutcome::kPrebuilt));
+  EXPECT_EQ(cache.disk().list().size(), gemms.size());
+  // A process built without the table (or with another compiler) finds them there.
+  for (const PrewarmItem& item : gemms) EXPECT_FALSE(cache.disk().entry_problem(cache.key(item.spec, item.arch)));
+}
+
+}  // namespace
+}  // namespace shardjit
