@@ -18,7 +18,8 @@ before it and minus the gradients it leaves (hidden's and weight's, which every 
 plus the device memory the first call took outside torch's allocator (shardjit's workspace).
 Also the host time one call adds over the C++ op (--host-overhead, on by default): the time per
 call on the CPU of shardjit.torch.linear_logp and of LinearLogp.forward called directly with
-preallocated outputs, each over 2000 calls at a shape small enough that the GPU keeps up.
+preallocated outputs, in interleaved rounds of 500 calls each at a shape small enough that the GPU
+keeps up (median of the rounds).
 One JSON object per (shape, variant) goes to stdout and to --out (JSONL):
 
     python3 tools/bench/torch_compare.py                      # the standard shapes
@@ -246,13 +247,15 @@ def host_us_per_call(fn, calls, warmup=50, with_drain=False):
     return (host_us, drained / calls * 1e6) if with_drain else host_us
 
 
-def host_overhead(calls=2000, n=16, h=64, v=1024):
+def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
     """Host time per call, µs: "host_us_op_at" (the op's forward with device addresses and
     preallocated outputs: the C++ op behind one binding call), "host_us_op_forward" (the same
     through DLPack tensors), "host_us_python_call" (shardjit.torch.linear_logp, no gradient),
     "host_us_python_training_call" (its forward with a weight that needs a gradient), and
-    "host_us_added" (the Python call over the op at addresses). "gpu_us_*": the same calls' time
-    until the GPU finished them."""
+    "host_us_added" (the Python call over the op at addresses). Each is the median over `rounds`
+    rounds of `calls` calls, the calls interleaved round by round so that the host's drift
+    (clocks, other processes) hits every one alike. "gpu_us_*": the same calls' time until the GPU
+    finished them (about the host's where the GPU was the bound)."""
     import shardjit
     from shardjit import _op_cache
 
@@ -268,16 +271,23 @@ def host_overhead(calls=2000, n=16, h=64, v=1024):
         "op_at": lambda: op._forward_at(n, *addresses, 0, 0, stream),
         "op_forward": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
         "python_call": lambda: sjt.linear_logp(hidden, weight, targets),
+        "python_training_call": lambda: sjt.linear_logp(hidden, trained, targets),
     }
-    result = {}
-    with torch.no_grad():
+    samples = {name: ([], []) for name in calls_by_name}
+    for _ in range(rounds):
         for name, fn in calls_by_name.items():
-            result["host_us_" + name], result["gpu_us_" + name] = host_us_per_call(fn, calls, with_drain=True)
-    result["host_us_python_training_call"], result["gpu_us_python_training_call"] = host_us_per_call(
-        lambda: sjt.linear_logp(hidden, trained, targets), calls, with_drain=True)
+            grad = torch.enable_grad() if name == "python_training_call" else torch.no_grad()
+            with grad:
+                host_us, gpu_us = host_us_per_call(fn, calls, with_drain=True)
+            samples[name][0].append(host_us)
+            samples[name][1].append(gpu_us)
+    result = {}
+    for name, (host, gpu) in samples.items():
+        result["host_us_" + name] = statistics.median(host)
+        result["gpu_us_" + name] = statistics.median(gpu)
     op.close()
     result["host_us_added"] = result["host_us_python_call"] - result["host_us_op_at"]
-    result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls,
+    result.update({"variant": "host overhead", "n": n, "hidden": h, "vocab": v, "calls": calls, "rounds": rounds,
                    "device": torch.cuda.get_device_name(), "torch": torch.__version__})
     return result
 
