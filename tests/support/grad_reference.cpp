@@ -49,8 +49,7 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
     double m = -INFINITY;
     for (std::int64_t v = 0; v < valid; ++v) {
       const float* w = p.weight_values.data() + v * H;
-      double acc = 0;
-      for (std::int64_t k = 0; k < H; ++k) acc += static_cast<double>(x[k]) * w[k];
+      double acc = dot_fp64(x, w, H);
       if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
       z[static_cast<std::size_t>(v)] = acc / p.temperature;
       m = std::max(m, z[static_cast<std::size_t>(v)]);

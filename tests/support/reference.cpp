@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace shardjit::testing {
 
@@ -72,20 +73,38 @@ std::vector<float> random_values(std::uint64_t seed, std::size_t count, float sc
   return values;
 }
 
-LogpRow reference_logp_row(const LogpProblem& p, std::int64_t row) {
+double dot_fp64(const float* x, const float* w, std::int64_t n) {
+  constexpr int kLanes = 8;
+  double part[kLanes] = {};
+  std::int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int j = 0; j < kLanes; ++j) part[j] += static_cast<double>(x[k + j]) * static_cast<double>(w[k + j]);
+  }
+  for (; k < n; ++k) part[0] += static_cast<double>(x[k]) * static_cast<double>(w[k]);
+  double sum = 0;
+  for (double value : part) sum += value;
+  return sum;
+}
+
+namespace {
+
+std::int64_t valid_columns(const LogpProblem& p) { return std::min(p.vocab_local, p.valid_vocab - p.vocab_start); }
+
+// z of `row` over columns [begin, end) into z (the row's valid columns).
+void row_logits(const LogpProblem& p, std::int64_t row, std::int64_t begin, std::int64_t end, std::vector<double>& z) {
   const double inv_t = 1.0 / p.temperature;
-  const std::int64_t valid = std::min(p.vocab_local, p.valid_vocab - p.vocab_start);
-  std::vector<double> z(static_cast<std::size_t>(std::max<std::int64_t>(valid, 0)));
   const float* x = p.hidden_values.data() + row * p.hidden;
-  double max = -std::numeric_limits<double>::infinity();
-  for (std::int64_t v = 0; v < valid; ++v) {
-    const float* w = p.weight_values.data() + v * p.hidden;
-    double acc = 0;
-    for (std::int64_t k = 0; k < p.hidden; ++k) acc += static_cast<double>(x[k]) * static_cast<double>(w[k]);
+  for (std::int64_t v = begin; v < end; ++v) {
+    double acc = dot_fp64(x, p.weight_values.data() + v * p.hidden, p.hidden);
     if (!p.bias_values.empty()) acc += p.bias_values[static_cast<std::size_t>(v)];
     z[static_cast<std::size_t>(v)] = acc * inv_t;
-    max = std::max(max, z[static_cast<std::size_t>(v)]);
   }
+}
+
+// The row's statistics from its logits.
+LogpRow row_from_logits(const LogpProblem& p, std::int64_t row, const std::vector<double>& z) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (double value : z) max = std::max(max, value);
   double sum = 0, weighted = 0;
   for (double value : z) {
     double e = std::exp(value - max);
@@ -96,6 +115,7 @@ LogpRow reference_logp_row(const LogpProblem& p, std::int64_t row) {
   out.lse = max + std::log(sum);
   out.entropy = std::log(sum) - weighted / sum;
   const std::int64_t t = p.targets[static_cast<std::size_t>(row)];
+  const std::int64_t valid = valid_columns(p);
   if (t == p.ignore_index) {
     out.logp = 0;
   } else if (t < 0 || t >= p.valid_vocab) {
@@ -109,11 +129,34 @@ LogpRow reference_logp_row(const LogpProblem& p, std::int64_t row) {
   return out;
 }
 
+}  // namespace
+
+LogpRow reference_logp_row(const LogpProblem& p, std::int64_t row) {
+  std::vector<double> z(static_cast<std::size_t>(std::max<std::int64_t>(valid_columns(p), 0)));
+  row_logits(p, row, 0, static_cast<std::int64_t>(z.size()), z);
+  return row_from_logits(p, row, z);
+}
+
 std::vector<LogpRow> reference_logp_rows(const LogpProblem& problem, const std::vector<std::int64_t>& rows) {
   std::vector<LogpRow> out(rows.size());
-  parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t, std::int64_t i) {
-    out[static_cast<std::size_t>(i)] = reference_logp_row(problem, rows[static_cast<std::size_t>(i)]);
-  });
+  const auto count = static_cast<std::int64_t>(rows.size());
+  if (count >= static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()))) {
+    parallel_for(count, [&](std::int64_t, std::int64_t i) {
+      out[static_cast<std::size_t>(i)] = reference_logp_row(problem, rows[static_cast<std::size_t>(i)]);
+    });
+    return out;
+  }
+  // Few rows: each row's columns in blocks across the cores.
+  constexpr std::int64_t kBlock = 1024;
+  const std::int64_t valid = std::max<std::int64_t>(valid_columns(problem), 0);
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::vector<double> z(static_cast<std::size_t>(valid));
+    const std::int64_t row = rows[static_cast<std::size_t>(i)];
+    parallel_for((valid + kBlock - 1) / kBlock, [&](std::int64_t, std::int64_t b) {
+      row_logits(problem, row, b * kBlock, std::min(valid, (b + 1) * kBlock), z);
+    });
+    out[static_cast<std::size_t>(i)] = row_from_logits(problem, row, z);
+  }
   return out;
 }
 

@@ -41,11 +41,16 @@ struct LogpRow {
   bool bad_target = false;
 };
 
+// sum_k x[k] w[k] in fp64, in eight interleaved partial sums (the references' inner loop: one
+// chain of dependent adds would leave the core waiting on each).
+double dot_fp64(const float* x, const float* w, std::int64_t n);
+
 // The reference of one row (fp64 over the rounded inputs), for a single-shard problem
 // (vocab_start = 0 and the shard is the whole vocabulary).
 LogpRow reference_logp_row(const LogpProblem& problem, std::int64_t row);
 
-// References of `rows`, computed on all cores.
+// References of `rows`, computed on all cores (across a row's vocabulary where the rows are fewer
+// than the cores).
 std::vector<LogpRow> reference_logp_rows(const LogpProblem& problem, const std::vector<std::int64_t>& rows);
 
 }  // namespace shardjit::testing
