@@ -21,6 +21,7 @@ namespace kernels {
 template <class BiasT, class TargetT, int V_VALID, bool ENTROPY, class Mainloop>
 struct LogpFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
+  static constexpr int kCols = kGroups * 8;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
 
   RowPartial run[2];  // the thread's two rows, over its columns so far
@@ -53,7 +54,8 @@ struct LogpFragmentEpilogue {
     if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, limit, bias, lane);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (limit >= Mainloop::kColumnGroups * 8) {
+      // Where V_VALID is a multiple of the tile no tile is partial, and no code for one is compiled.
+      if (V_VALID % kCols == 0 || limit >= kCols) {
         fold_whole_row(acc, h, n0, inv_temperature, lane);
       } else {
         fold_partial_row(acc, h, n0, limit, inv_temperature, lane);
@@ -131,18 +133,21 @@ struct LogpFragmentEpilogue {
   }
 
   // The shard's last tile, with columns at or past V_VALID (limit = V_VALID - n0 < BN): those are
-  // left out, and a thread may hold none of the valid ones.
+  // left out, and a thread may hold none of the valid ones (its max stays -inf and its sum 0).
+  // The terms are the whole tile's (one FFMA and one ex2 a logit): expf's accurate path here was
+  // half the forward kernel's compile time.
   __device__ __forceinline__ void fold_partial_row(const float* acc, int h, int n0, int limit,
                                                    float inv_temperature, int lane) {
-    float tile_max = neg_inf();
+    float acc_max = neg_inf();
 #pragma unroll
     for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        if (Mainloop::fragment_col(lane, g, e) < limit) {
-          tile_max = fmaxf(tile_max, acc[4 * g + 2 * h + e] * inv_temperature);
-        }
+        if (Mainloop::fragment_col(lane, g, e) < limit) acc_max = fmaxf(acc_max, acc[4 * g + 2 * h + e]);
       }
+    const float tile_max = acc_max * inv_temperature;
+    const float scale = inv_temperature * kLog2e;
+    const float offset = -acc_max * scale;
     float sum = 0.0f;
     float ent = 0.0f;
 #pragma unroll
@@ -150,10 +155,10 @@ struct LogpFragmentEpilogue {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (Mainloop::fragment_col(lane, g, e) < limit) {
-          const float shift = acc[4 * g + 2 * h + e] * inv_temperature - tile_max;
-          const float p = expf(shift);
+          const float a = acc[4 * g + 2 * h + e];
+          const float p = exp2_approx(fmaf(a, scale, offset));
           sum += p;
-          if (ENTROPY) ent += p * shift;
+          if (ENTROPY) ent += p * fmaf(a, inv_temperature, -tile_max);
         }
       }
     merge_stats<ENTROPY>(run[h], tile_max, sum, ent);

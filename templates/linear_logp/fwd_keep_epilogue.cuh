@@ -38,6 +38,9 @@ struct KeptLogitsEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  // Chunks are whole tiles, so a tile is partial only at V_VALID: where V_VALID is a multiple of
+  // the tile none is, and no code for one is compiled.
+  static constexpr bool kWholeTilesOnly = V_VALID % kCols == 0;
   using Store = FragmentTileBoxStore<fp16, Mainloop, fragment_store_parts(2)>;
   static constexpr int kStagingBytes = Store::kBytes;
   // The region the dZ epilogue keeps its tile max in; laid out by the host for both, unused here.
@@ -76,7 +79,7 @@ struct KeptLogitsEpilogue {
     for (int h = 0; h < 2; ++h) {
       // inv_temperature > 0 keeps the order: the max of the raw sums, scaled once.
       float m = neg_inf();
-      if (valid_cols >= kCols) {
+      if (kWholeTilesOnly || valid_cols >= kCols) {
 #pragma unroll
         for (int g = 0; g < kGroups; ++g)
 #pragma unroll
@@ -111,7 +114,7 @@ struct KeptLogitsEpilogue {
     float sum[2] = {0.0f, 0.0f};
     float ent[2] = {0.0f, 0.0f};
     // Each part of the store is kept just before it is staged, beside the previous part's copies.
-    if (valid_cols >= kCols) {
+    if (kWholeTilesOnly || valid_cols >= kCols) {
       Store::store(acc, staging, map, c0, row0, warp, lane, [&](int first, int count) {
         keep_part<true>(acc, first, count, valid_cols, tile_max, inv_temperature, sum, ent, lane);
       });
