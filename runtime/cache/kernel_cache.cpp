@@ -167,7 +167,12 @@ std::shared_ptr<const CompiledKernel> KernelCache::load_or_compile(const KernelS
   // Built with the library: no file to read, nothing to compile, in either mode.
   if (const PrebuiltKernel* built = prebuilt_.find(content_key)) {
     *origin = KernelOrigin::kPrebuilt;
-    return to_compiled(prebuilt_entry(*built));
+    auto kernel = std::make_shared<CompiledKernel>();
+    kernel->spec_text = built->spec_text;
+    kernel->arch = built->arch;
+    kernel->lowered_name = built->lowered_name;
+    kernel->cubin.assign(reinterpret_cast<const char*>(built->cubin), built->cubin_size);
+    return kernel;
   }
 
   if (!jit_) {
