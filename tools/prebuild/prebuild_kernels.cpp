@@ -171,6 +171,16 @@ std::string table_source(KernelCache& cache, const std::vector<PrewarmItem>& ite
   return out.str();
 }
 
+// Removes the CUBINs of `folder` that the table no longer names (their kernels' templates
+// changed): the folder holds one file a kernel of the current table, not one a build.
+void remove_stale_cubins(const std::filesystem::path& folder, const std::set<std::string>& current) {
+  for (const auto& file : std::filesystem::directory_iterator(folder)) {
+    if (file.path().extension() == ".cubin" && current.count(file.path().filename().string()) == 0) {
+      std::filesystem::remove(file.path());
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   std::vector<PrewarmItem> items;
@@ -194,6 +204,9 @@ int run(int argc, char** argv) {
   const std::filesystem::path folder = options.out.string() + ".d";
   std::filesystem::create_directories(folder);
   write_if_changed(options.out, table_source(cache, items, kernels, folder));
+  std::set<std::string> current;
+  for (const PrewarmItem& item : items) current.insert(cache.key(item.spec, item.arch) + ".cubin");
+  remove_stale_cubins(folder, current);
   std::size_t bytes = 0;
   for (const CachedKernel& kernel : kernels) bytes += kernel.kernel->cubin.size();
   std::printf("shardjit-prebuild: %zu kernels, %.1f MB of CUBIN\n", items.size(), static_cast<double>(bytes) / 1e6);
