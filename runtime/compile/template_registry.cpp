@@ -62,8 +62,7 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
 
 // The Hopper main loop takes one tile: 128 x 256 x 64 of 16-bit inputs
 // (templates/common/wgmma_mainloop.cuh). `type` names the parameter that holds the input type.
-void check_main_loop(const char* name, const KernelSpec& spec, const char* type = "T") {
-  if (!spec.bool_param("WGMMA")) return;
+void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T") {
   if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 || spec.int_param("BN") != 256 ||
       spec.int_param("BK") != 64) {
     throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with " + type +
@@ -72,6 +71,20 @@ void check_main_loop(const char* name, const KernelSpec& spec, const char* type 
                                                  std::to_string(spec.int_param("BN")) + " x " +
                                                  std::to_string(spec.int_param("BK")) +
                                                  "; the wgmma main loop takes bf16 or fp16 and 128 x 256 x 64");
+  }
+}
+
+// A template with both main loops: the Hopper one's tile where WGMMA chooses it.
+void check_main_loop(const char* name, const KernelSpec& spec, const char* type = "T") {
+  if (spec.bool_param("WGMMA")) check_hopper_tile(name, spec, type);
+}
+
+// dZ is stored in the input type or in fp32.
+void check_dz_type(const char* name, const KernelSpec& spec) {
+  const std::string& dz = spec.type_param("DZ");
+  if (dz != "fp32" && dz != spec.type_param("T")) {
+    throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": DZ = " + dz +
+                                                 " must be fp32 or T (" + spec.type_param("T") + ")");
   }
 }
 
@@ -92,24 +105,16 @@ void check_linear_logp_fwd(const KernelSpec& spec) {
 
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   check_shard_columns("linear_logp_bwd_dz", spec);
-  const std::string& dz = spec.type_param("DZ");
-  if (dz != "fp32" && dz != spec.type_param("T")) {
-    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_bwd_dz: DZ = " + dz +
-                                                 " must be fp32 or T (" + spec.type_param("T") + ")");
-  }
-  check_main_loop("linear_logp_bwd_dz", spec);  // first: its message names what WGMMA needs
+  check_dz_type("linear_logp_bwd_dz", spec);
   check_block_tile("linear_logp_bwd_dz", spec, spec.type_param("T") == "fp32");
 }
 
-void check_linear_logp_fwd_keep(const KernelSpec& spec) {
-  check_shard_columns("linear_logp_fwd_keep", spec);
-  if (!spec.bool_param("WGMMA")) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "kernel template linear_logp_fwd_keep: WGMMA = false; the kept chunk is written on the Hopper "
-                "main loop only (WGMMA = true, sm_90a)");
-  }
-  check_main_loop("linear_logp_fwd_keep", spec);
+void check_linear_logp_bwd_dz_hopper(const KernelSpec& spec) {
+  check_dz_type("linear_logp_bwd_dz_hopper", spec);
+  check_hopper_tile("linear_logp_bwd_dz_hopper", spec);
 }
+
+void check_linear_logp_fwd_keep(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_keep", spec); }
 
 void check_gemm(const KernelSpec& spec) {
   const std::string& a = spec.type_param("TA");
@@ -163,22 +168,39 @@ void check_logp_combine(const KernelSpec& spec) {
 }
 
 // The parameters the LinearLogp kernels that recompute logits share, in registry order: the
-// input types, then the shard and the block tile.
-std::vector<ParamDef> linear_logp_types() {
-  return {type_param("T", {"bf16", "fp16", "fp32"}, "dtype of hidden and weight"),
+// input types, then (in the kernels specialized for it) the shard, then the block tile and (in
+// the kernels with both main loops) the loop. The Hopper loop's own kernels take the shard at run
+// time: they are built once per dtype, whatever the model.
+std::vector<ParamDef> linear_logp_types(std::vector<std::string> input_types = {"bf16", "fp16", "fp32"}) {
+  return {type_param("T", std::move(input_types), "dtype of hidden and weight"),
           type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
           type_param("TargetT", {"int32", "int64"}, "dtype of the target ids")};
 }
 
-std::vector<ParamDef> shard_and_tile() {
+// The 16-bit input types of the Hopper loop's own kernels.
+std::vector<ParamDef> hopper_linear_logp_types() { return linear_logp_types({"bf16", "fp16"}); }
+
+std::vector<ParamDef> shard() {
   return {int_param("H", 8, 65536, 8, "hidden size"),
           int_param("V_LOCAL", 1, kMaxInt32, 1, "rows of this shard's weight"),
-          int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
-          int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
+          int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)")};
+}
+
+std::vector<ParamDef> block_tile() {
+  return {int_param("BM", 64, 256, 64, "rows of hidden per tile (64, 128 or 256)"),
           int_param("BN", 64, 256, 64, "vocabulary columns per tile (64, 128 or 256)"),
           int_param("BK", 32, 64, 32, "hidden elements per pipeline stage"),
-          int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
-          bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one")};
+          int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth")};
+}
+
+std::vector<ParamDef> main_loop() {
+  return {bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one")};
+}
+
+ParamDef dz_type() { return type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32"); }
+
+ParamDef dz_filter() {
+  return bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip");
 }
 
 std::vector<ParamDef> concat(std::initializer_list<std::vector<ParamDef>> parts) {
@@ -202,23 +224,26 @@ std::vector<TemplateDef> linear_logp_templates() {
       "linear_logp_fwd",
       "linear_logp/fwd.cuh",
       "shardjit::kernels::linear_logp_fwd",
-      concat({linear_logp_types(), shard_and_tile(),
+      concat({linear_logp_types(), shard(), block_tile(), main_loop(),
               {bool_param("ENTROPY", "whether entropy terms are accumulated")}}),
       check_linear_logp_fwd});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",
       "linear_logp/bwd_dz.cuh",
       "shardjit::kernels::linear_logp_bwd_dz",
-      concat({linear_logp_types(),
-              {type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32")},
-              shard_and_tile(),
-              {bool_param("FILTER", "whether tiles of small gradients are zeroed and marked for the GEMMs to skip")}}),
+      concat({linear_logp_types(), {dz_type()}, shard(), block_tile(), {dz_filter()}}),
       check_linear_logp_bwd_dz});
+  registry.push_back(TemplateDef{
+      "linear_logp_bwd_dz_hopper",
+      "linear_logp/bwd_dz_hopper.cuh",
+      "shardjit::kernels::linear_logp_bwd_dz_hopper",
+      concat({hopper_linear_logp_types(), {dz_type()}, block_tile(), {dz_filter()}}),
+      check_linear_logp_bwd_dz_hopper});
   registry.push_back(TemplateDef{
       "linear_logp_fwd_keep",
       "linear_logp/fwd_keep.cuh",
       "shardjit::kernels::linear_logp_fwd_keep",
-      concat({linear_logp_types(), shard_and_tile()}),
+      concat({hopper_linear_logp_types(), block_tile()}),
       check_linear_logp_fwd_keep});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_kept_dz",
@@ -226,7 +251,6 @@ std::vector<TemplateDef> linear_logp_templates() {
       "shardjit::kernels::linear_logp_bwd_kept_dz",
       {type_param("TargetT", {"int32", "int64"}, "dtype of the target ids"),
        type_param("DZ", {"bf16", "fp16"}, "dtype dZ is stored in (T)"),
-       int_param("V_VALID", 0, kMaxInt32, 1, "columns of the shard that are not padding (0: all padding)"),
        int_param("BN", 64, 256, 64, "vocabulary columns per tile of the kept chunk (its partials' tiles)")},
       nullptr});
   registry.push_back(TemplateDef{

@@ -39,12 +39,16 @@ struct LinearLogpBwdDzArgs {
   long long ignore_index;    // rows with this target give zero rows
   int chunk_begin;           // shard column of the chunk's column 0
   int chunk_cols;            // columns of the chunk; dZ columns up to the next multiple of 8 are written
+  // Columns of the shard before valid_vocab (0 to V_LOCAL): the columns with logits. The kernels
+  // that are not specialized for the shard read it here (the Hopper loop's dZ kernel, the kept
+  // chunk's two); the portable dZ kernel has it as V_VALID.
+  int valid_local;
   float inv_temperature;
   float filter_threshold;    // FILTER: tiles whose |dZ| are all below it are written as zeros
 };
 
 // The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
-// [n_rows][H], of W's valid rows [V_VALID][H] and of a 16-bit dZ, encoded by the host for each launch
+// [n_rows][H], of W's valid rows [valid_local][H] and of a 16-bit dZ, encoded by the host for each launch
 // (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
 struct LinearLogpBwdDzParams {
   LinearLogpBwdDzArgs args;

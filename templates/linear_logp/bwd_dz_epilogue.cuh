@@ -84,9 +84,10 @@ __device__ __forceinline__ float read_bwd_scale(const LinearLogpBwdDzArgs& args)
   return args.scale != nullptr ? *args.scale : 1.0f;
 }
 
-// What the epilogues need of a row, from its inputs; s is the storage scale.
-template <int V_VALID>
-__device__ __forceinline__ BwdRow bwd_row(const BwdRowInputs& in, const LinearLogpBwdDzArgs& args, float s) {
+// What the epilogues need of a row, from its inputs; s is the storage scale, valid_local the
+// shard's columns with logits (V_VALID, or args.valid_local in the kernels not specialized for it).
+__device__ __forceinline__ BwdRow bwd_row(const BwdRowInputs& in, const LinearLogpBwdDzArgs& args, float s,
+                                          int valid_local) {
   BwdRow row{0.0f, 0.0f, 0.0f, 0.0f, kBwdNoGradient};
   const long long t = in.target;
   if (t != args.ignore_index && t >= 0 && t < args.valid_vocab) {
@@ -96,7 +97,7 @@ __device__ __forceinline__ BwdRow bwd_row(const BwdRowInputs& in, const LinearLo
     row.coef_p = fmaf(-in.e, in.entropy, in.h - in.g) * s * args.inv_temperature;
     row.coef_z = -in.e * s * args.inv_temperature;
     const long long col = t - args.vocab_start;
-    row.target = col >= 0 && col < V_VALID ? static_cast<int>(col) : -1;
+    row.target = col >= 0 && col < valid_local ? static_cast<int>(col) : -1;
   }
   return row;
 }
@@ -150,7 +151,7 @@ struct DzEpilogue {
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid) const {
     const float s = read_bwd_scale(args);
     for (int r = tid; r < BM; r += THREADS) {
-      rows[r] = bwd_row<V_VALID>(read_bwd_row_inputs<TargetT>(args, row0 + r), args, s);
+      rows[r] = bwd_row(read_bwd_row_inputs<TargetT>(args, row0 + r), args, s, V_VALID);
     }
     if (FILTER && tid == 0) *tile_max = 0u;
   }

@@ -4,7 +4,8 @@
 // column parts (FragmentTileStore, templates/common/fragment_store.cuh), so that the ring goes on
 // loading the block's next tile meanwhile. Same
 // formula, zeros, padding and FILTER rule as DzEpilogue (bwd_dz_epilogue.cuh), and the same
-// interface: init, consume_tile, store_zero_tile.
+// interface: init, consume_tile, store_zero_tile. The shard's columns with logits come at run
+// time (args.valid_local), so the kernel serves every shape.
 //
 // A logit costs one FFMA, one ex2 and one FMUL, as in the forward's fold:
 //   dZ = coef_p * 2^u,  u = acc * inv_temperature * log2(e) - lse * log2(e)   (+ coef_t at the target),
@@ -29,7 +30,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, class DZ, int V_VALID, bool FILTER, class Mainloop>
+template <class BiasT, class TargetT, class DZ, bool FILTER, class Mainloop>
 struct DzFragmentEpilogue {
   using Loop = Mainloop;
   using Out = DZ;
@@ -87,9 +88,9 @@ struct DzFragmentEpilogue {
     float* const acc = mainloop.acc;
     BwdRow row[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) row[h] = bwd_row<V_VALID>(input[h], args, scale_input);
-    // Columns of the tile with a gradient: below V_VALID and inside the chunk.
-    const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
+    for (int h = 0; h < 2; ++h) row[h] = bwd_row(input[h], args, scale_input, args.valid_local);
+    // Columns of the tile with a gradient: before the shard's padding and inside the chunk.
+    const int valid_cols = min_int(args.valid_local - n0, args.chunk_cols - c0);
     const bool entropy = bwd_has_entropy(args);
     // dZ in place of column groups [first, first + count) of the accumulators.
     auto to_dz = [&](int first, int count) {
@@ -149,7 +150,7 @@ struct DzFragmentEpilogue {
   }
 
   // Writes zeros to the first `n` rows of the tile at chunk column c0 (X row row0): a tile wholly
-  // past V_VALID, for which no products were computed.
+  // in the shard's padding (past args.valid_local), for which no products were computed.
   __device__ __forceinline__ void store_zero_tile(int c0, long long /*row0*/, int n, const LinearLogpBwdDzArgs& args,
                                                   DZ* out, int warp, int lane) const {
     const int padded = dz_padded_cols(args);

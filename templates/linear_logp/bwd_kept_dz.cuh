@@ -3,9 +3,9 @@
 // into dZ in place, by the formula of the dZ kernel (bwd_dz_epilogue.cuh):
 //   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))),
 //   p_iv = exp(z_iv - lse_i),   z_iv = kept + m,
-// zeros at columns past V_VALID or the chunk (up to the next multiple of 8), for ignored rows and
-// rows whose target is out of range. dZ has the kept values' size (16 bits), so each thread reads
-// and writes the same 16 bytes.
+// zeros at columns in the shard's padding (from args.valid_local) or past the chunk (up to the
+// next multiple of 8), for ignored rows and rows whose target is out of range. dZ has the kept
+// values' size (16 bits), so each thread reads and writes the same 16 bytes.
 //
 // Parameters: the dZ kernel's arguments (LinearLogpBwdDzArgs) of chunk 0, with tile_partials the
 // kept chunk's partials. Grid: n_rows x linear_logp_bwd_kept_dz_row_blocks blocks (bwd_dz_layout.cuh),
@@ -23,13 +23,13 @@
 namespace shardjit {
 namespace kernels {
 
-template <class TargetT, class DZ, int V_VALID, int BN>
+template <class TargetT, class DZ, int BN>
 __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_bwd_kept_dz(const LinearLogpBwdDzArgs args) {
   static_assert(sizeof(DZ) == 2, "dZ in place of the kept fp16 values");
   static_assert(BN % 8 == 0, "eight columns of one tile a thread");
   const long long row = blockIdx.x;
-  const BwdRow r = bwd_row<V_VALID>(read_bwd_row_inputs<TargetT>(args, row), args, read_bwd_scale(args));
-  const int limit = r.target == kBwdNoGradient ? 0 : min_int(V_VALID - args.chunk_begin, args.chunk_cols);
+  const BwdRow r = bwd_row(read_bwd_row_inputs<TargetT>(args, row), args, read_bwd_scale(args), args.valid_local);
+  const int limit = r.target == kBwdNoGradient ? 0 : min_int(args.valid_local - args.chunk_begin, args.chunk_cols);
   const int target_col = r.target - args.chunk_begin;  // r.target < 0: no column
   const int padded = dz_padded_cols(args);
   const bool entropy = bwd_has_entropy(args);

@@ -1,10 +1,11 @@
 // The forward's kernel for the first vocabulary chunk of an op that runs its backward (the kept
 // chunk): the logit tiles of the chunk's columns, as the dZ kernel walks them on the Hopper loop
-// (logit_tiles_hopper, bwd_dz_hopper.cuh), each giving the forward one partial a row
-// (KeptLogitsEpilogue, fwd_keep_epilogue.cuh) and leaving its logits in the dZ buffer, so that a
-// backward of the same inputs turns them into the chunk's dZ (bwd_kept_dz.cuh) instead of
-// multiplying X by the chunk's rows of W again. The forward kernel (fwd.cuh) covers the shard's
-// other columns, from args.first_tile on, and the combine merges both kernels' partials.
+// (logit_tiles_hopper.cuh), each giving the forward one partial a row (KeptLogitsEpilogue,
+// fwd_keep_epilogue.cuh) and leaving its logits in the dZ buffer, so that a backward of the same
+// inputs turns them into the chunk's dZ (bwd_kept_dz.cuh) instead of multiplying X by the chunk's
+// rows of W again. The forward kernel (fwd.cuh) covers the shard's other columns, from
+// args.first_tile on, and the combine merges both kernels' partials. Like the Hopper dZ kernel it
+// is specialized for the types and the tile only, not for the shape.
 //
 // Parameters: those of the dZ kernel (LinearLogpBwdDzParams), with dz the kept logits (fp16,
 // [n_rows][dz_stride], its TMA map in dz_map), chunk_begin 0, chunk_cols the chunk's width and
@@ -12,23 +13,22 @@
 // Grid, block and shared memory: the dZ kernel's on the Hopper loop (launch_linear_logp_bwd_dz).
 #pragma once
 
-#include "linear_logp/bwd_dz_hopper.cuh"
+#include "common/wgmma_mainloop.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
 #include "linear_logp/fwd_keep_epilogue.cuh"
 #include "linear_logp/logit_block_shape.cuh"
+#include "linear_logp/logit_tiles_hopper.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES,
-          bool WGMMA>
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES>
 __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(true), 1)
     linear_logp_fwd_keep(const __grid_constant__ LinearLogpBwdDzParams params) {
-  static_assert(WGMMA, "the kept chunk is written on the Hopper loop only");
-  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
+  static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_keep_smem[];
-  using Epilogue = KeptLogitsEpilogue<BiasT, TargetT, V_VALID, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
-  logit_tiles_hopper<T, Epilogue, V_VALID, BM, BN, BK, STAGES>(params, linear_logp_fwd_keep_smem);
+  using Epilogue = KeptLogitsEpilogue<BiasT, TargetT, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
+  logit_tiles_hopper<T, Epilogue, BM, BN, BK, STAGES>(params, linear_logp_fwd_keep_smem);
 }
 
 }  // namespace kernels

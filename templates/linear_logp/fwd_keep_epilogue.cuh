@@ -4,7 +4,8 @@
 //   m = max over the tile's valid columns of z = (acc + bias) * inv_temperature (the row's four
 //       lanes agree on it),
 //   the kept value of each column: fp16(z - m), written through the box store as dZ is
-//       (FragmentTileBoxStore), zeros at columns past V_VALID or the chunk,
+//       (FragmentTileBoxStore), zeros at columns in the shard's padding (past args.valid_local)
+//       or past the chunk,
 //   the row's partial over the tile (partials.cuh): max m, sum of exp(z - m), its entropy term,
 //       the target's z where the row's target lies in the tile; to tile_partials.
 //
@@ -14,7 +15,7 @@
 // logit below m - 65504 becomes -inf: a term of exactly 0.
 //
 // Same interface as DzFragmentEpilogue (bwd_dz_fragment_epilogue.cuh), for logit_tiles_hopper
-// (bwd_dz_hopper.cuh).
+// (logit_tiles_hopper.cuh).
 #pragma once
 
 #include "common/fragment_box_store.cuh"
@@ -30,7 +31,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, int V_VALID, class Mainloop>
+template <class BiasT, class TargetT, class Mainloop>
 struct KeptLogitsEpilogue {
   using Loop = Mainloop;
   using Out = fp16;
@@ -38,9 +39,6 @@ struct KeptLogitsEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = Mainloop::kTileCols;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
-  // Chunks are whole tiles, so a tile is partial only at V_VALID: where V_VALID is a multiple of
-  // the tile none is, and no code for one is compiled.
-  static constexpr bool kWholeTilesOnly = V_VALID % kCols == 0;
   using Store = FragmentTileBoxStore<fp16, Mainloop, fragment_store_parts(2)>;
   static constexpr int kStagingBytes = Store::kBytes;
   // The region the dZ epilogue keeps its tile max in; laid out by the host for both, unused here.
@@ -70,7 +68,8 @@ struct KeptLogitsEpilogue {
                                                const LinearLogpBwdDzArgs& args, fp16* /*out*/, int warp, int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
-    const int valid_cols = min_int(V_VALID - n0, args.chunk_cols - c0);
+    // Chunks are whole tiles, so a tile is partial only where the shard's padding begins.
+    const int valid_cols = min_int(args.valid_local - n0, args.chunk_cols - c0);
     if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, valid_cols, args.bias, lane);
     const float inv_temperature = args.inv_temperature;
     float tile_max[2];
@@ -79,7 +78,7 @@ struct KeptLogitsEpilogue {
     for (int h = 0; h < 2; ++h) {
       // inv_temperature > 0 keeps the order: the max of the raw sums, scaled once.
       float m = neg_inf();
-      if (kWholeTilesOnly || valid_cols >= kCols) {
+      if (valid_cols >= kCols) {
 #pragma unroll
         for (int g = 0; g < kGroups; ++g)
 #pragma unroll
@@ -114,7 +113,7 @@ struct KeptLogitsEpilogue {
     float sum[2] = {0.0f, 0.0f};
     float ent[2] = {0.0f, 0.0f};
     // Each part of the store is kept just before it is staged, beside the previous part's copies.
-    if (kWholeTilesOnly || valid_cols >= kCols) {
+    if (valid_cols >= kCols) {
       Store::store(acc, staging, map, c0, row0, warp, lane, [&](int first, int count) {
         keep_part<true>(acc, first, count, valid_cols, tile_max, inv_temperature, sum, ent, lane);
       });
@@ -138,8 +137,8 @@ struct KeptLogitsEpilogue {
     return true;
   }
 
-  // A tile wholly past V_VALID: its rows' partials are empty (the backward writes its dZ as zeros
-  // whatever was kept).
+  // A tile wholly in the shard's padding: its rows' partials are empty (the backward writes its
+  // dZ as zeros whatever was kept).
   __device__ __forceinline__ void store_zero_tile(int c0, long long row0, int n, const LinearLogpBwdDzArgs& args,
                                                   fp16* /*out*/, int warp, int lane) const {
 #pragma unroll

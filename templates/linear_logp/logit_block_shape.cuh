@@ -1,5 +1,5 @@
 // The compile-time limits of a kernel that recomputes a BM x BN block of logits of a shard
-// (the forward and the dZ kernel): checked once here, instantiated by both.
+// (the forward, the dZ kernels, the kept chunk's forward): checked once here, instantiated by each.
 #pragma once
 
 #include "common/host_device.cuh"
@@ -16,13 +16,23 @@ SHARDJIT_HOST_DEVICE constexpr int logit_chunk_cols(int bm, int bn) {
   return bm * cols <= 16384 ? cols : 16384 / bm;
 }
 
-template <int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES>
-struct LogitBlockShape {
+// The tile alone: what the kernels that take the shard at run time check (the Hopper loop's
+// dZ kernel and the kept chunk's forward, whose main loop counts its K slices from the stream-K
+// plan and whose TMA maps carry H and the valid rows).
+template <int BM, int BN, int BK, int STAGES>
+struct LogitTileShape {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
   static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+  static constexpr bool valid = true;
+};
+
+// The tile and the shard, for the kernels specialized for both.
+template <int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES>
+struct LogitBlockShape {
+  static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
   static_assert(H >= 8 && H % 8 == 0, "H is a positive multiple of 8");
   static_assert(V_VALID >= 0 && V_VALID <= V_LOCAL, "V_VALID is in [0, V_LOCAL]: a TP shard may be all padding");
   static constexpr bool valid = true;

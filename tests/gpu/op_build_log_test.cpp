@@ -82,9 +82,9 @@ TEST(OpBuildLog, AnOpThatCompilesSaysOnceWhatAndHowManyAndTheCommandThatBuildsTh
     ASSERT_EQ(lines.size(), 1u) << "expected one announcement";
     const std::string& line = lines[0];
     EXPECT_NE(line.find("LinearLogp(hidden=256, vocab_local=1000, bf16, with backward)"), std::string::npos) << line;
-    // The forward, the kept chunk's forward and dZ kernels, dZ at least; the GEMMs, scale and
-    // combine kernels too where the library was built without them.
-    EXPECT_GE(build_log.compiles(), 4);
+    // The forward at least (specialized for the shape); the backward's kernels too (dZ, the kept
+    // chunk's two, the GEMMs, scale and combine) where the library was built without them.
+    EXPECT_GE(build_log.compiles(), 1);
     std::smatch counts;
     ASSERT_TRUE(std::regex_search(line, counts, std::regex(R"(compiles (\d+) of its (\d+) kernels)"))) << line;
     EXPECT_EQ(std::stoi(counts[1].str()), build_log.compiles()) << line;

@@ -50,27 +50,30 @@ std::span<const FwdTile> portable_fwd_tiles() {
   return kTiles;
 }
 
-KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
-                             std::vector<std::pair<std::string, ParamValue>> own) {
-  const LinearLogpConfig& c = layout.config;
+KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLogpConfig& c, const FwdTile& tile,
+                                        std::vector<std::pair<std::string, ParamValue>> own) {
   std::vector<std::pair<std::string, ParamValue>> values = {
       {"T", TypeArg{dtype_name(c.dtype)}},
       {"BiasT", TypeArg{c.bias_dtype ? dtype_name(*c.bias_dtype) : "none"}},
       {"TargetT", TypeArg{dtype_name(c.target_dtype)}},
-      {"H", c.hidden},
-      {"V_LOCAL", c.vocab_local},
-      {"V_VALID", layout.valid_local},
       {"BM", std::int64_t{tile.bm}},
       {"BN", std::int64_t{tile.bn}},
       {"BK", std::int64_t{tile.bk}},
-      {"STAGES", std::int64_t{tile.stages}},
-      {"WGMMA", tile.wgmma}};
+      {"STAGES", std::int64_t{tile.stages}}};
   values.insert(values.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
   return KernelSpec(name, values);
 }
 
+KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
+                             std::vector<std::pair<std::string, ParamValue>> own) {
+  const LinearLogpConfig& c = layout.config;
+  own.insert(own.end(), {{"H", c.hidden}, {"V_LOCAL", c.vocab_local}, {"V_VALID", layout.valid_local}});
+  return shape_free_logit_kernel_spec(name, c, tile, std::move(own));
+}
+
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
-  return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", layout.config.want_entropy}});
+  return logit_kernel_spec("linear_logp_fwd", layout, tile,
+                           {{"WGMMA", tile.wgmma}, {"ENTROPY", layout.config.want_entropy}});
 }
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {

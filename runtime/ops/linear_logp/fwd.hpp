@@ -48,10 +48,17 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
 // The portable path's tiles for 16-bit inputs, fastest first where they fit.
 std::span<const FwdTile> portable_fwd_tiles();
 
-// A kernel that recomputes logit tiles of the shard (linear_logp_fwd, linear_logp_bwd_dz): the
-// parameters they share (the input types, the shard, the tile and its main loop), plus `own`.
+// A kernel that recomputes logit tiles of the shard and is specialized for its shape
+// (linear_logp_fwd, the portable linear_logp_bwd_dz): the parameters they share (the input
+// types, the shard, the tile), plus `own`.
 KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
                              std::vector<std::pair<std::string, ParamValue>> own);
+
+// A kernel of the Hopper loop that recomputes logit tiles and takes the shard at run time
+// (linear_logp_bwd_dz_hopper, linear_logp_fwd_keep): the input types and the tile, plus `own`.
+// Its spec is the same for every model shape of the config's dtypes.
+KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLogpConfig& config, const FwdTile& tile,
+                                        std::vector<std::pair<std::string, ParamValue>> own);
 
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 

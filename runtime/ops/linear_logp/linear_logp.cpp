@@ -186,7 +186,7 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   auto keep = [&](std::int64_t index, void* logits) {
     const BackwardChunk chunk = chunks.chunk(index);
     kernels::LinearLogpBwdDzArgs args =
-        chunk_logit_args(layout.config, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
+        chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
                          chunks.dz_stride, chunk.begin, chunk.cols);
     args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
     const std::int64_t x_rows = stage_small_call(args, stream);

@@ -496,6 +496,46 @@ TEST(DzSpec, TilesUpTo64x64AWarp) {
   EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{192, 128, 32, 2}, false), Error);
   const LinearLogpLayout fp32 = resolve_layout(backward_config(DType::kFP32));
   EXPECT_THROW(linear_logp_bwd_dz_spec(fp32, DType::kFP32, FwdTile{128, 256, 32, 2}, false), Error);
+  // The Hopper loop takes its one tile, of 16-bit inputs.
+  EXPECT_NO_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{128, 256, 64, 4, true}, false));
+  EXPECT_THROW(linear_logp_bwd_dz_spec(layout, DType::kBF16, FwdTile{128, 128, 64, 4, true}, false), Error);
+  EXPECT_THROW(linear_logp_bwd_dz_spec(fp32, DType::kFP32, FwdTile{128, 256, 64, 4, true}, false), Error);
+}
+
+// The Hopper loop's dZ kernel and the kept chunk's two take the shard at run time: two unrelated
+// model shapes (one with a padded, one with an odd vocabulary, and a TP shard) ask for the same
+// kernels, which the library can therefore build ahead; the portable dZ kernel is the shape's.
+TEST(DzSpec, TheHopperLoopsKernelsHoldNoShape) {
+  LinearLogpConfig small = backward_config(DType::kBF16);
+  small.valid_vocab = 290;
+  LinearLogpConfig large = backward_config(DType::kBF16);
+  large.hidden = 2880;
+  large.vocab_local = 100544;
+  large.vocab_start = 100544;
+  large.vocab_global = 201088;
+  const LinearLogpLayout a = resolve_layout(small), b = resolve_layout(large);
+  const FwdTile hopper{128, 256, 64, 4, true}, portable{128, 256, 64, 3};
+  EXPECT_EQ(linear_logp_bwd_dz_spec(a, DType::kBF16, hopper, false), linear_logp_bwd_dz_spec(b, DType::kBF16, hopper, false));
+  EXPECT_EQ(linear_logp_fwd_keep_spec(a, hopper), linear_logp_fwd_keep_spec(b, hopper));
+  EXPECT_EQ(linear_logp_bwd_kept_dz_spec(a, DType::kBF16, hopper), linear_logp_bwd_kept_dz_spec(b, DType::kBF16, hopper));
+  EXPECT_NE(linear_logp_bwd_dz_spec(a, DType::kBF16, portable, false),
+            linear_logp_bwd_dz_spec(b, DType::kBF16, portable, false));
+  EXPECT_NE(linear_logp_fwd_spec(a, hopper), linear_logp_fwd_spec(b, hopper)) << "the forward is the shape's";
+}
+
+// The shard's valid columns, which the kernels above no longer hold, come in every launch's
+// arguments.
+TEST(DzSpec, ChunkArgumentsCarryTheShardsValidColumns) {
+  LinearLogpConfig c = backward_config(DType::kBF16);
+  c.vocab_local = 160;
+  c.vocab_start = 160;
+  c.vocab_global = 320;
+  c.valid_vocab = 250;
+  const LinearLogpLayout layout = resolve_layout(c);
+  const kernels::LinearLogpBwdDzArgs args = chunk_logit_args(layout, LinearLogpInputs{}, 5, 64, 64, nullptr, 168, 0, 160);
+  EXPECT_EQ(args.valid_local, 90);
+  EXPECT_EQ(args.chunk_cols, 160);
+  EXPECT_EQ(args.valid_vocab, 250);
 }
 
 TEST(GemmSpec, MixedSixteenBitOperandsAreRejected) {

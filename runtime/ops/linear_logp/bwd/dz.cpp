@@ -60,24 +60,28 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile) {
 }
 
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter) {
+  if (tile.wgmma) {
+    return shape_free_logit_kernel_spec("linear_logp_bwd_dz_hopper", layout.config, tile,
+                                        {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
+  }
   return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
 KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
-  return logit_kernel_spec("linear_logp_fwd_keep", layout, tile, {});
+  return shape_free_logit_kernel_spec("linear_logp_fwd_keep", layout.config, tile, {});
 }
 
 KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile) {
   return KernelSpec("linear_logp_bwd_kept_dz", {{"TargetT", TypeArg{dtype_name(layout.config.target_dtype)}},
                                                  {"DZ", TypeArg{dtype_name(dz)}},
-                                                 {"V_VALID", layout.valid_local},
                                                  {"BN", std::int64_t{tile.bn}}});
 }
 
-kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& c, const LinearLogpInputs& in, std::int64_t n,
-                                              std::int64_t hidden_stride, std::int64_t weight_stride, void* dz,
-                                              std::int64_t dz_stride, std::int64_t chunk_begin,
+kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,
+                                              std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
+                                              void* dz, std::int64_t dz_stride, std::int64_t chunk_begin,
                                               std::int64_t chunk_cols) {
+  const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpBwdDzArgs args{};
   args.hidden = in.hidden.data;
   args.weight = in.weight.data;
@@ -93,6 +97,7 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& c, const L
   args.ignore_index = c.ignore_index;
   args.chunk_begin = static_cast<int>(chunk_begin);
   args.chunk_cols = static_cast<int>(chunk_cols);
+  args.valid_local = static_cast<int>(layout.valid_local);
   args.inv_temperature = 1.0f / c.temperature;
   return args;
 }

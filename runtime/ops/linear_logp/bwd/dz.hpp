@@ -1,5 +1,6 @@
-// Host side of templates/linear_logp/bwd_dz.cuh: the kernel that recomputes the logits of one
-// vocabulary chunk and writes dZ, the gradient with respect to X W^T + b, for the GEMMs.
+// Host side of templates/linear_logp/bwd_dz.cuh and bwd_dz_hopper.cuh: the kernel that recomputes
+// the logits of one vocabulary chunk and writes dZ, the gradient with respect to X W^T + b, for
+// the GEMMs; and of the kept chunk's two kernels, which walk the same tiles.
 #pragma once
 
 #include <cuda.h>
@@ -25,18 +26,23 @@ FwdTile default_bwd_dz_tile(DType dtype, const std::string& arch, bool hopper_pa
 
 unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 
+// The dZ kernel of a tile: on the Hopper loop (tile.wgmma) linear_logp_bwd_dz_hopper, whose spec
+// holds no shape (the same kernel for every model of the dtypes: built with the library), else
+// the portable linear_logp_bwd_dz, specialized for the shard.
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
 // The kept chunk's two kernels (templates/linear_logp/fwd_keep.cuh, bwd_kept_dz.cuh): the forward's,
 // on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz`.
+// Neither spec holds the shape (the shard's valid columns come in the arguments).
 KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile);
 
 // The arguments every kernel that walks a vocabulary chunk's logit tiles takes (the dZ kernel,
-// the kept chunk's two): the inputs of n rows with their row strides, the shard, and the chunk
-// [chunk_begin, chunk_begin + chunk_cols) in `dz`, dz_stride elements a row. The caller adds what
-// its kernel reads besides (lse, the upstream gradients, the scale, the mask, tile_partials).
-kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpConfig& config, const LinearLogpInputs& in,
+// the kept chunk's two): the inputs of n rows with their row strides, the shard (its valid
+// columns included), and the chunk [chunk_begin, chunk_begin + chunk_cols) in `dz`, dz_stride
+// elements a row. The caller adds what its kernel reads besides (lse, the upstream gradients, the
+// scale, the mask, tile_partials).
+kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,
                                               std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
                                               void* dz, std::int64_t dz_stride, std::int64_t chunk_begin,
                                               std::int64_t chunk_cols);

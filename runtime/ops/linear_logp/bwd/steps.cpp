@@ -85,7 +85,7 @@ void enqueue_chunk_dz(const BackwardPass& pass, std::int64_t index, CUstream str
   LinearLogpBwdState& bwd = pass.bwd;
   const BackwardChunk chunk = pass.chunks.chunk(index);
   kernels::LinearLogpBwdDzArgs dz =
-      chunk_logit_args(bwd.layout.config, call.in, call.n, call.hidden_stride, call.weight_stride,
+      chunk_logit_args(bwd.layout, call.in, call.n, call.hidden_stride, call.weight_stride,
                        chunk_dz_buffer(pass, index), pass.chunks.dz_stride, chunk.begin, chunk.cols);
   dz.lse = static_cast<const float*>(call.lse.data);
   dz.grad_logp = static_cast<const float*>(call.grad_logp.data);
