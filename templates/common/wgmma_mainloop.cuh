@@ -76,7 +76,7 @@ template <class T, int BM, int BN, int BK, int IN_FLIGHT, MmaOperand A_LAYOUT = 
           MmaOperand B_LAYOUT = MmaOperand::kKContiguous>
 struct WgmmaTileMainloop {
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(BM < 0, "the wgmma main loop needs the sm_90a target (WGMMA = true only on Hopper)");
+  static_assert(BM < 0, "the wgmma main loop needs the sm_90a target (its kernels run only on Hopper)");
 #endif
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the wgmma main loop takes bf16 or fp16");

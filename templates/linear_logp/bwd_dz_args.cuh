@@ -1,5 +1,5 @@
-// Arguments of the backward dZ kernel (templates/linear_logp/bwd_dz.cuh), and of the two kernels
-// of a kept chunk, which the forward writes as logits and the backward turns into dZ
+// Arguments of the backward dZ kernels (templates/linear_logp/bwd_dz.cuh, bwd_dz_hopper.cuh), and
+// of the two kernels of a kept chunk, which the forward writes as logits and the backward turns into dZ
 // (fwd_keep.cuh, bwd_kept_dz.cuh). Shared verbatim by the host and the kernels, so only built-in
 // types appear here.
 #pragma once

@@ -1,4 +1,4 @@
-// dZ epilogue of linear_logp_bwd_dz on the Hopper main loop: the finished tile is turned into dZ
+// dZ epilogue of linear_logp_bwd_dz_hopper (the Hopper main loop): the finished tile is turned into dZ
 // in place in the wgmma accumulators, which hold two rows and BN / 4 columns a thread
 // (WgmmaTileMainloop's fragment layout), and written out through a staging area of its own, in
 // column parts (FragmentTileStore, templates/common/fragment_store.cuh), so that the ring goes on

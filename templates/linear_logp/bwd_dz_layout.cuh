@@ -1,5 +1,5 @@
 // Launch shape and dynamic shared-memory layout of linear_logp_bwd_dz
-// (templates/linear_logp/bwd_dz.cuh). Read by the host (plain C++) to size the launch and by the
+// (templates/linear_logp/bwd_dz.cuh) and linear_logp_bwd_dz_hopper (bwd_dz_hopper.cuh). Read by the host (plain C++) to size the launch and by the
 // kernel to place its buffers; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):

@@ -1,6 +1,7 @@
-// Where one tile of the dZ kernel (templates/linear_logp/bwd_dz.cuh) lies: its rows of X, its
-// columns of the chunk and of the shard, its dZ and its mask byte. The tiles form a grid of
-// ceil(n_rows / BM) row tiles by ceil(chunk_cols / BN) column tiles, walked in grouped order.
+// Where one tile of the dZ kernels (templates/linear_logp/bwd_dz.cuh, logit_tiles_hopper.cuh)
+// lies: its rows of X, its columns of the chunk and of the shard, its dZ and its mask byte. The
+// tiles form a grid of ceil(n_rows / BM) row tiles by ceil(chunk_cols / BN) column tiles, walked
+// in grouped order.
 #pragma once
 
 #include "common/tile_order.cuh"

@@ -68,7 +68,7 @@ struct KeptLogitsEpilogue {
                                                const LinearLogpBwdDzArgs& args, fp16* /*out*/, int warp, int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
-    // Chunks are whole tiles, so a tile is partial only where the shard's padding begins.
+    // Chunks are whole tiles, so a tile is partial only where the shard's columns with logits end.
     const int valid_cols = min_int(args.valid_local - n0, args.chunk_cols - c0);
     if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, valid_cols, args.bias, lane);
     const float inv_temperature = args.inv_temperature;
