@@ -149,11 +149,11 @@ def test_eager_function_uses_the_same_formula(monkeypatch):
     # through its setup and backward as through the custom op's.
     recorded = []
 
-    def forward_body(entry, hidden, weight, targets, bias, want_entropy):
-        recorded.append(("forward", entry.op))
+    def forward_body(entry, hidden, weight, targets, bias, want_lse, want_entropy):
+        recorded.append(("forward", entry.op, want_lse))
         n = hidden.shape[0]
         return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
-                hidden.new_empty(n if want_entropy else 0, dtype=torch.float32))
+                hidden.new_empty(n, dtype=torch.float32) if want_entropy else None)
 
     def backward_body(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
         recorded.append((entry.op, grad_logp is not None, grad_lse is not None, grad_entropy is not None, wants))
@@ -161,14 +161,25 @@ def test_eager_function_uses_the_same_formula(monkeypatch):
 
     monkeypatch.setattr(_op_cache, "_ops", _op_cache.OpCache())
     monkeypatch.setattr(_linear_logp_ops, "_build", lambda key: f"op of {key}")
-    monkeypatch.setattr(_linear_logp_ops, "_op_outputs", forward_body)
+    monkeypatch.setattr(_linear_logp_ops, "_forward", forward_body)
     monkeypatch.setattr(_linear_logp_ops, "_backward", backward_body)
     hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
-    logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply("key", hidden, weight, meta(N, dtype=torch.int64),
-                                                                None, 0, 0, -100, 1.0, True, "", 0, -1, True, False,
-                                                                False)
+    spec = (0, 0, -100, 1.0, True, "", 0, -1)  # want_entropy
+    logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(("key", spec, False, False), hidden, weight,
+                                                                meta(N, dtype=torch.int64), None)
     (logp.sum() + entropy.sum()).backward()
     assert hidden.grad.shape == (N, H) and weight.grad.shape == (V, H)
-    # lse was not returned: no gradient for it; entropy was: its gradient goes down; the flags
-    # (want_grad_hidden, want_grad_weight, want_grad_bias, reduce_grad_hidden) as asked.
-    assert recorded == [("forward", "op of key"), ("op of key", True, False, True, (True, True, False, False))]
+    # lse is made (the backward reads it) but was not returned: no gradient for it; entropy was:
+    # its gradient goes down; the flags (want_grad_hidden, want_grad_weight, want_grad_bias,
+    # reduce_grad_hidden) as asked.
+    assert recorded == [("forward", "op of key", True), ("op of key", True, False, True, (True, True, False, False))]
+
+    # Without entropy in the spec the Function returns logp and lse alone (logp's gradient, unused
+    # here, comes as zeros, as autograd gives it).
+    recorded.clear()
+    spec = (0, 0, -100, 1.0, False, "", 0, -1)
+    outputs = _linear_logp_ops.EagerLinearLogp.apply(("key", spec, True, True), hidden, weight,
+                                                     meta(N, dtype=torch.int64), None)
+    assert len(outputs) == 2
+    outputs[1].sum().backward()
+    assert recorded == [("forward", "op of key", True), ("op of key", True, True, False, (True, True, False, True))]

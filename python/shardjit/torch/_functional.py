@@ -140,6 +140,10 @@ def _check_call(hidden, weight, targets, bias, spec, remember):
     return keys
 
 
+# Bound once: two attribute lookups less a call (torch.compile traces it as torch.compiler.is_compiling).
+_is_compiling = torch.compiler.is_compiling
+
+
 def _forward_ad_active():
     """Whether a forward-mode AD level is open (torch.autograd.forward_ad.dual_level)."""
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
@@ -207,12 +211,16 @@ def linear_logp(
     spec = (start, valid_vocab or 0, ignore_index, float(temperature), return_entropy, group_name, max_rows or 0,
             -1 if keep_logits_bytes is None else keep_logits_bytes)
     # Traced calls check every time (the custom op keys its op itself); eager ones once per signature.
-    compiling = torch.compiler.is_compiling()
+    # A signature holds everything the checks read but the rows: a call that has one passes them
+    # if its targets have hidden's leading shape (for [N, H] hidden, whose targets then are [M],
+    # if M = N).
+    compiling = _is_compiling()
     keys = None if compiling else _checked_calls.get(_call_signature(hidden, weight, targets, bias, spec))
-    if keys is None or targets.shape != hidden.shape[:-1]:
+    if keys is None or (targets.shape[0] != hidden.shape[0] if hidden.dim() == 2 else
+                        targets.shape != hidden.shape[:-1]):
         keys = _check_call(hidden, weight, targets, bias, spec, remember=not compiling)
-    # [N, H] and [N] go as they are (a reshape is a new tensor object: about a microsecond each).
     flat = hidden.dim() == 2
+    # [N, H] and [N] go as they are (a reshape is a new tensor object: about a microsecond each).
     leading = None if flat else hidden.shape[:-1]
     flat_hidden = (hidden if flat else hidden.reshape(-1, hidden.shape[-1])).contiguous()
     flat_targets = (targets if flat else targets.reshape(-1)).contiguous()
@@ -227,9 +235,10 @@ def linear_logp(
         logp, lse, entropy = _linear_logp_ops.linear_logp_forward(flat_hidden, weight, flat_targets, bias, *spec,
                                                                   want_backward, return_lse, reduce_grad_hidden)
     elif want_backward or _forward_ad_active():  # the Function refuses dual tensors, loudly
-        logp, lse, entropy = _linear_logp_ops.EagerLinearLogp.apply(keys[want_backward], flat_hidden, weight,
-                                                                    flat_targets, bias, *spec, want_backward,
-                                                                    return_lse, reduce_grad_hidden)
+        returned = _linear_logp_ops.EagerLinearLogp.apply((keys[want_backward], spec, return_lse, reduce_grad_hidden),
+                                                          flat_hidden, weight, flat_targets, bias)
+        logp, lse = returned[0], returned[1]
+        entropy = returned[2] if return_entropy else None
     else:
         logp, lse, entropy = _linear_logp_ops.forward_no_grad(keys[0], flat_hidden, weight, flat_targets, bias,
                                                               return_lse, return_entropy)

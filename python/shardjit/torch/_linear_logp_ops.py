@@ -22,6 +22,7 @@ _TARGET_DTYPE_NAMES = {torch.int32: "int32", torch.int64: "int64"}
 # two size the op when it is built: max_rows (0: none), keep_logits_bytes (-1: the op's default).
 SPEC_FIELDS = ("vocab_start", "valid_vocab", "ignore_index", "temperature", "want_entropy", "group_name", "max_rows",
                "keep_logits_bytes")
+_WANT_ENTROPY = SPEC_FIELDS.index("want_entropy")
 
 
 def op_key(hidden, weight, targets, bias, spec, want_backward):
@@ -107,25 +108,21 @@ def _expect_inputs(op_name, hidden, weight, targets, bias):
     return n
 
 
-def _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy):
-    """The forward of `entry`'s op on the current stream; lse and entropy may be None. The
-    tensors go as addresses (their dtypes and shapes are the op's key, and contiguous)."""
-
-    def call(op, stream):
-        op._forward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(),
-                       _address(lse), _address(entropy), _address(bias), stream)
-
-    _enqueue.enqueue(entry, hidden.get_device(), call)
-
-
 def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
-    """Enqueues the forward of `entry`'s op into new fp32 [N] outputs: (logp, lse, entropy), lse
-    None unless want_lse, entropy None unless want_entropy (which the op's key says)."""
+    """Enqueues the forward of `entry`'s op on the current stream into new fp32 [N] outputs:
+    (logp, lse, entropy), lse None unless want_lse, entropy None unless want_entropy (which the
+    op's key says). The tensors go as addresses (their dtypes and shapes are the op's key, and
+    contiguous)."""
     n = hidden.shape[0]
     logp = hidden.new_empty(n, dtype=torch.float32)
     lse = hidden.new_empty(n, dtype=torch.float32) if want_lse else None
     entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
-    _enqueue_forward(entry, hidden, weight, targets, bias, logp, lse, entropy)
+
+    def call(op, stream):
+        op._forward_at(n, hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), _address(lse),
+                       _address(entropy), _address(bias), stream)
+
+    _enqueue.enqueue(entry, hidden.get_device(), call)
     return logp, lse, entropy
 
 
@@ -228,94 +225,108 @@ def _(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_ent
     return grad_hidden, grad_weight, grad_bias
 
 
-def _setup_context(ctx, inputs, output):
-    (hidden, weight, targets, bias, vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name,
-     max_rows, keep_logits_bytes, _want_backward, return_lse, reduce_grad_hidden) = inputs
-    _, lse, entropy = output
-    ctx.save_for_backward(hidden, weight, targets, bias, lse, entropy if want_entropy else None)
-    ctx.spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows,
-                keep_logits_bytes)
+def _keep_for_backward(ctx, hidden, weight, targets, bias, lse, entropy, spec, return_lse, reduce_grad_hidden):
+    """What the backward needs of a forward: its tensors (entropy None unless it has a gradient to
+    give), its spec, whether lse was returned, whether grad_hidden is summed over the group."""
+    ctx.save_for_backward(hidden, weight, targets, bias, lse, entropy)
+    ctx.spec = spec
     ctx.return_lse = return_lse
     ctx.reduce_grad_hidden = reduce_grad_hidden
 
 
-# The forward op's arguments: the four tensors, the spec, want_backward, return_lse and
-# reduce_grad_hidden; the autograd formula returns a gradient (or None) for each.
-_FORWARD_ARGS = 4 + len(SPEC_FIELDS) + 3
+def _setup_context(ctx, inputs, output):
+    hidden, weight, targets, bias = inputs[:4]
+    spec = inputs[4:4 + len(SPEC_FIELDS)]
+    _want_backward, return_lse, reduce_grad_hidden = inputs[4 + len(SPEC_FIELDS):]
+    _, lse, entropy = output
+    want_entropy = spec[_WANT_ENTROPY]
+    _keep_for_backward(ctx, hidden, weight, targets, bias, lse, entropy if want_entropy else None, spec, return_lse,
+                       reduce_grad_hidden)
 
 
 def _float_grad(grad):
     return None if grad is None else grad.float().contiguous()
 
 
-def _backward_with(backward_op, leading_arguments=0):
-    """The autograd formula, calling `backward_op(ctx, *the backward op's arguments)` (the custom
-    op when traced, its body eagerly). `leading_arguments`: how many arguments the forward took
-    before hidden (EagerLinearLogp's op key), which get no gradient."""
-    leading = (None,) * leading_arguments
-    trailing = (None,) * (_FORWARD_ARGS - 4)
-
-    def backward(ctx, grad_logp, grad_lse, grad_entropy):
-        hidden, weight, targets, bias, lse, entropy = ctx.saved_tensors
-        want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[leading_arguments:leading_arguments + 4]
-        if not (want_hidden or want_weight or want_bias):
-            return leading + (None,) * _FORWARD_ARGS
-        # lse and entropy the caller did not ask for have no gradient; an unused returned output's
-        # gradient comes as zeros.
-        grad_hidden, grad_weight, grad_bias = backward_op(
-            ctx, hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
-            _float_grad(grad_lse) if ctx.return_lse else None,
-            _float_grad(grad_entropy) if entropy is not None else None,
-            *ctx.spec, bool(want_hidden), bool(want_weight), bool(want_bias and bias is not None),
-            ctx.reduce_grad_hidden)
-        return leading + (grad_hidden if want_hidden else None, grad_weight if want_weight else None, None,
-                          grad_bias if want_bias and bias is not None else None) + trailing
-
-    return backward
+def _gradients(ctx, wants, grad_logp, grad_lse, grad_entropy, backward_op):
+    """The autograd formula: (grad_hidden, grad_weight, grad_bias) of the forward that
+    _keep_for_backward saved, each None where `wants` (of hidden, weight, bias) says no, from
+    `backward_op(ctx, the backward op's tensors and its three wants)` (the custom op when traced,
+    its body eagerly)."""
+    hidden, weight, targets, bias, lse, entropy = ctx.saved_tensors
+    want_hidden, want_weight, want_bias = wants
+    want_bias = bool(want_bias and bias is not None)
+    if not (want_hidden or want_weight or want_bias):
+        return None, None, None
+    # lse and entropy the caller did not ask for have no gradient; an unused returned output's
+    # gradient comes as zeros.
+    grad_hidden, grad_weight, grad_bias = backward_op(
+        ctx, hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
+        _float_grad(grad_lse) if ctx.return_lse else None, _float_grad(grad_entropy) if entropy is not None else None,
+        bool(want_hidden), bool(want_weight), want_bias)
+    return grad_hidden if want_hidden else None, grad_weight if want_weight else None, grad_bias if want_bias else None
 
 
-linear_logp_forward.register_autograd(_backward_with(lambda ctx, *arguments: linear_logp_backward(*arguments)),
-                                      setup_context=_setup_context)
+# The forward op's arguments after the four tensors: the spec, want_backward, return_lse and
+# reduce_grad_hidden, none of which has a gradient.
+_NO_GRADS_AFTER_TENSORS = (None,) * (len(SPEC_FIELDS) + 3)
+
+
+def _custom_op_backward(ctx, grad_logp, grad_lse, grad_entropy):
+    want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[:4]
+
+    def backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
+        return linear_logp_backward(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
+                                    *ctx.spec, *wants, ctx.reduce_grad_hidden)
+
+    grad_hidden, grad_weight, grad_bias = _gradients(ctx, (want_hidden, want_weight, want_bias), grad_logp, grad_lse,
+                                                     grad_entropy, backward_op)
+    return (grad_hidden, grad_weight, None, grad_bias) + _NO_GRADS_AFTER_TENSORS
+
+
+linear_logp_forward.register_autograd(_custom_op_backward, setup_context=_setup_context)
 
 
 class EagerLinearLogp(torch.autograd.Function):
     """The same forward, formula and backward outside torch.compile, without the dispatcher's
     round trips through the custom ops (tens of microseconds of host time per call).
 
-    apply(key, *inputs): the op key (`op_key`) that linear_logp() made when it checked the
-    arguments, then the forward op's arguments. The forward takes the context first, with no
-    separate setup_context: autograd then passes the arguments as they are instead of binding
-    them to the forward's signature, which costs several times the rest of the Function
-    (benchmarks.md, "Through PyTorch")."""
+    apply(call, hidden, weight, targets, bias) -> (logp, lse), or (logp, lse, entropy) where the
+    spec wants entropy. `call` is the tuple (key, spec, return_lse, reduce_grad_hidden): the op
+    key that linear_logp() made when it checked the call (`op_key`), the spec, whether lse is
+    returned, whether grad_hidden is summed over the group. Autograd's own host time grows with
+    every argument and output of a Function (benchmarks.md, "Through PyTorch"), hence the plain
+    values in one argument (a plain tuple: a named one takes longer to make than the rest of the
+    call's Python) and no entropy output that nothing asked for. The forward takes the context
+    first, with no separate setup_context: autograd then passes the arguments as they are instead
+    of binding them to the forward's signature."""
 
     @staticmethod
-    def forward(ctx, key, *inputs):
-        hidden, weight, targets, bias = inputs[:4]
-        want_entropy = inputs[8]
-        output = _op_outputs(_op_cache.ops().get(key, lambda: _build(key)), hidden, weight, targets, bias,
-                             want_entropy)
-        _setup_context(ctx, inputs, output)
+    def forward(ctx, call, hidden, weight, targets, bias):
+        key, spec, return_lse, reduce_grad_hidden = call
+        want_entropy = spec[_WANT_ENTROPY]
+        entry = _op_cache.ops().get(key, lambda: _build(key))
+        logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
+        _keep_for_backward(ctx, hidden, weight, targets, bias, lse, entropy, spec, return_lse, reduce_grad_hidden)
         ctx.key = key
-        ctx.mark_non_differentiable(*([] if want_entropy else [output[2]]))
-        return output
+        return (logp, lse, entropy) if want_entropy else (logp, lse)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_logp, grad_lse, grad_entropy):
-        return _eager_backward(ctx, grad_logp, grad_lse, grad_entropy)
+    def backward(ctx, grad_logp, grad_lse, grad_entropy=None):
+        wants = ctx.needs_input_grad
+        grad_hidden, grad_weight, grad_bias = _gradients(ctx, (wants[1], wants[2], wants[4]), grad_logp, grad_lse,
+                                                         grad_entropy, _eager_backward_op)
+        return None, grad_hidden, grad_weight, None, grad_bias
 
 
-def _eager_backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
-                       *spec_and_wants):
+def _eager_backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
     """backward_impl without its checks, for EagerLinearLogp: the tensors are the forward's own and
     autograd's gradients of its outputs (of their shapes and dtypes), and the op is the one of
     the forward's key (which has the backward: a gradient is asked only of an op built for it)."""
     key = ctx.key
     return _backward(_op_cache.ops().get(key, lambda: _build(key)), hidden, weight, targets, bias, lse, entropy,
-                     grad_logp, grad_lse, grad_entropy, *spec_and_wants[len(SPEC_FIELDS):])
-
-
-_eager_backward = _backward_with(_eager_backward_op, leading_arguments=1)
+                     grad_logp, grad_lse, grad_entropy, *wants, ctx.reduce_grad_hidden)
 
 
 def dtype_name(dtype):
