@@ -123,6 +123,32 @@ TEST(PrebuiltKernels, ATrainingOpsKernelsButTheForwardComeFromTheTableInCacheOnl
   EXPECT_EQ(cache.count_missing(forwards, "sm_90a"), forwards.size());
 }
 
+// The same for the options a training op may take besides: fp16, a bias, int32 targets, entropy,
+// and the shards of tensor parallelism at an odd vocabulary.
+TEST(PrebuiltKernels, EveryOptionsBackwardKernelsComeFromTheTable) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/false));
+  PrewarmRequest request;
+  request.models = {ModelShape{"test", 2304, 256001, 0}};
+  request.archs = {"sm_90a"};
+  request.backward = true;
+  request.tp = {1, 2, 8};
+  request.dtypes = {DType::kBF16, DType::kFP16};
+  request.target_dtypes = {DType::kInt32, DType::kInt64};
+  request.bias_dtypes = {std::nullopt, DType::kBF16, DType::kFP16};
+  request.entropy = {false, true};
+  std::size_t forwards = 0;
+  for (const PrewarmItem& item : prewarm_items(request)) {
+    if (is_forward(item)) {
+      ++forwards;
+      continue;
+    }
+    EXPECT_EQ(cache.get(item.spec, item.arch, "shardjit prewarm ...").origin, KernelOrigin::kPrebuilt) << item.name();
+  }
+  EXPECT_GT(forwards, 0u);
+}
+
 TEST(PrebuiltKernels, AreTheBytesNvrtcMakesNow) {
   if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
   testing::TempDir dir;
