@@ -115,6 +115,38 @@ def test_dynamo_traces_a_loss_in_one_graph():
     assert "torch.ops.shardjit.linear_logp.default" in graphs[0].code
 
 
+def test_aot_autograd_traces_the_backward_through_the_custom_op():
+    # torch.compile's autograd (AOTAutograd) traces the forward and the registered formula into
+    # two graphs on meta tensors: the backward graph calls the backward op with the forward's
+    # spec and the gradients asked for (hidden and weight, no bias, grad_hidden summed).
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def loss_fn(hidden, weight, targets, advantages):
+        logp, lse, entropy = _linear_logp_ops.linear_logp_forward(hidden, weight, targets, None, 0, 0, -100, 0.5,
+                                                                  True, "", 0, -1, True, True, True)
+        return -(logp * advantages).mean() - 0.01 * entropy.mean() + 0.001 * lse.mean()
+
+    graphs = {}
+
+    def compiler(name):
+        def compile_graph(gm, example_inputs):
+            graphs[name] = gm.code
+            return make_boxed_func(gm.forward)
+        return compile_graph
+
+    hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
+    backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
+    loss = torch.compile(loss_fn, backend=backend, fullgraph=True)(hidden, weight, meta(N, dtype=torch.int64),
+                                                                    meta(N, dtype=torch.float32))
+    loss.backward()
+    assert hidden.grad.shape == (N, H) and weight.grad.shape == (V, H)
+    assert "torch.ops.shardjit.linear_logp.default" in graphs["forward"]
+    calls = [line for line in graphs["backward"].splitlines() if "shardjit.linear_logp_backward" in line]
+    assert len(calls) == 1
+    assert "0, 0, -100, 0.5, True, '', 0, -1, True, True, False, True)" in calls[0]
+
+
 @pytest.mark.parametrize("want_entropy, return_lse, with_bias", [(False, False, False), (True, True, True),
                                                                   (True, False, True), (False, True, False)])
 def test_autograd_formula_gives_gradients_of_the_inputs_shapes(want_entropy, return_lse, with_bias):
