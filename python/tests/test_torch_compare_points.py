@@ -1,6 +1,6 @@
 """cpu tier (needs torch; skipped by name without it): tools/bench/torch_compare.py reads the
 points of a sweep as shardjit-bench lists them, one shape per head, N and dtype, and refuses
-rows that are not points by file and line."""
+rows that are not points by file and line, and a file with none."""
 
 import importlib.util
 import json
@@ -46,3 +46,10 @@ def test_rows_that_are_not_points_are_refused_by_line(tmp_path, row, says):
     tc = torch_compare()
     with pytest.raises(SystemExit, match=says):
         tc.load_points(write(tmp_path / "points.jsonl", [row]))
+
+
+def test_a_file_without_points_is_refused(tmp_path):
+    # (A dry run that failed leaves an empty file: timing nothing must not look like a run.)
+    tc = torch_compare()
+    with pytest.raises(SystemExit, match="points.jsonl: no sweep points"):
+        tc.load_points(write(tmp_path / "points.jsonl", [""]))

@@ -89,6 +89,10 @@ def load_points(path):
                 raise SystemExit(f"torch_compare: {path}:{number}: dtype {shape.dtype!r}: expected one of "
                                  f"{', '.join(DTYPES)}")
             shapes.setdefault((shape.name, shape.dtype), shape)
+    if not shapes:
+        # An empty list would time nothing and look like a finished run.
+        raise SystemExit(f"torch_compare: {path}: no sweep points (expected the JSON rows of shardjit-bench "
+                         f"linear-logp --sweep --dry-run)")
     return list(shapes.values())
 
 

@@ -30,7 +30,7 @@ std::vector<SweepPoint> load_sweep_points(const std::string& grid_path, const st
 double estimated_point_seconds(const SweepPoint& point, const TimingOptions& timing);
 
 struct SweepOptions {
-  std::string grid = "tools/bench/sweep_grid.json";
+  std::string grid = SHARDJIT_BENCH_SWEEP_GRID;  // tools/bench/sweep_grid.json of the sources
   std::string list = "full";  // the grid's list of blocks to run (--list; --quick: "quick")
   std::string out;        // JSONL file, one row per point; empty: stdout only
   bool resume = false;    // keep out's rows of points already timed, time the others

@@ -70,7 +70,8 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
   logp->add_flag("--sweep", o.sweeping,
                  "time every point of a grid of heads, TP shards, row counts, dtypes and modes (--grid); JSONL rows "
                  "(--out) and the worst points at the end");
-  logp->add_option("--grid", o.sweep.grid, "sweep: the grid file (JSON)");
+  logp->add_option("--grid", o.sweep.grid,
+                   "sweep: the grid file (JSON; default: tools/bench/sweep_grid.json of the sources)");
   logp->add_option("--list", o.sweep.list,
                    "sweep: the grid's list of blocks to run (default \"full\"; tools/bench/sweep_grid.json also has "
                    "\"quick\" and \"backward\")");
