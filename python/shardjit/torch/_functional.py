@@ -122,13 +122,19 @@ def _call_signature(hidden, weight, targets, bias, spec):
         return None
 
 
+def _check_on_cuda(hidden):
+    """The tensors are on CUDA (_check_tensors has put them on hidden's device). Checked last and
+    on its own, so that the checks before it, and with a stand-in op the whole call, can be
+    exercised on CPU tensors."""
+    if not hidden.is_cuda:
+        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
+
+
 def _check_call(hidden, weight, targets, bias, spec, remember):
     """The checks of a call's tensors; its op keys (without and with the backward), remembered
     under its signature if `remember` (None if not: a traced call's custom op keys its op)."""
     _check_tensors(hidden, weight, targets, bias)
-    # Last, so that every check above can be exercised on CPU tensors.
-    if not hidden.is_cuda:
-        raise _value_error("hidden", f"expected a CUDA tensor, got one on {hidden.device}")
+    _check_on_cuda(hidden)
     if not remember:
         return None
     flat_hidden, flat_targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
