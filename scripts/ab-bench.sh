@@ -22,6 +22,7 @@ if [ ${#cases[@]} -eq 0 ]; then
 fi
 [ -f "$base/CMakeLists.txt" ] || { echo "ab-bench: $base holds no project tree" >&2; exit 2; }
 mkdir -p "$logs"
+: > "$logs/ab.jsonl"
 builds=${AB_BUILD_DIR:-$HOME/ab-build}  # outside the tree: kept while the machine stays warm
 declare -A tree_of=([base]="$(cd "$base" && pwd)" [tree]="$PWD")
 for name in base tree; do
@@ -56,4 +57,6 @@ for line in open(sys.argv[1]):
         rounds[(row["ab_case"], row["case"], row["tree"])].append(f"{row['fused_ms']:.3f} ms {row['ratio']:.3f}x")
 for (ab_case, case, tree), values in sorted(rounds.items()):
     print(f"{ab_case:48s} {case:28s} {tree:5s} " + ", ".join(values))
+if not rounds:
+    sys.exit("ab-bench: no case was timed (the reasons are in bench-base.err and bench-tree.err)")
 EOF
