@@ -272,15 +272,16 @@ def _gradients(ctx, wants, grad_logp, grad_lse, grad_entropy, backward_op):
 _NO_GRADS_AFTER_TENSORS = (None,) * (len(SPEC_FIELDS) + 3)
 
 
+def _custom_backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
+    """The backward custom op, for the custom forward op's autograd formula (traced by torch.compile)."""
+    return linear_logp_backward(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
+                                *ctx.spec, *wants, ctx.reduce_grad_hidden)
+
+
 def _custom_op_backward(ctx, grad_logp, grad_lse, grad_entropy):
     want_hidden, want_weight, _, want_bias = ctx.needs_input_grad[:4]
-
-    def backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
-        return linear_logp_backward(hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
-                                    *ctx.spec, *wants, ctx.reduce_grad_hidden)
-
     grad_hidden, grad_weight, grad_bias = _gradients(ctx, (want_hidden, want_weight, want_bias), grad_logp, grad_lse,
-                                                     grad_entropy, backward_op)
+                                                     grad_entropy, _custom_backward_op)
     return (grad_hidden, grad_weight, None, grad_bias) + _NO_GRADS_AFTER_TENSORS
 
 
