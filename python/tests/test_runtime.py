@@ -50,20 +50,21 @@ def test_prewarm_names_the_kernels_its_size_cap_evicted(tmp_path, monkeypatch):
 
 
 def test_prewarm_follows_the_hopper_switch(tmp_path, monkeypatch):
-    def wgmma_flags(cache):
+    def forwards(cache):
+        """The forward kernels' templates: linear_logp_fwd_hopper on the Hopper loop, else linear_logp_fwd."""
         entries = shardjit.Runtime(cache_dir=cache).cache_entries()
-        return {e["spec"].split("WGMMA=")[1].split(",")[0] for e in entries if "WGMMA=" in e["spec"]}
+        return {e["spec"].split("<")[0] for e in entries if e["spec"].startswith("linear_logp_fwd")}
 
     on = str(tmp_path / "on")
     assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=on)["failed"] == 0
-    assert wgmma_flags(on) == {"true"}
+    assert forwards(on) == {"linear_logp_fwd_hopper"}
     off = str(tmp_path / "off")
     assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=off, hopper_path=False)["failed"] == 0
-    assert wgmma_flags(off) == {"false"}
+    assert forwards(off) == {"linear_logp_fwd"}
     monkeypatch.setenv("SHARDJIT_HOPPER_PATH", "0")
     env_off = str(tmp_path / "env_off")
     assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=env_off)["failed"] == 0
-    assert wgmma_flags(env_off) == {"false"}
+    assert forwards(env_off) == {"linear_logp_fwd"}
 
 
 def test_prewarm_bad_arguments(tmp_path):

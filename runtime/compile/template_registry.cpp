@@ -99,9 +99,10 @@ void check_shard_columns(const char* name, const KernelSpec& spec) {
 
 void check_linear_logp_fwd(const KernelSpec& spec) {
   check_shard_columns("linear_logp_fwd", spec);
-  check_main_loop("linear_logp_fwd", spec);  // first: its message names what WGMMA needs
   check_block_tile("linear_logp_fwd", spec, spec.type_param("T") == "fp32");
 }
+
+void check_linear_logp_fwd_hopper(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_hopper", spec); }
 
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   check_shard_columns("linear_logp_bwd_dz", spec);
@@ -168,9 +169,9 @@ void check_logp_combine(const KernelSpec& spec) {
 }
 
 // The parameters the LinearLogp kernels that recompute logits share, in registry order: the
-// input types, then (in the kernels specialized for it) the shard, then the block tile and (in
-// the kernels with both main loops) the loop. The Hopper loop's own kernels take the shard at run
-// time: they are built once per dtype, whatever the model.
+// input types, then (in the portable loops' kernels, specialized for it) the shard, then the block
+// tile. The Hopper loop's kernels take the shard at run time: they are built once per dtype,
+// whatever the model.
 std::vector<ParamDef> linear_logp_types(std::vector<std::string> input_types = {"bf16", "fp16", "fp32"}) {
   return {type_param("T", std::move(input_types), "dtype of hidden and weight"),
           type_param("BiasT", {"none", "bf16", "fp16", "fp32"}, "dtype of the bias, none without one"),
@@ -193,9 +194,11 @@ std::vector<ParamDef> block_tile() {
           int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth")};
 }
 
-std::vector<ParamDef> main_loop() {
-  return {bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one")};
+ParamDef main_loop() {
+  return bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one");
 }
+
+ParamDef entropy() { return bool_param("ENTROPY", "whether entropy terms are accumulated"); }
 
 ParamDef dz_type() { return type_param("DZ", {"bf16", "fp16", "fp32"}, "dtype dZ is stored in: T or fp32"); }
 
@@ -224,9 +227,14 @@ std::vector<TemplateDef> linear_logp_templates() {
       "linear_logp_fwd",
       "linear_logp/fwd.cuh",
       "shardjit::kernels::linear_logp_fwd",
-      concat({linear_logp_types(), shard(), block_tile(), main_loop(),
-              {bool_param("ENTROPY", "whether entropy terms are accumulated")}}),
+      concat({linear_logp_types(), shard(), block_tile(), {entropy()}}),
       check_linear_logp_fwd});
+  registry.push_back(TemplateDef{
+      "linear_logp_fwd_hopper",
+      "linear_logp/fwd_hopper.cuh",
+      "shardjit::kernels::linear_logp_fwd_hopper",
+      concat({hopper_linear_logp_types(), block_tile(), {entropy()}}),
+      check_linear_logp_fwd_hopper});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",
       "linear_logp/bwd_dz.cuh",
@@ -284,7 +292,7 @@ TemplateDef gemm_template() {
        int_param("BN", 64, 256, 64, "output columns per tile (64, 128 or 256)"),
        int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
-       bool_param("WGMMA", "whether the Hopper main loop (wgmma, sm_90a) runs instead of the portable one"),
+       main_loop(),
        bool_param("TMA", "with WGMMA: whether a producer warp copies the operands by TMA (four stages)"),
        bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
       check_gemm};

@@ -11,15 +11,17 @@
 // even when its range is empty (fwd_block.cuh). Every split but the last has the same
 // length, so the blocks of a wave finish together and the row tiles of the next split start
 // together, reading its W tiles in step (splits that differ by a tile, [s V / S, (s + 1) V / S),
-// ran ~2 % slower: docs/perf-notes.md, "Splits and block order"). Block: linear_logp_fwd_block_threads(WGMMA), dynamic
-// shared memory linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, WGMMA).
+// ran ~2 % slower: docs/perf-notes.md, "Splits and block order").
 //
 // The K slices of all the block's tiles form one stream through a STAGES-deep ring, so the first
-// slices of the next tile are already in flight while the epilogue runs. The Hopper loop
-// (WGMMA) is fed by TMA from a producer warp and folds each tile from the accumulators in
-// registers (linear_logp/fwd_hopper.cuh). The portable main loops are fed by cp.async from
-// every thread and hand each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a
-// time through the shared-memory logit tile (LogpEpilogue).
+// slices of the next tile are already in flight while the epilogue runs. This file holds the
+// portable main loops (mma.sync, or fp32 FMA), fed by cp.async from every thread, which hand
+// each finished tile to the epilogue logit_chunk_cols(BM, BN) columns at a time through the
+// shared-memory logit tile (LogpEpilogue); they are specialized for the shape (H, V_LOCAL,
+// V_VALID). On sm_90a with 16-bit inputs the op runs the Hopper loop instead, a kernel of its
+// own that takes the shape at run time (linear_logp_fwd_hopper, fwd_hopper.cuh). Block:
+// linear_logp_fwd_block_threads(false), dynamic shared memory
+// linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, false).
 #pragma once
 
 #include "common/cp_async_tile.cuh"
@@ -29,7 +31,6 @@
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_epilogue.cuh"
-#include "linear_logp/fwd_hopper.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 #include "linear_logp/logit_mainloop.cuh"
@@ -38,9 +39,14 @@
 namespace shardjit {
 namespace kernels {
 
-// The portable main loops (mma.sync, or fp32 FMA), fed by cp.async from every thread.
-template <class T, class BiasT, class TargetT, int H, int V_VALID, int BM, int BN, int BK, int STAGES, bool ENTROPY>
-__device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs& args, unsigned char* smem) {
+template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN, int BK, int STAGES,
+          bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_block_threads(false), 1)
+    linear_logp_fwd(const __grid_constant__ LinearLogpFwdParams params) {
+  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
+  unsigned char* const smem = linear_logp_fwd_smem;
+  const LinearLogpFwdArgs& args = params.args;
   constexpr int kThreads = linear_logp_fwd_threads;
   constexpr int kElem = static_cast<int>(sizeof(T));
   constexpr int kKSlices = (H + BK - 1) / BK;
@@ -63,7 +69,7 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const FwdBlock block = fwd_block<BM, kVocabTiles>(args);
+  const FwdBlock block = fwd_block<BM>(args, kVocabTiles);
 
   // Published to the other warps by the first K-loop barrier, or, for an empty split, by the
   // barrier before the store.
@@ -119,20 +125,6 @@ __device__ __forceinline__ void linear_logp_fwd_portable(const LinearLogpFwdArgs
   cp_async_wait_group<0>();
 
   store_block_partials(epilogue, args, block, BM, tid, kThreads);
-}
-
-template <class T, class BiasT, class TargetT, int H, int V_LOCAL, int V_VALID, int BM, int BN,
-          int BK, int STAGES, bool WGMMA, bool ENTROPY>
-__global__ void __launch_bounds__(linear_logp_fwd_block_threads(WGMMA), 1)
-    linear_logp_fwd(const __grid_constant__ LinearLogpFwdParams params) {
-  static_assert(LogitBlockShape<H, V_LOCAL, V_VALID, BM, BN, BK, STAGES>::valid, "the block shape is checked there");
-  extern __shared__ __align__(128) unsigned char linear_logp_fwd_smem[];
-  if constexpr (WGMMA) {
-    linear_logp_fwd_hopper<T, BiasT, TargetT, H, V_VALID, BM, BN, BK, STAGES, ENTROPY>(params, linear_logp_fwd_smem);
-  } else {
-    linear_logp_fwd_portable<T, BiasT, TargetT, H, V_VALID, BM, BN, BK, STAGES, ENTROPY>(params.args,
-                                                                                      linear_logp_fwd_smem);
-  }
 }
 
 }  // namespace kernels

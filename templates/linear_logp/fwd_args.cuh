@@ -1,5 +1,5 @@
-// Arguments of the fused forward kernel (templates/linear_logp/fwd.cuh). Shared verbatim by the
-// host and the kernel, so only built-in types appear here.
+// Arguments of the fused forward kernels (templates/linear_logp/fwd.cuh, fwd_hopper.cuh). Shared
+// verbatim by the host and the kernels, so only built-in types appear here.
 #pragma once
 
 #include "common/tma_descriptor.cuh"
@@ -31,12 +31,16 @@ struct LinearLogpFwdArgs {
   int unit_pieces;          // pieces of a cut unit, and partial sources of a split (>= 1)
   int first_tile;           // the splits cover the shard's vocabulary tiles from this one on; the
                             // ones before it are another kernel's (the kept chunk's, fwd_keep.cuh)
+  int hidden_size;          // H, and
+  int valid_local;          // V_VALID, the shard's columns with logits: the Hopper kernel
+                            // (fwd_hopper.cuh) takes the shape from here, the portable one
+                            // (fwd.cuh) has both compiled in
   float inv_temperature;
 };
 
-// The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
-// [n_rows][H] and of W's valid rows [V_VALID][H], encoded by the host for each launch
-// (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
+// The kernels' parameter: the arguments and, for the Hopper kernel, the TMA maps of X [n_rows][H]
+// and of W's valid rows [V_VALID][H], encoded by the host for each launch
+// (runtime/ops/tensor_maps.cpp); unused (zeros) on the portable loops.
 struct LinearLogpFwdParams {
   LinearLogpFwdArgs args;
   TmaDescriptor x_map;

@@ -19,9 +19,10 @@ struct FwdBlock {
 };
 
 // The block's share, from its launch position, for BM-row tiles over vocabulary tiles
-// [args.first_tile, VOCAB_TILES).
-template <int BM, int VOCAB_TILES>
-__device__ __forceinline__ FwdBlock fwd_block(const LinearLogpFwdArgs& args) {
+// [args.first_tile, vocab_tiles) (a constant on the portable loops, the shard's at run time on
+// the Hopper loop).
+template <int BM>
+__device__ __forceinline__ FwdBlock fwd_block(const LinearLogpFwdArgs& args, int vocab_tiles) {
   FwdBlock block;
   block.work =
       fwd_block_work(static_cast<int>(blockIdx.x), args.row_tiles, args.splits, args.group_rows, args.whole_units);
@@ -30,7 +31,7 @@ __device__ __forceinline__ FwdBlock fwd_block(const LinearLogpFwdArgs& args) {
   block.rows = rows_left < BM ? static_cast<int>(rows_left) : BM;
   // A TP rank's splits are counted over the widest shard's, and a narrower shard's last splits
   // come out shorter or empty.
-  block.tiles = fwd_block_tiles(block.work, args.splits, args.unit_pieces, VOCAB_TILES - args.first_tile);
+  block.tiles = fwd_block_tiles(block.work, args.splits, args.unit_pieces, vocab_tiles - args.first_tile);
   block.tiles.begin += args.first_tile;
   block.tiles.end += args.first_tile;
   return block;

@@ -6,7 +6,10 @@
 //
 // The four lanes that share a row each keep the statistics of their own columns across the
 // split's tiles; they are merged once, in store, in a fixed lane order, so the result does not
-// depend on timing. Same interface as LogpEpilogue (fwd_epilogue.cuh): init, consume_tile, store.
+// depend on timing. Like LogpEpilogue (fwd_epilogue.cuh) it has init, consume_tile and store,
+// but takes the shard's valid columns at run time (init), so that the kernel is built once for
+// every shape; the edge tile's fold is then compiled beside the whole tiles' (it measured as fast
+// as the kernel without it: docs/perf-notes-jit.md, items 5 and 8).
 #pragma once
 
 #include "common/math.cuh"
@@ -18,7 +21,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, int V_VALID, bool ENTROPY, class Mainloop>
+template <class BiasT, class TargetT, bool ENTROPY, class Mainloop>
 struct LogpFragmentEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static constexpr int kCols = kGroups * 8;
@@ -26,11 +29,12 @@ struct LogpFragmentEpilogue {
 
   RowPartial run[2];  // the thread's two rows, over its columns so far
   int target_col[2];  // the row's target in shard columns, or -1 (see LogpEpilogue::init)
+  int valid_cols;     // the shard's columns with logits (V_VALID)
 
-  __device__ explicit LogpFragmentEpilogue(unsigned char* /*region: none needed*/) {}
-
+  // The shard's first valid_local columns have logits; the rest are padding.
   __device__ __forceinline__ void init(const void* targets, long long row0, long long n_rows,
-                                       long long vocab_start, int tid) {
+                                       long long vocab_start, int valid_local, int tid) {
+    valid_cols = valid_local;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       run[h] = empty_partial();
@@ -38,24 +42,23 @@ struct LogpFragmentEpilogue {
       const long long row = row0 + Mainloop::fragment_row(tid / 32, tid % 32, h);
       if (row < n_rows) {
         const long long t = static_cast<long long>(static_cast<const TargetT*>(targets)[row]);
-        if (t >= vocab_start && t - vocab_start < V_VALID) target_col[h] = static_cast<int>(t - vocab_start);
+        if (t >= vocab_start && t - vocab_start < valid_local) target_col[h] = static_cast<int>(t - vocab_start);
       }
     }
   }
 
   // Folds the finished tile whose column 0 is shard column n0. z = (acc + bias) * inv_temperature;
-  // columns at or past V_VALID are excluded. Rows past n_rows (zero-filled X) are folded too but
-  // never stored.
-  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, int /*rows*/, const void* bias,
-                                               float inv_temperature, int /*warp*/, int lane) {
+  // columns at or past the valid ones are excluded. Rows past n_rows (zero-filled X) are folded
+  // too but never stored.
+  __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, const void* bias, float inv_temperature,
+                                               int lane) {
     mainloop.finish();
     float* const acc = mainloop.acc;
-    const int limit = V_VALID - n0;
+    const int limit = valid_cols - n0;
     if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, limit, bias, lane);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // Where V_VALID is a multiple of the tile no tile is partial, and no code for one is compiled.
-      if (V_VALID % kCols == 0 || limit >= kCols) {
+      if (limit >= kCols) {
         fold_whole_row(acc, h, n0, inv_temperature, lane);
       } else {
         fold_partial_row(acc, h, n0, limit, inv_temperature, lane);
@@ -132,7 +135,7 @@ struct LogpFragmentEpilogue {
     run[h].target = fmaxf(run[h].target, target_logit(acc, h, n0, inv_temperature, lane));
   }
 
-  // The shard's last tile, with columns at or past V_VALID (limit = V_VALID - n0 < BN): those are
+  // The shard's last tile, with columns past the valid ones (limit = valid_cols - n0 < BN): those are
   // left out, and a thread may hold none of the valid ones (its max stays -inf and its sum 0).
   // The terms are the whole tile's (one FFMA and one ex2 a logit): expf's accurate path here was
   // half the forward kernel's compile time.

@@ -1,8 +1,18 @@
-// The forward on the Hopper loop (templates/linear_logp/fwd.cuh with WGMMA): two compute
-// warpgroups and a producer warp. The block takes the same unit or piece as on the portable
-// loops (fwd_block_order.cuh), and its producer walks the K slices of all the block's tiles
-// through one TMA ring (templates/common/tma_ring.cuh), so that while the compute warps fold a
-// finished tile, the ring already fills with the next tile's slices.
+// The forward on the Hopper loop (sm_90a, 16-bit inputs): the kernel fwd.cuh describes, with two
+// compute warpgroups and a producer warp. The block takes the same unit or piece as on the
+// portable loops (fwd_block_order.cuh), and its producer walks the K slices of all the block's
+// tiles through one TMA ring (templates/common/tma_ring.cuh), so that while the compute warps
+// fold a finished tile, the ring already fills with the next tile's slices.
+//
+// Specialized for the types, the tile and entropy only: H and the shard's valid columns come in
+// the arguments (hidden_size, valid_local), and the TMA maps carry H and W's valid rows, so one
+// kernel serves every model of a dtype and is built with the library (tools/prebuild). Nothing
+// in the loop gains from a constant shape: the K loop is not unrolled (common/tma_ring.cuh), and
+// the block's share is worked out once.
+//
+// Parameters: LinearLogpFwdParams with the TMA maps of X and of W's valid rows. Grid: as fwd.cuh
+// says; block linear_logp_fwd_block_threads(true); dynamic shared memory
+// linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, true).
 //
 // Why not the cp.async ring of the portable loops: there every compute thread issues its share
 // of each slice's copies and the block meets at a barrier every slice, ~110 instructions a warp
@@ -20,27 +30,33 @@
 
 #include "common/ptx.cuh"
 #include "common/tma_ring.cuh"
+#include "common/wgmma_mainloop.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
+#include "linear_logp/fwd_layout.cuh"
+#include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, int H, int V_VALID, int BM, int BN, int BK, int STAGES, bool ENTROPY>
-__device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams& params, unsigned char* smem) {
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
+    linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
+  static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
+  unsigned char* const smem = linear_logp_fwd_hopper_smem;
   using Mainloop = WgmmaTileMainloop<T, BM, BN, BK, 1>;
-  using Epilogue = LogpFragmentEpilogue<BiasT, TargetT, V_VALID, ENTROPY, Mainloop>;
+  using Epilogue = LogpFragmentEpilogue<BiasT, TargetT, ENTROPY, Mainloop>;
   constexpr int kElem = static_cast<int>(sizeof(T));
-  constexpr int kKSlices = (H + BK - 1) / BK;
-  constexpr int kVocabTiles = static_cast<int>((static_cast<long long>(V_VALID) + BN - 1) / BN);
   using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;
 
   const LinearLogpFwdArgs& args = params.args;
+  const int k_slices = (args.hidden_size + BK - 1) / BK;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const FwdBlock block = fwd_block<BM, kVocabTiles>(args);
+  const FwdBlock block = fwd_block<BM>(args, (args.valid_local + BN - 1) / BN);
   wgmma_check_alignment(smem);
   const Ring ring(smem);
   ring.init(tid);
@@ -52,8 +68,8 @@ __device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
       TmaRingCursor<STAGES> at;
       for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
-        for (int slice = 0; slice < kKSlices; ++slice) {
-          // Rows past n_rows, columns past V_VALID and K past H come in as zeros.
+        for (int slice = 0; slice < k_slices; ++slice) {
+          // Rows past n_rows, columns past the valid ones and K past H come in as zeros.
           ring.produce(at, [&](unsigned int dst, unsigned int full) {
             tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
             tma_load_2d_hint(dst + BM * BK * kElem, &params.w_map, slice * BK, tile * BN, full, w_policy);
@@ -66,14 +82,14 @@ __device__ __forceinline__ void linear_logp_fwd_hopper(const LinearLogpFwdParams
   }
   Ring::enter_compute();
 
-  Epilogue epilogue(nullptr);
-  epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, tid);
+  Epilogue epilogue;
+  epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
   TmaRingCursor<STAGES> at;
   Mainloop mainloop;
   for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
     mainloop.clear();
-    ring.template consume<T>(mainloop, at, kKSlices, warp, lane);
-    epilogue.consume_tile(mainloop, tile * BN, block.rows, args.bias, args.inv_temperature, warp, lane);
+    ring.template consume<T>(mainloop, at, k_slices, warp, lane);
+    epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
   }
 
   store_block_partials(epilogue, args, block, BM, tid, Ring::kComputeThreads);

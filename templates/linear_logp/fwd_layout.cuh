@@ -1,11 +1,12 @@
-// Launch shape and dynamic shared-memory layout of linear_logp_fwd (templates/linear_logp/fwd.cuh).
+// Launch shape and dynamic shared-memory layout of the forward kernels: linear_logp_fwd
+// (templates/linear_logp/fwd.cuh) and linear_logp_fwd_hopper (fwd_hopper.cuh).
 // Read by the host (plain C++) to size the launch and by the kernel to place its buffers, so
 // both agree by construction; only built-in types and constexpr functions appear here.
 //
 // Layout, from the start of dynamic shared memory (every offset a multiple of 16 bytes):
 //   stages x { X tile [bm][bk], W tile [bn][bk] }   elements, swizzled, filled by cp.async (the
 //                                                    portable loops) or TMA (the Hopper loop)
-// then, on the Hopper loop (templates/linear_logp/fwd_hopper.cuh), whose epilogue works on the
+// then, on the Hopper loop (linear_logp_fwd_hopper), whose epilogue works on the
 // accumulators in registers:
 //   2 x stages mbarriers                             the TMA ring's full and empty barriers
 // and on the portable loops, for the epilogue that takes the tile through shared memory
@@ -61,7 +62,7 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_epilogue_bytes(int bm, int bn
 }
 
 // Dynamic shared memory of one block: the host launches with exactly this many bytes.
-// wgmma is the kernel's WGMMA parameter.
+// wgmma: the Hopper loop's kernel (linear_logp_fwd_hopper).
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, bool wgmma) {
   return linear_logp_fwd_ring_bytes(elem_bytes, bm, bn, bk, stages) +

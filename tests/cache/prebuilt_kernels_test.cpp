@@ -1,5 +1,6 @@
 // The kernels built with the library (runtime/cache/prebuilt_kernels.hpp): an op's
-// shape-independent kernels are found under their run-time keys without a compile or a file,
+// shape-independent kernels (on sm_90a, all of a 16-bit op's) are found under their run-time keys
+// without a compile or a file, the portable loops' shape-specialized ones are not,
 // they are what NVRTC makes now, a change to their templates leaves them unused, and a prewarm
 // copies them into its folder.
 #include <gtest/gtest.h>
@@ -36,13 +37,18 @@ RuntimeConfig config_in(const std::filesystem::path& dir, bool jit) {
   return config;
 }
 
-// A bf16 training op's kernels on sm_90a, as a prewarm of it lists them.
-std::vector<PrewarmItem> training_op_items(std::int64_t hidden, std::int64_t vocab) {
+// A bf16 training op's kernels on `arch`, as a prewarm of it lists them.
+std::vector<PrewarmItem> training_op_items_on(const std::string& arch, std::int64_t hidden, std::int64_t vocab) {
   PrewarmRequest request;
   request.models = {ModelShape{"test", hidden, vocab, 0}};
-  request.archs = {"sm_90a"};
+  request.archs = {arch};
   request.backward = true;
   return prewarm_items(request);
+}
+
+// The same on sm_90a.
+std::vector<PrewarmItem> training_op_items(std::int64_t hidden, std::int64_t vocab) {
+  return training_op_items_on("sm_90a", hidden, vocab);
 }
 
 // The machine code of an ELF64 CUBIN: its ".text.<kernel>" sections by name. (Two compiles of one
@@ -91,41 +97,46 @@ TEST(PrebuiltKernels, TheLibraryHasWhatItsBuildAskedFor) {
   }
 }
 
-bool is_forward(const PrewarmItem& item) { return item.spec.template_name() == "linear_logp_fwd"; }
-
-TEST(PrebuiltKernels, ATrainingOpsKernelsButTheForwardComeFromTheTableInCacheOnlyMode) {
+TEST(PrebuiltKernels, EveryKernelOfATrainingOpComesFromTheTableInCacheOnlyMode) {
   if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
   testing::TempDir dir;
   KernelCache cache(config_in(dir.path(), /*jit=*/false));  // nothing may compile, the folder is empty
   std::set<std::string> prebuilt;
   for (const PrewarmItem& item : training_op_items(1000, 5000)) {
-    if (is_forward(item)) continue;
     const CachedKernel got = cache.get(item.spec, item.arch, "shardjit prewarm ...");
     EXPECT_EQ(got.origin, KernelOrigin::kPrebuilt) << item.name();
     EXPECT_EQ(got.kernel->spec_text, item.spec.canonical_text());
     EXPECT_FALSE(got.kernel->cubin.empty());
     prebuilt.insert(item.spec.template_name());
   }
-  // The GEMMs of grad_weight and grad_hidden, the dZ kernel of the Hopper loop, the kept chunk's
-  // two kernels, the scale and the combine: everything but the shape-specialized forward.
-  EXPECT_EQ(prebuilt, (std::set<std::string>{"gemm", "linear_logp_bwd_dz_hopper", "linear_logp_fwd_keep",
-                                             "linear_logp_bwd_kept_dz", "linear_logp_bwd_scale", "logp_combine"}));
+  // The forward and the kept chunk's two kernels, the dZ kernel, the GEMMs of grad_weight and
+  // grad_hidden, the scale and the combine: on the Hopper loop none is specialized for the shape.
+  EXPECT_EQ(prebuilt, (std::set<std::string>{"linear_logp_fwd_hopper", "gemm", "linear_logp_bwd_dz_hopper",
+                                             "linear_logp_fwd_keep", "linear_logp_bwd_kept_dz",
+                                             "linear_logp_bwd_scale", "logp_combine"}));
   EXPECT_TRUE(cache.disk().list().empty()) << "a prebuilt kernel is not copied to disk by a load";
-  // The forward is specialized for the shape and not in the table: cache-only mode still asks for
-  // a prewarm.
-  std::vector<KernelSpec> forwards;
-  for (const PrewarmItem& item : training_op_items(1000, 5000)) {
-    if (!is_forward(item)) continue;
-    forwards.push_back(item.spec);
+}
+
+// The portable loops' forward and dZ kernels are specialized for the shape: never in the table, so
+// that an op on them in cache-only mode still asks for a prewarm (here sm_80's, whose other
+// kernels are in the table only where the build asked for sm_80).
+TEST(PrebuiltKernels, ThePortableLoopsShapeSpecializedKernelsAreNotInTheTable) {
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/false));
+  std::vector<KernelSpec> specialized;
+  for (const PrewarmItem& item : training_op_items_on("sm_80", 1000, 5000)) {
+    const std::string name = item.spec.template_name();
+    if (name != "linear_logp_fwd" && name != "linear_logp_bwd_dz") continue;
+    specialized.push_back(item.spec);
     EXPECT_THROW(cache.get(item.spec, item.arch, "shardjit prewarm ..."), Error) << item.name();
   }
-  ASSERT_FALSE(forwards.empty());
-  EXPECT_EQ(cache.count_missing(forwards, "sm_90a"), forwards.size());
+  EXPECT_EQ(specialized.size(), 2u) << "the forward and the dZ kernel";
+  EXPECT_EQ(cache.count_missing(specialized, "sm_80"), specialized.size());
 }
 
 // The same for the options a training op may take besides: fp16, a bias, int32 targets, entropy,
-// and the shards of tensor parallelism at an odd vocabulary.
-TEST(PrebuiltKernels, EveryOptionsBackwardKernelsComeFromTheTable) {
+// and the shards of tensor parallelism at an odd vocabulary, forward and backward.
+TEST(PrebuiltKernels, EveryOptionsKernelsComeFromTheTable) {
   if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
   testing::TempDir dir;
   KernelCache cache(config_in(dir.path(), /*jit=*/false));
@@ -140,13 +151,11 @@ TEST(PrebuiltKernels, EveryOptionsBackwardKernelsComeFromTheTable) {
   request.entropy = {false, true};
   std::size_t forwards = 0;
   for (const PrewarmItem& item : prewarm_items(request)) {
-    if (is_forward(item)) {
-      ++forwards;
-      continue;
-    }
+    if (item.spec.template_name() == "linear_logp_fwd_hopper") ++forwards;
     EXPECT_EQ(cache.get(item.spec, item.arch, "shardjit prewarm ...").origin, KernelOrigin::kPrebuilt) << item.name();
   }
-  EXPECT_GT(forwards, 0u);
+  // Two dtypes, three bias types, two target types, entropy on and off.
+  EXPECT_EQ(forwards, 24u);
 }
 
 TEST(PrebuiltKernels, AreTheBytesNvrtcMakesNow) {

@@ -68,12 +68,18 @@ TEST(KernelSpec, UnknownTemplateIsNotFound) {
   }
 }
 
-KernelSpec fwd_spec(std::int64_t hidden, std::int64_t v_local, std::int64_t v_valid, const char* type = "bf16",
-                    std::int64_t bn = 128, bool wgmma = false) {
+KernelSpec fwd_spec(std::int64_t hidden, std::int64_t v_local, std::int64_t v_valid, const char* type = "bf16") {
   return KernelSpec("linear_logp_fwd", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}}, {"TargetT", TypeArg{"int64"}},
                                         {"H", hidden}, {"V_LOCAL", v_local}, {"V_VALID", v_valid},
-                                        {"BM", std::int64_t{128}}, {"BN", bn}, {"BK", std::int64_t{64}},
-                                        {"STAGES", std::int64_t{3}}, {"WGMMA", wgmma}, {"ENTROPY", false}});
+                                        {"BM", std::int64_t{128}}, {"BN", std::int64_t{128}}, {"BK", std::int64_t{64}},
+                                        {"STAGES", std::int64_t{3}}, {"ENTROPY", false}});
+}
+
+KernelSpec fwd_hopper_spec(const char* type, std::int64_t bn) {
+  return KernelSpec("linear_logp_fwd_hopper", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}},
+                                               {"TargetT", TypeArg{"int64"}}, {"BM", std::int64_t{128}}, {"BN", bn},
+                                               {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{4}},
+                                               {"ENTROPY", false}});
 }
 
 TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
@@ -82,11 +88,17 @@ TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
   expect_invalid([] { fwd_spec(64, 300, 301); }, "exceeds V_LOCAL");
 }
 
-TEST(KernelSpec, TheHopperMainLoopTakesOneTileOf16BitInputs) {
-  EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "bf16", 256, true));
-  EXPECT_NO_THROW(fwd_spec(4096, 128256, 128256, "fp16", 256, true));
-  expect_invalid([] { fwd_spec(4096, 128256, 128256, "bf16", 128, true); }, "BM x BN x BK = 128 x 128 x 64");
-  expect_invalid([] { fwd_spec(4096, 128256, 128256, "fp32", 256, true); }, "WGMMA with T = fp32");
+TEST(KernelSpec, TheHopperForwardTakesOneTileOf16BitInputsAndNoShape) {
+  EXPECT_NO_THROW(fwd_hopper_spec("bf16", 256));
+  EXPECT_NO_THROW(fwd_hopper_spec("fp16", 256));
+  expect_invalid([] { fwd_hopper_spec("bf16", 128); }, "BM x BN x BK = 128 x 128 x 64");
+  expect_invalid([] { fwd_hopper_spec("fp32", 256); }, "expected one of");
+  expect_invalid([] {
+    KernelSpec("linear_logp_fwd_hopper", {{"T", TypeArg{"bf16"}}, {"BiasT", TypeArg{"none"}},
+                                          {"TargetT", TypeArg{"int64"}}, {"H", std::int64_t{4096}},
+                                          {"BM", std::int64_t{128}}, {"BN", std::int64_t{256}}, {"BK", std::int64_t{64}},
+                                          {"STAGES", std::int64_t{4}}, {"ENTROPY", false}});
+  }, "H");
 }
 
 }  // namespace

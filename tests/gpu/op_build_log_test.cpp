@@ -75,6 +75,9 @@ TEST(OpBuildLog, AnOpThatCompilesSaysOnceWhatAndHowManyAndTheCommandThatBuildsTh
   RuntimeOptions options;
   options.cache_dir = (dir.path() / "cache").string();  // empty: every kernel not built with the library compiles
   options.log_level = "info";
+  // The portable loop, whose forward and dZ kernels are specialized for the shape: on the Hopper
+  // loop every kernel of a 16-bit op may come with the library, and nothing would compile.
+  options.hopper_path = false;
   {
     Runtime runtime(options);
     LinearLogp op(runtime, training_config());
@@ -82,9 +85,9 @@ TEST(OpBuildLog, AnOpThatCompilesSaysOnceWhatAndHowManyAndTheCommandThatBuildsTh
     ASSERT_EQ(lines.size(), 1u) << "expected one announcement";
     const std::string& line = lines[0];
     EXPECT_NE(line.find("LinearLogp(hidden=256, vocab_local=1000, bf16, with backward)"), std::string::npos) << line;
-    // The forward at least (specialized for the shape); the backward's kernels too (dZ, the kept
-    // chunk's two, the GEMMs, scale and combine) where the library was built without them.
-    EXPECT_GE(build_log.compiles(), 1);
+    // The forward and dZ kernels at least; the GEMMs, scale and combine too where the library was
+    // built without them.
+    EXPECT_GE(build_log.compiles(), 2);
     std::smatch counts;
     ASSERT_TRUE(std::regex_search(line, counts, std::regex(R"(compiles (\d+) of its (\d+) kernels)"))) << line;
     EXPECT_EQ(std::stoi(counts[1].str()), build_log.compiles()) << line;

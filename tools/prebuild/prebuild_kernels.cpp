@@ -1,9 +1,10 @@
 // shardjit-prebuild: writes the table of kernels compiled with the library
 // (runtime/cache/prebuilt_kernels.hpp), run by the build (cmake/prebuilt_kernels.cmake), never
 // installed. The kernels are those a LinearLogp op asks for whatever its shape: the ones that
-// two different model shapes' prewarms share (the backward's GEMMs, its dZ kernel and the kept
-// chunk's two kernels on the Hopper loop, scale, bias and combine kernels), for every TP degree, target and bias type, entropy setting and backward variant but
-// the experimental ones (dz_fp32, gradient filters), for each dtype and arch given.
+// two different model shapes' prewarms share (on the Hopper loop the forward, the dZ kernel and
+// the kept chunk's two; the backward's GEMMs, scale, bias and combine kernels), for every TP
+// degree, target and bias type, entropy setting and backward variant but the experimental ones
+// (dz_fp32, gradient filters), for each dtype and arch given.
 //
 //   shardjit-prebuild --out FILE.cpp --cache-dir DIR --archs sm_90a[,ARCH...] --dtypes bf16[,fp16...] [--jobs N]
 //

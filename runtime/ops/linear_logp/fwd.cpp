@@ -72,8 +72,9 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
 }
 
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
-  return logit_kernel_spec("linear_logp_fwd", layout, tile,
-                           {{"WGMMA", tile.wgmma}, {"ENTROPY", layout.config.want_entropy}});
+  const bool entropy = layout.config.want_entropy;
+  if (tile.wgmma) return shape_free_logit_kernel_spec("linear_logp_fwd_hopper", layout.config, tile, {{"ENTROPY", entropy}});
+  return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", entropy}});
 }
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
@@ -168,6 +169,31 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
     most = std::max(most, r * std::max(sources_for(first), sources_for(r)));
   }
   return most;
+}
+
+kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,
+                                                std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
+                                                kernels::RowPartial* partials, const VocabSplit& plan) {
+  const LinearLogpConfig& c = layout.config;
+  kernels::LinearLogpFwdArgs args{};
+  args.hidden = in.hidden.data;
+  args.weight = in.weight.data;
+  args.bias = c.bias_dtype ? in.bias.data : nullptr;
+  args.targets = in.targets.data;
+  args.partials = partials;
+  args.n_rows = n;
+  args.hidden_stride = hidden_stride;
+  args.weight_stride = weight_stride;
+  args.vocab_start = c.vocab_start;
+  args.row_tiles = plan.row_tiles;
+  args.splits = plan.splits;
+  args.group_rows = plan.group_rows;
+  args.whole_units = plan.whole_units;
+  args.unit_pieces = plan.unit_pieces;
+  args.hidden_size = static_cast<int>(c.hidden);
+  args.valid_local = static_cast<int>(layout.valid_local);
+  args.inv_temperature = 1.0f / c.temperature;
+  return args;
 }
 
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,

@@ -48,18 +48,20 @@ FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path)
 // The portable path's tiles for 16-bit inputs, fastest first where they fit.
 std::span<const FwdTile> portable_fwd_tiles();
 
-// A kernel that recomputes logit tiles of the shard and is specialized for its shape
-// (linear_logp_fwd, the portable linear_logp_bwd_dz): the parameters they share (the input
-// types, the shard, the tile), plus `own`.
+// A kernel of the portable loops that recomputes logit tiles of the shard and is specialized for
+// its shape (linear_logp_fwd, linear_logp_bwd_dz): the parameters they share (the input types,
+// the shard, the tile), plus `own`.
 KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& layout, const FwdTile& tile,
                              std::vector<std::pair<std::string, ParamValue>> own);
 
 // A kernel of the Hopper loop that recomputes logit tiles and takes the shard at run time
-// (linear_logp_bwd_dz_hopper, linear_logp_fwd_keep): the input types and the tile, plus `own`.
-// Its spec is the same for every model shape of the config's dtypes.
+// (linear_logp_fwd_hopper, linear_logp_bwd_dz_hopper, linear_logp_fwd_keep): the input types and
+// the tile, plus `own`. Its spec is the same for every model shape of the config's dtypes.
 KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLogpConfig& config, const FwdTile& tile,
                                         std::vector<std::pair<std::string, ParamValue>> own);
 
+// The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), built
+// once per dtype; else linear_logp_fwd, specialized for the shard.
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
@@ -143,6 +145,13 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 // chunks' also through their width, which narrows as the rows grow, so each tile is counted at
 // its most rows with the larger of its first and last row counts' sources.
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
+
+// The forward kernel's arguments for a call of n rows of `in` (row strides in elements), writing
+// `partials` in `plan`'s split, with the shape the Hopper kernel takes at run time (H, the
+// shard's valid columns). first_tile is 0: an op that keeps chunks sets it (linear_logp.cpp).
+kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,
+                                                std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
+                                                kernels::RowPartial* partials, const VocabSplit& plan);
 
 // One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded

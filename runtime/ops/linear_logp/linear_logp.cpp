@@ -108,24 +108,7 @@ LinearLogp::Impl::~Impl() = default;
 
 kernels::LinearLogpFwdArgs LinearLogp::Impl::fwd_args(const ForwardCall& call, kernels::RowPartial* partials,
                                                       const VocabSplit& plan) const {
-  const LinearLogpConfig& c = layout.config;
-  kernels::LinearLogpFwdArgs args{};
-  args.hidden = call.in.hidden.data;
-  args.weight = call.in.weight.data;
-  args.bias = c.bias_dtype ? call.in.bias.data : nullptr;
-  args.targets = call.in.targets.data;
-  args.partials = partials;
-  args.n_rows = call.n;
-  args.hidden_stride = call.hidden_stride;
-  args.weight_stride = call.weight_stride;
-  args.vocab_start = c.vocab_start;
-  args.row_tiles = plan.row_tiles;
-  args.splits = plan.splits;
-  args.group_rows = plan.group_rows;
-  args.whole_units = plan.whole_units;
-  args.unit_pieces = plan.unit_pieces;
-  args.inv_temperature = 1.0f / c.temperature;
-  return args;
+  return linear_logp_fwd_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride, partials, plan);
 }
 
 kernels::LogpCombineArgs LinearLogp::Impl::combine_args(const ForwardCall& call, const kernels::RowPartial* partials,

@@ -145,8 +145,11 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
 }
 
 std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device) {
+  // The candidates run on both forward kernels: a change to either retunes.
+  const std::string sources = runtime.cache.flattened(find_template("linear_logp_fwd").file) +
+                              runtime.cache.flattened(find_template("linear_logp_fwd_hopper").file);
   return fwd_tuning_key(layout, device.arch(), device.info().name, runtime.config.hopper_path,
-                        fwd_tuning_rows(layout.config), runtime.cache.flattened(find_template("linear_logp_fwd").file));
+                        fwd_tuning_rows(layout.config), sources);
 }
 
 std::size_t tuning_input_sets(std::size_t set_bytes, std::int64_t l2_bytes) {

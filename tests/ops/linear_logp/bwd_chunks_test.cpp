@@ -518,9 +518,11 @@ TEST(DzSpec, TheHopperLoopsKernelsHoldNoShape) {
   EXPECT_EQ(linear_logp_bwd_dz_spec(a, DType::kBF16, hopper, false), linear_logp_bwd_dz_spec(b, DType::kBF16, hopper, false));
   EXPECT_EQ(linear_logp_fwd_keep_spec(a, hopper), linear_logp_fwd_keep_spec(b, hopper));
   EXPECT_EQ(linear_logp_bwd_kept_dz_spec(a, DType::kBF16, hopper), linear_logp_bwd_kept_dz_spec(b, DType::kBF16, hopper));
+  EXPECT_EQ(linear_logp_fwd_spec(a, hopper), linear_logp_fwd_spec(b, hopper));
+  // The portable loops' dZ kernel and forward are the shape's.
   EXPECT_NE(linear_logp_bwd_dz_spec(a, DType::kBF16, portable, false),
             linear_logp_bwd_dz_spec(b, DType::kBF16, portable, false));
-  EXPECT_NE(linear_logp_fwd_spec(a, hopper), linear_logp_fwd_spec(b, hopper)) << "the forward is the shape's";
+  EXPECT_NE(linear_logp_fwd_spec(a, portable), linear_logp_fwd_spec(b, portable));
 }
 
 // The shard's valid columns, which the kernels above no longer hold, come in every launch's

@@ -24,7 +24,7 @@ void compile_template(benchmark::State& state, const std::string& template_name)
 }
 
 void BM_CompileLogpCombine(benchmark::State& state) { compile_template(state, "logp_combine"); }
-void BM_CompileLinearLogpFwd(benchmark::State& state) { compile_template(state, "linear_logp_fwd"); }
+void BM_CompileLinearLogpFwd(benchmark::State& state) { compile_template(state, "linear_logp_fwd_hopper"); }
 
 BENCHMARK(BM_CompileLogpCombine)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CompileLinearLogpFwd)->Unit(benchmark::kMillisecond);
