@@ -3,7 +3,6 @@
 #include "runtime/ops/collective/kernels.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include "runtime/ops/linear_logp/kernels.hpp"
 #include "shardjit/error.hpp"
@@ -62,18 +61,41 @@ struct BackwardVariant {
   bool operator==(const BackwardVariant&) const = default;
 };
 
+// Whether two configs have one forward tuning record: everything its key reads
+// (runtime/ops/linear_logp/tuning.cpp, fwd_tuning_key) that a prewarm varies.
+bool same_forward_tuning(const LinearLogpConfig& a, const LinearLogpConfig& b) {
+  return a.hidden == b.hidden && a.vocab_start == b.vocab_start && a.vocab_local == b.vocab_local &&
+         a.vocab_global == b.vocab_global && a.valid_vocab == b.valid_vocab && a.dtype == b.dtype &&
+         a.bias_dtype == b.bias_dtype && a.target_dtype == b.target_dtype && a.want_entropy == b.want_entropy &&
+         a.max_rows == b.max_rows;
+}
+
 }  // namespace
+
+void PrewarmItemSet::add(PrewarmItem item) {
+  const auto [at, is_new] = index_.emplace(item.spec.canonical_text() + "@" + item.arch, items_.size());
+  if (is_new) {
+    items_.push_back(std::move(item));
+    return;
+  }
+  std::vector<TunableForward>& tunables = items_[at->second].tunables;
+  for (TunableForward& tunable : item.tunables) {
+    const bool known = std::any_of(tunables.begin(), tunables.end(), [&](const TunableForward& t) {
+      return same_forward_tuning(t.config, tunable.config);
+    });
+    if (!known) tunables.push_back(std::move(tunable));
+  }
+}
 
 std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
   if (request.models.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "prewarm: no model given; pass a config.json or --hidden and --vocab");
   }
   if (request.archs.empty()) throw Error(ErrorCode::kInvalidArgument, "prewarm: no target arch given");
-  std::vector<PrewarmItem> items;
-  std::set<std::string> seen;
+  PrewarmItemSet items;
   auto add = [&](const KernelSpec& spec, const std::string& arch, const std::string& origin,
-                 std::optional<LinearLogpConfig> tunable = std::nullopt) {
-    if (seen.insert(spec.canonical_text() + "@" + arch).second) items.push_back({spec, arch, origin, tunable});
+                 std::vector<TunableForward> tunables = {}) {
+    items.add(PrewarmItem{spec, arch, origin, std::move(tunables)});
   };
   // Backward: both grad_weight dtypes (fp32 is common in training; their GEMM kernels do not
   // depend on the shapes, so the second costs little), and the dZ variants asked for.
@@ -110,7 +132,9 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           const LinearLogpLayout layout = resolve_layout(config);
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
-            add(kernels.fwd, arch, origin, tp == 1 ? std::optional<LinearLogpConfig>(config) : std::nullopt);
+            std::vector<TunableForward> tunables;
+            if (tp == 1) tunables.push_back({config, origin});
+            add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
             if (kernels.peer_combine) add(*kernels.peer_combine, arch, origin);
             if (kernels.backward) {
@@ -121,7 +145,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
       }
     }
   }
-  return items;
+  return items.take();
 }
 
 }  // namespace shardjit

@@ -2,9 +2,12 @@
 // of every rank and the kernels each rank's ops load (deduplicated), for each target arch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/compile/kernel_spec.hpp"
@@ -45,16 +48,37 @@ struct PrewarmRequest {
   bool hopper_path = true;          // RuntimeConfig::hopper_path of the ops that will load them
 };
 
+// A single-GPU op whose forward tile `shardjit prewarm --tune` can time
+// (runtime/ops/linear_logp/tuning.hpp), and which model / dtype it is, for messages.
+struct TunableForward {
+  LinearLogpConfig config;
+  std::string origin;
+};
+
 struct PrewarmItem {
   KernelSpec spec;
   std::string arch;
   std::string origin;  // which model / tp / dtype asked for it first, for messages
-  // For the forward kernel of a single-GPU op: that op's config, whose forward tile
-  // `shardjit prewarm --tune` can time (runtime/ops/linear_logp/tuning.hpp).
-  std::optional<LinearLogpConfig> tunable;
+  // For a forward kernel: the single-GPU ops that load it, one a forward shape. Several where the
+  // kernel does not depend on the shape (the Hopper loop's forward serves every model of a dtype)
+  // while each shape's tile is tuned apart.
+  std::vector<TunableForward> tunables;
 
   // "<spec text> <arch>", how messages name the kernel.
   std::string name() const { return spec.canonical_text() + " " + arch; }
+};
+
+// Prewarm items without repeats: each kernel (spec and arch) once, under the first asker's origin,
+// with the tunable ops of every asker (those of one forward shape once).
+class PrewarmItemSet {
+ public:
+  void add(PrewarmItem item);
+  const std::vector<PrewarmItem>& items() const { return items_; }
+  std::vector<PrewarmItem> take() { return std::move(items_); }
+
+ private:
+  std::vector<PrewarmItem> items_;
+  std::map<std::string, std::size_t> index_;  // "<spec text>@<arch>" -> position in items_
 };
 
 // The shards of an even TP split: ceil(V / tp) rows per rank, the last rank the rest.

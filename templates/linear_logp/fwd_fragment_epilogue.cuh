@@ -1,4 +1,4 @@
-// Online log-sum-exp epilogue of linear_logp_fwd on the Hopper main loop: each finished
+// Online log-sum-exp epilogue of linear_logp_fwd_hopper (fwd_hopper.cuh): each finished
 // vocabulary tile is folded straight from the wgmma accumulators, which hold two rows and
 // BN / 4 columns a thread (WgmmaTileMainloop's fragment layout), into running statistics kept
 // in the thread's registers. No shared-memory logit tile and no barrier: the shared memory is
@@ -8,8 +8,9 @@
 // split's tiles; they are merged once, in store, in a fixed lane order, so the result does not
 // depend on timing. Like LogpEpilogue (fwd_epilogue.cuh) it has init, consume_tile and store,
 // but takes the shard's valid columns at run time (init), so that the kernel is built once for
-// every shape; the edge tile's fold is then compiled beside the whole tiles' (it measured as fast
-// as the kernel without it: docs/perf-notes-jit.md, items 5 and 8).
+// every shape; the edge tile's fold is then compiled beside the whole tiles', as it was in the
+// kernels specialized for a vocabulary with an edge tile, whose whole tiles ran as fast as those
+// of the kernels without one (docs/perf-notes-jit.md, items 5 and 8).
 #pragma once
 
 #include "common/math.cuh"

@@ -3,9 +3,9 @@
 // (logit_tiles_hopper.cuh), each giving the forward one partial a row (KeptLogitsEpilogue,
 // fwd_keep_epilogue.cuh) and leaving its logits in the dZ buffer, so that a backward of the same
 // inputs turns them into the chunk's dZ (bwd_kept_dz.cuh) instead of multiplying X by the chunk's
-// rows of W again. The forward kernel (fwd.cuh) covers the shard's other columns, from
-// args.first_tile on, and the combine merges both kernels' partials. Like the Hopper dZ kernel it
-// is specialized for the types and the tile only, not for the shape.
+// rows of W again. The forward kernel (fwd_hopper.cuh) covers the shard's other columns, from
+// args.first_tile on, and the combine merges both kernels' partials. Like the other Hopper loop
+// kernels it is specialized for the types and the tile only, not for the shape.
 //
 // Parameters: those of the dZ kernel (LinearLogpBwdDzParams), with dz the kept logits (fp16,
 // [n_rows][dz_stride], its TMA map in dz_map), chunk_begin 0, chunk_cols the chunk's width and

@@ -5,8 +5,9 @@
 //   fp32 T:   exact fp32 FMA.
 // Both share one contract: clear(), compute(a_stage, b_stage, warp, lane, between) per BK slice of
 // the cp.async ring, store_columns<COLS>() to the shared-memory logit tile, and the ring contract
-// of templates/common/slice_ring.cuh (kAsyncProxyReads, kSlicesInFlight). The Hopper loop of the
-// same kernels (WGMMA) runs on the TMA ring instead (templates/common/tma_ring.cuh).
+// of templates/common/slice_ring.cuh (kAsyncProxyReads, kSlicesInFlight). The Hopper loop's
+// kernels (fwd_hopper.cuh, bwd_dz_hopper.cuh) run on the TMA ring instead
+// (templates/common/tma_ring.cuh).
 #pragma once
 
 #include "common/mma_mainloop.cuh"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <set>
 
 #include "runtime/compile/compile_pool.hpp"
 #include "shardjit/error.hpp"
@@ -216,8 +215,7 @@ std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const
   base.archs = target_archs(options, config);
   base.hopper_path = config.hopper_path;
 
-  std::vector<PrewarmItem> items;
-  std::set<std::string> seen;  // models with the same shapes share their kernels
+  PrewarmItemSet items;  // models with the same shapes share their kernels
   for (const ModelRequest& model : models) {
     PrewarmRequest request = base;
     request.models = {model.shape};
@@ -228,11 +226,9 @@ std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const
     } catch (const Error& error) {
       throw Error(error.code(), model.shape.name + ": " + error.what());
     }
-    for (PrewarmItem& item : found) {
-      if (seen.insert(item.spec.canonical_text() + "@" + item.arch).second) items.push_back(std::move(item));
-    }
+    for (PrewarmItem& item : found) items.add(std::move(item));
   }
-  return items;
+  return items.take();
 }
 
 }  // namespace shardjit::cli

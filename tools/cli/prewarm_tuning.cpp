@@ -12,31 +12,32 @@ TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& i
   DeviceContext& device = tooling::device(runtime, 0);
   const std::string arch = device.arch();
   for (const PrewarmItem& item : items) {
-    if (!item.tunable) continue;
-    if (item.arch != arch) {
-      ++summary.skipped;
-      continue;
-    }
-    try {
-      LinearLogpConfig config = *item.tunable;
-      config.device = 0;
-      LinearLogp op(runtime, config);  // times the candidates unless a record exists
-      const std::optional<TuningRecord> record = tooling::forward_tuning_record(runtime, config);
-      if (!record) {
-        std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", item.origin.c_str());
+    for (const TunableForward& tunable : item.tunables) {
+      if (item.arch != arch) {
+        ++summary.skipped;
         continue;
       }
-      std::string times;
-      for (const auto& [name, ms] : record->times_ms) {
-        char text[64];
-        std::snprintf(text, sizeof text, "%s%s %.3f ms", times.empty() ? "" : ", ", name.c_str(), ms);
-        times += text;
+      try {
+        LinearLogpConfig config = tunable.config;
+        config.device = 0;
+        LinearLogp op(runtime, config);  // times the candidates unless a record exists
+        const std::optional<TuningRecord> record = tooling::forward_tuning_record(runtime, config);
+        if (!record) {
+          std::fprintf(out, "tune %s: one candidate tile only, nothing to time\n", tunable.origin.c_str());
+          continue;
+        }
+        std::string times;
+        for (const auto& [name, ms] : record->times_ms) {
+          char text[64];
+          std::snprintf(text, sizeof text, "%s%s %.3f ms", times.empty() ? "" : ", ", name.c_str(), ms);
+          times += text;
+        }
+        std::fprintf(out, "tune %s: %s (%s)\n", tunable.origin.c_str(), record->choice.c_str(), times.c_str());
+        ++summary.tuned;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tune failed: %s: %s\n", tunable.origin.c_str(), e.what());
+        ++summary.failed;
       }
-      std::fprintf(out, "tune %s: %s (%s)\n", item.origin.c_str(), record->choice.c_str(), times.c_str());
-      ++summary.tuned;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tune failed: %s: %s\n", item.origin.c_str(), e.what());
-      ++summary.failed;
     }
   }
   std::fflush(out);

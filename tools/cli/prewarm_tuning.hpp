@@ -14,7 +14,7 @@ namespace shardjit::cli {
 
 struct TuningSummary {
   std::size_t tuned = 0;    // ops whose record now names a tile
-  std::size_t skipped = 0;  // items for another arch than GPU 0's
+  std::size_t skipped = 0;  // ops whose forward kernel is another arch's than GPU 0's
   std::size_t failed = 0;
 };
 

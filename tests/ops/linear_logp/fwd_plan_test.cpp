@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -377,6 +378,27 @@ TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
     EXPECT_EQ(forwards, std::set<std::string>{hopper_path ? "linear_logp_fwd_hopper" : "linear_logp_fwd"});
     EXPECT_EQ(dz_kernels, std::set<std::string>{hopper_path ? "linear_logp_bwd_dz_hopper" : "linear_logp_bwd_dz"});
   }
+}
+
+// `prewarm --tune` times each single-GPU forward shape's tile, also where one kernel serves several
+// shapes (the Hopper loop's forward): the item keeps every shape's op, once each, whichever asked
+// first (here a TP rank, whose forward is the same kernel but not tuned).
+TEST(PrewarmPlan, EveryForwardShapeStaysTunable) {
+  PrewarmRequest request;
+  request.models = {{"a", 64, 300, 0}, {"b", 128, 1000, 0}};
+  request.archs = {"sm_90a", "sm_80"};
+  request.tp = {2, 1};
+  request.backward = true;  // backward variants: the same forward, tuned once
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> shapes;  // arch -> (H, V_local)
+  for (const PrewarmItem& item : prewarm_items(request)) {
+    for (const TunableForward& tunable : item.tunables) {
+      EXPECT_EQ(tunable.config.vocab_start, 0) << "single-GPU ops only";
+      shapes[item.arch].emplace_back(tunable.config.hidden, tunable.config.vocab_local);
+    }
+  }
+  const std::vector<std::pair<std::int64_t, std::int64_t>> both = {{64, 300}, {128, 1000}};
+  EXPECT_EQ(shapes["sm_90a"], both) << "one kernel, two shapes";
+  EXPECT_EQ(shapes["sm_80"], both) << "one kernel a shape";
 }
 
 // Ops built with dz_fp32 or gradient filtering load other dZ and GEMM kernels: prewarm builds

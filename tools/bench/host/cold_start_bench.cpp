@@ -9,10 +9,13 @@
 //   first_result:    context kept; up to the first result: the op built, one forward of one row
 //                    enqueued and waited for (check()).
 //   empty_cache:     as first_result, but every iteration starts from an empty cache folder
-//                    with JIT on, so every kernel is compiled first.
+//                    with JIT on, so every kernel not in the library's prebuilt table is
+//                    compiled first (on sm_90a none of a bf16 op's: the table's lookups and
+//                    module loads).
 //   llama3_8b_train: the training op (want_backward: forward, combine and the backward's
 //                    kernels, 10 CUBINs on sm_90a), built as above; its empty_cache build is the
-//                    cold fwd+bwd op compile on the compile pool.
+//                    cold fwd+bwd op build (a compile on the compile pool where the table lacks
+//                    a kernel).
 //
 // One-time costs of a process (opening libcuda and NVRTC, the embedded templates) are paid once
 // before timing starts and are not in these numbers. Needs a GPU; skips without one.

@@ -4,6 +4,9 @@
 //
 //   cold/pool:       an empty cache folder, the compile pool at one thread per hardware thread:
 //                    the op's build is about its slowest kernel (more kernels than cores: more);
+//                    on sm_90a every kernel is in the library's prebuilt table (a build with
+//                    SHARDJIT_PREBUILT_KERNELS on), so nothing compiles there: the figure is the
+//                    keys and the table's lookups, and sm_80's is the compile;
 //   cold/serial:     the same with SHARDJIT_COMPILE_JOBS = 1, one kernel after another (the old
 //                    build);
 //   disk_warm:       a new cache (a new process's) over a folder that holds every kernel: the
