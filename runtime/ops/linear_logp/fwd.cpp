@@ -174,25 +174,15 @@ std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<i
 kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,
                                                 std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
                                                 kernels::RowPartial* partials, const VocabSplit& plan) {
-  const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpFwdArgs args{};
-  args.hidden = in.hidden.data;
-  args.weight = in.weight.data;
-  args.bias = c.bias_dtype ? in.bias.data : nullptr;
-  args.targets = in.targets.data;
+  set_logit_inputs(args, layout, in, n, hidden_stride, weight_stride);
   args.partials = partials;
-  args.n_rows = n;
-  args.hidden_stride = hidden_stride;
-  args.weight_stride = weight_stride;
-  args.vocab_start = c.vocab_start;
   args.row_tiles = plan.row_tiles;
   args.splits = plan.splits;
   args.group_rows = plan.group_rows;
   args.whole_units = plan.whole_units;
   args.unit_pieces = plan.unit_pieces;
-  args.hidden_size = static_cast<int>(c.hidden);
-  args.valid_local = static_cast<int>(layout.valid_local);
-  args.inv_temperature = 1.0f / c.temperature;
+  args.hidden_size = static_cast<int>(layout.config.hidden);
   return args;
 }
 

@@ -146,6 +146,25 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 // its most rows with the larger of its first and last row counts' sources.
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for);
 
+// What the arguments of every kernel that recomputes logit tiles hold alike (the forward's,
+// kernels::LinearLogpFwdArgs, and the dZ kernels', LinearLogpBwdDzArgs): a call of n rows of `in`
+// (row strides in elements) and the shard (its first token id, its valid columns, 1 / T).
+template <class LogitArgs>
+void set_logit_inputs(LogitArgs& args, const LinearLogpLayout& layout, const LinearLogpInputs& in, std::int64_t n,
+                      std::int64_t hidden_stride, std::int64_t weight_stride) {
+  const LinearLogpConfig& c = layout.config;
+  args.hidden = in.hidden.data;
+  args.weight = in.weight.data;
+  args.bias = c.bias_dtype ? in.bias.data : nullptr;
+  args.targets = in.targets.data;
+  args.n_rows = n;
+  args.hidden_stride = hidden_stride;
+  args.weight_stride = weight_stride;
+  args.vocab_start = c.vocab_start;
+  args.valid_local = static_cast<int>(layout.valid_local);
+  args.inv_temperature = 1.0f / c.temperature;
+}
+
 // The forward kernel's arguments for a call of n rows of `in` (row strides in elements), writing
 // `partials` in `plan`'s split, with the shape the Hopper kernel takes at run time (H, the
 // shard's valid columns). first_tile is 0: an op that keeps chunks sets it (linear_logp.cpp).

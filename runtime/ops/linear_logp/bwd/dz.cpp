@@ -83,22 +83,13 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, co
                                               std::int64_t chunk_cols) {
   const LinearLogpConfig& c = layout.config;
   kernels::LinearLogpBwdDzArgs args{};
-  args.hidden = in.hidden.data;
-  args.weight = in.weight.data;
-  args.bias = c.bias_dtype ? in.bias.data : nullptr;
-  args.targets = in.targets.data;
+  set_logit_inputs(args, layout, in, n, hidden_stride, weight_stride);
   args.dz = dz;
-  args.n_rows = n;
-  args.hidden_stride = hidden_stride;
-  args.weight_stride = weight_stride;
   args.dz_stride = dz_stride;
-  args.vocab_start = c.vocab_start;
   args.valid_vocab = c.valid_vocab;
   args.ignore_index = c.ignore_index;
   args.chunk_begin = static_cast<int>(chunk_begin);
   args.chunk_cols = static_cast<int>(chunk_cols);
-  args.valid_local = static_cast<int>(layout.valid_local);
-  args.inv_temperature = 1.0f / c.temperature;
   return args;
 }
 
