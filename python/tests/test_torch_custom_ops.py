@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests ne
 
 from shardjit import _op_cache  # noqa: E402
 import shardjit.torch as sjt  # noqa: E402  (registers the ops)
-from shardjit.torch import _linear_logp_ops  # noqa: E402
+from shardjit.torch import _functional, _linear_logp_ops  # noqa: E402
 
 N, H, V = 5, 32, 24
 
@@ -113,6 +113,33 @@ def test_dynamo_traces_a_loss_in_one_graph():
     assert loss.shape == ()
     assert len(graphs) == 1
     assert "torch.ops.shardjit.linear_logp.default" in graphs[0].code
+
+
+def test_dynamo_traces_autocast_in_the_same_graph(monkeypatch):
+    # Under autocast the wrapper casts fp32 inputs to its dtype before the custom op, in the graph
+    # (CPU tensors and CPU autocast: CUDA's needs a GPU; the CUDA test is left out).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    monkeypatch.setattr(_functional, "_check_on_cuda", lambda hidden: None)
+
+    def loss_fn(hidden, weight, targets):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return sjt.linear_logp(hidden, weight, targets).mean()
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        hidden = torch.empty(2, 8, H, requires_grad=True)
+        weight = torch.empty(V, H, requires_grad=True)
+        loss = torch.compile(loss_fn, backend=backend, fullgraph=True)(hidden, weight,
+                                                                        torch.empty(2, 8, dtype=torch.int64))
+    assert loss.shape == () and loss.dtype == torch.float32
+    assert len(graphs) == 1
+    code = graphs[0].code
+    assert "torch.ops.shardjit.linear_logp.default" in code and "torch.bfloat16" in code, code
 
 
 def test_aot_autograd_traces_the_backward_through_the_custom_op():

@@ -24,18 +24,24 @@ def read(address, count):
     return None if address == 0 else list((ctypes.c_float * count).from_address(address))
 
 
-def fill(address, count, value):
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def fill(address, count, value, dtype=torch.float32):
     if address:
-        ctypes.memmove(address, (ctypes.c_float * count)(*([value] * count)), count * 4)
+        values = torch.full((count,), value, dtype=dtype)
+        ctypes.memmove(address, values.data_ptr(), count * values.element_size())
 
 
 class RecordingOp:
     """Takes the op's calls at device addresses, as LinearLogp does; records them and writes known
-    values into the outputs (fp32 everywhere here: the test's tensors are fp32)."""
+    values into the outputs (fp32) and the gradients (in the dtypes of the op's key)."""
 
     def __init__(self, key, calls):
         self.key = key
         self.calls = calls
+        self.dtype = _TORCH_DTYPES[key[2]]
+        self.bias_dtype = None if key[5] is None else _TORCH_DTYPES[key[5]]
 
     def _forward_at(self, n, hidden, weight, targets, logp, lse, entropy, bias, stream):
         self.calls.append(dict(call="forward", n=n, lse=lse != 0, entropy=entropy != 0, bias=bias != 0))
@@ -48,9 +54,9 @@ class RecordingOp:
         self.calls.append(dict(call="backward", n=n, grad_logp=read(grad_logp, n), grad_lse=read(grad_lse, n),
                                grad_entropy=read(grad_entropy, n), entropy=entropy != 0, lse=lse != 0,
                                grads=(grad_hidden != 0, grad_weight != 0, grad_bias != 0), reduce=reduce_grad_hidden))
-        fill(grad_hidden, n * H, GRAD_HIDDEN)
-        fill(grad_weight, V * H, GRAD_WEIGHT)
-        fill(grad_bias, V, GRAD_BIAS)
+        fill(grad_hidden, n * H, GRAD_HIDDEN, self.dtype)
+        fill(grad_weight, V * H, GRAD_WEIGHT, self.dtype)
+        fill(grad_bias, V, GRAD_BIAS, self.bias_dtype)
 
     def close(self):
         pass
@@ -159,3 +165,36 @@ def test_ops_with_and_without_the_backward_are_built_once_each(calls):
     keys = _op_cache.ops().keys()
     assert len(keys) == 2 and sorted(key[12] for key in keys) == [False, True]  # want_backward
     assert [call["call"] for call in calls] == ["forward"] * 6
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_runs_the_op_in_its_dtype_and_fp32_leaves_get_fp32_gradients(calls, dtype):
+    hidden, weight, targets, bias = inputs(N, hidden_grad=True, bias=True, bias_grad=True)
+    with torch.autocast("cpu", dtype=dtype):
+        logp = sjt.linear_logp(hidden, weight, targets, bias=bias)
+    assert logp.dtype == torch.float32
+    (key,) = _op_cache.ops().keys()
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    assert key[2] == name and key[5] == name, "hidden, weight and bias in the autocast dtype"
+    logp.sum().backward()  # outside autocast, as a training loop does
+    assert calls[1]["grads"] == (True, True, True)
+    for leaf, value in ((hidden, GRAD_HIDDEN), (weight, GRAD_WEIGHT), (bias, GRAD_BIAS)):
+        assert leaf.grad.dtype == torch.float32 and torch.equal(leaf.grad, torch.full_like(leaf, value))
+
+
+def test_autocast_casts_mixed_inputs_and_leaves_its_dtype_and_the_targets_alone(calls):
+    hidden, weight, targets, _ = inputs(N)
+    weight = weight.detach().to(torch.bfloat16).requires_grad_()  # bf16 weights, fp32 activations
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sjt.linear_logp(hidden, weight, targets)
+    (key,) = _op_cache.ops().keys()
+    assert key[2] == "bf16" and key[6] == "int64"
+    # Off, or outside it, the inputs stay as they are: fp32 with fp32 is an fp32 op.
+    _op_cache.ops().clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        sjt.linear_logp(hidden, weight.detach().float(), targets)
+    (key,) = _op_cache.ops().keys()
+    assert key[2] == "fp32"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(TypeError, match="weight: expected a torch.Tensor"):
+            sjt.linear_logp(hidden, [[1.0]], targets)

@@ -1,8 +1,8 @@
 """gpu tier: shardjit.torch.linear_logp (and the loss built on it) against a float64 PyTorch
 reference on fresh random data: forward and backward for every combination of returned outputs
 and of the outputs the loss uses (fp32 and bf16); bias, temperature, padded vocabulary and 3-D
-inputs in fp16 too; ignore_index, the op sizing keywords, gradients for some inputs only. Skipped
-without PyTorch or a CUDA device."""
+inputs in fp16 too; ignore_index, the op sizing keywords, gradients for some inputs only, autocast.
+Skipped without PyTorch or a CUDA device."""
 
 import itertools
 
@@ -136,6 +136,26 @@ def test_gradient_for_some_inputs_only():
     x, w = leaf64(hidden), leaf64(weight)
     reference(x, w, targets.cpu())[0].sum().backward()
     assert_close(weight.grad, w.grad, TOL["bf16"], "grad_weight")
+
+
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+def test_autocast_runs_the_16_bit_op_on_fp32_parameters(dtype_name):
+    # fp32 hidden, weight and bias under autocast: the same outputs as the op on the casts, and
+    # fp32 gradients equal to the 16-bit gradients cast up (what F.linear under autocast gives).
+    dtype = DTYPES[dtype_name]
+    hidden, weight, targets, bias = make("fp32", seed=22, bias_dtype=torch.float32)
+    with torch.autocast("cuda", dtype=dtype):
+        logp, entropy = sjt.linear_logp(hidden, weight, targets, bias=bias, return_entropy=True)
+    assert logp.dtype == entropy.dtype == torch.float32
+    (logp + 0.1 * entropy).sum().backward()
+    casts = [tensor.detach().to(dtype).requires_grad_() for tensor in (hidden, weight, bias)]
+    want_logp, want_entropy = sjt.linear_logp(casts[0], casts[1], targets, bias=casts[2], return_entropy=True)
+    torch.testing.assert_close(logp, want_logp, atol=0, rtol=0)
+    torch.testing.assert_close(entropy, want_entropy, atol=0, rtol=0)
+    (want_logp + 0.1 * want_entropy).sum().backward()
+    for leaf, cast in zip((hidden, weight, bias), casts):
+        assert leaf.grad.dtype == torch.float32
+        torch.testing.assert_close(leaf.grad, cast.grad.float(), atol=0, rtol=0)
 
 
 def test_no_grad_builds_an_inference_op_and_matches():

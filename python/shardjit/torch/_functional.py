@@ -150,6 +150,29 @@ def _check_call(hidden, weight, targets, bias, spec, remember):
 _is_compiling = torch.compiler.is_compiling
 
 
+# Whether autocast is on for any device: one call, where each device's own test costs more, on
+# every call's path. (A torch without it asks CUDA's and the CPU's.)
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (
+    lambda: torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu"))
+
+
+def _autocast_inputs(hidden, weight, bias):
+    """hidden, weight and bias as autocast wants them where it is on for hidden's device (as for
+    torch.nn.functional.linear: its dtype, bfloat16 or float16, for every floating input of
+    another dtype), else as they are. The casts are autograd ops: fp32 leaves get fp32 gradients."""
+    device_type = "cuda" if hidden.is_cuda else hidden.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return hidden, weight, bias
+    dtype = torch.get_autocast_dtype(device_type)
+
+    def cast(tensor):  # what is not a floating tensor is left for the checks to name
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype == dtype or not tensor.is_floating_point():
+            return tensor
+        return tensor.to(dtype)
+
+    return cast(hidden), cast(weight), cast(bias)
+
+
 def _forward_ad_active():
     """Whether a forward-mode AD level is open (torch.autograd.forward_ad.dual_level)."""
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
@@ -200,6 +223,10 @@ def linear_logp(
     ``keep_logits_bytes``: the memory in bytes the forward may use to keep logits for the
     backward (None: the op's default, 256 MiB; more keeps more chunks and recomputes fewer).
 
+    Under ``torch.autocast`` (on hidden's device) hidden, weight and bias run in the autocast
+    dtype, as they would in ``torch.nn.functional.linear``: floating inputs of another dtype are
+    cast to it (fp32 parameters get fp32 gradients through the cast); the outputs stay fp32.
+
     Ops are built on first use per device and specialization (dtypes, H, V_local, bias dtype,
     temperature, ignore_index, valid_vocab, entropy, training or not, group) and cached; kernels
     run on the current CUDA stream. Custom ops (shardjit::linear_logp, ...) make it traceable
@@ -209,6 +236,8 @@ def linear_logp(
     """
     _check_options(temperature, ignore_index, valid_vocab, return_entropy, return_lse, process_group, vocab_start,
                    reduce_grad_hidden, max_rows, keep_logits_bytes)
+    if _any_autocast() and isinstance(hidden, torch.Tensor):  # else the checks say what hidden should be
+        hidden, weight, bias = _autocast_inputs(hidden, weight, bias)
     if process_group is None:
         group_name, start = "", 0
     else:
