@@ -30,6 +30,12 @@ OP_ARGS = SPEC + (False, False, True)
 OPTIONS = (1.0, -100, None, False, False, None, None, True, None, None)
 
 
+def ordered_under_lock(entry, device):
+    """What a call costs besides its op's: the entry's lock and the ordered stream."""
+    with entry.lock:
+        return _enqueue.ordered_stream(entry, device)
+
+
 def main():
     hidden, weight, targets = make_inputs(N, H, V, 1, seed=7)[0]
     op = shardjit.LinearLogp(_op_cache.runtime(), hidden=H, vocab_local=V, dtype="bf16")
@@ -46,7 +52,7 @@ def main():
         "sjt.linear_logp no_grad": lambda: sjt.linear_logp(hidden, weight, targets),
         "forward_no_grad": lambda: _linear_logp_ops.forward_no_grad(key, hidden, weight, targets, None, False, False),
         "forward_impl": lambda: _linear_logp_ops.forward_impl(hidden, weight, targets, None, *OP_ARGS),
-        "enqueue of an empty call": lambda: _enqueue.enqueue(entry, device, lambda op, stream: None),
+        "the stream ordered under the entry's lock": lambda: ordered_under_lock(entry, device),
         "_forward (logp made and enqueued)": lambda: _linear_logp_ops._forward(entry, hidden, weight, targets, None,
                                                                                False, False),
         "data_ptr x4": lambda: (hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr()),

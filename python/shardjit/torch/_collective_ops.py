@@ -29,7 +29,8 @@ def reduce_scatter_op(input: torch.Tensor, group_name: str, rows_per_rank: List[
 
     entry = _op_cache.ops().get(key, build)
     output = input.new_empty(rows_per_rank[rank], input.shape[1])
-    _enqueue.enqueue(entry, device, lambda op, stream: op.run(input, output, stream))
+    with entry.lock:
+        entry.op.run(input, output, _enqueue.ordered_stream(entry, device))
     return output
 
 
@@ -53,7 +54,8 @@ def moe_combine_op(rows: torch.Tensor, positions: torch.Tensor, gates: Optional[
 
     entry = _op_cache.ops().get(key, build)
     output = rows.new_empty(positions.shape[0], rows.shape[1])
-    _enqueue.enqueue(entry, device, lambda op, stream: op.run(rows, positions, output, gates=gates, stream=stream))
+    with entry.lock:
+        entry.op.run(rows, positions, output, gates=gates, stream=_enqueue.ordered_stream(entry, device))
     return output
 
 

@@ -22,15 +22,19 @@ except AttributeError:  # a torch without it: the public lookup, slower
         return torch.cuda.current_stream(device).cuda_stream
 
 
-def enqueue(entry, device, call):
-    """Runs `call(op, stream_handle)` for the op of `entry` (a _op_cache.CachedOp) under its lock,
-    on the current stream of CUDA device `device` (an index), after ordering that stream behind
-    the stream of the entry's previous call."""
+def ordered_stream(entry, device):
+    """The handle of CUDA device `device`'s (an index) current stream, ordered behind the stream of
+    the previous call of `entry` (a _op_cache.CachedOp). The caller holds entry.lock and enqueues
+    its call of entry.op on this stream before letting it go:
+
+        with entry.lock:
+            entry.op._forward_at(..., _enqueue.ordered_stream(entry, device))
+
+    (A function the call is handed to would cost the hottest path a call and a closure more.)"""
     stream = _raw_current_stream(device)
-    with entry.lock:
-        if entry.last_stream_handle != stream:
-            _follow_last_stream(entry, device, stream)
-        return call(entry.op, stream)
+    if entry.last_stream_handle != stream:
+        _follow_last_stream(entry, device, stream)
+    return stream
 
 
 def _follow_last_stream(entry, device, handle):

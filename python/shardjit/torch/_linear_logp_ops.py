@@ -118,11 +118,10 @@ def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
     lse = hidden.new_empty(n, dtype=torch.float32) if want_lse else None
     entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
 
-    def call(op, stream):
-        op._forward_at(n, hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), _address(lse),
-                       _address(entropy), _address(bias), stream)
-
-    _enqueue.enqueue(entry, hidden.get_device(), call)
+    with entry.lock:
+        entry.op._forward_at(n, hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(),
+                             0 if lse is None else lse.data_ptr(), 0 if entropy is None else entropy.data_ptr(),
+                             0 if bias is None else bias.data_ptr(), _enqueue.ordered_stream(entry, hidden.get_device()))
     return logp, lse, entropy
 
 
@@ -198,16 +197,14 @@ def _backward(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, gra
     grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
     grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
 
-    def call(op, stream):
-        op._backward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), _address(bias),
-                        lse.data_ptr(), _address(entropy if grad_entropy is not None else None),
-                        _address(grad_logp), _address(grad_lse), _address(grad_entropy),
-                        grad_hidden.data_ptr() if want_grad_hidden else 0,
-                        grad_weight.data_ptr() if want_grad_weight else 0,
-                        grad_bias.data_ptr() if want_grad_bias and bias is not None else 0,
-                        reduce_grad_hidden, stream)
-
-    _enqueue.enqueue(entry, hidden.get_device(), call)
+    with entry.lock:
+        entry.op._backward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), _address(bias),
+                              lse.data_ptr(), _address(entropy if grad_entropy is not None else None),
+                              _address(grad_logp), _address(grad_lse), _address(grad_entropy),
+                              grad_hidden.data_ptr() if want_grad_hidden else 0,
+                              grad_weight.data_ptr() if want_grad_weight else 0,
+                              grad_bias.data_ptr() if want_grad_bias and bias is not None else 0,
+                              reduce_grad_hidden, _enqueue.ordered_stream(entry, hidden.get_device()))
     return grad_hidden, grad_weight, grad_bias
 
 
