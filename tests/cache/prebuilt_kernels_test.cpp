@@ -158,6 +158,34 @@ TEST(PrebuiltKernels, EveryOptionsKernelsComeFromTheTable) {
   EXPECT_EQ(forwards, 24u);
 }
 
+// The collectives of a hidden size: ReduceScatter's kernel holds no shape (its rows come with each
+// call) and is in the table for TP 2, 4 and 8; MoeCombine's is the hidden size's and is not.
+TEST(PrebuiltKernels, ReduceScattersKernelComesFromTheTableMoeCombinesIsCompiled) {
+  if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
+  testing::TempDir dir;
+  KernelCache cache(config_in(dir.path(), /*jit=*/false));
+  PrewarmRequest request;
+  request.models = {ModelShape{"test", 5120, 0, 0}};
+  request.archs = {"sm_90a"};
+  request.tp = {2, 4, 8};
+  request.dtypes = {DType::kBF16, DType::kFP16};
+  request.collectives = true;
+  request.linear_logp = false;
+  std::size_t reduce_scatters = 0, moe_combines = 0;
+  for (const PrewarmItem& item : prewarm_items(request)) {
+    if (item.spec.template_name() == "reduce_scatter") {
+      ++reduce_scatters;
+      EXPECT_EQ(cache.get(item.spec, item.arch, "shardjit prewarm ...").origin, KernelOrigin::kPrebuilt) << item.name();
+    } else {
+      ASSERT_EQ(item.spec.template_name(), "moe_combine");
+      ++moe_combines;
+      EXPECT_THROW(cache.get(item.spec, item.arch, "shardjit prewarm ..."), Error) << item.name();
+    }
+  }
+  EXPECT_EQ(reduce_scatters, 6u);
+  EXPECT_EQ(moe_combines, 12u) << "with and without gates";
+}
+
 TEST(PrebuiltKernels, AreTheBytesNvrtcMakesNow) {
   if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
   testing::TempDir dir;

@@ -2,9 +2,9 @@
 // (runtime/cache/prebuilt_kernels.hpp), run by the build (cmake/prebuilt_kernels.cmake), never
 // installed. The kernels are those a LinearLogp op asks for whatever its shape: the ones that
 // two different model shapes' prewarms share (on the Hopper loop the forward, the dZ kernel and
-// the kept chunk's two; the backward's GEMMs, scale, bias and combine kernels), for every TP
-// degree, target and bias type, entropy setting and backward variant but the experimental ones
-// (dz_fp32, gradient filters), for each dtype and arch given.
+// the kept chunk's two; the backward's GEMMs, scale, bias and combine kernels; ReduceScatter's
+// kernel), for every TP degree (1, 2, 4, 8), target and bias type, entropy setting and backward
+// variant but the experimental ones (dz_fp32, gradient filters), for each dtype and arch given.
 //
 //   shardjit-prebuild --out FILE.cpp --cache-dir DIR --archs sm_90a[,ARCH...] --dtypes bf16[,fp16...] [--jobs N]
 //
@@ -94,6 +94,7 @@ std::vector<PrewarmItem> items_of(const Options& options, std::int64_t hidden, s
   for (DType dtype : options.dtypes) request.bias_dtypes.push_back(dtype);
   request.entropy = {false, true};
   request.backward = true;
+  request.collectives = true;  // ReduceScatter's kernel (MoeCombine's is the hidden size's)
   return prewarm_items(request);
 }
 
