@@ -89,13 +89,17 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
   return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
 }
 
-std::vector<int> vocab_split_candidates(std::int64_t row_tiles, int sm_count) {
+std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t vocab_tiles, int sm_count) {
   std::vector<int> candidates(kVocabSplitChoices.begin(), kVocabSplitChoices.end());
-  const std::int64_t one_wave = sm_count / std::max<std::int64_t>(1, row_tiles);
-  if (one_wave >= 2 && one_wave <= kMaxVocabSplits &&
-      std::find(candidates.begin(), candidates.end(), one_wave) == candidates.end()) {
-    candidates.insert(std::upper_bound(candidates.begin(), candidates.end(), one_wave), static_cast<int>(one_wave));
-  }
+  const auto add = [&](std::int64_t splits) {
+    if (splits >= 2 && splits <= kMaxVocabSplits &&
+        std::find(candidates.begin(), candidates.end(), splits) == candidates.end()) {
+      candidates.insert(std::upper_bound(candidates.begin(), candidates.end(), splits), static_cast<int>(splits));
+    }
+  };
+  const std::int64_t rows = std::max<std::int64_t>(1, row_tiles);
+  add(sm_count / rows);                                // one wave of blocks
+  if (rows * vocab_tiles <= sm_count) add(vocab_tiles);  // one wave of one-tile blocks
   return candidates;
 }
 
@@ -119,7 +123,7 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
     return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
   };
-  const std::vector<int> candidates = vocab_split_candidates(row_tiles, sms);
+  const std::vector<int> candidates = vocab_split_candidates(row_tiles, vocab_tiles, sms);
   double best = 0.0;
   for (int splits : candidates) {
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));

@@ -74,11 +74,16 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
-// kVocabSplitChoices plus, where it is another count from 2 to kMaxVocabSplits, the one-wave
-// count floor(SMs / row tiles): one block per multiprocessor, every block of the same length. At
-// a few row tiles it ties a power of two on paper with fewer, longer blocks (333 rows at
-// llama3-8b on an H200: 44 splits 0.519 ms, the 128 it replaces 0.618 ms). Ascending.
-std::vector<int> vocab_split_candidates(std::int64_t row_tiles, int sm_count);
+// kVocabSplitChoices plus, where they are other counts from 2 to kMaxVocabSplits:
+// - the one-wave count floor(SMs / row tiles): one block per multiprocessor, every block of the
+//   same length. At a few row tiles it ties a power of two on paper with fewer, longer blocks
+//   (333 rows at llama3-8b on an H200: 44 splits 0.519 ms, the 128 it replaces 0.618 ms);
+// - the one-tile count, vocab_tiles, where row tiles x vocab_tiles blocks fit one wave: a block a
+//   tile. Below a power of two a small shard otherwise ran half as many blocks of two tiles each
+//   (at N = 1 on an H200, llama3-70b's TP8 shard of 63 tiles: 32 blocks, 2.52 x cuBLAS;
+//   deepseek-v3's of 64 tiles: 64 one-tile blocks, 1.37 x; sweep of 2026-12-03).
+// Ascending.
+std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t vocab_tiles, int sm_count);
 
 // A forward call's launch (templates/linear_logp/fwd_args.cuh, fwd_block_order.cuh).
 struct VocabSplit {

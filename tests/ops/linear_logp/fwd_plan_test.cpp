@@ -122,19 +122,44 @@ TEST(VocabSplits, NeverMoreSplitsThanTilesAndEveryTileInOneSplit) {
 TEST(VocabSplits, AreAlwaysOneOfTheCandidatesAndAtMostTheCap) {
   for (std::int64_t n : {1, 7, 100, 129, 333, 1000, 4096, 100000}) {
     const VocabSplit plan = choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200);
-    const std::vector<int> candidates = vocab_split_candidates(plan.row_tiles, kH200.sm_count);
+    const std::vector<int> candidates = vocab_split_candidates(plan.row_tiles, plan.vocab_tiles, kH200.sm_count);
     EXPECT_NE(std::find(candidates.begin(), candidates.end(), plan.splits), candidates.end()) << n;
     EXPECT_LE(choose_vocab_splits(n, 8192, 151936, FwdTile{}, kH200, 0.02, 16).splits, 16);
   }
 }
 
-TEST(VocabSplits, CandidatesAreThePowersOfTwoAndTheOneWaveCount) {
+TEST(VocabSplits, CandidatesAreThePowersOfTwoTheOneWaveAndTheOneTileCounts) {
   const std::vector<int> powers(kVocabSplitChoices.begin(), kVocabSplitChoices.end());
-  EXPECT_EQ(vocab_split_candidates(3, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}));
-  EXPECT_EQ(vocab_split_candidates(2, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 66, 128}));
-  EXPECT_EQ(vocab_split_candidates(33, 132), powers) << "4 is a power of two already";
-  EXPECT_EQ(vocab_split_candidates(1, 132), powers) << "132 is past the most splits";
-  EXPECT_EQ(vocab_split_candidates(200, 132), powers) << "under one block per row tile";
+  EXPECT_EQ(vocab_split_candidates(3, 501, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}));
+  EXPECT_EQ(vocab_split_candidates(2, 501, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 66, 128}));
+  EXPECT_EQ(vocab_split_candidates(33, 501, 132), powers) << "4 is a power of two already";
+  EXPECT_EQ(vocab_split_candidates(1, 501, 132), powers) << "132 is past the most splits";
+  EXPECT_EQ(vocab_split_candidates(200, 501, 132), powers) << "under one block per row tile";
+  // A block a tile where they fit one wave.
+  EXPECT_EQ(vocab_split_candidates(1, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 63, 64, 128}));
+  EXPECT_EQ(vocab_split_candidates(2, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 63, 64, 66, 128}));
+  EXPECT_EQ(vocab_split_candidates(3, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}))
+      << "189 blocks are more than a wave";
+  EXPECT_EQ(vocab_split_candidates(1, 64, 132), powers) << "64 is a power of two already";
+  EXPECT_EQ(vocab_split_candidates(1, 1, 132), powers) << "one split is a candidate already";
+}
+
+// Few rows over a shard of few vocabulary tiles: one wave of one-tile blocks, as many as the tiles,
+// instead of the power of two below them, whose splits take two tiles each (or leave some empty).
+TEST(VocabSplits, AShardOfFewTilesTakesABlockATileWhereTheyFitOneWave) {
+  const FwdTile hopper{128, 256, 64, 4, true};
+  for (std::int64_t n : {1, 7, 128}) {
+    EXPECT_EQ(choose_vocab_splits(n, 2 * 8192, 16032, hopper, kH200).splits, 63) << "llama3-70b's TP8 shard, " << n;
+    EXPECT_EQ(choose_vocab_splits(n, 2 * 4096, 32000, hopper, kH200).splits, 125) << "llama2-7b, " << n;
+    EXPECT_EQ(choose_vocab_splits(n, 2 * 7168, 16160, hopper, kH200).splits, 64) << "deepseek-v3's TP8 shard, " << n;
+  }
+  EXPECT_EQ(choose_vocab_splits(256, 2 * 8192, 16032, hopper, kH200).splits, 63) << "126 blocks, one wave";
+  EXPECT_EQ(choose_vocab_splits(333, 2 * 8192, 16032, hopper, kH200).splits, 32) << "189 would be more than a wave";
+  // The standard shapes' heads have hundreds of tiles: their splits are as before.
+  EXPECT_EQ(choose_vocab_splits(1, 2 * 4096, 128256, hopper, kH200).splits, 128);
+  EXPECT_EQ(choose_vocab_splits(333, 2 * 4096, 128256, hopper, kH200).splits, 44);
+  // Tensor parallelism's wider tolerance and cap take it too (8 ranks x 63 sources fit one combine).
+  EXPECT_EQ(choose_vocab_splits(7, 2 * 8192, 16032, hopper, kH200, 0.05, 128).splits, 63);
 }
 
 TEST(VocabSplits, AFewRowTilesTakeOneFullWaveOfLongBlocks) {
