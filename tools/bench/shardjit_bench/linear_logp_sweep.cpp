@@ -17,6 +17,7 @@
 
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
+#include "runtime/ops/linear_logp/fwd.hpp"
 #include "shardjit/prewarm.hpp"
 #include "shardjit/shardjit.hpp"
 
@@ -110,10 +111,27 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
   return true;
 }
 
+// A forward point's launch on an H200 (132 multiprocessors, 50 MiB of L2, the sm_90a tile), as the
+// split rules make it for a forward-only op: splits, blocks, and the vocabulary tiles of the
+// longest block, so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
+// keep chunks instead, which its op's budgets decide.)
+nlohmann::json h200_forward_plan(const SweepPoint& p) {
+  constexpr int kSms = 132;
+  const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
+  const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
+  const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
+  const VocabSplit plan = cut_last_waves(choose_vocab_splits(p.c.n, row_bytes, valid, tile, GpuShape{kSms, 50ll << 20}),
+                                         kSms);
+  const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
+                                           : plan.split_tiles();
+  return {{"splits", plan.splits}, {"blocks", plan.blocks()}, {"longest_block_tiles", longest}};
+}
+
 int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {
   double total = 0;
   for (const SweepPoint& p : points) {
     nlohmann::json row = point_fields(p);
+    if (!p.c.backward) row["h200_fwd_plan"] = h200_forward_plan(p);
     row["estimated_s"] = estimated_point_seconds(p, timing);
     total += row["estimated_s"].get<double>();
     std::printf("%s\n", row.dump().c_str());
