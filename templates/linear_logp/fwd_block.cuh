@@ -1,7 +1,7 @@
-// What a block of linear_logp_fwd works on and writes, on either main loop: its unit or piece
-// (fwd_block_order.cuh) with the rows and vocabulary tiles that follow from it, and, when its
-// tiles are done, its rows' partials to the source of its unit or piece and, for a whole unit,
-// empty partials to its split's other sources, which only cut units' pieces fill.
+// What a block of the forward (linear_logp_fwd, linear_logp_fwd_hopper) works on and writes: its
+// unit or piece (fwd_block_order.cuh) with the rows and vocabulary tiles that follow from it,
+// and, when its tiles are done, its rows' partials to the source of its unit or piece and, for a
+// whole unit, empty partials to its split's other sources, which only cut units' pieces fill.
 #pragma once
 
 #include "linear_logp/fwd_args.cuh"

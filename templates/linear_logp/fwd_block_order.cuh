@@ -1,4 +1,4 @@
-// Which unit of work each block of linear_logp_fwd takes, from its launch position. Shared
+// Which unit of work each block of the forward (either kernel) takes, from its launch position. Shared
 // verbatim by the host (plain C++: the plan, the tests) and the kernel.
 //
 // The work is row_tiles x splits units, a unit being one row tile and one vocabulary split's

@@ -2,8 +2,8 @@
 // SIMT): the main loop hands each finished BM x BN tile over COLS columns at a time through the
 // fp32 logit tile [BM][ld] in shared memory, and the epilogue keeps per-row running statistics
 // in shared memory across the vocabulary tiles (and column chunks) of the block's split. The
-// Hopper loop's epilogue (fwd_fragment_epilogue.cuh) has the same interface: init, consume_tile,
-// store.
+// Hopper loop's epilogue (fwd_fragment_epilogue.cuh) has the same three steps (init,
+// consume_tile, store), with the shard's valid columns taken at run time.
 //
 // Row r of the tile belongs to warp r % WARPS for the whole kernel, so the running statistics
 // need no barrier between tiles; interleaving rows over warps keeps all warps busy when the

@@ -17,8 +17,8 @@ SHARDJIT_HOST_DEVICE constexpr int logit_chunk_cols(int bm, int bn) {
 }
 
 // The tile alone: what the kernels that take the shard at run time check (the Hopper loop's
-// dZ kernel and the kept chunk's forward, whose main loop counts its K slices from the stream-K
-// plan and whose TMA maps carry H and the valid rows).
+// forward, dZ kernel and kept-chunk forward, whose main loops count their K slices at run time
+// and whose TMA maps carry H and the valid rows).
 template <int BM, int BN, int BK, int STAGES>
 struct LogitTileShape {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");

@@ -158,8 +158,9 @@ TEST(PrebuiltKernels, EveryOptionsKernelsComeFromTheTable) {
   EXPECT_EQ(forwards, 24u);
 }
 
-// The collectives of a hidden size: ReduceScatter's kernel holds no shape (its rows come with each
-// call) and is in the table for TP 2, 4 and 8; MoeCombine's is the hidden size's and is not.
+// The collectives of a hidden size: ReduceScatter's kernel holds no shape but its vector width (16
+// bytes where H's rows are a multiple of 16 bytes) and is in the table for TP 2, 4 and 8;
+// MoeCombine's is the hidden size's and is not.
 TEST(PrebuiltKernels, ReduceScattersKernelComesFromTheTableMoeCombinesIsCompiled) {
   if (!built_for_sm90a()) GTEST_SKIP() << "the library was built without sm_90a prebuilt kernels";
   testing::TempDir dir;

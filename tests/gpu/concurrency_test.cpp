@@ -3,7 +3,8 @@
 // so the first use of one kernel happens on several threads at once while other kernels compile
 // alongside), then runs a forward and a backward on a stream of its own, on fresh random data.
 // Every thread's results must equal, bit for bit, a later single-threaded run of the same op on
-// the same inputs, and match the fp64 CPU reference; every kernel must have been compiled once.
+// the same inputs, and match the fp64 CPU reference; every kernel that compiles (those not built
+// with the library) must have been compiled once.
 #include <gtest/gtest.h>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -206,7 +207,9 @@ TEST(Concurrency, EightThreadsShareOneRuntimeAndGetTheSingleThreadResults) {
   testing::TempDir dir;
   CompileLog compile_log;  // before the Runtime, whose log level it restores at the end
   RuntimeOptions options;
-  options.cache_dir = (dir.path() / "cache").string();  // empty: every kernel is compiled here
+  // Empty: every kernel not built with the library is compiled here (on sm_90a c0's fp32-bias
+  // kernels and d0's fp32 forward; everywhere, where the library has no prebuilt table).
+  options.cache_dir = (dir.path() / "cache").string();
   options.jit = true;
   options.log_level = "info";
   Runtime runtime(options);
@@ -246,7 +249,7 @@ TEST(Concurrency, EightThreadsShareOneRuntimeAndGetTheSingleThreadResults) {
   for (const auto& [kernel, count] : compiles) {
     EXPECT_EQ(count, 1) << kernel << " was compiled " << count << " times";
   }
-  EXPECT_GT(compiles.size(), 4u) << "expected the kernels of four configs to be compiled by this test";
+  EXPECT_GE(compiles.size(), 3u) << "expected at least c0's forward and dZ kernels (fp32 bias) and d0's forward";
 
   // Single-threaded, on the default stream: the same bits.
   for (const auto& wk : workers) {

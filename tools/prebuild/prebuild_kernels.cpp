@@ -94,7 +94,9 @@ std::vector<PrewarmItem> items_of(const Options& options, std::int64_t hidden, s
   for (DType dtype : options.dtypes) request.bias_dtypes.push_back(dtype);
   request.entropy = {false, true};
   request.backward = true;
-  request.collectives = true;  // ReduceScatter's kernel (MoeCombine's is the hidden size's)
+  // ReduceScatter's kernel, whose only shape is its vector width (16 bytes where H's rows are a
+  // multiple of 16 bytes, as at both shapes); MoeCombine's is the hidden size's.
+  request.collectives = true;
   return prewarm_items(request);
 }
 

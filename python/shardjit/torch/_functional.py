@@ -198,7 +198,8 @@ def linear_logp(
     """Log-probability of each target token under the LM head ``z = (hidden @ weight.T + bias) /
     temperature``, without materializing the logits.
 
-    hidden: [..., H] (bfloat16, float16 or float32, CUDA); weight: [V_local, H], hidden's dtype;
+    hidden: [..., H] (bfloat16, float16 or float32, CUDA); weight: [V_local, H], hidden's dtype
+    (under autocast, below, any floating dtype);
     targets: [...] (hidden's leading dimensions), int32 or int64 global token ids; bias: [V_local]
     or None. Rows whose target is ``ignore_index`` give logp 0 and no gradient through any output
     (their entropy and lse come back as values, as for any row). Token ids at or past

@@ -1,5 +1,5 @@
-// Host side of templates/linear_logp/fwd.cuh: the fused GEMM + online log-sum-exp kernel that
-// writes per-row partial statistics for each vocabulary split.
+// Host side of templates/linear_logp/fwd.cuh and fwd_hopper.cuh: the fused GEMM + online
+// log-sum-exp kernels that write per-row partial statistics for each vocabulary split.
 #pragma once
 
 #include <cuda.h>
@@ -69,8 +69,8 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 // The vocabulary split counts the forward chooses from. Split s of S walks the vocabulary tiles
 // [s P, (s + 1) P), P = ceil(V / S) (templates/linear_logp/fwd.cuh), and the combine kernel takes
 // the number of partials as an argument, so any count would work; counts between these fill the
-// last wave better on paper but ran slower, except the one-wave count below (docs/perf-notes.md,
-// "Splits and block order").
+// last wave better on paper but ran slower, except the one-wave and one-tile counts below
+// (docs/perf-notes.md, "Splits and block order").
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 

@@ -41,7 +41,7 @@ std::int64_t fwd_tuning_rows(const LinearLogpConfig& config);
 std::size_t tuning_input_sets(std::size_t set_bytes, std::int64_t l2_bytes);
 
 // What a forward tuning record is kept under: everything the choice depends on, the candidates'
-// code included (`kernel_source`: the forward template as compiled, flattened), so that a record
+// code included (`kernel_source`: both forward templates as compiled, flattened), so that a record
 // timed on kernels since changed is not taken for the current ones.
 std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& arch, const std::string& device_name,
                            bool hopper_path, std::int64_t rows, std::string_view kernel_source);

@@ -10,7 +10,7 @@ namespace shardjit {
 Plan tp_forward_plan() {
   Plan plan;
   plan.name = "linear_logp tp forward";
-  plan.launch(kTpForwardKernel, "linear_logp_fwd: this rank's partials [splits][N]");
+  plan.launch(kTpForwardKernel, "the forward kernel: this rank's partials [splits][N]");
   plan.hand_off(StreamRole::kCompute, StreamRole::kComm, "partials written");
   plan.collective(kTpAllGatherPartials, "ncclAllGather partials -> [tp][splits][N]");
   plan.hand_off(StreamRole::kComm, StreamRole::kCompute, "partials gathered");
@@ -21,7 +21,7 @@ Plan tp_forward_plan() {
 Plan tp_forward_peer_plan() {
   Plan plan;
   plan.name = "linear_logp tp forward (peer memory)";
-  plan.launch(kTpForwardKernel, "linear_logp_fwd: this rank's partials into its symmetric buffer");
+  plan.launch(kTpForwardKernel, "the forward kernel: this rank's partials into its symmetric buffer");
   plan.launch(kTpPeerCombine, "logp_combine S = tp x splits over every rank's symmetric buffer");
   return plan;
 }

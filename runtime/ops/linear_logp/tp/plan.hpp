@@ -22,7 +22,7 @@ namespace shardjit {
 
 // The action numbers of the TP plans' launch and collective steps.
 enum TpAction : int {
-  kTpForwardKernel = 0,      // launch: linear_logp_fwd into this rank's slot of the partials
+  kTpForwardKernel = 0,      // launch: the forward kernel into this rank's slot of the partials
   kTpAllGatherPartials,      // collective: ncclAllGather of the partials, in place
   kTpCombine,                // launch: logp_combine over tp x splits sources
   kTpBackwardChunks,         // launch: every chunk but the last; the last chunk's dZ and its
