@@ -140,7 +140,7 @@ TEST_F(LinearLogpTuningTest, LaterOpsFollowTheRecordWithoutTiming) {
 TEST_F(LinearLogpTuningTest, CacheOnlyWithoutTheRecordedKernelTakesTheDefault) {
   {
     Runtime jit = runtime(false);
-    LinearLogp compiled(jit, problem_.config);  // the default tile's kernels, compiled into the cache
+    LinearLogp compiled(jit, problem_.config);  // the default tile's kernels: in the cache or the library's table
   }
   RuntimeOptions options;
   options.cache_dir = cache_.path().string();
