@@ -1,10 +1,11 @@
 // Kernels compiled when the library was built: the ones no op shape changes (on the Hopper loop
 // LinearLogp's forward, dZ and kept-chunk kernels; the backward's GEMMs, the bias, scale and
 // combine kernels; ReduceScatter's), so that an op's first build compiles only its
-// shape-specialized kernels (on sm_90a with 16-bit inputs, none of a LinearLogp op's). Each is found by its content key, the same key the disk cache and
-// NVRTC path use (runtime/cache/cache_key.hpp): an entry whose inputs differ from this process's
-// (another NVRTC, a template folder, another library version) is simply never found. The table
-// is generated at build time by tools/prebuild (cmake/prebuilt_kernels.cmake).
+// shape-specialized kernels (on sm_90a with 16-bit inputs, none of a LinearLogp op's). Each is
+// found by its content key, the same key the disk cache and NVRTC path use
+// (runtime/cache/cache_key.hpp): an entry whose inputs differ from this process's (another NVRTC,
+// a template folder, another library version) is simply never found. The table is generated at
+// build time by tools/prebuild (cmake/prebuilt_kernels.cmake).
 #pragma once
 
 #include <cstddef>

@@ -12,11 +12,11 @@ TuningSummary tune_prewarmed(Runtime& runtime, const std::vector<PrewarmItem>& i
   DeviceContext& device = tooling::device(runtime, 0);
   const std::string arch = device.arch();
   for (const PrewarmItem& item : items) {
+    if (item.arch != arch) {
+      summary.skipped += item.tunables.size();
+      continue;
+    }
     for (const TunableForward& tunable : item.tunables) {
-      if (item.arch != arch) {
-        ++summary.skipped;
-        continue;
-      }
       try {
         LinearLogpConfig config = tunable.config;
         config.device = 0;

@@ -118,6 +118,7 @@ def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
     lse = hidden.new_empty(n, dtype=torch.float32) if want_lse else None
     entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
 
+    # The addresses inline rather than through _address: every eager call passes here.
     with entry.lock:
         entry.op._forward_at(n, hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(),
                              0 if lse is None else lse.data_ptr(), 0 if entropy is None else entropy.data_ptr(),
