@@ -15,7 +15,8 @@ class StreamKWorkspace {
  public:
   StreamKWorkspace() = default;
   // For tiles of `tile_accumulators` fp32 sums on the device's multiprocessors, one block each.
-  StreamKWorkspace(const DeviceContext& device, int tile_accumulators);
+  // `partial_waves`: plan_stream_k's rule (RuntimeConfig::split_partial_waves).
+  StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves = true);
 
   // Allocates the workspace, once (the counters start at zero, and each launch leaves them so);
   // nothing for a workspace built without a device (the portable path).
@@ -27,6 +28,7 @@ class StreamKWorkspace {
   kernels::StreamKPlan plan(int tiles, int slices, int row_tiles = 1) const;
 
   int resident_blocks() const { return resident_blocks_; }
+  bool partial_waves() const { return partial_waves_; }
 
   // Blocks to launch for `plan` (stream_k_grid on this device's resident blocks, at least one).
   int grid(const kernels::StreamKPlan& plan, bool persistent) const {
@@ -37,6 +39,7 @@ class StreamKWorkspace {
   const DeviceContext* device_ = nullptr;
   DeviceBuffer buffer_;
   int resident_blocks_ = 0;
+  bool partial_waves_ = true;
   std::size_t partial_bytes_ = 0;
 };
 

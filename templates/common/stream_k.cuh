@@ -1,11 +1,22 @@
 // Which tiles, and which K slices of them, each block of a Hopper kernel computes (the Hopper
-// GEMM and dZ kernels), so that a grid of few tiles still keeps every multiprocessor busy.
+// GEMM and dZ kernels), so that a grid whose last wave would leave many multiprocessors idle still
+// keeps them busy.
 //
 // At llama3-8b-decode (256 rows) grad_hidden is 32 tiles of 2004 K slices: one block a tile
-// would leave 100 of 132 multiprocessors idle for the whole kernel. When a kernel's tiles cannot
-// fill half the GPU, their slices are taken as one sequence, tile after tile, and cut into
-// `workers` equal runs, one a block ("stream-K"); otherwise every tile is computed whole, by one
-// block a tile or by persistent blocks taking tiles b, b + grid, ...
+// would leave 100 of 132 multiprocessors idle for the whole kernel. At 1100 rows it is 144 tiles:
+// a full wave, then 12 tiles on 12 multiprocessors for as long again. A plan has two parts:
+//
+//   tiles [0, whole_tiles)      computed whole: block b takes tiles b, b + grid, ...;
+//   tiles [whole_tiles, tiles)  their K slices taken as one sequence, tile after tile, and cut
+//                               into `workers` equal runs, one a block ("stream-K").
+//
+// Unsplit, every tile is whole. A grid of fewer tiles than the blocks that run at once is split
+// whole (no whole tiles); a larger one keeps its full waves whole and splits the tiles of its
+// last wave among all the blocks, which reach them together after the full waves. Either is done
+// only where the unsplit launch would leave at least a quarter of its block-time idle
+// (stream_k_splits): a few waves whose last is mostly empty, never a grid of many waves, whose
+// split runs would start at scattered K offsets and stop sharing their operands' K slices in L2
+// (docs/perf-notes.md, "Stream-K", has what was measured).
 //
 // A run covers parts of one to a few tiles. A tile cut between runs (its pieces) is finished by
 // the last of its pieces to arrive (templates/common/stream_k_fixup.cuh): every piece stores its
@@ -14,18 +25,13 @@
 //
 // The runs of a split plan advance through K at the same pace, so tiles whose slices are a whole
 // number of runs apart in the sequence read the same K slice at about the same time, and one
-// read from memory serves them all through L2. A split GEMM walks its tiles row after row
+// read from memory serves them all through L2. A GEMM split whole walks its tiles row after row
 // (row_major_tile_index, common/tile_order.cuh), so the row tiles of one output column lie
 // tiles_n tiles, workers / tiles_m runs, apart; the plan takes a multiple of tiles_m workers
 // (row_tiles) to make that whole. For grad_hidden at a few hundred rows (B = W, the largest
 // operand) that is what lets the row tiles share W's reads; they share them only while their
 // blocks keep in step, which they do not hold for long (docs/perf-notes.md, "Stream-K", has
 // what was measured).
-//
-// Larger grids are not split, even when their last wave is partial: the runs start at scattered
-// K offsets, so the blocks stop sharing their operands' K slices in L2 (grad_weight at
-// llama3-8b-16k went from 1.65 to 1.89 ms a chunk), and where the split did shorten a kernel
-// (dZ, by 0.04 ms a chunk) the op as a whole did not get faster (docs/perf-notes.md, "Stream-K").
 //
 // Plain C++ too: the host builds the plan (plan_stream_k) and the host tests walk it.
 #pragma once
@@ -39,13 +45,14 @@ namespace kernels {
 struct StreamKPlan {
   int tiles;                // of the kernel's tile order
   int slices;               // K slices a tile
-  int workers;              // blocks that split the tiles, one run each; 0 when nothing is split
+  int whole_tiles;          // tiles [0, whole_tiles) are computed whole; the rest are split
+  int workers;              // blocks that split the rest, one run each; 0 when nothing is split
   float* partials;          // 2 x workers tiles of fp32 partial sums (StreamKFixup)
-  unsigned int* arrivals;   // a counter a tile, zero between launches
+  unsigned int* arrivals;   // a counter a split tile, zero between launches
 };
 
 // Part of one tile a block computes: K slices [begin, end) of tile `tile`; `worker` is the block's
-// run in a split plan, < 0 unsplit.
+// run for a tile of the split part, < 0 for a whole tile.
 struct TileSegment {
   int tile;
   int begin;
@@ -56,88 +63,132 @@ struct TileSegment {
 // Split runs shorter than this many slices cost more in partial sums than they gain.
 constexpr int kStreamKMinSlices = 8;
 
+// The full waves of `tiles` tiles on `resident` blocks.
+SHARDJIT_HOST_DEVICE inline int stream_k_full_waves(int tiles, int resident) {
+  return resident > 0 ? tiles / resident : 0;
+}
+
 // Whether `tiles` tiles of `slices` K slices on `resident` blocks (the blocks that run at once)
-// are split: when they fill at most half of the blocks and have K to split.
-SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resident) {
-  return tiles > 0 && slices > 0 && 2 * tiles <= resident &&
-         static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
+// are split: when the unsplit launch, ceil(tiles / resident) waves, would leave at least a quarter
+// of its block-time idle in its last wave, and the tiles of that wave have K to split. With three
+// full waves or more that never holds: a grid of a few waves, or of less than one, splits.
+// `partial_waves` false: only grids of at most half the blocks, split whole (the rule kept for
+// comparisons, SHARDJIT_SPLIT_PARTIAL_WAVES=0).
+SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resident, bool partial_waves = true) {
+  if (tiles <= 0 || slices <= 0 || resident <= 0) return false;
+  if (!partial_waves) {
+    return 2 * tiles <= resident && static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
+  }
+  const int full = stream_k_full_waves(tiles, resident);
+  const int last = tiles - full * resident;  // tiles of the last wave
+  // idle share (resident - last) / ((full + 1) resident) >= 1 / 4
+  return last > 0 && 4LL * (resident - last) >= static_cast<long long>(full + 1) * resident &&
+         static_cast<long long>(last) * slices >= 2 * kStreamKMinSlices;
 }
 
 // The plan of such a launch; the caller sets the workspace pointers. `row_tiles`: the row tiles
-// of a kernel that walks a split plan row after row (row_major_tile_index); the workers are a
-// multiple of them where there are at least as many.
-SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1) {
-  StreamKPlan plan{tiles, slices, 0, nullptr, nullptr};
-  if (!stream_k_splits(tiles, slices, resident)) return plan;
-  const long long most = static_cast<long long>(tiles) * slices / kStreamKMinSlices;
+// of a kernel that walks a plan split whole row after row (row_major_tile_index); the workers
+// are a multiple of them where there are at least as many.
+SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1,
+                                                      bool partial_waves = true) {
+  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr};
+  if (!stream_k_splits(tiles, slices, resident, partial_waves)) return plan;
+  plan.whole_tiles = stream_k_full_waves(tiles, resident) * resident;
+  const long long most = static_cast<long long>(tiles - plan.whole_tiles) * slices / kStreamKMinSlices;
   int workers = static_cast<int>(most < resident ? most : resident);
-  if (row_tiles > 1 && workers >= row_tiles) workers -= workers % row_tiles;
+  if (plan.whole_tiles == 0 && row_tiles > 1 && workers >= row_tiles) workers -= workers % row_tiles;
   plan.workers = workers;
   return plan;
 }
 
-// Blocks to launch: a split plan's workers; unsplit, one block a tile, or for `persistent`
-// kernels at most `resident` blocks walking the tiles.
+// Whether every tile of the plan is split (none whole): the form whose GEMM walks its tiles row
+// after row.
+SHARDJIT_HOST_DEVICE inline bool stream_k_split_whole(const StreamKPlan& plan) {
+  return plan.workers > 0 && plan.whole_tiles == 0;
+}
+
+// Blocks to launch: unsplit, one block a tile, or for `persistent` kernels at most `resident`
+// blocks walking the tiles; split whole, the workers; with whole tiles before the split ones,
+// `resident` blocks, each taking its full waves' tiles and then its run.
 SHARDJIT_HOST_DEVICE inline int stream_k_grid(const StreamKPlan& plan, int resident, bool persistent) {
-  if (plan.workers > 0) return plan.workers;
+  if (plan.workers > 0) return plan.whole_tiles > 0 ? resident : plan.workers;
   return persistent && resident < plan.tiles ? resident : plan.tiles;
 }
 
-// Where worker j's run starts in the slice sequence of all tiles (j = workers: its end).
+// The slices of the split part, one sequence.
+SHARDJIT_HOST_DEVICE inline long long stream_k_split_slices(const StreamKPlan& plan) {
+  return static_cast<long long>(plan.tiles - plan.whole_tiles) * plan.slices;
+}
+
+// Where worker j's run starts in the split part's slice sequence (j = workers: its end).
 SHARDJIT_HOST_DEVICE inline long long stream_k_run_begin(const StreamKPlan& plan, int worker) {
-  return static_cast<long long>(plan.tiles) * plan.slices * worker / plan.workers;
+  return stream_k_split_slices(plan) * worker / plan.workers;
 }
 
 // The worker whose run holds position `at` of the sequence.
 SHARDJIT_HOST_DEVICE inline int stream_k_worker_at(const StreamKPlan& plan, long long at) {
-  return static_cast<int>(((at + 1) * plan.workers - 1) / (static_cast<long long>(plan.tiles) * plan.slices));
+  return static_cast<int>(((at + 1) * plan.workers - 1) / stream_k_split_slices(plan));
 }
 
-// The pieces of a tile of a split plan: the workers first..last, in K order.
+// The pieces of a split tile: the workers first..last, in K order.
 struct TilePieces {
   int first;
   int last;
 };
 
+// Where split tile `tile`'s slices start in the sequence.
+SHARDJIT_HOST_DEVICE inline long long stream_k_tile_begin(const StreamKPlan& plan, int tile) {
+  return static_cast<long long>(tile - plan.whole_tiles) * plan.slices;
+}
+
 SHARDJIT_HOST_DEVICE inline TilePieces stream_k_pieces(const StreamKPlan& plan, int tile) {
-  const long long begin = static_cast<long long>(tile) * plan.slices;
+  const long long begin = stream_k_tile_begin(plan, tile);
   return {stream_k_worker_at(plan, begin), stream_k_worker_at(plan, begin + plan.slices - 1)};
 }
 
-// The partial-sum slot of worker j's piece of tile `tile`: 2 j for the first piece of its run,
-// 2 j + 1 for the last (a run's pieces in between are whole tiles, which need none).
+// The partial-sum slot of worker j's piece of split tile `tile`: 2 j for the first piece of its
+// run, 2 j + 1 for the last (a run's pieces in between are whole tiles, which need none).
 SHARDJIT_HOST_DEVICE inline int stream_k_slot(const StreamKPlan& plan, int tile, int worker) {
-  const long long begin = static_cast<long long>(tile) * plan.slices;
-  return 2 * worker + (begin <= stream_k_run_begin(plan, worker) ? 0 : 1);
+  return 2 * worker + (stream_k_tile_begin(plan, tile) <= stream_k_run_begin(plan, worker) ? 0 : 1);
+}
+
+// The arrival counter of split tile `tile`.
+SHARDJIT_HOST_DEVICE inline int stream_k_counter(const StreamKPlan& plan, int tile) {
+  return tile - plan.whole_tiles;
 }
 
 // Calls run(segment) for each segment of block `block` of `grid`, in order (the kernels pass
-// their block index and grid; the host tests walk every block): unsplit, tiles block,
-// block + grid, ... whole; split, the block's run of the slice sequence cut at tile boundaries.
-// Both walk [at, end) in two ints, kept across the kernels' main loops at full registers while
-// the plan stays in the parameter space.
+// their block index and grid; the host tests walk every block): first the whole tiles block,
+// block + grid, ... below whole_tiles, then, for a worker, its run of the split part's sequence
+// cut at tile boundaries. The walk is two ints, `at` and `end`, kept across the kernels' main
+// loops at full registers while the plan stays in the parameter space: among the whole tiles,
+// `at` is the next tile and `end` is -1; in the run, [at, end) is what is left of it.
 //
 // run has one call site: each call inlines a kernel's whole tile body (its main loop, epilogue and
-// fixup), which a call site for each form of the plan would compile over again
+// fixup), which a call site for each part of the plan would compile over again
 // (docs/perf-notes-jit.md, "Changes and predictions"). A body compiled for any segment keeps in
 // its loop what a loop of whole tiles would hoist; the GEMM epilogue branches once a tile around
 // the addend's loads (gemm/gemm_epilogue.cuh), so that even its one-slice tiles pay little for it.
 template <class Run>
 SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int block, int grid, Run&& run) {
-  const bool split = plan.workers > 0;
-  if (split && block >= plan.workers) return;
-  int at = split ? static_cast<int>(stream_k_run_begin(plan, block)) : block;
-  const int end = split ? static_cast<int>(stream_k_run_begin(plan, block + 1)) : plan.tiles;
-  while (at < end) {
+  int at = block;
+  int end = -1;
+  while (true) {
+    if (end < 0 && at >= plan.whole_tiles) {  // the whole tiles are done: the block's run, if any
+      if (block >= plan.workers) return;
+      at = static_cast<int>(stream_k_run_begin(plan, block));
+      end = static_cast<int>(stream_k_run_begin(plan, block + 1));
+    }
+    if (end >= 0 && at >= end) return;
     TileSegment segment{at, 0, plan.slices, -1};
-    if (split) {
-      const int tile = at / plan.slices;
-      const int first = tile * plan.slices;
-      const int stop = min_int(end, first + plan.slices);
-      segment = TileSegment{tile, at - first, stop - first, block};
-      at = stop;
-    } else {
+    if (end < 0) {
       at += grid;
+    } else {
+      const int split_tile = at / plan.slices;
+      const int first = split_tile * plan.slices;
+      const int stop = min_int(end, first + plan.slices);
+      segment = TileSegment{plan.whole_tiles + split_tile, at - first, stop - first, block};
+      at = stop;
     }
     run(segment);
   }

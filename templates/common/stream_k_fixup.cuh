@@ -40,7 +40,7 @@ struct StreamKFixup {
     bar_sync(kStreamKBarrier, THREADS);
     bool last = false;
     if (ctid == 0) {
-      unsigned int* const arrivals = plan.arrivals + segment.tile;
+      unsigned int* const arrivals = plan.arrivals + stream_k_counter(plan, segment.tile);
       last = atomicAdd(arrivals, 1u) == static_cast<unsigned int>(pieces.last - pieces.first);
       // The counter is ready for the next launch: every piece has arrived.
       if (last) *arrivals = 0;

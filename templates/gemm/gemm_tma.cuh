@@ -16,8 +16,9 @@
 // reads only before it stages again or exits. An fp32 tile is stored from the registers.
 //
 // A block takes one tile of the grouped order, or, as the host chooses for short tiles, walks
-// tiles b, b + grid, ... persistently; a grid of few tiles is split along K instead, a run of
-// slices across tiles a block (templates/common/stream_k.cuh). The producer walks the block's
+// tiles b, b + grid, ... persistently; a grid whose last wave would leave many blocks idle is
+// split along K instead, its last wave's tiles (or all of them) a run of slices a block
+// (templates/common/stream_k.cuh). The producer walks the block's
 // segments ahead of the compute warps through one ring.
 #pragma once
 
@@ -67,10 +68,10 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   const Ring ring(smem);
   const int tiles_m = static_cast<int>((args.m + kBM - 1) / kBM);
   const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
-  // The corner (m0, n0) of the segment's tile: in the grouped order, or a split plan's row after
-  // row (templates/common/stream_k.cuh says why).
+  // The corner (m0, n0) of the segment's tile: in the grouped order, or for a plan split whole
+  // row after row (templates/common/stream_k.cuh says why).
   auto corner = [&](const TileSegment& segment, int& m0, int& n0) {
-    const TileIndex tile = plan.workers > 0 ? row_major_tile_index(segment.tile, tiles_n)
+    const TileIndex tile = stream_k_split_whole(plan) ? row_major_tile_index(segment.tile, tiles_n)
                                             : grouped_tile_index(segment.tile, tiles_m, tiles_n, kTileGroupRows);
     m0 = tile.m * kBM;
     n0 = tile.n * kBN;

@@ -5,9 +5,10 @@
 // producer walks the K slices of all of them through one TMA ring (templates/common/tma_ring.cuh):
 // while the compute warps turn a finished tile into its output and store it, the ring already
 // loads the next tile's slices, and the stores (TMA box stores, or bulk copies for fp32, from the
-// epilogue's own staging area) run under the next tile's products. A grid of few tiles is split
-// along K instead, a run of slices a block (templates/common/stream_k.cuh); the piece of a tile
-// that arrives last merges the pieces' sums and writes the tile.
+// epilogue's own staging area) run under the next tile's products. A grid whose last wave would
+// leave many blocks idle splits that wave's tiles (or all of them) along K instead, a run of
+// slices a block (templates/common/stream_k.cuh); the piece of a tile that arrives last merges
+// the pieces' sums and writes the tile.
 //
 // Nothing here depends on the model's shape: the K slices come from the stream-K plan, H and the
 // shard's valid rows from the TMA maps, the columns with logits from args.valid_local. The

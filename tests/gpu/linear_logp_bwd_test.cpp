@@ -378,6 +378,18 @@ const BwdCase kCases[] = {
     // 18 and grad_hidden's 36 of 24, each tile in two to four pieces.
     {"n1100_h1024_v1500_split_k", 1100, 1024, 1500, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
      true},
+    // Grids with a mostly empty last wave on an H200's 132 multiprocessors: a full wave kept whole,
+    // the last wave's tiles split among the blocks. dZ (recomputed on the third run) 48 x 3 = 144
+    // tiles of 16 slices, 12 split among 24 blocks; grad_hidden 48 x 4 = 192 of 11, 60 among 82;
+    // grad_weight 24 tiles, all split. Then the same in two chunks of 768 and 632 columns, with
+    // every output's gradient: grad_hidden's last chunk adds the accumulator, through the ring in
+    // its whole tiles and from memory in its split ones. And grad_hidden's 20 x 4 = 80 tiles, more
+    // than half the GPU and less than three quarters, all split.
+    {"n6100_h1024_v700_split_last_wave", 6100, 1024, 700, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
+     false, true},
+    {"n6100_h1024_v1400_chunks_split_last_wave_fp16", 6100, 1024, 1400, 1390, DType::kFP16, kNoBias, DType::kInt32,
+     1.1f, kAll, true, false, false, false, 6100 * 2 * 768},
+    {"n2500_h1024_v700_split_80_tiles", 2500, 1024, 700, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kLogp},
     // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
     // on an H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
     // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.

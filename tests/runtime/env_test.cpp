@@ -87,6 +87,19 @@ TEST(Env, ForwardExperimentKnobs) {
   EXPECT_EQ(resolve_config({}).fwd_splits, 0);
 }
 
+TEST(Env, SplitRuleKnob) {
+  {
+    ScopedEnv off("SHARDJIT_SPLIT_PARTIAL_WAVES", "0");
+    EXPECT_FALSE(resolve_config({}).split_partial_waves);
+  }
+  {
+    ScopedEnv bad("SHARDJIT_SPLIT_PARTIAL_WAVES", "half");
+    EXPECT_NE(error_of({}).find("SHARDJIT_SPLIT_PARTIAL_WAVES"), std::string::npos);
+  }
+  ScopedEnv unset("SHARDJIT_SPLIT_PARTIAL_WAVES", "");
+  EXPECT_TRUE(resolve_config({}).split_partial_waves);
+}
+
 TEST(Env, CompileJobsComeFromTheEnvironmentAndBadOnesNameTheVariable) {
   {
     ScopedEnv env("SHARDJIT_COMPILE_JOBS", "6");

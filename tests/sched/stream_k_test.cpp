@@ -1,7 +1,8 @@
 // The split of a kernel's tiles among its blocks (templates/common/stream_k.cuh), walked on the
-// host as the kernels walk it: every K slice of every tile is computed by exactly one block, the
-// pieces of a split tile are the workers the plan names, their partial-sum slots are distinct
-// and within the workspace, and the last wave is as full as the split can make it.
+// host as the kernels walk it: every K slice of every tile is computed by exactly one block, whole
+// tiles before split ones, the pieces of a split tile are the workers the plan names, their
+// partial-sum slots and arrival counters are distinct and within the workspace, and the last wave
+// is as full as the split can make it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct Walked {
   std::vector<int> covered;                       // per (tile, slice): how many blocks computed it
   std::map<int, std::set<int>> pieces;            // split tile -> the workers of its pieces
   std::set<int> slots;                            // partial-sum slots in use
+  std::set<int> counters;                         // arrival counters in use
   std::vector<long long> slices_per_block;        // K slices each block computes
 };
 
@@ -30,17 +32,29 @@ Walked walk_all(const kernels::StreamKPlan& plan, int grid) {
   w.covered.assign(static_cast<std::size_t>(plan.tiles) * plan.slices, 0);
   w.slices_per_block.assign(static_cast<std::size_t>(grid), 0);
   for (int block = 0; block < grid; ++block) {
+    bool in_run = false;
     kernels::for_each_segment(plan, block, grid, [&](const kernels::TileSegment& s) {
       EXPECT_TRUE(s.tile >= 0 && s.tile < plan.tiles) << "block " << block;
       EXPECT_TRUE(0 <= s.begin && s.begin < s.end && s.end <= plan.slices) << "block " << block;
       for (int k = s.begin; k < s.end; ++k) ++w.covered[static_cast<std::size_t>(s.tile) * plan.slices + k];
       w.slices_per_block[static_cast<std::size_t>(block)] += s.end - s.begin;
-      EXPECT_EQ(s.worker >= 0, plan.workers > 0) << "a split plan's segments, and only those, have a worker";
+      EXPECT_EQ(s.worker >= 0, s.tile >= plan.whole_tiles)
+          << "the split tiles' segments, and only those, have a worker";
+      if (s.worker >= 0) {
+        EXPECT_EQ(s.worker, block) << "worker j is block j";
+        in_run = true;
+      } else {
+        EXPECT_FALSE(in_run) << "block " << block << ": a whole tile after its run";
+        EXPECT_TRUE(kernels::stream_k_whole(plan, s));
+      }
       if (s.worker >= 0 && !kernels::stream_k_whole(plan, s)) {
         w.pieces[s.tile].insert(s.worker);
         const int slot = kernels::stream_k_slot(plan, s.tile, s.worker);
         EXPECT_TRUE(w.slots.insert(slot).second) << "slot " << slot << " used twice";
         EXPECT_TRUE(slot >= 0 && slot < 2 * plan.workers);
+        const int counter = kernels::stream_k_counter(plan, s.tile);
+        EXPECT_TRUE(counter >= 0 && counter < 2 * plan.workers) << "counter " << counter;
+        w.counters.insert(counter);
       }
     });
   }
@@ -61,32 +75,67 @@ void check_walk(const kernels::StreamKPlan& plan, int grid) {
     EXPECT_EQ(*workers.begin(), p.first);
     EXPECT_EQ(*workers.rbegin(), p.last);
   }
+  EXPECT_EQ(w.counters.size(), w.pieces.size()) << "a counter a split tile";
 }
 
 TEST(StreamK, EverySliceOfEveryTileOnce) {
   // tiles, slices, resident, persistent: grad_hidden at llama3-8b-decode (32 tiles of 2004
-  // slices on 132 multiprocessors), the backward tests' small grids, tiny K, whole grids.
+  // slices on 132 multiprocessors) and at 1100 and 2100 rows (144 and 272 tiles: a partial last
+  // wave), the backward tests' small grids, tiny K, whole grids, a last wave too short to split.
   for (auto [tiles, slices, resident, persistent] :
-       {std::tuple{32, 2004, 132, false}, {36, 71, 132, false}, {54, 16, 132, true}, {6, 64, 132, true},
-        {1, 1, 132, false}, {3, 5, 132, false}, {66, 35, 132, false}, {4096, 64, 132, true}, {1024, 256, 132, false},
-        {20, 100, 40, true}, {16032, 4, 132, true}}) {
-    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, resident);
-    const int grid = kernels::stream_k_grid(plan, resident, persistent);
-    ASSERT_GE(grid, 1);
-    if (persistent) {
-      EXPECT_LE(grid, resident);
+       {std::tuple{32, 2004, 132, false}, {144, 2004, 132, false}, {272, 1002, 132, false}, {36, 71, 132, false},
+        {54, 16, 132, true}, {6, 64, 132, true}, {1, 1, 132, false}, {3, 5, 132, false}, {66, 35, 132, false},
+        {80, 11, 132, true}, {144, 16, 132, true}, {192, 11, 132, false}, {133, 1, 132, true}, {4096, 64, 132, true},
+        {1024, 256, 132, false}, {20, 100, 40, true}, {45, 3, 40, false}, {16032, 4, 132, true}}) {
+    for (const bool partial_waves : {true, false}) {
+      const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, resident, 1, partial_waves);
+      const int grid = kernels::stream_k_grid(plan, resident, persistent);
+      ASSERT_GE(grid, 1);
+      if (persistent || plan.workers > 0) {
+        EXPECT_LE(grid, resident);
+      }
+      EXPECT_LE(plan.workers, resident);
+      if (plan.workers > 0) {
+        EXPECT_LT(plan.tiles - plan.whole_tiles, resident) << "the workspace has a counter a split tile";
+        EXPECT_EQ(plan.whole_tiles % resident, 0) << "whole tiles fill whole waves";
+        if (plan.whole_tiles > 0) {
+          EXPECT_TRUE(partial_waves);
+          EXPECT_EQ(grid, resident);
+        }
+      } else {
+        EXPECT_EQ(plan.whole_tiles, plan.tiles) << "unsplit, every tile is whole";
+      }
+      check_walk(plan, grid);
     }
-    EXPECT_LE(plan.workers, resident);
-    if (plan.workers > 0) {
-      EXPECT_LE(2 * plan.tiles, resident) << "the workspace has a counter a split tile";
-    }
-    check_walk(plan, grid);
   }
 }
 
-TEST(StreamK, OnlyGridsOfFewTilesAreSplit) {
+// The rule: split where the unsplit launch's last wave would leave a quarter of its block-time
+// idle, that is (132 blocks) grids of at most 99 tiles, of a full wave and at most 66 more, or of
+// two and at most 33 more; never three waves or more.
+TEST(StreamK, OnlyGridsWhoseLastWaveLeavesAQuarterIdleAreSplit) {
   EXPECT_EQ(kernels::plan_stream_k(4096, 64, 132).workers, 0) << "31 waves: the last one's gap is not worth it";
-  EXPECT_EQ(kernels::plan_stream_k(67, 128, 132).workers, 0) << "more than half the GPU";
+  EXPECT_EQ(kernels::plan_stream_k(1024, 256, 132).workers, 0) << "7.76 waves";
+  EXPECT_EQ(kernels::plan_stream_k(397, 2004, 132).workers, 0) << "three full waves and one tile";
+  EXPECT_EQ(kernels::plan_stream_k(100, 128, 132).workers, 0) << "one wave, less than a quarter idle";
+  EXPECT_EQ(kernels::plan_stream_k(132, 128, 132).workers, 0) << "one full wave";
+  EXPECT_EQ(kernels::plan_stream_k(199, 128, 132).workers, 0) << "the last wave more than half full";
+  EXPECT_EQ(kernels::plan_stream_k(298, 128, 132).workers, 0);
+  for (const int tiles : {67, 99}) {
+    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, 128, 132);
+    EXPECT_EQ(plan.workers, 132) << tiles << " tiles";
+    EXPECT_EQ(plan.whole_tiles, 0) << tiles << " tiles: split whole";
+    EXPECT_EQ(kernels::plan_stream_k(tiles, 128, 132, 1, false).workers, 0) << "more than half the GPU";
+  }
+  for (const auto& [tiles, whole] : {std::pair{133, 132}, {144, 132}, {198, 132}, {265, 264}, {297, 264}}) {
+    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, 2004, 132);
+    EXPECT_EQ(plan.whole_tiles, whole) << tiles << " tiles";
+    EXPECT_EQ(plan.workers, 132) << tiles << " tiles";
+    EXPECT_EQ(kernels::stream_k_grid(plan, 132, false), 132);
+    EXPECT_EQ(kernels::plan_stream_k(tiles, 2004, 132, 1, false).workers, 0);
+  }
+  EXPECT_EQ(kernels::plan_stream_k(144, 11, 132).workers, 12 * 11 / 8) << "runs of at least 8 slices";
+  EXPECT_EQ(kernels::plan_stream_k(133, 1, 132).workers, 0) << "one tile of one slice left: nothing to split";
   EXPECT_EQ(kernels::plan_stream_k(100, 0, 132).workers, 0) << "no K: nothing to split";
   EXPECT_EQ(kernels::plan_stream_k(10, 64, 0).workers, 0) << "no workspace: nothing is split";
   EXPECT_EQ(kernels::plan_stream_k(1, 1, 132).workers, 0) << "too little K to be worth a partial sum";

@@ -589,8 +589,9 @@ TEST(GemmSpec, TmaNeedsTheWgmmaLoopOnFourStages) {
 }
 
 // Whether a call needs the split workspace (templates/common/stream_k.cuh), on 132
-// multiprocessors with the Hopper tiles: only when a kernel's grid fills at most half of them.
-TEST(BwdSplits, OnlyCallsWithAGridOfFewTilesSplit) {
+// multiprocessors with the Hopper tiles: only when a kernel's last wave would leave a quarter of
+// its launch idle.
+TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
   const BwdTileShape dz{128, 256, 64};
   const BwdTileShape gemm{128, 256, 64};
   // llama3-8b-16k: 4096, 1024 and 2048 tiles a chunk (the last chunk's fewer, still > 66).
@@ -604,6 +605,16 @@ TEST(BwdSplits, OnlyCallsWithAGridOfFewTilesSplit) {
   // A narrow vocabulary shard: dZ 8 x 2 = 16 tiles.
   const BackwardChunks narrow = backward_chunks(input(1024, 500, kDefaultBackwardWorkspaceBytes));
   EXPECT_TRUE(backward_splits_tiles(narrow, 1024, 4096, dz, std::nullopt, 132));
+  // 1100 rows of llama3-8b in two chunks: grad_hidden is 9 x 16 = 144 tiles a chunk, a full wave
+  // and 12 more; dZ 9 x 251 and grad_weight 501 x 16 tiles a chunk, many waves.
+  const BackwardChunks rows_1100 = backward_chunks(input(1100, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(backward_splits_tiles(rows_1100, 1100, 4096, std::nullopt, gemm, 132));
+  EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, dz, std::nullopt, 132));
+  EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, std::nullopt, gemm, 132, false))
+      << "the rule of grids of at most half the GPU";
+  // 1024 rows: grad_hidden's 128 tiles fill one wave.
+  const BackwardChunks rows_1024 = backward_chunks(input(1024, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_FALSE(backward_splits_tiles(rows_1024, 1024, 4096, dz, gemm, 132));
 }
 
 }  // namespace

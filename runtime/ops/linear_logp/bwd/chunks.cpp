@@ -163,13 +163,15 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
 }
 
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
-                      std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident) {
+                           std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
+                           bool partial_waves) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     const std::int64_t tiles = ceil_div(rows, tile.rows) * ceil_div(cols, tile.cols);
-    if (tiles > resident) return false;  // never split; and it may not fit an int
+    // Three full waves or more never split (stream_k_splits); and their count may not fit an int.
+    if (tiles >= 3 * static_cast<std::int64_t>(resident)) return false;
     const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
-    return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident);
+    return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident, partial_waves);
   };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;

@@ -59,10 +59,12 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
-  // The Hopper kernels split the tiles of small grids along K (templates/common/stream_k.cuh).
+  // The Hopper kernels split along K the tiles of grids whose last wave would leave many blocks
+  // idle (templates/common/stream_k.cuh).
   if (specs->gemm_tile.tma || specs->dz_tile.wgmma) {
     split = StreamKWorkspace(device, std::max(specs->gemm_tile.bm * specs->gemm_tile.bn,
-                                              specs->dz_tile.bm * specs->dz_tile.bn));
+                                              specs->dz_tile.bm * specs->dz_tile.bn),
+                             runtime.config.split_partial_waves);
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
@@ -78,12 +80,8 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
 }
 
-namespace {
-
-// `resident`: the blocks of a Hopper kernel that run at once (StreamKWorkspace), for the bands of
-// a second kept chunk's product (kept_band_rows_for).
-BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                        std::int64_t n_rows, bool grad_hidden, bool whole = true) {
+BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
+                                          std::int64_t n_rows, bool grad_hidden, bool whole) {
   BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -105,26 +103,25 @@ BackwardChunksInput chunks_input(const LinearLogpConfig& c, const LinearLogpBwdK
   return input;
 }
 
-}  // namespace
-
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
-  return backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
+  return backward_chunks(backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
 }
 
 BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
   BackwardChunks plan = chunks_for(n_rows, grad_hidden);
   if (plan.chunks == 1 && plan.dz_bytes > dz_buffer.bytes() && stream_capture_id(stream) != 0) {
-    plan = backward_chunks(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden, false));
+    plan = backward_chunks(
+        backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden, false));
   }
   return plan;
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
-  return backward_chunk_fits(chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
+  return backward_chunk_fits(backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
 }
 
 BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
-  return backward_chunks_reserve(chunks_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
+  return backward_chunks_reserve(backward_chunks_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
 }
 
 void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
@@ -159,7 +156,8 @@ bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& spl
   const FwdTile& dz_tile = specs.dz_tile;
   const GemmTile& gemm = specs.gemm_tile;
   return backward_splits_tiles(chunks, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
-                          hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks());
+                               hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks(),
+                               split.partial_waves());
 }
 
 }  // namespace

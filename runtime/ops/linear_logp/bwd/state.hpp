@@ -22,6 +22,13 @@
 
 namespace shardjit {
 
+// The chunk plan's input (backward_chunks) of a call of n_rows rows of an op of config `c` with
+// backward kernels `specs`: `resident`, the blocks of a Hopper kernel that run at once
+// (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for);
+// `whole` false leaves out the whole shard as one chunk. No device needed.
+BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
+                                          std::int64_t n_rows, bool grad_hidden, bool whole = true);
+
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
                      const LinearLogpKernels& kernels);
