@@ -17,7 +17,10 @@
 
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
+#include "common/stream_k.cuh"
+#include "runtime/ops/linear_logp/bwd/state.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/layout.hpp"
 #include "shardjit/prewarm.hpp"
 #include "shardjit/shardjit.hpp"
 
@@ -127,11 +130,48 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
   return {{"splits", plan.splits}, {"blocks", plan.blocks()}, {"longest_block_tiles", longest}};
 }
 
+// A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
+// op of the point's keep budget: its vocabulary chunks, and each kernel's grid on the first chunk
+// with its split along K (templates/common/stream_k.cuh): tiles, those computed whole, and the
+// blocks among which the others are split (0: none split). dZ's is that of a recomputed chunk.
+nlohmann::json h200_backward_plan(const SweepPoint& p) {
+  constexpr int kSms = 132;
+  LinearLogpConfig config;
+  config.hidden = p.c.hidden;
+  config.vocab_local = p.c.vocab;
+  config.valid_vocab = p.c.valid_vocab;
+  config.dtype = p.c.dtype;
+  config.want_backward = true;
+  config.keep_logits_bytes = p.c.keep_logits_bytes;
+  const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(resolve_single_gpu_layout(config), "sm_90a", true, 1);
+  const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, p.c.n, true));
+  const std::int64_t cols = chunks.chunk(0).cols;
+  auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, int bm, int bn, int bk) {
+    const std::int64_t row_tiles = (rows + bm - 1) / bm;
+    const std::int64_t tiles = row_tiles * ((columns + bn - 1) / bn);
+    kernels::StreamKPlan plan{};
+    if (tiles < 3 * kSms) {  // more never splits, and may not fit an int
+      plan = kernels::plan_stream_k(static_cast<int>(tiles), static_cast<int>((k + bk - 1) / bk), kSms,
+                                    static_cast<int>(row_tiles));
+    }
+    const std::int64_t whole = plan.workers > 0 ? plan.whole_tiles : tiles;
+    return nlohmann::json{{"tiles", tiles}, {"whole_tiles", whole}, {"split_workers", plan.workers}};
+  };
+  const FwdTile& dz = specs.dz_tile;
+  const GemmTile& gemm = specs.gemm_tile;
+  return {{"chunks", chunks.chunks},
+          {"chunk_cols", cols},
+          {"dz", grid(p.c.n, cols, p.c.hidden, dz.bm, dz.bn, dz.bk)},
+          {"grad_weight", grid(cols, p.c.hidden, p.c.n, gemm.bm, gemm.bn, gemm.bk)},
+          {"grad_hidden", grid(p.c.n, p.c.hidden, cols, gemm.bm, gemm.bn, gemm.bk)}};
+}
+
 int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {
   double total = 0;
   for (const SweepPoint& p : points) {
     nlohmann::json row = point_fields(p);
     if (!p.c.backward) row["h200_fwd_plan"] = h200_forward_plan(p);
+    if (p.c.backward) row["h200_bwd_plan"] = h200_backward_plan(p);
     row["estimated_s"] = estimated_point_seconds(p, timing);
     total += row["estimated_s"].get<double>();
     std::printf("%s\n", row.dump().c_str());
