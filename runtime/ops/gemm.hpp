@@ -52,8 +52,8 @@ unsigned gemm_smem(const GemmKind& kind, const GemmTile& tile);
 
 // Grid from args.m and args.n; nothing is launched when either is zero. The kind is the kernel's
 // (gemm_spec): a TMA tile's maps (the addend's too) are encoded from it and args here, tiles of
-// few K slices are walked by persistent blocks, and a grid of few tiles is split along K in
-// `split` (templates/common/stream_k.cuh).
+// few K slices are walked by persistent blocks, and a grid whose last wave would leave many
+// blocks idle is split along K in `split` (templates/common/stream_k.cuh).
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
                  const GemmTile& tile, const StreamKWorkspace& split, CUstream stream);
 

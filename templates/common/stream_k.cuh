@@ -77,7 +77,7 @@ SHARDJIT_HOST_DEVICE inline int stream_k_full_waves(int tiles, int resident) {
 SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resident, bool partial_waves = true) {
   if (tiles <= 0 || slices <= 0 || resident <= 0) return false;
   if (!partial_waves) {
-    return 2 * tiles <= resident && static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
+    return 2LL * tiles <= resident && static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
   }
   const int full = stream_k_full_waves(tiles, resident);
   const int last = tiles - full * resident;  // tiles of the last wave

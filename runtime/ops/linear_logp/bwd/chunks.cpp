@@ -178,6 +178,15 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
     if (dz && splits(n_rows, cols, hidden, *dz)) return true;
     if (gemm && (splits(cols, hidden, n_rows, *gemm) || splits(n_rows, hidden, cols, *gemm))) return true;
   }
+  // A second kept chunk's grad_hidden product runs in bands of kept_band_rows rows: a whole band,
+  // and the last one's rows. (Were one of them left out, it would split only once another call
+  // had allocated the workspace, and a call's bits would depend on the calls before it.)
+  if (gemm && plan.kept_band_rows > 0 && plan.chunks >= 2) {
+    const std::int64_t cols = plan.chunk(1).cols;
+    const std::int64_t last = n_rows % plan.kept_band_rows;
+    if (splits(std::min(plan.kept_band_rows, n_rows), hidden, cols, *gemm)) return true;
+    if (last > 0 && splits(last, hidden, cols, *gemm)) return true;
+  }
   return false;
 }
 

@@ -81,8 +81,9 @@ struct BwdTileShape {
 // Whether a Hopper kernel of a call of n_rows rows splits its tiles along K (templates/common/
 // stream_k.cuh, by its rule `partial_waves`) on `resident` blocks, and so needs the split
 // workspace: per chunk, dZ [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over
-// K = n_rows, grad_hidden [n_rows x hidden] over K = cols. A kernel left out (no value) runs the
-// portable loop. Every chunk but the last has the first's width.
+// K = n_rows, grad_hidden [n_rows x hidden] over K = cols, and where a second kept chunk lies in
+// the accumulator its grad_hidden bands (kept_band_rows rows each). A kernel left out (no value)
+// runs the portable loop. Every chunk but the last has the first's width.
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
                            bool partial_waves = true);
