@@ -383,13 +383,13 @@ const BwdCase kCases[] = {
     // tiles of 16 slices, 12 split among 24 blocks; grad_hidden 48 x 4 = 192 of 11, 60 among 82;
     // grad_weight 24 tiles, all split. Then the same in two chunks of 768 and 632 columns, with
     // every output's gradient: grad_hidden's last chunk adds the accumulator, through the ring in
-    // its whole tiles and from memory in its split ones. And grad_hidden's 20 x 4 = 80 tiles, more
-    // than half the GPU and less than three quarters, all split.
+    // its whole tiles and from memory in its split ones. And two full waves: grad_hidden's 68 x 4 =
+    // 272 tiles, 264 whole (two a block), 8 of 11 slices split among 11 blocks.
     {"n6100_h1024_v700_split_last_wave", 6100, 1024, 700, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
      false, true},
     {"n6100_h1024_v1400_chunks_split_last_wave_fp16", 6100, 1024, 1400, 1390, DType::kFP16, kNoBias, DType::kInt32,
      1.1f, kAll, true, false, false, false, 6100 * 2 * 768},
-    {"n2500_h1024_v700_split_80_tiles", 2500, 1024, 700, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kLogp},
+    {"n8600_h1024_v700_two_waves_split", 8600, 1024, 700, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kLogp},
     // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
     // on an H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
     // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.

@@ -110,22 +110,23 @@ TEST(StreamK, EverySliceOfEveryTileOnce) {
   }
 }
 
-// The rule: split where the unsplit launch's last wave would leave a quarter of its block-time
-// idle, that is (132 blocks) grids of at most 99 tiles, of a full wave and at most 66 more, or of
-// two and at most 33 more; never three waves or more.
+// The rule: below one wave, at most half the blocks' tiles, all split; above it, where the
+// unsplit launch's last wave would leave a quarter of its block-time idle, that is (132 blocks)
+// a full wave and at most 66 more, or two and at most 33 more; never three waves or more.
 TEST(StreamK, OnlyGridsWhoseLastWaveLeavesAQuarterIdleAreSplit) {
   EXPECT_EQ(kernels::plan_stream_k(4096, 64, 132).workers, 0) << "31 waves: the last one's gap is not worth it";
   EXPECT_EQ(kernels::plan_stream_k(1024, 256, 132).workers, 0) << "7.76 waves";
   EXPECT_EQ(kernels::plan_stream_k(397, 2004, 132).workers, 0) << "three full waves and one tile";
-  EXPECT_EQ(kernels::plan_stream_k(100, 128, 132).workers, 0) << "one wave, less than a quarter idle";
+  EXPECT_EQ(kernels::plan_stream_k(67, 128, 132).workers, 0) << "more than half the GPU, less than a wave";
+  EXPECT_EQ(kernels::plan_stream_k(99, 128, 132).workers, 0);
   EXPECT_EQ(kernels::plan_stream_k(132, 128, 132).workers, 0) << "one full wave";
   EXPECT_EQ(kernels::plan_stream_k(199, 128, 132).workers, 0) << "the last wave more than half full";
   EXPECT_EQ(kernels::plan_stream_k(298, 128, 132).workers, 0);
-  for (const int tiles : {67, 99}) {
+  for (const int tiles : {33, 66}) {
     const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, 128, 132);
     EXPECT_EQ(plan.workers, 132) << tiles << " tiles";
     EXPECT_EQ(plan.whole_tiles, 0) << tiles << " tiles: split whole";
-    EXPECT_EQ(kernels::plan_stream_k(tiles, 128, 132, 1, false).workers, 0) << "more than half the GPU";
+    EXPECT_EQ(kernels::plan_stream_k(tiles, 128, 132, 1, false).workers, 132) << "the same below one wave";
   }
   for (const auto& [tiles, whole] : {std::pair{133, 132}, {144, 132}, {198, 132}, {265, 264}, {297, 264}}) {
     const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, 2004, 132);

@@ -616,18 +616,18 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
   const BackwardChunks rows_1024 = backward_chunks(input(1024, 128256, kDefaultBackwardWorkspaceBytes));
   EXPECT_FALSE(backward_splits_tiles(rows_1024, 1024, 4096, dz, gemm, 132));
   // A second kept chunk's grad_hidden bands: at H = 5120 (20 column tiles) bands of 768 rows, 120
-  // tiles; 1280 rows leave a last band of 512 rows, 80 tiles, which splits, while the chunks'
-  // grids (grad_hidden 200 tiles, dZ 400, grad_weight 1600) do not.
-  BackwardChunksInput banded = input(1280, 128256, 1280 * 2 * 10240);
+  // tiles; 1920 rows leave a last band of 384 rows, 60 tiles, which splits, while the chunks'
+  // grids (grad_hidden 300 tiles, dZ 600 and 315, grad_weight 1600 and 840) do not.
+  BackwardChunksInput banded = input(1920, 128256, 1920 * 2 * 10240);
   banded.hidden = 5120;
   banded.tile_cols = 256;
   banded.hidden_accumulator = true;
   banded.keep_band_rows = kept_band_rows_for(5120, 128, 256, 132);
   const BackwardChunks bands = backward_chunks(banded);
   ASSERT_EQ(bands.kept_band_rows, 768);
-  EXPECT_TRUE(backward_splits_tiles(bands, 1280, 5120, dz, gemm, 132));
+  EXPECT_TRUE(backward_splits_tiles(bands, 1920, 5120, dz, gemm, 132));
   banded.keep_band_rows = 0;
-  EXPECT_FALSE(backward_splits_tiles(backward_chunks(banded), 1280, 5120, dz, gemm, 132)) << "no bands";
+  EXPECT_FALSE(backward_splits_tiles(backward_chunks(banded), 1920, 5120, dz, gemm, 132)) << "no bands";
 }
 
 }  // namespace
