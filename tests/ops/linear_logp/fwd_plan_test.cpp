@@ -51,6 +51,23 @@ TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
 }
 
+// Where no split count within the tolerance of the fullest keeps the running X rows in L2, the
+// fullest of those that do: llama3-70b's head (H = 8192) at 16384 rows with a kept chunk ahead
+// of the forward kernel's 405 vocabulary tiles, where 64 splits fill the waves badly and 1, 2, 4
+// and 8 stream X from memory (one split ran the forward about twice as long on an H100).
+TEST(VocabSplits, AFullPlanWhoseXMissesL2YieldsToOneThatFits) {
+  const FwdTile hopper{128, 256, 64, 4};
+  for (const GpuShape gpu : {GpuShape{132, 50ll << 20}, kH200}) {
+    for (const std::int64_t valid : {405 * 256, 341 * 256}) {
+      const VocabSplit plan = choose_vocab_splits(16384, 8192 * 2, valid, hopper, gpu);
+      SCOPED_TRACE(std::to_string(valid / 256) + " tiles, L2 " + std::to_string(gpu.l2_bytes >> 20) + " MiB");
+      EXPECT_GT(plan.splits, 1);
+      EXPECT_LE(static_cast<std::int64_t>(std::min(plan.group_rows, plan.row_tiles)) * 128 * 8192 * 2,
+                gpu.l2_bytes / 2);
+    }
+  }
+}
+
 // A group of the block order is the row tiles one wave of blocks holds.
 TEST(VocabSplits, GroupRowsAreTheRowTilesOfOneWave) {
   EXPECT_EQ(choose_vocab_splits(16384, 8192, 128256, FwdTile{128, 256, 64, 4}, kH200).splits, 8);
