@@ -10,10 +10,10 @@
 //   tiles [whole_tiles, tiles)  their K slices taken as one sequence, tile after tile, and cut
 //                               into `workers` equal runs, one a block ("stream-K").
 //
-// Unsplit, every tile is whole. A grid of fewer tiles than the blocks that run at once is split
-// whole (no whole tiles); a larger one keeps its full waves whole and splits the tiles of its
-// last wave among all the blocks, which reach them together after the full waves. Either is done
-// only where the unsplit launch would leave at least a quarter of its block-time idle
+// Unsplit, every tile is whole. A grid of at most half as many tiles as the blocks that run at
+// once is split whole (no whole tiles); one of more than a wave keeps its full waves whole and
+// splits the tiles of its last wave among all the blocks, which reach them together after the
+// full waves, where the unsplit launch would leave at least a quarter of its block-time idle
 // (stream_k_splits): a few waves whose last is mostly empty, never a grid of many waves, whose
 // split runs would start at scattered K offsets and stop sharing their operands' K slices in L2
 // (docs/perf-notes.md, "Stream-K", has what was measured).
@@ -69,9 +69,9 @@ SHARDJIT_HOST_DEVICE inline int stream_k_full_waves(int tiles, int resident) {
 }
 
 // Whether `tiles` tiles of `slices` K slices on `resident` blocks (the blocks that run at once)
-// are split: when the unsplit launch, ceil(tiles / resident) waves, would leave at least a quarter
-// of its block-time idle in its last wave, and the tiles of that wave have K to split. With three
-// full waves or more that never holds: a grid of a few waves, or of less than one, splits.
+// are split: below one wave, when they are at most half the blocks; above it, when the unsplit
+// launch, ceil(tiles / resident) waves, would leave at least a quarter of its block-time idle in
+// its last wave (never with three full waves or more); and the split tiles have K to split.
 // `partial_waves` false: only grids of at most half the blocks, split whole (the rule kept for
 // comparisons, SHARDJIT_SPLIT_PARTIAL_WAVES=0).
 SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resident, bool partial_waves = true) {
