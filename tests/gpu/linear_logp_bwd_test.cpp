@@ -384,12 +384,16 @@ const BwdCase kCases[] = {
     // grad_weight 24 tiles, all split. Then the same in two chunks of 768 and 632 columns, with
     // every output's gradient: grad_hidden's last chunk adds the accumulator, through the ring in
     // its whole tiles and from memory in its split ones. And two full waves: grad_hidden's 68 x 4 =
-    // 272 tiles, 264 whole (two a block), 8 of 11 slices split among 11 blocks.
+    // 272 tiles, 264 whole (two a block), 8 of 11 slices split among 11 blocks. And tiles of more
+    // K slices than the GEMM walks persistently (41): grad_hidden's 192 tiles, 60 split among 132
+    // blocks, which a plan without the split launches one a tile.
     {"n6100_h1024_v700_split_last_wave", 6100, 1024, 700, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
      false, true},
     {"n6100_h1024_v1400_chunks_split_last_wave_fp16", 6100, 1024, 1400, 1390, DType::kFP16, kNoBias, DType::kInt32,
      1.1f, kAll, true, false, false, false, 6100 * 2 * 768},
     {"n8600_h1024_v700_two_waves_split", 8600, 1024, 700, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kLogp},
+    {"n6100_h1024_v2600_split_last_wave_long_k", 6100, 1024, 2600, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f,
+     kBoth},
     // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
     // on an H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
     // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.
