@@ -76,13 +76,12 @@ SHARDJIT_HOST_DEVICE inline int stream_k_full_waves(int tiles, int resident) {
 // comparisons, SHARDJIT_SPLIT_PARTIAL_WAVES=0).
 SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resident, bool partial_waves = true) {
   if (tiles <= 0 || slices <= 0 || resident <= 0) return false;
-  if (!partial_waves) {
+  const int full = stream_k_full_waves(tiles, resident);
+  // Less than a wave: at most half the blocks (split whole, 72-80 tiles of 132 showed no gain).
+  if (!partial_waves || full == 0) {
     return 2LL * tiles <= resident && static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
   }
-  const int full = stream_k_full_waves(tiles, resident);
   const int last = tiles - full * resident;  // tiles of the last wave
-  // Less than a wave: at most half the blocks (80 tiles of 132, split whole, ran 10 % slower).
-  if (full == 0) return 2 * tiles <= resident && static_cast<long long>(tiles) * slices >= 2 * kStreamKMinSlices;
   // idle share (resident - last) / ((full + 1) resident) >= 1 / 4
   return last > 0 && 4LL * (resident - last) >= static_cast<long long>(full + 1) * resident &&
          static_cast<long long>(last) * slices >= 2 * kStreamKMinSlices;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/stream_k.cuh"
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
-#include "common/stream_k.cuh"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
@@ -150,7 +151,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
     const std::int64_t row_tiles = (rows + bm - 1) / bm;
     const std::int64_t tiles = row_tiles * ((columns + bn - 1) / bn);
     kernels::StreamKPlan plan{};
-    if (tiles < 3 * kSms) {  // more never splits, and may not fit an int
+    if (tiles <= std::numeric_limits<int>::max()) {  // more never splits (stream_k_splits)
       plan = kernels::plan_stream_k(static_cast<int>(tiles), static_cast<int>((k + bk - 1) / bk), kSms,
                                     static_cast<int>(row_tiles));
     }

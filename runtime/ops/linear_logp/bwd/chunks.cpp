@@ -168,8 +168,7 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     const std::int64_t tiles = ceil_div(rows, tile.rows) * ceil_div(cols, tile.cols);
-    // Three full waves or more never split (stream_k_splits); and their count may not fit an int.
-    if (tiles >= 3 * static_cast<std::int64_t>(resident)) return false;
+    if (tiles > std::numeric_limits<int>::max()) return false;  // never splits (stream_k_splits)
     const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
     return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident, partial_waves);
   };
