@@ -116,25 +116,10 @@ struct TmaRing {
   // slice's products left in flight while the next is issued; each stage is released once its
   // products are done, the last one after the mainloop's finish(). The accumulators are final
   // on return.
-  //
-  // `rows` is how many of the tile's A rows lie inside the operand; the rows past it arrive as
-  // zeros. A warpgroup whose 64 rows all lie past it would only add zero products to its cleared
-  // accumulators, so it lets the slices pass instead (calls of at most 64 rows, a last row tile
-  // of at most 64): the tensor cores do half the work where a handful of rows fill a 128-row
-  // tile, the accumulators the same. A loop of its own, so that no test sits among the wgmma.
   template <class T, class Mainloop>
-  __device__ __forceinline__ void consume(Mainloop& mainloop, TmaRingCursor<STAGES>& at, int count, long long rows,
-                                          int warp, int lane) const {
+  __device__ __forceinline__ void consume(Mainloop& mainloop, TmaRingCursor<STAGES>& at, int count, int warp,
+                                          int lane) const {
     static_assert(Mainloop::kSlicesInFlight == 1, "the ring releases a stage one slice after its products");
-    if ((warp / 4) * Mainloop::kWarpGroupRows >= rows) {
-#pragma unroll 1
-      for (int i = 0; i < count; ++i) {
-        acquire(at);
-        release(at, lane);
-        at.advance();
-      }
-      return;
-    }
     int held = -1;  // the stage whose products may still run
     // Not unrolled: a copy of the loop is 4 wgmma over 128 accumulators with their fences, and the
     // compilers' copies (4 or more a call) made NVVM and ptxas take two to five times as long

@@ -153,7 +153,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     }
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume<TA>(mainloop, at, count, args.m - m0, warp, lane);
+    ring.template consume<TA>(mainloop, at, count, warp, lane);
     if (stages_addend(segment)) {
       Addend addend;
       TmaRingCursor<STAGES> stage_at = at;

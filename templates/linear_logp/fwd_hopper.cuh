@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
   Mainloop mainloop;
   for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
     mainloop.clear();
-    ring.template consume<T>(mainloop, at, k_slices, block.rows, warp, lane);
+    ring.template consume<T>(mainloop, at, k_slices, warp, lane);
     epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
   }
 

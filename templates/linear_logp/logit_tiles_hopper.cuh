@@ -91,7 +91,6 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
   for_each_segment(plan, [&](const TileSegment& segment) {
     // A tile wholly in the padding (or past the shard) has no logits to compute; its first
     // piece writes it.
-    int rows;
     if (const Tile tile(args, segment.tile, row_tiles, col_tiles); tile.n0 >= args.valid_local) {
       if (segment.begin == 0) {
         epilogue.store_zero_tile(tile.c0, tile.row0, tile.rows, args, tile.out, warp, lane);
@@ -100,12 +99,11 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
       return;
     } else {
       epilogue.init(args, tile.row0, tid, computed++);
-      rows = tile.rows;
     }
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume<T>(mainloop, at, segment.end - segment.begin, rows, warp, lane);
+    ring.template consume<T>(mainloop, at, segment.end - segment.begin, warp, lane);
     if (!Fixup::finish(plan, segment, mainloop.acc, tid)) return;
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
