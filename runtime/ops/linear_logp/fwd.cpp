@@ -128,23 +128,23 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   for (int splits : candidates) {
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
-  // Each split costs partials traffic and a wider combine, so prefer few of them.
+  // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
+  // within the tolerance whose X fits. Where none of those does, the fullest of all that fit (the
+  // fewest splits of equals): a plan whose X does not fit streams X from memory once a vocabulary
+  // tile (one split of 128 row tiles at 16384 rows and H = 8192 ran the forward about twice as
+  // long on an H100). Where none fits at all, the fewest within the tolerance.
   std::optional<VocabSplit> fallback;
-  for (int splits : candidates) {
-    if (!usable(splits)) break;
-    if (fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms) < best - tolerance) continue;
-    if (x_fits_in_l2(splits)) return plan_for(splits);
-    if (!fallback) fallback = plan_for(splits);
-  }
-  // None within the tolerance keeps X in L2: the fullest of those that do (the fewest splits of
-  // equals). A plan whose X does not fit streams X from memory once a vocabulary tile: one split of
-  // 128 row tiles at 16384 rows and H = 8192 ran the forward about twice as long on an H100.
   std::optional<VocabSplit> fitting;
   double fitting_efficiency = -1.0;
   for (int splits : candidates) {
     if (!usable(splits)) break;
     const double efficiency = fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms);
-    if (x_fits_in_l2(splits) && efficiency > fitting_efficiency) {
+    const bool fits = x_fits_in_l2(splits);
+    if (efficiency >= best - tolerance) {
+      if (fits) return plan_for(splits);
+      if (!fallback) fallback = plan_for(splits);
+    }
+    if (fits && efficiency > fitting_efficiency) {
       fitting = plan_for(splits);
       fitting_efficiency = efficiency;
     }
