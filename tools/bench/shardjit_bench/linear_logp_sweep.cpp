@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -16,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/stream_k.cuh"
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
@@ -147,24 +145,19 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(resolve_single_gpu_layout(config), "sm_90a", true, 1);
   const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
-  auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, int bm, int bn, int bk) {
-    const std::int64_t row_tiles = (rows + bm - 1) / bm;
-    const std::int64_t tiles = row_tiles * ((columns + bn - 1) / bn);
-    kernels::StreamKPlan plan{};
-    if (tiles <= std::numeric_limits<int>::max()) {  // more never splits (stream_k_splits)
-      plan = kernels::plan_stream_k(static_cast<int>(tiles), static_cast<int>((k + bk - 1) / bk), kSms,
-                                    static_cast<int>(row_tiles));
-    }
-    const std::int64_t whole = plan.workers > 0 ? plan.whole_tiles : tiles;
-    return nlohmann::json{{"tiles", tiles}, {"whole_tiles", whole}, {"split_workers", plan.workers}};
+  // As the launches plan them: the GEMM's workers a multiple of its row tiles, dZ's not.
+  auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
+    const BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm);
+    const std::int64_t whole = split.plan.workers > 0 ? split.plan.whole_tiles : split.tiles;
+    return nlohmann::json{{"tiles", split.tiles}, {"whole_tiles", whole}, {"split_workers", split.plan.workers}};
   };
-  const FwdTile& dz = specs.dz_tile;
-  const GemmTile& gemm = specs.gemm_tile;
+  const BwdTileShape dz{specs.dz_tile.bm, specs.dz_tile.bn, specs.dz_tile.bk};
+  const BwdTileShape gemm{specs.gemm_tile.bm, specs.gemm_tile.bn, specs.gemm_tile.bk};
   return {{"chunks", chunks.chunks},
           {"chunk_cols", cols},
-          {"dz", grid(p.c.n, cols, p.c.hidden, dz.bm, dz.bn, dz.bk)},
-          {"grad_weight", grid(cols, p.c.hidden, p.c.n, gemm.bm, gemm.bn, gemm.bk)},
-          {"grad_hidden", grid(p.c.n, p.c.hidden, cols, gemm.bm, gemm.bn, gemm.bk)}};
+          {"dz", grid(p.c.n, cols, p.c.hidden, dz, false)},
+          {"grad_weight", grid(cols, p.c.hidden, p.c.n, gemm, true)},
+          {"grad_hidden", grid(p.c.n, p.c.hidden, cols, gemm, true)}};
 }
 
 int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {

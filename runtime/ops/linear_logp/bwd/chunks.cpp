@@ -162,15 +162,24 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
   return most;
 }
 
+BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
+                                 int resident, bool partial_waves, bool row_tiles) {
+  BwdGridSplit grid;
+  const std::int64_t tile_rows = ceil_div(rows, tile.rows);
+  grid.tiles = tile_rows * ceil_div(cols, tile.cols);
+  if (grid.tiles > std::numeric_limits<int>::max()) return grid;  // never splits (stream_k_splits)
+  const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
+  grid.plan = kernels::plan_stream_k(static_cast<int>(grid.tiles), static_cast<int>(slices), resident,
+                                     row_tiles ? static_cast<int>(tile_rows) : 1, partial_waves);
+  return grid;
+}
+
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
                            bool partial_waves) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
-    const std::int64_t tiles = ceil_div(rows, tile.rows) * ceil_div(cols, tile.cols);
-    if (tiles > std::numeric_limits<int>::max()) return false;  // never splits (stream_k_splits)
-    const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
-    return kernels::stream_k_splits(static_cast<int>(tiles), static_cast<int>(slices), resident, partial_waves);
+    return backward_grid_split(rows, cols, k, tile, resident, partial_waves, false).plan.workers > 0;
   };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "common/stream_k.cuh"
 #include "shardjit/linear_logp.hpp"
 
 namespace shardjit {
@@ -77,6 +78,18 @@ struct BwdTileShape {
   int cols = 256;
   int k = 64;
 };
+
+// The split along K (templates/common/stream_k.cuh, by its rule `partial_waves`) of a Hopper
+// backward kernel over [rows x cols] outputs and K = k in `tile`s on `resident` blocks: its tile
+// count and plan (workspace pointers unset). `row_tiles`: the plan's workers a multiple of the
+// row tiles, as the GEMM's launch asks (dZ's does not). A grid of more tiles than an int holds
+// is never split.
+struct BwdGridSplit {
+  std::int64_t tiles = 0;
+  kernels::StreamKPlan plan{};
+};
+BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
+                                 int resident, bool partial_waves, bool row_tiles);
 
 // Whether a Hopper kernel of a call of n_rows rows splits its tiles along K (templates/common/
 // stream_k.cuh, by its rule `partial_waves`) on `resident` blocks, and so needs the split
