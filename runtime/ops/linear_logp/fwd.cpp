@@ -129,11 +129,14 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
-  // within the tolerance whose X fits. Where none of those does, the fullest of all that fit (the
-  // fewest splits of equals): a plan whose X does not fit streams X from memory once a vocabulary
-  // tile (one split of 128 row tiles at 16384 rows and H = 8192 ran the forward about twice as
-  // long on an H100). Where none fits at all, the fewest within the tolerance.
-  std::optional<VocabSplit> fallback;
+  // within the tolerance whose X fits. Where none of those does, X streams from memory once a
+  // vocabulary tile of a split, read together by the splits of a row tile (the grouped order runs
+  // them in one wave): the fewest within the tolerance that shares it kXSharingSplits ways or
+  // more, else the fullest of all that fit (the fewest splits of equals). One split of 128 row
+  // tiles, each reading X alone, ran the forward about twice as long on an H100; where none fits
+  // at all, the fewest within the tolerance.
+  std::optional<VocabSplit> within;
+  std::optional<VocabSplit> shared;
   std::optional<VocabSplit> fitting;
   double fitting_efficiency = -1.0;
   for (int splits : candidates) {
@@ -142,15 +145,17 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     const bool fits = x_fits_in_l2(splits);
     if (efficiency >= best - tolerance) {
       if (fits) return plan_for(splits);
-      if (!fallback) fallback = plan_for(splits);
+      if (!within) within = plan_for(splits);
+      if (!shared && splits >= kXSharingSplits) shared = plan_for(splits);
     }
     if (fits && efficiency > fitting_efficiency) {
       fitting = plan_for(splits);
       fitting_efficiency = efficiency;
     }
   }
+  if (shared) return *shared;
   if (fitting) return *fitting;
-  return fallback.value_or(plan_for(1));
+  return within.value_or(plan_for(1));
 }
 
 VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, const FwdTile& tile, const GpuShape& gpu,
