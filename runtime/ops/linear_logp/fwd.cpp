@@ -130,11 +130,13 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
   // within the tolerance whose X fits. Where none of those does, X streams from memory once a
-  // vocabulary tile of a split, read together by the splits of a row tile (the grouped order runs
-  // them in one wave): the fewest within the tolerance that shares it kXSharingSplits ways or
-  // more, else the fullest of all that fit (the fewest splits of equals). One split of 128 row
-  // tiles, each reading X alone, ran the forward about twice as long on an H100; where none fits
-  // at all, the fewest within the tolerance.
+  // vocabulary tile of a split. A plan of one wave whose row tiles have kXSharingSplits splits or
+  // more reads it at that fraction: every block starts at once and walks as many tiles, so the
+  // splits of a row tile read its K slices together. Over several waves the blocks fall out of
+  // step and stop sharing (16384 rows of H = 6144 or 8192 at 4 splits ran 1.30-1.52 x cuBLAS on
+  // an H100, at 16 fitting splits 1.03 x), so there the fullest count that fits (the fewest
+  // splits of equals): one split of 128 row tiles ran the forward about twice as long. Where none
+  // fits at all, the fewest within the tolerance.
   std::optional<VocabSplit> within;
   std::optional<VocabSplit> shared;
   std::optional<VocabSplit> fitting;
@@ -146,7 +148,7 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     if (efficiency >= best - tolerance) {
       if (fits) return plan_for(splits);
       if (!within) within = plan_for(splits);
-      if (!shared && splits >= kXSharingSplits) shared = plan_for(splits);
+      if (!shared && splits >= kXSharingSplits && row_tiles * splits <= sms) shared = plan_for(splits);
     }
     if (fits && efficiency > fitting_efficiency) {
       fitting = plan_for(splits);

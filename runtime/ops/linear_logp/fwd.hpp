@@ -112,17 +112,17 @@ struct GpuShape {
 };
 
 // Where the running row tiles of X miss L2, the splits of a row tile that read its K slices
-// together, so that X comes from memory at a kXSharingSplits-th of the tile stream's X bytes or
-// less: with 128-row tiles of 16-bit X at the tensor cores' full rate, about a fifth of an H100's
-// memory bandwidth.
+// together in a plan of one wave, so that X comes from memory at a kXSharingSplits-th of the tile
+// stream's X bytes or less: with 128-row tiles of 16-bit X at the tensor cores' full rate, about
+// a fifth of an H100's memory bandwidth.
 inline constexpr int kXSharingSplits = 4;
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
 // vocabulary columns: among the counts of vocab_split_candidates (up to max_splits) whose
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
-// once per tile); where none does, the fewest of them with kXSharingSplits splits or more, else
-// the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a wider tolerance (there every split also travels
+// once per tile); where none does, the fewest of them with kXSharingSplits splits or more in
+// one wave, else the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a wider tolerance (there every split also travels
 // to the other ranks) and a cap that keeps tp x splits within what one combine merges. The plan
 // runs every unit whole; cut_last_waves may then cut the last ones.
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,

@@ -51,32 +51,39 @@ TEST(VocabSplits, LargeBatchesSplitSoTheRunningRowTilesFitInL2) {
   EXPECT_LE(static_cast<std::int64_t>(plan.group_rows) * 128 * 8192, 30ll << 20);
 }
 
-// Where no split count within the tolerance of the fullest keeps the running X rows in L2, the
-// fewest of those counts whose row tiles are read by kXSharingSplits splits or more: llama3-70b's
-// head (H = 8192) at 16384 rows with a kept chunk ahead of the forward kernel's 405 vocabulary
-// tiles, where 16 splits fit and fill the waves worse, and 1 and 2 stream X from memory with
-// little sharing (one split ran the forward about twice as long on an H100).
-TEST(VocabSplits, WhereXMissesL2ItsRowTilesAreReadByFourSplits) {
+// Where no split count within the tolerance of the fullest keeps the running X rows in L2 and one
+// wave of them has kXSharingSplits splits a row tile, that count: qwen2.5-72b's TP4 shard at
+// 4097 rows, where 4 splits fill one wave of 33 row tiles and the 16 that fit take four waves
+// with a longest block of 10 tiles against 9.3 on average; gpt-neox-20b's head (H = 6144) alike
+// on an H100's 50 MiB of L2, where the H200's 60 MiB hold the 17 row tiles of 8 splits.
+TEST(VocabSplits, WhereXMissesL2OneWaveReadsItWithFourSplitsARowTile) {
+  const FwdTile hopper{128, 256, 64, 4};
+  const GpuShape h100{132, 50ll << 20};
+  EXPECT_EQ(choose_vocab_splits(4097, 8192 * 2, 38016, hopper, h100).splits, kXSharingSplits);
+  EXPECT_EQ(choose_vocab_splits(4097, 8192 * 2, 38016, hopper, kH200).splits, kXSharingSplits);
+  EXPECT_EQ(choose_vocab_splits(4097, 6144 * 2, 50432, hopper, h100).splits, kXSharingSplits);
+  EXPECT_EQ(choose_vocab_splits(4097, 6144 * 2, 50432, hopper, kH200).splits, 8) << "fits: no fallback";
+}
+
+// Over several waves the blocks fall out of step and the splits of a row tile stop sharing its
+// reads, so the fullest count that fits: llama3-70b's head (H = 8192) at 16384 rows with a kept
+// chunk ahead of the forward kernel's 405 vocabulary tiles, where 64 splits fill the waves badly
+// and 1, 2, 4 and 8 stream X from memory (one split ran the forward about twice as long on an
+// H100, four 6 % longer than sixteen).
+TEST(VocabSplits, AFullPlanWhoseXMissesL2YieldsToOneThatFits) {
   const FwdTile hopper{128, 256, 64, 4};
   for (const GpuShape gpu : {GpuShape{132, 50ll << 20}, kH200}) {
     for (const std::int64_t valid : {405 * 256, 341 * 256}) {
+      const VocabSplit plan = choose_vocab_splits(16384, 8192 * 2, valid, hopper, gpu);
       SCOPED_TRACE(std::to_string(valid / 256) + " tiles, L2 " + std::to_string(gpu.l2_bytes >> 20) + " MiB");
-      EXPECT_EQ(choose_vocab_splits(16384, 8192 * 2, valid, hopper, gpu).splits, kXSharingSplits);
+      EXPECT_EQ(plan.splits, 16);
+      EXPECT_LE(static_cast<std::int64_t>(std::min(plan.group_rows, plan.row_tiles)) * 128 * 8192 * 2,
+                gpu.l2_bytes / 2);
     }
   }
-  // qwen2.5-72b's TP4 shard at 4097 rows: 4 splits fill one wave of 33 row tiles, 16 fit in L2
-  // over four waves with a longest block of 10 tiles against 9.3 on average.
-  EXPECT_EQ(choose_vocab_splits(4097, 8192 * 2, 38016, hopper, kH200).splits, 4);
-}
-
-// Where no count within the tolerance shares X enough, the fullest count that fits: 16384 rows of
-// H = 8192 over 33 vocabulary tiles, where only one split is within the tolerance (2: 17 of 33
-// tiles a block) and its 128 blocks would each stream X from memory alone.
-TEST(VocabSplits, WithoutSharingAFullPlanWhoseXMissesL2YieldsToOneThatFits) {
-  const VocabSplit plan = choose_vocab_splits(16384, 8192 * 2, 33 * 256, FwdTile{128, 256, 64, 4}, kH200);
-  EXPECT_EQ(plan.splits, 16) << "the fullest that fits: 3 tiles a block over 16 waves (32: 2 tiles, 31 waves)";
-  EXPECT_LE(static_cast<std::int64_t>(std::min(plan.group_rows, plan.row_tiles)) * 128 * 8192 * 2,
-            kH200.l2_bytes / 2);
+  // Only one split within the tolerance (2: 17 of 33 tiles a block): the fullest that fits.
+  EXPECT_EQ(choose_vocab_splits(16384, 8192 * 2, 33 * 256, hopper, kH200).splits, 16)
+      << "3 tiles a block over 16 waves (32: 2 tiles, 31 waves)";
 }
 
 // A group of the block order is the row tiles one wave of blocks holds.
