@@ -122,9 +122,10 @@ inline constexpr int kXSharingSplits = 4;
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
 // once per tile); where none does, the fewest of them with kXSharingSplits splits or more in
-// one wave, else the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a wider tolerance (there every split also travels
-// to the other ranks) and a cap that keeps tp x splits within what one combine merges. The plan
-// runs every unit whole; cut_last_waves may then cut the last ones.
+// one wave, else the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a
+// wider tolerance (there every split also travels to the other ranks) and a cap that keeps
+// tp x splits within what one combine merges. The plan runs every unit whole; cut_last_waves may
+// then cut the last ones.
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
                               int max_splits = kMaxVocabSplits);
