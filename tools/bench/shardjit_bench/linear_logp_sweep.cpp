@@ -113,7 +113,7 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
   return true;
 }
 
-// A forward point's launch on an H200 (132 multiprocessors, 50 MiB of L2, the sm_90a tile), as the
+// A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tile), as the
 // split rules make it for a forward-only op: splits, blocks, and the vocabulary tiles of the
 // longest block, so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
 // keep chunks instead, which its op's budgets decide.)
@@ -122,7 +122,7 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
-  const VocabSplit plan = cut_last_waves(choose_vocab_splits(p.c.n, row_bytes, valid, tile, GpuShape{kSms, 50ll << 20}),
+  const VocabSplit plan = cut_last_waves(choose_vocab_splits(p.c.n, row_bytes, valid, tile, GpuShape{kSms, 60ll << 20}),
                                          kSms);
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
