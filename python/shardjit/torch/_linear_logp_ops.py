@@ -304,6 +304,10 @@ class EagerLinearLogp(torch.autograd.Function):
     def forward(ctx, call, hidden, weight, targets, bias):
         key, spec, return_lse, reduce_grad_hidden = call
         want_entropy = spec[_WANT_ENTROPY]
+        # An output the loss does not use gets None, not a tensor of zeros: the op takes a missing
+        # upstream gradient as zero, and materializing one costs an allocation and a kernel launch
+        # of host time between the forward and the backward, where a small call's GPU waits on it.
+        ctx.set_materialize_grads(False)
         entry = _op_cache.ops().get(key, lambda: _build(key))
         logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
         _keep_for_backward(ctx, hidden, weight, targets, bias, lse, entropy, spec, return_lse, reduce_grad_hidden)
