@@ -255,8 +255,11 @@ def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
     """Host time per call, µs: "host_us_op_at" (the op's forward with device addresses and
     preallocated outputs: the C++ op behind one binding call), "host_us_op_forward" (the same
     through DLPack tensors), "host_us_python_call" (shardjit.torch.linear_logp, no gradient),
-    "host_us_python_training_call" (its forward with a weight that needs a gradient), and
-    "host_us_added" (the Python call over the op at addresses). Each is the median over `rounds`
+    "host_us_python_training_call" (its forward with a weight that needs a gradient),
+    "host_us_added" (the Python call over the op at addresses), and "host_us_training_step" and
+    "host_us_torch_training_step" (a training step of logp: forward, sum, backward, gradients of
+    hidden and weight; shardjit's and PyTorch's with materialized logits: at decode sizes the GPU
+    waits on this host time between the forward and the backward). Each is the median over `rounds`
     rounds of `calls` calls, the calls interleaved round by round so that the host's drift
     (clocks, other processes) hits every one alike. "gpu_us_*": the same calls' time until the GPU
     finished them (about the host's where the GPU was the bound)."""
@@ -265,22 +268,29 @@ def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
 
     hidden, weight, targets = make_inputs(n, h, v, 1, seed=7)[0]
     trained = weight.clone().requires_grad_()
+    step_hidden = hidden.clone().requires_grad_()
     op = shardjit.LinearLogp(_op_cache.runtime(), hidden=h, vocab_local=v, dtype="bf16")
     logp = torch.empty(n, device="cuda")
     lse = torch.empty(n, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     addresses = (hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(), lse.data_ptr())
 
+    def train_step(impl):
+        step_hidden.grad = trained.grad = None
+        impl(step_hidden, trained, targets, False)[0].sum().backward()
+
     calls_by_name = {
         "op_at": lambda: op._forward_at(n, *addresses, 0, 0, stream),
         "op_forward": lambda: op.forward(hidden, weight, targets, logp, lse=lse, stream=stream),
         "python_call": lambda: sjt.linear_logp(hidden, weight, targets),
         "python_training_call": lambda: sjt.linear_logp(hidden, trained, targets),
+        "training_step": lambda: train_step(shardjit_logp),
+        "torch_training_step": lambda: train_step(torch_logp),
     }
     samples = {name: ([], []) for name in calls_by_name}
     for _ in range(rounds):
         for name, fn in calls_by_name.items():
-            grad = torch.enable_grad() if name == "python_training_call" else torch.no_grad()
+            grad = torch.enable_grad() if "training" in name else torch.no_grad()
             with grad:
                 host_us, gpu_us = host_us_per_call(fn, calls, with_drain=True)
             samples[name][0].append(host_us)
