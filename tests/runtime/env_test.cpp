@@ -100,6 +100,19 @@ TEST(Env, SplitRuleKnob) {
   EXPECT_TRUE(resolve_config({}).split_partial_waves);
 }
 
+TEST(Env, ChunkWidthRuleKnob) {
+  {
+    ScopedEnv off("SHARDJIT_BWD_CHUNK_WAVES", "0");
+    EXPECT_FALSE(resolve_config({}).bwd_chunk_waves);
+  }
+  {
+    ScopedEnv bad("SHARDJIT_BWD_CHUNK_WAVES", "narrow");
+    EXPECT_NE(error_of({}).find("SHARDJIT_BWD_CHUNK_WAVES"), std::string::npos);
+  }
+  ScopedEnv unset("SHARDJIT_BWD_CHUNK_WAVES", "");
+  EXPECT_TRUE(resolve_config({}).bwd_chunk_waves);
+}
+
 TEST(Env, CompileJobsComeFromTheEnvironmentAndBadOnesNameTheVariable) {
   {
     ScopedEnv env("SHARDJIT_COMPILE_JOBS", "6");

@@ -155,6 +155,80 @@ TEST(BwdChunks, TheReserveCoversEveryCallUpToMaxRows) {
   EXPECT_GT(backward_chunks_reserve(in).dz_bytes, backward_chunks(in).dz_bytes);
 }
 
+// The chunk width rule: a Hopper backward on 132 blocks (128 x 256 tiles of dZ and of both GEMMs).
+BackwardChunksInput hopper_input(std::int64_t n, std::int64_t hidden, std::int64_t vocab) {
+  BackwardChunksInput in = input(n, vocab, kDefaultBackwardWorkspaceBytes);
+  in.hidden = hidden;
+  in.tile_cols = 256;
+  in.hidden_accumulator = true;
+  in.wave_resident = 132;
+  in.gemm_tile = BwdTileShape{128, 256, 64};
+  return in;
+}
+
+// gemma2-2b's head at 16384 rows: the widest chunk (32 dZ tile columns, 8192 columns) gives
+// grad_weight 64 x 9 = 576 tiles, 4.36 waves whose fifth is a third full; 29 columns give 522,
+// 3.95 waves, for three more chunks of the other two kernels.
+TEST(BwdChunkWidth, NarrowsWhereGradWeightsLastWaveIsMostlyIdle) {
+  BackwardChunksInput in = hopper_input(16384, 2304, 256000);
+  const BackwardChunks plan = backward_chunks(in);
+  EXPECT_EQ(plan.chunk_cols, 29 * 256);
+  EXPECT_EQ(plan.chunks, 35);
+  expect_covers(plan, 256000);
+  EXPECT_LT(backward_chunks_wave_cost(in, 29), 0.97 * backward_chunks_wave_cost(in, 32));
+  in.wave_resident = 0;
+  EXPECT_EQ(backward_chunks(in).chunk_cols, 32 * 256) << "without the rule: the widest";
+}
+
+TEST(BwdChunkWidth, KeepsTheWidestWhereItsWavesAreFull) {
+  // llama3-8b at 16384 rows: grad_weight 1024 tiles (7.76 waves), dZ 4096 (31.03): no narrower
+  // width within 3/4 fills them better by 1 %.
+  EXPECT_EQ(backward_chunks(hopper_input(16384, 4096, 128256)).chunk_cols, 8192);
+  // Fewer than three chunks at the widest: the width stays (the buffers' bound, below).
+  const BackwardChunks two = backward_chunks(hopper_input(4097, 4096, 64000));
+  EXPECT_EQ(two.chunks, 2);
+  BackwardChunksInput off = hopper_input(4097, 4096, 64000);
+  off.wave_resident = 0;
+  EXPECT_EQ(two.chunk_cols, backward_chunks(off).chunk_cols);
+}
+
+TEST(BwdChunkWidth, NeverNarrowerThanThreeQuartersOfTheWidest) {
+  for (const std::int64_t n : {1024, 2048, 4097, 8192, 16384, 32768}) {
+    for (const std::int64_t hidden : {2048, 2304, 2880, 3584, 4096, 7168}) {
+      BackwardChunksInput in = hopper_input(n, hidden, 201088);
+      const BackwardChunks plan = backward_chunks(in);
+      in.wave_resident = 0;
+      const BackwardChunks widest = backward_chunks(in);
+      EXPECT_LE(plan.chunk_cols, widest.chunk_cols) << n << " x " << hidden;
+      EXPECT_GE(4 * plan.chunk_cols, 3 * widest.chunk_cols) << n << " x " << hidden;
+      EXPECT_LE(plan.dz_bytes, widest.dz_bytes) << n << " x " << hidden;
+      expect_covers(plan, 201088);
+    }
+  }
+}
+
+// What an op built with max_rows reserves holds every call's buffers under the rule too, second
+// kept chunks' bands included.
+TEST(BwdChunkWidth, TheReserveHoldsEveryCallsBuffers) {
+  for (const std::int64_t hidden : {2304, 4096}) {
+    BackwardChunksInput in = hopper_input(5000, hidden, 256000);
+    in.keep_band_rows = kept_band_rows_for(hidden, 128, 256, 132);
+    const BackwardChunks reserve = backward_chunks_reserve(in);
+    bool narrowed = false;
+    for (std::int64_t n = 1; n <= in.n_rows; ++n) {
+      BackwardChunksInput call = in;
+      call.n_rows = n;
+      const BackwardChunks plan = backward_chunks(call);
+      call.wave_resident = 0;
+      narrowed = narrowed || plan.chunk_cols < backward_chunks(call).chunk_cols;
+      ASSERT_LE(plan.dz_bytes, reserve.dz_bytes) << n;
+      ASSERT_LE(plan.mask_bytes, reserve.mask_bytes) << n;
+      ASSERT_LE(plan.accumulator_bytes, reserve.accumulator_bytes) << n;
+    }
+    EXPECT_TRUE(narrowed) << hidden << ": the rule narrowed some call's chunks";
+  }
+}
+
 // A second kept chunk in the accumulator: where the plan allows it, and that no band of the first
 // grad_hidden product writes over logits that it or a later band still reads.
 TEST(BwdChunks, ASecondKeptChunkLiesBehindTheBandsOfTheFirstProduct) {

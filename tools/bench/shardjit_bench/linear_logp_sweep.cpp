@@ -143,7 +143,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   config.want_backward = true;
   config.keep_logits_bytes = p.c.keep_logits_bytes;
   const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(resolve_single_gpu_layout(config), "sm_90a", true, 1);
-  const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, p.c.n, true));
+  const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, true, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
   // As the launches plan them: the GEMM's workers a multiple of its row tiles, dZ's not.
   auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
@@ -151,8 +151,8 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
     const std::int64_t whole = split.plan.workers > 0 ? split.plan.whole_tiles : split.tiles;
     return nlohmann::json{{"tiles", split.tiles}, {"whole_tiles", whole}, {"split_workers", split.plan.workers}};
   };
-  const BwdTileShape dz{specs.dz_tile.bm, specs.dz_tile.bn, specs.dz_tile.bk};
-  const BwdTileShape gemm{specs.gemm_tile.bm, specs.gemm_tile.bn, specs.gemm_tile.bk};
+  const BwdTileShape dz = specs.hopper_dz_shape().value();
+  const BwdTileShape gemm = specs.hopper_gemm_shape().value();
   return {{"chunks", chunks.chunks},
           {"chunk_cols", cols},
           {"dz", grid(p.c.n, cols, p.c.hidden, dz, false)},

@@ -16,6 +16,23 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // The dZ kernel's grid has the chunk's column tiles in y, which holds at most 65535.
 constexpr std::int64_t kMaxTilesPerChunk = 65535;
 
+// What a tile of each backward kernel takes beyond its product, as K of that product: the time of
+// its epilogue (dZ's exp and stores, grad_weight's 16-bit store, grad_hidden's fp32 accumulator
+// read and written). The kernels' time over their whole waves' K, per kernel at H 2304 and 4096,
+// N 16384 (one H100, perf-notes "Chunk width"): 380-420, 490-590 and 1000-1150.
+struct EpilogueK {
+  double dz = 400;
+  double grad_weight = 500;
+  double grad_hidden = 1000;
+};
+constexpr EpilogueK kBwdEpilogueK{};
+
+// The widest width searched below is this fraction's inverse times the narrowest.
+constexpr std::int64_t kNarrowestNum = 3;
+constexpr std::int64_t kNarrowestDen = 4;
+// A narrower width is taken only where the estimate gains more than this share.
+constexpr double kWaveGain = 0.01;
+
 }  // namespace
 
 void check_backward_config(const LinearLogpConfig& c) {
@@ -94,8 +111,12 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   // Widest chunk of whole tiles whose dZ fits the budget; the whole shard where whole_budget holds it.
   const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
-  const std::int64_t chunks = backward_whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
-  const std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, chunks);
+  const std::int64_t widest_chunks = backward_whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
+  std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, widest_chunks);
+  // With three or more chunks the accumulator, and a second kept chunk's bands, are there at the
+  // widest width already: a narrower one needs no buffer that the widest does not (so the
+  // widest's plans bound every call's, which backward_chunks_reserve relies on).
+  if (in.wave_resident > 0 && widest_chunks >= 3) tiles_per_chunk = backward_chunk_tiles_by_waves(in, tiles_per_chunk);
   plan.chunk_cols = tiles_per_chunk * in.tile_cols;
   plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
   const std::int64_t widest = std::min(plan.chunk_cols, in.vocab_local);
@@ -129,12 +150,51 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   return plan;
 }
 
+double backward_chunks_wave_cost(const BackwardChunksInput& in, std::int64_t tiles) {
+  const std::int64_t rows = std::max<std::int64_t>(in.n_rows, 1);
+  const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
+  const BwdTileShape& gemm = in.gemm_tile;
+  const std::int64_t dz_row_tiles = ceil_div(rows, in.tile_rows);
+  const std::int64_t gemm_row_tiles = ceil_div(rows, gemm.rows);
+  const std::int64_t hidden_tiles = ceil_div(in.hidden, gemm.cols);
+  const double dz_area = static_cast<double>(in.tile_rows) * in.tile_cols;
+  const double gemm_area = static_cast<double>(gemm.rows) * gemm.cols;
+  auto waves = [&](std::int64_t grid) { return static_cast<double>(ceil_div(grid, in.wave_resident)); };
+  double cost = 0;
+  for (std::int64_t begin = 0; begin < vocab_tiles; begin += tiles) {
+    const std::int64_t chunk_tiles = std::min(tiles, vocab_tiles - begin);
+    const std::int64_t cols = chunk_tiles * in.tile_cols;
+    cost += dz_area * waves(dz_row_tiles * chunk_tiles) * (static_cast<double>(in.hidden) + kBwdEpilogueK.dz);
+    cost += gemm_area * waves(ceil_div(cols, gemm.rows) * hidden_tiles) *
+            (static_cast<double>(rows) + kBwdEpilogueK.grad_weight);
+    cost += gemm_area * waves(gemm_row_tiles * hidden_tiles) * (static_cast<double>(cols) + kBwdEpilogueK.grad_hidden);
+  }
+  return cost;
+}
+
+std::int64_t backward_chunk_tiles_by_waves(const BackwardChunksInput& in, std::int64_t widest) {
+  std::int64_t best = widest;
+  double best_cost = backward_chunks_wave_cost(in, widest);
+  const std::int64_t narrowest = std::max<std::int64_t>(ceil_div(widest * kNarrowestNum, kNarrowestDen), 1);
+  for (std::int64_t tiles = widest - 1; tiles >= narrowest; --tiles) {
+    const double cost = backward_chunks_wave_cost(in, tiles);
+    if (cost < best_cost * (1.0 - kWaveGain)) {
+      best = tiles;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident) {
   const std::int64_t tiles_a_row = std::max<std::int64_t>(ceil_div(hidden, tile_cols), 1);
   return tile_rows * std::max<std::int64_t>(resident / tiles_a_row, 1);
 }
 
-BackwardChunks backward_chunks_reserve(const BackwardChunksInput& in) {
+BackwardChunks backward_chunks_reserve(const BackwardChunksInput& input) {
+  // The widest chunks' buffers bound those of the width rule's (backward_chunks).
+  BackwardChunksInput in = input;
+  in.wave_resident = 0;
   BackwardChunks most = backward_chunks(in);
   // A call's chunks follow the widest chunk its rows allow, t tiles = budget / (rows x a tile
   // column's bytes a row). Among the row counts that allow the same t, the buffers grow with the

@@ -46,6 +46,14 @@ struct BackwardChunks {
   BackwardChunk chunk(std::int64_t index) const;
 };
 
+// A Hopper kernel's tile, for backward_splits_tiles and the chunk width rule: its rows, columns
+// and K slice.
+struct BwdTileShape {
+  int rows = 128;
+  int cols = 256;
+  int k = 64;
+};
+
 struct BackwardChunksInput {
   std::int64_t n_rows = 0;
   std::int64_t hidden = 0;
@@ -64,6 +72,11 @@ struct BackwardChunksInput {
   // chunks of `budget` of which it would recompute at least one. The memory is what the two
   // budgets allow together, spent in the dZ buffer instead of the keep buffer.
   std::int64_t whole_budget = 0;
+  // > 0: the blocks of a Hopper backward kernel that run at once, for the chunk width rule
+  // (backward_chunks): of three or more chunks, the width whose dZ, grad_weight and grad_hidden
+  // grids (gemm_tile) run the least estimated block-time in whole waves. 0: the widest chunks.
+  int wave_resident = 0;
+  BwdTileShape gemm_tile{};
 };
 
 // Rows of one band of the backward's first grad_hidden product when the accumulator holds a
@@ -71,13 +84,6 @@ struct BackwardChunksInput {
 // `resident` blocks runs, at least one row tile. A band a launch, so a band's output is written
 // only after the bands before it have read their logits (stream order).
 std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_cols, int resident);
-
-// A Hopper kernel's tile, for backward_splits_tiles: its rows, columns and K slice.
-struct BwdTileShape {
-  int rows = 128;
-  int cols = 256;
-  int k = 64;
-};
 
 // The split along K (templates/common/stream_k.cuh, by its rule `partial_waves`) of a Hopper
 // backward kernel over [rows x cols] outputs and K = k in `tile`s on `resident` blocks: its tile
@@ -119,9 +125,21 @@ std::int64_t saturating_budget_sum(std::int64_t a, std::int64_t b);
 std::int64_t whole_shard_budget(const BackwardChunksInput& input, std::int64_t keep_bytes, std::int64_t max_rows);
 
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver),
-// or one chunk of the whole shard where it fits input.whole_budget. Throws
+// or one chunk of the whole shard where it fits input.whole_budget; with input.wave_resident and
+// three or more such chunks, down to three quarters as wide where that fills the kernels' waves
+// better (backward_chunk_tiles_by_waves). Throws
 // Error(kInvalidArgument) when not even one column of tiles fits the budget.
 BackwardChunks backward_chunks(const BackwardChunksInput& input);
+
+// The rule's estimate of a backward's block-time over chunks of `tiles` dZ tile columns each
+// (the last one what remains), in tile-slices of K: per chunk and kernel, the waves of its grid
+// on input.wave_resident blocks times a tile's K plus its epilogue's cost in K (kBwdEpilogueK).
+double backward_chunks_wave_cost(const BackwardChunksInput& input, std::int64_t tiles);
+
+// The chunk width, in dZ tile columns, that backward_chunks takes for `input` given the widest
+// balanced width `widest` (tiles): the narrowest width down to 3/4 of it whose estimated cost is
+// below the widest's by more than 1 %, at each step against the best so far.
+std::int64_t backward_chunk_tiles_by_waves(const BackwardChunksInput& input, std::int64_t widest);
 
 // The chunks of a call of input.n_rows rows, with their buffer sizes (dz_bytes, mask_bytes,
 // accumulator_bytes) raised to the largest that any call of 1..n_rows rows needs: fewer rows get

@@ -8,6 +8,7 @@
 
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/ops/gemm.hpp"
+#include "runtime/ops/linear_logp/bwd/chunks.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
 
@@ -36,6 +37,16 @@ struct LinearLogpBwdKernels {
 
   // Every spec above once, in a fixed order.
   std::vector<KernelSpec> all() const;
+
+  // The tiles of the Hopper kernels, as the split and chunk plans take them; none where the
+  // kernel runs the portable loop.
+  std::optional<BwdTileShape> hopper_dz_shape() const {
+    return dz_tile.wgmma ? std::optional<BwdTileShape>(BwdTileShape{dz_tile.bm, dz_tile.bn, dz_tile.bk}) : std::nullopt;
+  }
+  std::optional<BwdTileShape> hopper_gemm_shape() const {
+    return gemm_tile.tma ? std::optional<BwdTileShape>(BwdTileShape{gemm_tile.bm, gemm_tile.bn, gemm_tile.bk})
+                         : std::nullopt;
+  }
 };
 
 // Throws Error(kInvalidArgument) for bad backward options (see check_backward_config). `tp`: the

@@ -26,7 +26,7 @@ void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
 
 LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& op_layout,
                                        const DeviceContext& op_device, const LinearLogpKernels& kernels)
-    : layout(op_layout), device(op_device), specs(kernels.backward) {
+    : layout(op_layout), device(op_device), specs(kernels.backward), wave_chunks(runtime.config.bwd_chunk_waves) {
   if (!specs) return;
   const LinearLogpConfig& c = layout.config;
   const unsigned dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
@@ -81,7 +81,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
 }
 
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          std::int64_t n_rows, bool grad_hidden, bool whole) {
+                                          bool wave_chunks, std::int64_t n_rows, bool grad_hidden, bool whole) {
   BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -92,6 +92,12 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
   input.budget = backward_workspace_budget(c);
   input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
   input.filter = c.grad_filter_threshold > 0.0f;
+  const std::optional<BwdTileShape> dz = specs.hopper_dz_shape();
+  const std::optional<BwdTileShape> gemm = specs.hopper_gemm_shape();
+  if (wave_chunks && resident > 0 && dz && gemm) {
+    input.wave_resident = resident;
+    input.gemm_tile = *gemm;
+  }
   if (specs.keep && resident > 0) {
     input.keep_band_rows = kept_band_rows_for(c.hidden, specs.gemm_tile.bm, specs.gemm_tile.bn, resident);
     // Only shards whose forward can keep them whole: a source a dZ tile column for the combine.
@@ -104,24 +110,24 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
 }
 
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
-  return backward_chunks(backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden));
+  return backward_chunks(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, grad_hidden));
 }
 
 BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
   BackwardChunks plan = chunks_for(n_rows, grad_hidden);
   if (plan.chunks == 1 && plan.dz_bytes > dz_buffer.bytes() && stream_capture_id(stream) != 0) {
     plan = backward_chunks(
-        backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, grad_hidden, false));
+        backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, grad_hidden, false));
   }
   return plan;
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
-  return backward_chunk_fits(backward_chunks_input(layout.config, *specs, split.resident_blocks(), n_rows, false));
+  return backward_chunk_fits(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, false));
 }
 
 BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
-  return backward_chunks_reserve(backward_chunks_input(layout.config, *specs, split.resident_blocks(), max_rows, true));
+  return backward_chunks_reserve(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, max_rows, true));
 }
 
 void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
@@ -150,14 +156,8 @@ namespace {
 // the resident blocks of `split`.
 bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BackwardChunks& chunks,
                   std::int64_t n_rows, std::int64_t hidden) {
-  auto hopper = [](bool on, int rows, int cols, int k) {
-    return on ? std::optional<BwdTileShape>(BwdTileShape{rows, cols, k}) : std::nullopt;
-  };
-  const FwdTile& dz_tile = specs.dz_tile;
-  const GemmTile& gemm = specs.gemm_tile;
-  return backward_splits_tiles(chunks, n_rows, hidden, hopper(dz_tile.wgmma, dz_tile.bm, dz_tile.bn, dz_tile.bk),
-                               hopper(gemm.tma, gemm.bm, gemm.bn, gemm.bk), split.resident_blocks(),
-                               split.partial_waves());
+  return backward_splits_tiles(chunks, n_rows, hidden, specs.hopper_dz_shape(), specs.hopper_gemm_shape(),
+                               split.resident_blocks(), split.partial_waves());
 }
 
 }  // namespace

@@ -24,10 +24,11 @@ namespace shardjit {
 
 // The chunk plan's input (backward_chunks) of a call of n_rows rows of an op of config `c` with
 // backward kernels `specs`: `resident`, the blocks of a Hopper kernel that run at once
-// (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for);
-// `whole` false leaves out the whole shard as one chunk. No device needed.
+// (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for) and,
+// with `wave_chunks` and Hopper kernels, the waves of the chunk width rule; `whole` false leaves
+// out the whole shard as one chunk. No device needed.
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          std::int64_t n_rows, bool grad_hidden, bool whole = true);
+                                          bool wave_chunks, std::int64_t n_rows, bool grad_hidden, bool whole = true);
 
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
@@ -70,6 +71,7 @@ struct LinearLogpBwdState {
   const LinearLogpLayout& layout;
   const DeviceContext& device;
   std::optional<LinearLogpBwdKernels> specs;
+  bool wave_chunks = true;  // the chunk width rule (RuntimeConfig::bwd_chunk_waves)
   std::shared_ptr<const LoadedKernel> dz;
   std::shared_ptr<const LoadedKernel> scale;
   std::shared_ptr<const LoadedKernel> bias;
