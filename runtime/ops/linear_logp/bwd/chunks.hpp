@@ -138,7 +138,7 @@ double backward_chunks_wave_cost(const BackwardChunksInput& input, std::int64_t 
 
 // The chunk width, in dZ tile columns, that backward_chunks takes for `input` given the widest
 // balanced width `widest` (tiles): the narrowest width down to 3/4 of it whose estimated cost is
-// below the widest's by more than 1 %, at each step against the best so far.
+// below the widest's by more than 1.5 %, at each step against the best so far.
 std::int64_t backward_chunk_tiles_by_waves(const BackwardChunksInput& input, std::int64_t widest);
 
 // The chunks of a call of input.n_rows rows, with their buffer sizes (dz_bytes, mask_bytes,
