@@ -50,6 +50,7 @@ def longest_gaps(intervals, count=4):
 
 
 def busy_time(intervals):
+    """The time at least one of `intervals` (by start) runs: their union's length."""
     busy, reach = 0.0, None
     for _, start, end in intervals:
         if reach is None or start >= reach:
@@ -75,7 +76,7 @@ def profile_call(fn, inputs, index, host):
     for name, start, end in intervals:
         per_name[name][0] += end - start
         per_name[name][1] += 1
-    span = intervals[-1][2] - intervals[0][1]
+    span = max(end for _, _, end in intervals) - intervals[0][1]
     busy = busy_time(intervals)
     sample = {"span": span, "busy": busy, "idle": span - busy, "per_name": dict(per_name),
               "gaps": [{"us": us, "after": before[:80], "before": after[:80]} for us, before, after in longest_gaps(intervals)]}

@@ -257,7 +257,8 @@ def _gradients(ctx, wants, grad_logp, grad_lse, grad_entropy, backward_op):
     if not (want_hidden or want_weight or want_bias):
         return None, None, None
     # lse and entropy the caller did not ask for have no gradient; an unused returned output's
-    # gradient comes as zeros.
+    # gradient comes as None on the eager path (which the op takes as zero) and as zeros through
+    # the custom op (whose autograd materializes them).
     grad_hidden, grad_weight, grad_bias = backward_op(
         ctx, hidden, weight, targets, bias, lse, entropy, _float_grad(grad_logp),
         _float_grad(grad_lse) if ctx.return_lse else None, _float_grad(grad_entropy) if entropy is not None else None,

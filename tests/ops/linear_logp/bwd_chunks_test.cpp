@@ -182,7 +182,7 @@ TEST(BwdChunkWidth, NarrowsWhereGradWeightsLastWaveIsMostlyIdle) {
 
 TEST(BwdChunkWidth, KeepsTheWidestWhereItsWavesAreFull) {
   // llama3-8b at 16384 rows: grad_weight 1024 tiles (7.76 waves), dZ 4096 (31.03): no narrower
-  // width within 3/4 fills them better by 1 %.
+  // width within 3/4 fills them better by the rule's margin (1.5 %).
   EXPECT_EQ(backward_chunks(hopper_input(16384, 4096, 128256)).chunk_cols, 8192);
   // Fewer than three chunks at the widest: the width stays (the buffers' bound, below).
   const BackwardChunks two = backward_chunks(hopper_input(4097, 4096, 64000));
@@ -208,10 +208,19 @@ TEST(BwdChunkWidth, NeverNarrowerThanThreeQuartersOfTheWidest) {
 }
 
 // What an op built with max_rows reserves holds every call's buffers under the rule too, second
-// kept chunks' bands included.
+// kept chunks' bands included: at qwen3-1.7b's 24576 rows the widest chunk (5376 columns) is too
+// wide for the accumulator's rows (2 x 2048), the rule's 4096 columns would not be, and the bands
+// stay off as in the widest plan (the reserve's).
 TEST(BwdChunkWidth, TheReserveHoldsEveryCallsBuffers) {
-  for (const std::int64_t hidden : {2304, 4096}) {
-    BackwardChunksInput in = hopper_input(5000, hidden, 256000);
+  struct Case {
+    std::int64_t max_rows;
+    std::int64_t hidden;
+    std::int64_t vocab;
+  };
+  for (const Case& c : {Case{5000, 2304, 256000}, Case{5000, 4096, 256000}, Case{24576, 2048, 151936},
+                        Case{22000, 2880, 201088}}) {
+    const std::int64_t hidden = c.hidden;
+    BackwardChunksInput in = hopper_input(c.max_rows, hidden, c.vocab);
     in.keep_band_rows = kept_band_rows_for(hidden, 128, 256, 132);
     const BackwardChunks reserve = backward_chunks_reserve(in);
     bool narrowed = false;
@@ -227,6 +236,11 @@ TEST(BwdChunkWidth, TheReserveHoldsEveryCallsBuffers) {
     }
     EXPECT_TRUE(narrowed) << hidden << ": the rule narrowed some call's chunks";
   }
+  BackwardChunksInput qwen = hopper_input(24576, 2048, 151936);
+  qwen.keep_band_rows = kept_band_rows_for(2048, 128, 256, 132);
+  const BackwardChunks narrowed = backward_chunks(qwen);
+  EXPECT_EQ(narrowed.chunk_cols, 4096);
+  EXPECT_EQ(narrowed.kept_band_rows, 0) << "decided by the widest chunk, 5376 columns";
 }
 
 // A second kept chunk in the accumulator: where the plan allows it, and that no band of the first

@@ -114,11 +114,13 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   const std::int64_t max_tiles = std::min(in.budget / (rows * elem) / in.tile_cols, kMaxTilesPerChunk);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(ceil_div(in.vocab_local, in.tile_cols), 1);
   const std::int64_t widest_chunks = backward_whole_shard_fits(in) ? 1 : ceil_div(vocab_tiles, max_tiles);
-  std::int64_t tiles_per_chunk = ceil_div(vocab_tiles, widest_chunks);
-  // With three or more chunks the accumulator, and a second kept chunk's bands, are there at the
-  // widest width already: a narrower one needs no buffer that the widest does not (so the
-  // widest's plans bound every call's, which backward_chunks_reserve relies on).
-  if (in.wave_resident > 0 && widest_chunks >= 3) tiles_per_chunk = backward_chunk_tiles_by_waves(in, tiles_per_chunk);
+  const std::int64_t widest_tiles = ceil_div(vocab_tiles, widest_chunks);
+  // With three or more chunks the accumulator is there at the widest width already, so a
+  // narrower width needs no buffer the widest does not (backward_chunks_reserve plans the
+  // widest); a second kept chunk's bands are decided by the widest width below, for the same.
+  const std::int64_t tiles_per_chunk = in.wave_resident > 0 && widest_chunks >= 3
+                                           ? backward_chunk_tiles_by_waves(in, widest_tiles)
+                                           : widest_tiles;
   plan.chunk_cols = tiles_per_chunk * in.tile_cols;
   plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
   const std::int64_t widest = std::min(plan.chunk_cols, in.vocab_local);
@@ -138,8 +140,10 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   // N - r >= R (the last band: rows [r, N), the same with N - r for R). Earlier bands' logits,
   // which the band may overwrite, were read by earlier launches.
   const std::int64_t chunk_row_bytes = plan.dz_stride * elem;
+  const std::int64_t widest_row_bytes =
+      ceil_div(std::min(widest_tiles * in.tile_cols, in.vocab_local), 8) * 8 * elem;
   if (in.keep_band_rows > 0 && plan.accumulator_bytes > 0 && elem == 2 && plan.chunks >= 3 &&
-      chunk_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
+      widest_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
     plan.kept_band_rows = in.keep_band_rows;
     // N 4H rounded up to 256 bytes, so that the logits (2C bytes a row, C a multiple of 8) start
     // on a 16-byte boundary, as TMA and the vector copies need; that only moves them further
@@ -162,16 +166,17 @@ double backward_chunks_wave_cost(const BackwardChunksInput& in, std::int64_t til
   const double dz_area = static_cast<double>(in.tile_rows) * in.tile_cols;
   const double gemm_area = static_cast<double>(gemm.rows) * gemm.cols;
   auto waves = [&](std::int64_t grid) { return static_cast<double>(ceil_div(grid, in.wave_resident)); };
-  double cost = 0;
-  for (std::int64_t begin = 0; begin < vocab_tiles; begin += tiles) {
-    const std::int64_t chunk_tiles = std::min(tiles, vocab_tiles - begin);
+  auto chunk_cost = [&](std::int64_t chunk_tiles) {
     const std::int64_t cols = chunk_tiles * in.tile_cols;
-    cost += dz_area * waves(dz_row_tiles * chunk_tiles) * (static_cast<double>(in.hidden) + kBwdEpilogueK.dz);
-    cost += gemm_area * waves(ceil_div(cols, gemm.rows) * hidden_tiles) *
-            (static_cast<double>(rows) + kBwdEpilogueK.grad_weight);
-    cost += gemm_area * waves(gemm_row_tiles * hidden_tiles) * (static_cast<double>(cols) + kBwdEpilogueK.grad_hidden);
-  }
-  return cost;
+    return dz_area * waves(dz_row_tiles * chunk_tiles) * (static_cast<double>(in.hidden) + kBwdEpilogueK.dz) +
+           gemm_area * waves(ceil_div(cols, gemm.rows) * hidden_tiles) *
+               (static_cast<double>(rows) + kBwdEpilogueK.grad_weight) +
+           gemm_area * waves(gemm_row_tiles * hidden_tiles) * (static_cast<double>(cols) + kBwdEpilogueK.grad_hidden);
+  };
+  // Every chunk but the last is `tiles` wide: the cost takes two evaluations, whatever the vocabulary.
+  const std::int64_t full = vocab_tiles / tiles;
+  const std::int64_t last = vocab_tiles - full * tiles;
+  return static_cast<double>(full) * chunk_cost(tiles) + (last > 0 ? chunk_cost(last) : 0.0);
 }
 
 std::int64_t backward_chunk_tiles_by_waves(const BackwardChunksInput& in, std::int64_t widest) {

@@ -73,8 +73,9 @@ struct BackwardChunksInput {
   // budgets allow together, spent in the dZ buffer instead of the keep buffer.
   std::int64_t whole_budget = 0;
   // > 0: the blocks of a Hopper backward kernel that run at once, for the chunk width rule
-  // (backward_chunks): of three or more chunks, the width whose dZ, grad_weight and grad_hidden
-  // grids (gemm_tile) run the least estimated block-time in whole waves. 0: the widest chunks.
+  // (backward_chunk_tiles_by_waves: of three or more chunks, a narrower width where the dZ,
+  // grad_weight and grad_hidden grids, gemm_tile's for the GEMMs, fill their waves better by a
+  // margin). 0: the widest chunks.
   int wave_resident = 0;
   BwdTileShape gemm_tile{};
 };
@@ -127,7 +128,9 @@ std::int64_t whole_shard_budget(const BackwardChunksInput& input, std::int64_t k
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver),
 // or one chunk of the whole shard where it fits input.whole_budget; with input.wave_resident and
 // three or more such chunks, down to three quarters as wide where that fills the kernels' waves
-// better (backward_chunk_tiles_by_waves). Throws
+// better (backward_chunk_tiles_by_waves; the last chunk is then what remains, which may be
+// narrow). A second kept chunk's bands are allowed where the widest chunks' rows would fit the
+// accumulator's, so that the widest plan's buffers bound the rule's. Throws
 // Error(kInvalidArgument) when not even one column of tiles fits the budget.
 BackwardChunks backward_chunks(const BackwardChunksInput& input);
 
@@ -137,8 +140,8 @@ BackwardChunks backward_chunks(const BackwardChunksInput& input);
 double backward_chunks_wave_cost(const BackwardChunksInput& input, std::int64_t tiles);
 
 // The chunk width, in dZ tile columns, that backward_chunks takes for `input` given the widest
-// balanced width `widest` (tiles): the narrowest width down to 3/4 of it whose estimated cost is
-// below the widest's by more than 1.5 %, at each step against the best so far.
+// balanced width `widest` (tiles): walking the widths from widest - 1 down to 3/4 of widest, each
+// one whose estimated cost is more than 1.5 % below the best width so far becomes the best.
 std::int64_t backward_chunk_tiles_by_waves(const BackwardChunksInput& input, std::int64_t widest);
 
 // The chunks of a call of input.n_rows rows, with their buffer sizes (dz_bytes, mask_bytes,

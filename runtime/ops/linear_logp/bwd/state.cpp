@@ -26,7 +26,10 @@ void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
 
 LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& op_layout,
                                        const DeviceContext& op_device, const LinearLogpKernels& kernels)
-    : layout(op_layout), device(op_device), specs(kernels.backward), wave_chunks(runtime.config.bwd_chunk_waves) {
+    : layout(op_layout),
+      device(op_device),
+      specs(kernels.backward),
+      bwd_chunk_waves(runtime.config.bwd_chunk_waves) {
   if (!specs) return;
   const LinearLogpConfig& c = layout.config;
   const unsigned dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);
@@ -81,7 +84,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
 }
 
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          bool wave_chunks, std::int64_t n_rows, bool grad_hidden, bool whole) {
+                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole) {
   BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -92,9 +95,8 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
   input.budget = backward_workspace_budget(c);
   input.hidden_accumulator = grad_hidden && c.dtype != DType::kFP32;
   input.filter = c.grad_filter_threshold > 0.0f;
-  const std::optional<BwdTileShape> dz = specs.hopper_dz_shape();
   const std::optional<BwdTileShape> gemm = specs.hopper_gemm_shape();
-  if (wave_chunks && resident > 0 && dz && gemm) {
+  if (chunk_waves && resident > 0 && specs.hopper_dz_shape() && gemm) {
     input.wave_resident = resident;
     input.gemm_tile = *gemm;
   }
@@ -109,25 +111,30 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
   return input;
 }
 
+BackwardChunksInput LinearLogpBwdState::chunks_input(std::int64_t n_rows, bool grad_hidden, bool whole) const {
+  return backward_chunks_input(layout.config, *specs, split.resident_blocks(), bwd_chunk_waves, n_rows, grad_hidden,
+                               whole);
+}
+
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
-  return backward_chunks(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, grad_hidden));
+  return backward_chunks(chunks_input(n_rows, grad_hidden));
 }
 
 BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
   BackwardChunks plan = chunks_for(n_rows, grad_hidden);
   if (plan.chunks == 1 && plan.dz_bytes > dz_buffer.bytes() && stream_capture_id(stream) != 0) {
     plan = backward_chunks(
-        backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, grad_hidden, false));
+        chunks_input(n_rows, grad_hidden, false));
   }
   return plan;
 }
 
 bool LinearLogpBwdState::fits(std::int64_t n_rows) const {
-  return backward_chunk_fits(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, n_rows, false));
+  return backward_chunk_fits(chunks_input(n_rows, false));
 }
 
 BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
-  return backward_chunks_reserve(backward_chunks_input(layout.config, *specs, split.resident_blocks(), wave_chunks, max_rows, true));
+  return backward_chunks_reserve(chunks_input(max_rows, true));
 }
 
 void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {

@@ -25,10 +25,10 @@ namespace shardjit {
 // The chunk plan's input (backward_chunks) of a call of n_rows rows of an op of config `c` with
 // backward kernels `specs`: `resident`, the blocks of a Hopper kernel that run at once
 // (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for) and,
-// with `wave_chunks` and Hopper kernels, the waves of the chunk width rule; `whole` false leaves
+// with `chunk_waves` and Hopper kernels, the waves of the chunk width rule; `whole` false leaves
 // out the whole shard as one chunk. No device needed.
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          bool wave_chunks, std::int64_t n_rows, bool grad_hidden, bool whole = true);
+                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true);
 
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
@@ -36,6 +36,8 @@ struct LinearLogpBwdState {
 
   bool loaded() const { return dz != nullptr; }
 
+  // backward_chunks_input for this op's config, kernels, resident blocks and chunk width rule.
+  BackwardChunksInput chunks_input(std::int64_t n_rows, bool grad_hidden, bool whole = true) const;
   // The chunks of a call of n_rows rows (see backward_chunks); throws where the rows do not
   // fit the workspace budget, which fits() says without throwing.
   BackwardChunks chunks_for(std::int64_t n_rows, bool grad_hidden) const;
@@ -71,7 +73,7 @@ struct LinearLogpBwdState {
   const LinearLogpLayout& layout;
   const DeviceContext& device;
   std::optional<LinearLogpBwdKernels> specs;
-  bool wave_chunks = true;  // the chunk width rule (RuntimeConfig::bwd_chunk_waves)
+  bool bwd_chunk_waves = true;  // the chunk width rule (RuntimeConfig::bwd_chunk_waves)
   std::shared_ptr<const LoadedKernel> dz;
   std::shared_ptr<const LoadedKernel> scale;
   std::shared_ptr<const LoadedKernel> bias;
