@@ -87,30 +87,26 @@ TEST(Env, ForwardExperimentKnobs) {
   EXPECT_EQ(resolve_config({}).fwd_splits, 0);
 }
 
-TEST(Env, SplitRuleKnob) {
-  {
-    ScopedEnv off("SHARDJIT_SPLIT_PARTIAL_WAVES", "0");
-    EXPECT_FALSE(resolve_config({}).split_partial_waves);
+// The backward rules' A/B knobs: on by default, off with 0, a bad word names the variable.
+TEST(Env, BackwardRuleKnobs) {
+  struct Knob {
+    const char* name;
+    const char* bad;
+    bool RuntimeConfig::*field;
+  };
+  for (const Knob& knob : {Knob{"SHARDJIT_SPLIT_PARTIAL_WAVES", "half", &RuntimeConfig::split_partial_waves},
+                           Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves}}) {
+    {
+      ScopedEnv off(knob.name, "0");
+      EXPECT_FALSE(resolve_config({}).*knob.field) << knob.name;
+    }
+    {
+      ScopedEnv bad(knob.name, knob.bad);
+      EXPECT_NE(error_of({}).find(knob.name), std::string::npos);
+    }
+    ScopedEnv unset(knob.name, "");
+    EXPECT_TRUE(resolve_config({}).*knob.field) << knob.name;
   }
-  {
-    ScopedEnv bad("SHARDJIT_SPLIT_PARTIAL_WAVES", "half");
-    EXPECT_NE(error_of({}).find("SHARDJIT_SPLIT_PARTIAL_WAVES"), std::string::npos);
-  }
-  ScopedEnv unset("SHARDJIT_SPLIT_PARTIAL_WAVES", "");
-  EXPECT_TRUE(resolve_config({}).split_partial_waves);
-}
-
-TEST(Env, ChunkWidthRuleKnob) {
-  {
-    ScopedEnv off("SHARDJIT_BWD_CHUNK_WAVES", "0");
-    EXPECT_FALSE(resolve_config({}).bwd_chunk_waves);
-  }
-  {
-    ScopedEnv bad("SHARDJIT_BWD_CHUNK_WAVES", "narrow");
-    EXPECT_NE(error_of({}).find("SHARDJIT_BWD_CHUNK_WAVES"), std::string::npos);
-  }
-  ScopedEnv unset("SHARDJIT_BWD_CHUNK_WAVES", "");
-  EXPECT_TRUE(resolve_config({}).bwd_chunk_waves);
 }
 
 TEST(Env, CompileJobsComeFromTheEnvironmentAndBadOnesNameTheVariable) {

@@ -121,10 +121,14 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   const std::int64_t tiles_per_chunk = in.wave_resident > 0 && widest_chunks >= 3
                                            ? backward_chunk_tiles_by_waves(in, widest_tiles)
                                            : widest_tiles;
+  // Elements between dZ rows for chunks of `tiles` tile columns: the first chunk's width rounded
+  // up to a multiple of 8.
+  auto dz_stride_of = [&](std::int64_t tiles) {
+    return ceil_div(std::min(tiles * in.tile_cols, in.vocab_local), 8) * 8;
+  };
   plan.chunk_cols = tiles_per_chunk * in.tile_cols;
   plan.chunks = ceil_div(in.vocab_local, plan.chunk_cols);
-  const std::int64_t widest = std::min(plan.chunk_cols, in.vocab_local);
-  plan.dz_stride = ceil_div(widest, 8) * 8;
+  plan.dz_stride = dz_stride_of(tiles_per_chunk);
   plan.dz_bytes = static_cast<std::size_t>(in.n_rows * plan.dz_stride * elem);
   if (in.filter) {
     plan.mask_bytes = static_cast<std::size_t>(ceil_div(rows, in.tile_rows) * tiles_per_chunk);
@@ -140,8 +144,7 @@ BackwardChunks backward_chunks(const BackwardChunksInput& in) {
   // N - r >= R (the last band: rows [r, N), the same with N - r for R). Earlier bands' logits,
   // which the band may overwrite, were read by earlier launches.
   const std::int64_t chunk_row_bytes = plan.dz_stride * elem;
-  const std::int64_t widest_row_bytes =
-      ceil_div(std::min(widest_tiles * in.tile_cols, in.vocab_local), 8) * 8 * elem;
+  const std::int64_t widest_row_bytes = dz_stride_of(widest_tiles) * elem;
   if (in.keep_band_rows > 0 && plan.accumulator_bytes > 0 && elem == 2 && plan.chunks >= 3 &&
       widest_row_bytes <= in.hidden * static_cast<std::int64_t>(sizeof(float))) {
     plan.kept_band_rows = in.keep_band_rows;

@@ -123,8 +123,7 @@ BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hid
 BackwardChunks LinearLogpBwdState::chunks_on(std::int64_t n_rows, bool grad_hidden, CUstream stream) const {
   BackwardChunks plan = chunks_for(n_rows, grad_hidden);
   if (plan.chunks == 1 && plan.dz_bytes > dz_buffer.bytes() && stream_capture_id(stream) != 0) {
-    plan = backward_chunks(
-        chunks_input(n_rows, grad_hidden, false));
+    plan = backward_chunks(chunks_input(n_rows, grad_hidden, false));
   }
   return plan;
 }
