@@ -17,7 +17,6 @@ kernels on either side) and, with --host, the host's longest operations and driv
 
 import argparse
 import collections
-import json
 import statistics
 import sys
 
@@ -157,10 +156,7 @@ def main(argv=None):
         for row in breakdown(shape._replace(dtype=args.dtype), variant_names, args.calls, args.warmup,
                              entropy_cases or [False], args.host):
             print_row(row, sys.stderr)
-            print(json.dumps(row), flush=True)
-            if out:
-                out.write(json.dumps(row) + "\n")
-                out.flush()
+            torch_compare.emit_row(row, out)
         torch_compare.sjt.clear_op_cache()
         torch.cuda.empty_cache()
     if out:

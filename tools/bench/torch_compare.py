@@ -306,6 +306,15 @@ def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
     return result
 
 
+def emit_row(row, out):
+    """One JSON line to stdout and, where `out` (a file open for appending) is given, to it."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        out.write(line + "\n")
+        out.flush()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", action="append", type=parse_shape, default=[],
@@ -334,11 +343,7 @@ def main(argv=None):
         rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
     for rows in rows_of_shapes:
         for row in rows:
-            line = json.dumps(row)
-            print(line, flush=True)
-            if out:
-                out.write(line + "\n")
-                out.flush()
+            emit_row(row, out)
         sjt.clear_op_cache()
         torch.cuda.empty_cache()
     if out:
