@@ -7,6 +7,13 @@
 // Called by the compute threads only (THREADS of them, thread index ctid), after the main loop's
 // finish(). A slot holds the tile's accumulators thread-major in 16-byte groups, so that each
 // warp stores and loads 512 contiguous bytes at a time.
+//
+// A thread whose accumulator rows all lie past the tile's last row of data (`holds_rows` false:
+// the bottom row tile, past the operand's edge) holds sums no epilogue writes, and skips its
+// store and loads; it ends with zeros, which is what those rows sum to, since the loads past the
+// edge read zeros. At a few rows (grad_hidden of a decode batch, 7 of the tile's 128) the pieces
+// then move an eighth of the tile's bytes, and the last piece's serial loads no longer trail the
+// kernel.
 #pragma once
 
 #include "common/ptx_memory.cuh"
@@ -25,15 +32,18 @@ struct StreamKFixup {
   static constexpr long long kSlotFloats = static_cast<long long>(ACCUMULATORS) * THREADS;
 
   // Whether this block finishes `segment`'s tile with `acc`: a whole tile always; a piece only
-  // if it arrives last, and then `acc` holds the sum of all the pieces on return.
+  // if it arrives last, and then `acc` holds the sum of all the pieces on return (zeros where
+  // `holds_rows` is false).
   __device__ static bool finish(const StreamKPlan& plan, const TileSegment& segment, float (&acc)[ACCUMULATORS],
-                                int ctid) {
+                                int ctid, bool holds_rows) {
     if (segment.worker < 0 || stream_k_whole(plan, segment)) return true;
     const TilePieces pieces = stream_k_pieces(plan, segment.tile);
-    float4* const mine = slot(plan, stream_k_slot(plan, segment.tile, segment.worker), ctid);
+    if (holds_rows) {
+      float4* const mine = slot(plan, stream_k_slot(plan, segment.tile, segment.worker), ctid);
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-      __stcg(mine + g * THREADS, make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]));
+      for (int g = 0; g < kGroups; ++g) {
+        __stcg(mine + g * THREADS, make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]));
+      }
     }
     // Every thread's stores are visible at the GPU before the block's arrival is counted.
     __threadfence();
@@ -50,6 +60,7 @@ struct StreamKFixup {
     __threadfence();  // the other pieces' stores, seen through the counter, before the loads
 #pragma unroll
     for (int i = 0; i < ACCUMULATORS; ++i) acc[i] = 0.0f;
+    if (!holds_rows) return true;
     for (int worker = pieces.first; worker <= pieces.last; ++worker) {
       const float4* const part = slot(plan, stream_k_slot(plan, segment.tile, worker), ctid);
 #pragma unroll

@@ -137,6 +137,11 @@ struct WgmmaTileMainloop {
   __device__ static __forceinline__ int fragment_col(int lane, int group, int e) {
     return group * 8 + (lane & 3) * 2 + e;
   }
+  // Whether thread (warp, lane) holds any of the tile's first `rows` rows (its first row half
+  // is its lower one).
+  __device__ static __forceinline__ bool holds_rows(int warp, int lane, int rows) {
+    return fragment_row(warp, lane, 0) < rows;
+  }
 
   // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
   // index once the caller's loop is unrolled), as MmaTileMainloop::pair.

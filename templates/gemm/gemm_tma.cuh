@@ -167,7 +167,8 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
           });
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, at.advance()) ring.release(at, lane);
-    } else if (Fixup::finish(plan, segment, mainloop.acc, tid)) {
+    } else if (Fixup::finish(plan, segment, mainloop.acc, tid,
+                             Mainloop::holds_rows(warp, lane, args.m - m0 < kBM ? static_cast<int>(args.m - m0) : kBM))) {
       Epilogue::of(args).write_tile(mainloop, staging, &params.out_map, m0, n0, warp, lane);
     }
   });

@@ -104,9 +104,9 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     Mainloop mainloop;
     mainloop.clear();
     ring.template consume<T>(mainloop, at, segment.end - segment.begin, warp, lane);
-    if (!Fixup::finish(plan, segment, mainloop.acc, tid)) return;
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
+    if (!Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, tile.rows))) return;
     const bool keep =
         epilogue.consume_tile(mainloop, tile.n0, tile.c0, tile.row0, tile.rows, args, tile.out, warp, lane);
     if (FILTER && tid == 0) *tile.mask = keep ? 1 : 0;
