@@ -74,7 +74,7 @@ CLI::App* add_logp(CLI::App& app, LogpOptions& o) {
                    "sweep: the grid file (JSON; default: tools/bench/sweep_grid.json of the sources)");
   logp->add_option("--list", o.sweep.list,
                    "sweep: the grid's list of blocks to run (default \"full\"; tools/bench/sweep_grid.json also has "
-                   "\"quick\" and \"backward\")");
+                   "\"quick\", \"forward\" and \"backward\")");
   logp->add_flag_callback("--quick", [&o] { o.sweep.list = "quick"; }, "sweep: --list quick");
   logp->add_option("--out", o.sweep.out, "sweep: write one JSON row per point to this file");
   logp->add_flag("--resume", o.sweep.resume,
