@@ -8,6 +8,9 @@ the C++ op is timed (checks, op cache, output allocation, stream lookup, autogra
   "stand-in op call"    the stand-in's _forward_at with addresses, as the layer calls it
   "no_grad"             linear_logp under torch.no_grad()
   "training forward"    linear_logp with a weight that needs a gradient (the autograd Function)
+  "training step"       that forward, .sum() and .backward() (the weight's gradient cleared
+                        first): autograd's engine and the layer's backward around the stand-in
+  "backward"            training step minus training forward: the host's share of a backward
   "added"               no_grad minus the stand-in's call: the layer's share of a call
 
 On a GPU machine torch_host_profile.py times the same pieces around the real op. Here the
@@ -92,6 +95,13 @@ def main():
         result["no_grad"] = us_per_call(lambda: sjt.linear_logp(hidden, weight, targets), args.calls, args.rounds)
     result["training forward"] = us_per_call(lambda: sjt.linear_logp(hidden, trained, targets), args.calls,
                                              args.rounds)
+
+    def training_step():
+        trained.grad = None  # an accumulated bf16 gradient would time the CPU's additions
+        sjt.linear_logp(hidden, trained, targets).sum().backward()
+
+    result["training step"] = us_per_call(training_step, args.calls, args.rounds)
+    result["backward"] = result["training step"] - result["training forward"]
     result["added"] = result["no_grad"] - result["stand-in op call"]
     print(json.dumps({name: round(us, 2) for name, us in result.items()}))
 
