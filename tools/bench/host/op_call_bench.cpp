@@ -1,7 +1,10 @@
 // Host time of one LinearLogp::forward call with its kernels loaded: the CPU time to check the
 // views, plan the call and enqueue its two kernels on the caller's stream (the kernels really
 // run). Beside it, the driver's own share: two bare cuLaunchKernel calls of an empty kernel on
-// the same stream. Goal: the op adds at most 1 microsecond to the driver's launches.
+// the same stream. Goal: the op adds at most 1 microsecond to the driver's launches. And a
+// training step's: the forward (writing lse) and the backward of an op built for it, whose
+// difference from the forward alone is the backward's host time (the host part of a decode
+// step through PyTorch, where the GPU waits for it).
 //
 // The stream is drained (untimed) every kBatch calls so that the launch queue never fills, which
 // would make a launch wait for the GPU. A tiny shape keeps the GPU ahead of the host; the host
@@ -26,6 +29,7 @@ namespace shardjit::bench {
 namespace {
 
 constexpr std::int64_t kBatch = 128;  // calls between drains: 256 launches, well inside the queue
+constexpr std::int64_t kStepBatch = 16;  // training steps between drains: ~10 launches a step
 constexpr std::int64_t kRows = 16, kHidden = 64, kVocab = 300;
 
 bool skip_without_gpu(benchmark::State& state) {
@@ -41,9 +45,9 @@ void skip_with(benchmark::State& state, const std::exception& e) {
   state.SkipWithError(message.c_str());
 }
 
-// Drains `stream` every kBatch iterations, with the timer stopped.
-void drain_every_batch(benchmark::State& state, std::int64_t& pending, CUstream stream) {
-  if (++pending < kBatch) return;
+// Drains `stream` every `batch` iterations, with the timer stopped.
+void drain_every_batch(benchmark::State& state, std::int64_t& pending, CUstream stream, std::int64_t batch = kBatch) {
+  if (++pending < batch) return;
   state.PauseTiming();
   SHARDJIT_CU(cuStreamSynchronize(stream));
   pending = 0;
@@ -113,6 +117,65 @@ void BM_LinearLogpForwardHostTime(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LinearLogpForwardHostTime)->Unit(benchmark::kMicrosecond);
+
+// Device buffers of a backward beside ForwardBuffers': the upstream gradient of logp (nonzero)
+// and the gradients of hidden and weight.
+struct BackwardBuffers {
+  explicit BackwardBuffers(const DeviceContext& device)
+      : grad_logp(device, kRows * 4), grad_hidden(device, kRows * kHidden * 2), grad_weight(device, kVocab * kHidden * 2) {
+    ScopedContext scope(device);
+    const std::vector<float> ones(kRows, 1.0f);  // a loss that sums logp
+    SHARDJIT_CU(cuMemcpyHtoDAsync(grad_logp.ptr(), ones.data(), grad_logp.bytes(), nullptr));
+    SHARDJIT_CU(cuStreamSynchronize(nullptr));
+  }
+  LinearLogpGrads grads() const {
+    return {{grad_hidden.as<void>(), DType::kBF16, kRows, kHidden, 0}, {grad_weight.as<void>(), DType::kBF16, kVocab, kHidden, 0}, {}};
+  }
+  DeviceBuffer grad_logp, grad_hidden, grad_weight;
+};
+
+void BM_LinearLogpTrainingStepHostTime(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  try {
+    TempFolder folder;
+    RuntimeOptions options;
+    options.cache_dir = (folder.path() / "cache").string();
+    options.log_level = "warn";
+    options.jit = true;
+    Runtime runtime(options);
+    LinearLogpConfig config;
+    config.hidden = kHidden;
+    config.vocab_local = kVocab;
+    config.max_rows = kRows;  // the backward's buffers at build: no call grows them
+    config.want_backward = true;
+    LinearLogp op(runtime, config);
+    const DeviceContext& device = runtime.impl().device(config.device);
+    const OwnedStream stream(device);
+    const ForwardBuffers buffers(device);
+    const BackwardBuffers backward_buffers(device);
+    const LinearLogpInputs in = buffers.inputs();
+    const LinearLogpOutputs out = buffers.outputs();
+    const VectorView grad_logp{backward_buffers.grad_logp.as<void>(), DType::kFP32, kRows};
+    const LinearLogpGrads grads = backward_buffers.grads();
+    // The first step is not part of the steady state.
+    op.forward(in, out, stream.get());
+    op.backward(in, out.lse, grad_logp, {}, grads, stream.get());
+    if (op.check(stream.get()).bad_rows != 0) throw std::runtime_error("the warm-up step reported bad targets");
+
+    std::int64_t pending = 0;
+    for (auto _ : state) {
+      op.forward(in, out, stream.get());
+      op.backward(in, out.lse, grad_logp, {}, grads, stream.get());
+      drain_every_batch(state, pending, stream.get(), kStepBatch);
+    }
+    SHARDJIT_CU(cuStreamSynchronize(stream.get()));
+    state.SetLabel("N " + std::to_string(kRows) + ", H " + std::to_string(kHidden) + ", V " + std::to_string(kVocab) +
+                   ", bf16, forward + backward of an op built with want_backward");
+  } catch (const std::exception& e) {
+    skip_with(state, e);
+  }
+}
+BENCHMARK(BM_LinearLogpTrainingStepHostTime)->Unit(benchmark::kMicrosecond);
 
 // The driver's share of the same call: two launches of an empty kernel with one argument.
 void BM_BareLaunchPair(benchmark::State& state) {
