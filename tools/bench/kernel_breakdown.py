@@ -151,16 +151,9 @@ def main(argv=None):
     unknown = [name for name in variant_names if name not in known]
     if unknown:
         raise SystemExit(f"kernel_breakdown: unknown variant(s) {unknown}; expected some of {sorted(known)}")
-    out = open(args.out, "a") if args.out else None
-    for shape in args.shape:
-        for row in breakdown(shape._replace(dtype=args.dtype), variant_names, args.calls, args.warmup,
-                             entropy_cases or [False], args.host):
-            print_row(row, sys.stderr)
-            torch_compare.emit_row(row, out)
-        torch_compare.sjt.clear_op_cache()
-        torch.cuda.empty_cache()
-    if out:
-        out.close()
+    rows_of_shapes = (breakdown(shape._replace(dtype=args.dtype), variant_names, args.calls, args.warmup,
+                                entropy_cases or [False], args.host) for shape in args.shape)
+    torch_compare.write_rows(rows_of_shapes, args.out, show=lambda row: print_row(row, sys.stderr))
     return 0
 
 

@@ -306,13 +306,26 @@ def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
     return result
 
 
-def emit_row(row, out):
-    """One JSON line to stdout and, where `out` (a file open for appending) is given, to it."""
-    line = json.dumps(row)
-    print(line, flush=True)
-    if out:
-        out.write(line + "\n")
-        out.flush()
+def write_rows(rows_of_shapes, path=None, show=None):
+    """Each shape's rows as JSON lines to stdout and, where `path` is given, appended to that file
+    (`show(row)` first, where given); after each shape the op cache and CUDA's cached memory are
+    let go, so that one shape's buffers do not crowd the next."""
+    out = open(path, "a") if path else None
+    try:
+        for rows in rows_of_shapes:
+            for row in rows:
+                if show:
+                    show(row)
+                line = json.dumps(row)
+                print(line, flush=True)
+                if out:
+                    out.write(line + "\n")
+                    out.flush()
+            sjt.clear_op_cache()
+            torch.cuda.empty_cache()
+    finally:
+        if out:
+            out.close()
 
 
 def main(argv=None):
@@ -337,17 +350,10 @@ def main(argv=None):
     shapes = [shape._replace(dtype=args.dtype) for shape in (args.shape or ([] if args.points else standard_shapes()))]
     if args.points:
         shapes += load_points(args.points)
-    out = open(args.out, "a") if args.out else None
     rows_of_shapes = (bench_shape(shape, args.rounds, args.warmup, entropy_cases, args.skip_torch) for shape in shapes)
     if args.host_overhead:
         rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
-    for rows in rows_of_shapes:
-        for row in rows:
-            emit_row(row, out)
-        sjt.clear_op_cache()
-        torch.cuda.empty_cache()
-    if out:
-        out.close()
+    write_rows(rows_of_shapes, args.out)
     return 0
 
 

@@ -82,25 +82,48 @@ struct ForwardBuffers {
   DeviceBuffer hidden, weight, targets, logp, lse;
 };
 
+// The runtime options of a bench op: a kernel cache of its own in `folder`, warnings only.
+RuntimeOptions bench_runtime_options(const TempFolder& folder) {
+  RuntimeOptions options;
+  options.cache_dir = (folder.path() / "cache").string();
+  options.log_level = "warn";
+  options.jit = true;
+  return options;
+}
+
+// An op of the bench's shape (its buffers sized at build for kRows, so no call grows them) on a
+// runtime of its own, with a stream and the forward's buffers on its device.
+struct BenchOp {
+  explicit BenchOp(bool want_backward)
+      : runtime(bench_runtime_options(folder)),
+        op(runtime, config(want_backward)),
+        device(runtime.impl().device(op.config().device)),
+        stream(device),
+        buffers(device) {}
+  static LinearLogpConfig config(bool want_backward) {
+    LinearLogpConfig c;
+    c.hidden = kHidden;
+    c.vocab_local = kVocab;
+    c.max_rows = kRows;
+    c.want_backward = want_backward;
+    return c;
+  }
+  TempFolder folder;
+  Runtime runtime;
+  LinearLogp op;
+  const DeviceContext& device;
+  const OwnedStream stream;
+  const ForwardBuffers buffers;
+};
+
 void BM_LinearLogpForwardHostTime(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   try {
-    TempFolder folder;
-    RuntimeOptions options;
-    options.cache_dir = (folder.path() / "cache").string();
-    options.log_level = "warn";
-    options.jit = true;
-    Runtime runtime(options);
-    LinearLogpConfig config;
-    config.hidden = kHidden;
-    config.vocab_local = kVocab;
-    config.max_rows = kRows;
-    LinearLogp op(runtime, config);
-    const DeviceContext& device = runtime.impl().device(config.device);
-    const OwnedStream stream(device);
-    const ForwardBuffers buffers(device);
-    const LinearLogpInputs in = buffers.inputs();
-    const LinearLogpOutputs out = buffers.outputs();
+    BenchOp bench(false);
+    LinearLogp& op = bench.op;
+    const OwnedStream& stream = bench.stream;
+    const LinearLogpInputs in = bench.buffers.inputs();
+    const LinearLogpOutputs out = bench.buffers.outputs();
     op.forward(in, out, stream.get());  // the first call is not part of the steady state
     if (op.check(stream.get()).bad_rows != 0) throw std::runtime_error("the warm-up forward reported bad targets");
 
@@ -137,24 +160,12 @@ struct BackwardBuffers {
 void BM_LinearLogpTrainingStepHostTime(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   try {
-    TempFolder folder;
-    RuntimeOptions options;
-    options.cache_dir = (folder.path() / "cache").string();
-    options.log_level = "warn";
-    options.jit = true;
-    Runtime runtime(options);
-    LinearLogpConfig config;
-    config.hidden = kHidden;
-    config.vocab_local = kVocab;
-    config.max_rows = kRows;  // the backward's buffers at build: no call grows them
-    config.want_backward = true;
-    LinearLogp op(runtime, config);
-    const DeviceContext& device = runtime.impl().device(config.device);
-    const OwnedStream stream(device);
-    const ForwardBuffers buffers(device);
-    const BackwardBuffers backward_buffers(device);
-    const LinearLogpInputs in = buffers.inputs();
-    const LinearLogpOutputs out = buffers.outputs();
+    BenchOp bench(true);
+    LinearLogp& op = bench.op;
+    const OwnedStream& stream = bench.stream;
+    const BackwardBuffers backward_buffers(bench.device);
+    const LinearLogpInputs in = bench.buffers.inputs();
+    const LinearLogpOutputs out = bench.buffers.outputs();
     const VectorView grad_logp{backward_buffers.grad_logp.as<void>(), DType::kFP32, kRows};
     const LinearLogpGrads grads = backward_buffers.grads();
     // The first step is not part of the steady state.
