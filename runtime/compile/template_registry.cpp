@@ -251,8 +251,7 @@ std::vector<TemplateDef> linear_logp_templates() {
       "linear_logp_fwd_keep",
       "linear_logp/fwd_keep.cuh",
       "shardjit::kernels::linear_logp_fwd_keep",
-      concat({hopper_linear_logp_types(), block_tile(),
-              {bool_param("KEEP", "whether the tiles' logits are kept for the backward (else the forward's tile walk)")}}),
+      concat({hopper_linear_logp_types(), block_tile()}),
       check_linear_logp_fwd_keep});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_kept_dz",

@@ -137,7 +137,6 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
             add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
             if (kernels.peer_combine) add(*kernels.peer_combine, arch, origin);
-            if (kernels.fwd_walk) add(*kernels.fwd_walk, arch, origin);
             if (kernels.backward) {
               for (const KernelSpec& spec : kernels.backward->all()) add(spec, arch, origin);
             }

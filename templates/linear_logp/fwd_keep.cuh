@@ -1,25 +1,16 @@
-// The forward's kernel over logit tiles, as the dZ kernel walks them on the Hopper loop
-// (logit_tiles_hopper.cuh): each tile gives the forward one partial a row (KeptLogitsEpilogue,
-// fwd_keep_epilogue.cuh), and the combine merges them with any other kernel's. Two uses:
+// The forward's kernel for the first vocabulary chunk of an op that runs its backward (the kept
+// chunk): the logit tiles of the chunk's columns, as the dZ kernel walks them on the Hopper loop
+// (logit_tiles_hopper.cuh), each giving the forward one partial a row (KeptLogitsEpilogue,
+// fwd_keep_epilogue.cuh) and leaving its logits in the dZ buffer, so that a backward of the same
+// inputs turns them into the chunk's dZ (bwd_kept_dz.cuh) instead of multiplying X by the chunk's
+// rows of W again. The forward kernel (fwd_hopper.cuh) covers the shard's other columns, from
+// args.first_tile on, and the combine merges both kernels' partials. Like the other Hopper loop
+// kernels it is specialized for the types and the tile only, not for the shape.
 //
-// - KEEP, the first vocabulary chunk of an op that runs its backward (the kept chunk): the tiles
-//   of the chunk's columns, leaving their logits in the dZ buffer, so that a backward of the same
-//   inputs turns them into the chunk's dZ (bwd_kept_dz.cuh) instead of multiplying X by the
-//   chunk's rows of W again. The forward kernel (fwd_hopper.cuh) covers the shard's other columns,
-//   from args.first_tile on.
-// - Without KEEP, the forward's tile walk: every tile of the shard, where a forward has too few
-//   tiles for the vocabulary splits to fill the multiprocessors (a small shard at few rows): the
-//   walk's stream-K plan (common/stream_k.cuh) splits them along K over every multiprocessor
-//   instead (ForwardLaunch::walks_tiles, runtime/ops/linear_logp/fwd.hpp).
-//
-// Like the other Hopper loop kernels it is specialized for the types and the tile only, not for
-// the shape.
-//
-// Parameters: those of the dZ kernel (LinearLogpBwdDzParams), with chunk_begin 0, chunk_cols the
-// chunk's width (the walk: the shard's valid columns) and tile_partials the chunk's partials;
-// KEEP: dz the kept logits (fp16, [n_rows][dz_stride], its TMA map in dz_map). lse, the upstream
-// gradients, scale and tile_mask are not read. Grid, block and shared memory: the dZ kernel's on
-// the Hopper loop (launch_linear_logp_bwd_dz).
+// Parameters: those of the dZ kernel (LinearLogpBwdDzParams), with dz the kept logits (fp16,
+// [n_rows][dz_stride], its TMA map in dz_map), chunk_begin 0, chunk_cols the chunk's width and
+// tile_partials the chunk's partials; lse, the upstream gradients, scale and tile_mask are not read.
+// Grid, block and shared memory: the dZ kernel's on the Hopper loop (launch_linear_logp_bwd_dz).
 #pragma once
 
 #include "common/wgmma_mainloop.cuh"
@@ -31,12 +22,12 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool KEEP>
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES>
 __global__ void __launch_bounds__(linear_logp_bwd_dz_block_threads(true), 1)
     linear_logp_fwd_keep(const __grid_constant__ LinearLogpBwdDzParams params) {
   static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_keep_smem[];
-  using Epilogue = KeptLogitsEpilogue<BiasT, TargetT, WgmmaTileMainloop<T, BM, BN, BK, 1>, KEEP>;
+  using Epilogue = KeptLogitsEpilogue<BiasT, TargetT, WgmmaTileMainloop<T, BM, BN, BK, 1>>;
   logit_tiles_hopper<T, Epilogue, BM, BN, BK, STAGES>(params, linear_logp_fwd_keep_smem);
 }
 

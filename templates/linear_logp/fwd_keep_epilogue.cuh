@@ -1,10 +1,9 @@
 // Epilogue of linear_logp_fwd_keep (fwd_keep.cuh): a finished tile of the kept chunk, in the wgmma
 // accumulators (two rows and BN / 4 columns a thread, WgmmaTileMainloop's fragment layout), gives
-// the forward its rows' partials over the tile and, with KEEP, keeps the logits for the backward
-// (without KEEP the kernel is the forward's tile walk, which keeps nothing):
+// the forward its rows' partials over the tile and keeps the logits for the backward:
 //   m = max over the tile's valid columns of z = (acc + bias) * inv_temperature (the row's four
 //       lanes agree on it),
-//   KEEP: the kept value of each column, fp16(z - m), written through the box store as dZ is
+//   the kept value of each column: fp16(z - m), written through the box store as dZ is
 //       (FragmentTileBoxStore), zeros at columns in the shard's padding (past args.valid_local)
 //       or past the chunk,
 //   the row's partial over the tile (partials.cuh): max m, sum of exp(z - m), its entropy term,
@@ -32,7 +31,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, class Mainloop, bool KEEP>
+template <class BiasT, class TargetT, class Mainloop>
 struct KeptLogitsEpilogue {
   using Loop = Mainloop;
   using Out = fp16;
@@ -52,9 +51,7 @@ struct KeptLogitsEpilogue {
   __device__ KeptLogitsEpilogue(unsigned char* staging_area, unsigned char* /*region*/, const TmaDescriptor* kept_map)
       : staging(staging_area), map(kept_map) {}
 
-  static __device__ __forceinline__ void wait_stores(int lane) {
-    if constexpr (KEEP) Store::wait_reads(lane);
-  }
+  static __device__ __forceinline__ void wait_stores(int lane) { Store::wait_reads(lane); }
 
   // Issues the reads of the rows' targets, looked at only after the tile's products.
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid, int /*tile_count*/) {
@@ -115,14 +112,8 @@ struct KeptLogitsEpilogue {
     }
     float sum[2] = {0.0f, 0.0f};
     float ent[2] = {0.0f, 0.0f};
-    if constexpr (!KEEP) {
-      if (valid_cols >= kCols) {
-        keep_part<true>(acc, 0, kGroups, valid_cols, tile_max, inv_temperature, sum, ent, lane);
-      } else {
-        keep_part<false>(acc, 0, kGroups, valid_cols, tile_max, inv_temperature, sum, ent, lane);
-      }
-    } else if (valid_cols >= kCols) {
-      // Each part of the store is kept just before it is staged, beside the previous part's copies.
+    // Each part of the store is kept just before it is staged, beside the previous part's copies.
+    if (valid_cols >= kCols) {
       Store::store(acc, staging, map, c0, row0, warp, lane, [&](int first, int count) {
         keep_part<true>(acc, first, count, valid_cols, tile_max, inv_temperature, sum, ent, lane);
       });

@@ -291,11 +291,6 @@ const GraphCase kCases[] = {
     // fp16: dZ scaled by a power of two chosen on the device, inside the graph.
     {"fwd_bwd_n129_h128_v3001_fp16", 129, 128, 3001, 2990, DType::kFP16, std::nullopt, DType::kInt64, 1.1f, false,
      true},
-    // Forward only, few tiles: the tile walk split along K on the Hopper loop, its workspace
-    // allocated at build (max_rows) or by the eager call before the capture.
-    {"fwd_n7_h1024_v16032_tile_walk", 7, 1024, 16032, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
-    {"fwd_n100_h512_v38016_tile_walk_grown", 100, 512, 38016, 37990, DType::kFP16, DType::kFP32, DType::kInt32, 0.8f,
-     false, false, false, 0, false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GraphCaptureTest, ::testing::ValuesIn(kCases),

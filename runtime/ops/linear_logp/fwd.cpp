@@ -4,7 +4,6 @@
 #include <iterator>
 #include <optional>
 
-#include "common/stream_k.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "runtime/arch/arch.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
@@ -185,11 +184,6 @@ VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {
   plan.whole_units = (plan.units() / sms - 1) * sms;
   plan.unit_pieces = pieces;
   return plan;
-}
-
-bool forward_walks_tiles(const VocabSplit& plan, int tiles, int slices, int resident, bool partial_waves) {
-  return kernels::stream_k_splits(tiles, slices, resident, partial_waves) &&
-         fwd_split_efficiency(plan.row_tiles, plan.vocab_tiles, plan.splits, resident) < 1.0 - kWalkIdleShare;
 }
 
 std::int64_t max_partial_rows(std::int64_t n_rows, int bm, const std::function<int(std::int64_t)>& sources_for) {

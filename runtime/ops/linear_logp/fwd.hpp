@@ -143,17 +143,6 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
 // pieces multiply the partial sources of a split, so tensor parallelism, whose partials cross
 // NVLink, does not cut.
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count);
-// Whether a single-GPU forward whose vocabulary splits would run `plan` walks its logit tiles
-// instead (linear_logp_fwd_keep without KEEP: `tiles` tiles of `slices` K slices on `resident`
-// blocks): where the splits' blocks leave more than kWalkIdleShare of the block-time idle
-// (fwd_split_efficiency), as few tiles do, and the walk's stream-K plan splits its tiles along K
-// (kernels::stream_k_splits with `partial_waves`), which then keeps every multiprocessor busy. At
-// a few rows a small shard has fewer tiles than an H200 has multiprocessors: llama3-70b's TP8
-// shard (63 tiles) ran 63 one-tile blocks on 132 at 1.41 x cuBLAS (docs/perf-notes.md, "The tile
-// walk").
-bool forward_walks_tiles(const VocabSplit& plan, int tiles, int slices, int resident, bool partial_waves);
-inline constexpr double kWalkIdleShare = 0.1;
-
 // About a fifth of a multiprocessor's share of a 16k-row forward's tiles at llama3-8b: long
 // enough that a block's fixed costs (prologue, partial store) stay near 1 %, short enough that
 // the last blocks end within a few percent of the kernel of each other.

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/combine_args.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/partials.cuh"
@@ -81,21 +80,6 @@ struct LinearLogp::Impl {
   // enqueued.
   KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch, kernels::RowPartial* partials,
                                CUstream stream);
-  // The column tiles a forward of n_rows rows, whose splits would run `plan`, walks instead
-  // (forward_walks_tiles); 0 where it runs the splits: always for a TP op, an op without the walk's
-  // kernel, or an experiment's split count (SHARDJIT_FWD_SPLITS).
-  int walked_tiles(std::int64_t n_rows, const VocabSplit& plan) const;
-  // The walk's split-tile workspace: the backward's where the op has one (one workspace serves
-  // every kernel of an op, which run in the order of its stream), else the forward's own.
-  StreamKWorkspace& walk_split() { return bwd.split.resident_blocks() > 0 ? bwd.split : fwd_split; }
-  const StreamKWorkspace& walk_split() const { return bwd.split.resident_blocks() > 0 ? bwd.split : fwd_split; }
-  // The tile walk of a call (`walked_tiles` sources into `partials`), allocating the walk's
-  // workspace on its first call.
-  void enqueue_tile_walk(const ForwardCall& call, kernels::RowPartial* partials, CUstream stream);
-  // Launches the logit-tile kernel `kernel` (the kept chunk's, or the walk) on `logit_tile` over
-  // args' chunk, X staged first where the call has fewer rows than a tile (stage_small_call).
-  void launch_logit_tiles(const LoadedKernel& kernel, const FwdTile& logit_tile, kernels::LinearLogpBwdDzArgs args,
-                          const StreamKWorkspace& split, CUstream stream) const;
 
   Runtime::Impl& runtime;
   LinearLogpLayout layout;
@@ -105,15 +89,12 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> fwd;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
-  std::shared_ptr<const LoadedKernel> fwd_walk;      // kernels.fwd_walk, where there is one
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]
   DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop only): stage_small_call
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.
   LinearLogpBwdState bwd{runtime, layout, device, kernels};
-  // The tile walk's split-tile workspace where the backward has none (walk_split).
-  StreamKWorkspace fwd_split;
   // Tensor parallelism (null for a single-GPU op): the communicator, the agreed layout, the
   // gathered partials and the plans. Set right after the members above are built.
   std::unique_ptr<LinearLogpTp> tp;

@@ -74,8 +74,6 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   if (launch.kept_chunks == 0) {
     launch.chunks = BackwardChunks{};
     launch.split = vocab_split(n_rows);
-    launch.walked_tiles = walked_tiles(n_rows, launch.split);
-    launch.forward_kernel = launch.walked_tiles == 0;
     return launch;
   }
   const int in_place = std::min(launch.kept_chunks, chunks_kept_in_place(launch.chunks));
@@ -94,15 +92,7 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
 ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, CUstream stream) const {
   // Only a call that writes lse keeps: its backward passes that lse back, which names the forward.
   ForwardLaunch launch = forward_launch(call.n, call.has_lse ? kAnyKeptChunks : 0);
-  if (launch.kept_chunks == 0) {
-    // The walk's split-tile workspace is allocated by its first call outside a capture (or at
-    // build with max_rows); a capture before that runs the splits.
-    if (launch.walked_tiles > 0 && !walk_split().allocated() && stream_capture_id(stream) != 0) {
-      launch.walked_tiles = 0;
-      launch.forward_kernel = true;
-    }
-    return launch;
-  }
+  if (launch.kept_chunks == 0) return launch;
   const std::uint64_t capture = stream_capture_id(stream);
   // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
   // they would have to, the forward keeps fewer (those past the second need the keep buffer, the

@@ -61,16 +61,13 @@ int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int 
 // columns from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols),
 // which the kept chunk's kernel computes instead (0: none). The combine merges the splits'
 // sources, then a source per column tile of the kept chunks. Where the kept chunks hold every
-// column (a single chunk kept whole), the forward kernel does not run. A launch that keeps
-// nothing may walk the shard's tiles instead of splitting it (forward_walks_tiles): walked_tiles
-// is then its column tiles, a source each, and the forward kernel does not run either.
+// column (a single chunk kept whole), the forward kernel does not run.
 struct ForwardLaunch {
   VocabSplit split;
   bool forward_kernel = true;
   int kept_chunks = 0;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
-  int walked_tiles = 0;
   // With kept chunks: the backward's chunks of these rows, its buffers what the forward writes
   // (accumulator_bytes 0 unless the second chunk is kept).
   BackwardChunks chunks;
@@ -80,7 +77,7 @@ struct ForwardLaunch {
   std::uint64_t capture = 0;
 
   int forward_sources() const { return forward_kernel ? split.sources() : 0; }
-  int sources() const { return forward_sources() + kept_tiles + walked_tiles; }
+  int sources() const { return forward_sources() + kept_tiles; }
 };
 
 // What an op's last forward kept for its backward: the first chunk's logits in the dZ buffer,

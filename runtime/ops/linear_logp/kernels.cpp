@@ -1,7 +1,6 @@
 #include "runtime/ops/linear_logp/kernels.hpp"
 
 #include "collective/peer_sync_args.cuh"
-#include "runtime/ops/linear_logp/bwd/dz.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 
 namespace shardjit {
@@ -11,15 +10,11 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
   const LinearLogpConfig& c = layout.config;
   const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), logp_combine_spec(c.target_dtype, c.want_entropy),
-                            std::nullopt, std::nullopt, std::nullopt, FwdTile{}};
+                            std::nullopt, std::nullopt};
   if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path, tp);
-  if (tp == 1 && tile.wgmma) {
-    kernels.walk_tile = default_bwd_dz_tile(c.dtype, arch, hopper_path);
-    kernels.fwd_walk = linear_logp_fwd_keep_spec(layout, kernels.walk_tile, false);
-  }
   return kernels;
 }
 

@@ -21,11 +21,6 @@ struct LinearLogpKernels {
   // buffers (the TP forward's peer path).
   std::optional<KernelSpec> peer_combine;
   std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
-  // A single-GPU op (tp = 1) whose forward runs the Hopper loop: the forward's tile walk
-  // (linear_logp_fwd_keep without KEEP) on walk_tile, the dZ kernel's, for forwards of too few
-  // tiles for the vocabulary splits (forward_walks_tiles).
-  std::optional<KernelSpec> fwd_walk;
-  FwdTile walk_tile;
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).

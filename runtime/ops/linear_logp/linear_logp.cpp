@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <vector>
 
@@ -54,7 +53,6 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
-  if (kernels.fwd_walk) specs.push_back(*kernels.fwd_walk);
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -91,13 +89,6 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   allow_dynamic_smem(*fwd, smem_bytes);
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
-  if (kernels.fwd_walk) {
-    fwd_walk = runtime.load(*kernels.fwd_walk, c.device, hint);
-    allow_dynamic_smem(*fwd_walk, linear_logp_bwd_dz_smem(c.dtype, kernels.walk_tile));  // the dZ kernel's layout
-    if (bwd.split.resident_blocks() == 0) {
-      fwd_split = StreamKWorkspace(device, kernels.walk_tile.bm * kernels.walk_tile.bn, rt.config.split_partial_waves);
-    }
-  }
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
@@ -109,19 +100,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     SHARDJIT_CU(cuMemsetD8Async(x_stage.ptr(), 0, x_stage.bytes(), nullptr));
   }
   // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
-  if (c.max_rows > 0 && tp_degree == 1) {
-    ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
-    // Calls of up to max_rows rows that walk their tiles allocate nothing after the build. The walk
-    // needs a grid of less than three waves of tiles (stream_k_splits), so only so many row tiles can.
-    const std::int64_t row_tiles = std::min<std::int64_t>((c.max_rows + tile.bm - 1) / tile.bm,
-                                                          3 * std::int64_t{device.info().sm_count});
-    for (std::int64_t r = 1; r <= row_tiles; ++r) {
-      if (walked_tiles(r * tile.bm, vocab_split(r * tile.bm)) > 0) {
-        walk_split().allocate();
-        break;
-      }
-    }
-  }
+  if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
 
@@ -193,7 +172,8 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
         chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
                          chunks.dz_stride, chunk.begin, chunk.cols);
     args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
-    launch_logit_tiles(*bwd.keep, dz_tile, args, bwd.split, stream);
+    const std::int64_t x_rows = stage_small_call(args, stream);
+    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, x_rows, stream);
   };
   KeptChunk kept;
   kept.hidden = call.in.hidden.data;
@@ -225,40 +205,6 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
     }
   }
   return kept;
-}
-
-int LinearLogp::Impl::walked_tiles(std::int64_t n_rows, const VocabSplit& plan) const {
-  if (!fwd_walk || tp || runtime.config.fwd_splits > 0) return 0;
-  const FwdTile& t = kernels.walk_tile;
-  const std::int64_t col_tiles = (layout.valid_local + t.bn - 1) / t.bn;
-  const std::int64_t tiles = (n_rows + t.bm - 1) / t.bm * col_tiles;
-  const std::int64_t slices = (layout.config.hidden + t.bk - 1) / t.bk;
-  const StreamKWorkspace& split = walk_split();
-  if (col_tiles > kMaxCombineSources || tiles > std::numeric_limits<int>::max() ||
-      !forward_walks_tiles(plan, static_cast<int>(tiles), static_cast<int>(slices), split.resident_blocks(),
-                           split.partial_waves())) {
-    return 0;
-  }
-  return static_cast<int>(col_tiles);
-}
-
-void LinearLogp::Impl::enqueue_tile_walk(const ForwardCall& call, kernels::RowPartial* partials, CUstream stream) {
-  StreamKWorkspace& split = walk_split();
-  if (!split.allocated()) {
-    check_growth_outside_capture(stream, "LinearLogp forward: the split-tile workspace of its tile walk");
-    split.allocate();
-  }
-  kernels::LinearLogpBwdDzArgs args = chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride,
-                                                       nullptr, 0, 0, layout.valid_local);
-  args.tile_partials = partials;
-  launch_logit_tiles(*fwd_walk, kernels.walk_tile, args, split, stream);
-}
-
-void LinearLogp::Impl::launch_logit_tiles(const LoadedKernel& kernel, const FwdTile& logit_tile,
-                                          kernels::LinearLogpBwdDzArgs args, const StreamKWorkspace& split,
-                                          CUstream stream) const {
-  const std::int64_t x_rows = stage_small_call(args, stream);
-  launch_linear_logp_bwd_dz(kernel, args, layout, logit_tile, DType::kFP16, split, x_rows, stream);
 }
 
 template <class KernelArgs>
@@ -296,7 +242,6 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
   if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
-  if (launch.walked_tiles > 0) enqueue_tile_walk(call, partials, stream);
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
     args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);

@@ -409,7 +409,6 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
   ASSERT_TRUE(k.keep.has_value());
   ASSERT_TRUE(k.kept_dz.has_value());
   EXPECT_EQ(k.keep->template_name(), "linear_logp_fwd_keep");
-  EXPECT_TRUE(k.keep->bool_param("KEEP"));
   EXPECT_EQ(k.kept_dz->type_param("DZ"), "bf16");
   EXPECT_EQ(k.all().size(), 8u);
   // A TP op does not (its partials cross NVLink), nor one that filters.

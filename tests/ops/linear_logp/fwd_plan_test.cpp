@@ -316,31 +316,6 @@ TEST(CutLastWaves, TheGpuTestsCutCasesAreCut) {
   EXPECT_GE(fp32.unit_pieces, 4);
 }
 
-// The walk's tiles of a forward of n rows over `valid` columns at hidden size h on the Hopper tile.
-bool walks(std::int64_t n, std::int64_t h, std::int64_t valid) {
-  const FwdTile hopper{128, 256, 64, 4, true};
-  const VocabSplit plan = choose_vocab_splits(n, 2 * h, valid, hopper, kH200);
-  const int tiles = static_cast<int>((n + 127) / 128 * ((valid + 255) / 256));
-  return forward_walks_tiles(plan, tiles, static_cast<int>((h + 63) / 64), kH200.sm_count, true);
-}
-
-TEST(ForwardWalk, ShardsOfFewTilesAtFewRowsWalkThem) {
-  for (std::int64_t n : {1, 7, 128}) {
-    EXPECT_TRUE(walks(n, 8192, 16032)) << "llama3-70b's TP8 shard: 63 one-tile blocks on 132, " << n;
-    EXPECT_TRUE(walks(n, 7168, 16160)) << "deepseek-v3's TP8 shard: 64 blocks, " << n;
-    EXPECT_TRUE(walks(n, 8192, 38016)) << "qwen2.5-72b's TP4 shard: 149 tiles, two waves of blocks, " << n;
-    EXPECT_TRUE(walks(n, 6144, 50277)) << "gpt-neox-20b's 197 tiles, " << n;
-    // Whole waves of blocks at the splits: nothing for the walk to fill.
-    EXPECT_FALSE(walks(n, 4096, 128256)) << "llama3-8b's 501 tiles, " << n;
-    EXPECT_FALSE(walks(n, 4096, 32000)) << "llama2-7b's 125 one-tile blocks, " << n;
-  }
-  EXPECT_TRUE(walks(333, 8192, 16032)) << "3 x 63 tiles: 1.4 waves";
-  EXPECT_FALSE(walks(4097, 8192, 16032)) << "33 x 63 tiles: many full waves";
-  EXPECT_FALSE(walks(333, 4096, 128256)) << "the one-wave split count fills the GPU";
-  // A grid too short in K to split stays on the splits, however few its tiles.
-  EXPECT_FALSE(walks(7, 64, 300));
-}
-
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;
@@ -353,14 +328,6 @@ TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   EXPECT_EQ(kernels.combine.template_name(), "logp_combine");
   EXPECT_EQ(kernels.combine.int_param("PEERS"), 0);
   EXPECT_FALSE(kernels.peer_combine.has_value());
-  // The tile walk: the kept chunk's forward kernel without KEEP, on the Hopper loop of a single-GPU op.
-  EXPECT_FALSE(kernels.fwd_walk.has_value());
-  const LinearLogpKernels hopper = linear_logp_kernels(resolve_layout(c), "sm_90a");
-  ASSERT_TRUE(hopper.fwd_walk.has_value());
-  EXPECT_EQ(hopper.fwd_walk->template_name(), "linear_logp_fwd_keep");
-  EXPECT_FALSE(hopper.fwd_walk->bool_param("KEEP"));
-  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a", 2).fwd_walk.has_value()) << "a TP op";
-  EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a", 1, false).fwd_walk.has_value()) << "portable loop";
 }
 
 // The forward's arguments carry what the Hopper kernel takes at run time, H and the shard's valid

@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/stream_k.cuh"
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
@@ -116,8 +115,7 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 
 // A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tile), as the
 // split rules make it for a forward-only op: splits, blocks, and the vocabulary tiles of the
-// longest block, or the tiles and blocks of its tile walk, so that a plan's odd choices show
-// without a GPU. (A fwd+bwd point's forward may
+// longest block, so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
 // keep chunks instead, which its op's budgets decide.)
 nlohmann::json h200_forward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
@@ -126,14 +124,6 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
   const VocabSplit plan = cut_last_waves(choose_vocab_splits(p.c.n, row_bytes, valid, tile, GpuShape{kSms, 60ll << 20}),
                                          kSms);
-  // Where the forward walks its tiles instead (forward_walks_tiles): their count and the blocks
-  // of its stream-K plan.
-  const std::int64_t tiles = (p.c.n + tile.bm - 1) / tile.bm * ((valid + tile.bn - 1) / tile.bn);
-  const int slices = static_cast<int>((p.c.hidden + tile.bk - 1) / tile.bk);
-  if (tiles <= kSms * 3 && forward_walks_tiles(plan, static_cast<int>(tiles), slices, kSms, true)) {
-    const kernels::StreamKPlan walk = kernels::plan_stream_k(static_cast<int>(tiles), slices, kSms);
-    return {{"walk_tiles", tiles}, {"blocks", kernels::stream_k_grid(walk, kSms, true)}};
-  }
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
   return {{"splits", plan.splits}, {"blocks", plan.blocks()}, {"longest_block_tiles", longest}};

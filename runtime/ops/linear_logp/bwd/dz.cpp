@@ -67,8 +67,8 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
   return logit_kernel_spec("linear_logp_bwd_dz", layout, tile, {{"DZ", TypeArg{dtype_name(dz)}}, {"FILTER", filter}});
 }
 
-KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keep) {
-  return shape_free_logit_kernel_spec("linear_logp_fwd_keep", layout.config, tile, {{"KEEP", keep}});
+KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+  return shape_free_logit_kernel_spec("linear_logp_fwd_keep", layout.config, tile, {});
 }
 
 KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile) {
@@ -123,7 +123,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, x_rows, tile.bm,
                           tile.bn);
-    if (args.dz != nullptr && dtype_size(dz) == 2) encode_dz_output_map(params, dz);
+    if (dtype_size(dz) == 2) encode_dz_output_map(params, dz);
   }
   launch(kernel, shape, params, stream);
 }

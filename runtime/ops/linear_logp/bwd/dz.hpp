@@ -33,9 +33,8 @@ KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, con
 
 // The kept chunk's two kernels (templates/linear_logp/fwd_keep.cuh, bwd_kept_dz.cuh): the forward's,
 // on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz`.
-// Neither spec holds the shape (the shard's valid columns come in the arguments). `keep` false:
-// the same forward kernel keeping nothing, the forward's tile walk (ForwardLaunch::walks_tiles).
-KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keep = true);
+// Neither spec holds the shape (the shard's valid columns come in the arguments).
+KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile);
 
 // The arguments every kernel that walks a vocabulary chunk's logit tiles takes (the dZ kernel,
@@ -52,8 +51,8 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, co
 // linear_logp_bwd_dz_smem's shared memory; the Hopper tile (tile.wgmma) runs at most
 // split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
 // of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
-// a 16-bit dZ (`dz`, the kernel's dZ type; none where args.dz is null), through TMA maps encoded
-// here from args and the layout, X's as `x_rows` rows (args.n_rows, or more where X was staged into a taller buffer:
+// a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
+// layout, X's as `x_rows` rows (args.n_rows, or more where X was staged into a taller buffer:
 // LinearLogp::Impl::stage_small_call). Nothing is launched for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
