@@ -291,6 +291,10 @@ const GraphCase kCases[] = {
     // fp16: dZ scaled by a power of two chosen on the device, inside the graph.
     {"fwd_bwd_n129_h128_v3001_fp16", 129, 128, 3001, 2990, DType::kFP16, std::nullopt, DType::kInt64, 1.1f, false,
      true},
+    // Forward only, a small shard at few rows (a block a tile), sized at build or by the eager call.
+    {"fwd_n7_h1024_v16032_small_shard", 7, 1024, 16032, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
+    {"fwd_n100_h512_v38016_small_shard_grown", 100, 512, 38016, 37990, DType::kFP16, DType::kFP32, DType::kInt32, 0.8f,
+     false, false, false, 0, false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GraphCaptureTest, ::testing::ValuesIn(kCases),

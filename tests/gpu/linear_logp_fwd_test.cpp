@@ -186,6 +186,13 @@ const FwdCase kCases[] = {
     // Three row tiles on 132 multiprocessors: the one-wave split count, 44 (not a power of two),
     // with entropy; a last row tile of 77 rows.
     {"n333_h256_v32000_one_wave", 333, 256, 32000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
+    // Small vocabulary shards at few rows, as the sweep's TP heads: 63 one-tile blocks; a K tail
+    // with padding and a bias; 149 tiles over 128 splits; three row tiles, the last of 77 rows.
+    {"n7_h4096_v16032_small_shard", 7, 4096, 16032, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
+    {"n1_h2000_v16160_small_shard_pad_fp16", 1, 2000, 16160, 16100, DType::kFP16, DType::kFP32, DType::kInt32, 0.9f},
+    {"n100_h1024_v38016_small_shard_splits", 100, 1024, 38016, 37990, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f,
+     true, true},
+    {"n333_h3000_v16032_small_shard_rows", 333, 3000, 16032, 0, DType::kFP16, std::nullopt, DType::kInt64, 1.0f, true},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };
