@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,21 @@ struct BenchOp {
         device(runtime.impl().device(op.config().device)),
         stream(device),
         buffers(device) {}
+  // Times `call` (one forward, or one training step) after an untimed first call, draining the
+  // stream every `batch` calls, and labels the row with the shape and `what`.
+  template <class Call>
+  void time_calls(benchmark::State& state, std::int64_t batch, const std::string& what, Call&& call) {
+    call();  // the first call is not part of the steady state
+    if (op.check(stream.get()).bad_rows != 0) throw std::runtime_error("the warm-up call reported bad targets");
+    std::int64_t pending = 0;
+    for (auto _ : state) {
+      call();
+      drain_every_batch(state, pending, stream.get(), batch);
+    }
+    SHARDJIT_CU(cuStreamSynchronize(stream.get()));
+    state.SetLabel("N " + std::to_string(kRows) + ", H " + std::to_string(kHidden) + ", V " + std::to_string(kVocab) +
+                   ", bf16, " + what);
+  }
   static LinearLogpConfig config(bool want_backward) {
     LinearLogpConfig c;
     c.hidden = kHidden;
@@ -120,21 +136,9 @@ void BM_LinearLogpForwardHostTime(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   try {
     BenchOp bench(false);
-    LinearLogp& op = bench.op;
-    const OwnedStream& stream = bench.stream;
     const LinearLogpInputs in = bench.buffers.inputs();
     const LinearLogpOutputs out = bench.buffers.outputs();
-    op.forward(in, out, stream.get());  // the first call is not part of the steady state
-    if (op.check(stream.get()).bad_rows != 0) throw std::runtime_error("the warm-up forward reported bad targets");
-
-    std::int64_t pending = 0;
-    for (auto _ : state) {
-      op.forward(in, out, stream.get());
-      drain_every_batch(state, pending, stream.get());
-    }
-    SHARDJIT_CU(cuStreamSynchronize(stream.get()));
-    state.SetLabel("N " + std::to_string(kRows) + ", H " + std::to_string(kHidden) + ", V " + std::to_string(kVocab) +
-                   ", bf16, 2 launches per call");
+    bench.time_calls(state, kBatch, "2 launches per call", [&] { bench.op.forward(in, out, bench.stream.get()); });
   } catch (const std::exception& e) {
     skip_with(state, e);
   }
@@ -161,27 +165,15 @@ void BM_LinearLogpTrainingStepHostTime(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   try {
     BenchOp bench(true);
-    LinearLogp& op = bench.op;
-    const OwnedStream& stream = bench.stream;
     const BackwardBuffers backward_buffers(bench.device);
     const LinearLogpInputs in = bench.buffers.inputs();
     const LinearLogpOutputs out = bench.buffers.outputs();
     const VectorView grad_logp{backward_buffers.grad_logp.as<void>(), DType::kFP32, kRows};
     const LinearLogpGrads grads = backward_buffers.grads();
-    // The first step is not part of the steady state.
-    op.forward(in, out, stream.get());
-    op.backward(in, out.lse, grad_logp, {}, grads, stream.get());
-    if (op.check(stream.get()).bad_rows != 0) throw std::runtime_error("the warm-up step reported bad targets");
-
-    std::int64_t pending = 0;
-    for (auto _ : state) {
-      op.forward(in, out, stream.get());
-      op.backward(in, out.lse, grad_logp, {}, grads, stream.get());
-      drain_every_batch(state, pending, stream.get(), kStepBatch);
-    }
-    SHARDJIT_CU(cuStreamSynchronize(stream.get()));
-    state.SetLabel("N " + std::to_string(kRows) + ", H " + std::to_string(kHidden) + ", V " + std::to_string(kVocab) +
-                   ", bf16, forward + backward of an op built with want_backward");
+    bench.time_calls(state, kStepBatch, "forward + backward of an op built with want_backward", [&] {
+      bench.op.forward(in, out, bench.stream.get());
+      bench.op.backward(in, out.lse, grad_logp, {}, grads, bench.stream.get());
+    });
   } catch (const std::exception& e) {
     skip_with(state, e);
   }
