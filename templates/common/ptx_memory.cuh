@@ -80,6 +80,11 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #endif
 }
 
+// A release and acquire fence at GPU scope: orders this thread's (and, after a block barrier, the
+// block's) memory accesses before it against those after it, for every thread of the GPU. Far
+// cheaper than __threadfence (fence.sc), which every thread of a block would otherwise run.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 // Synchronizes the `threads` threads (a multiple of 32) of the block that use barrier `id`
 // (1..15; 0 is __syncthreads'), so that two groups of warps can wait for their own members.
 __device__ __forceinline__ void bar_sync(unsigned int id, unsigned int threads) {

@@ -1,8 +1,8 @@
 // The pieces of a tile split along K (templates/common/stream_k.cuh) merged into one: each piece
 // stores its fp32 partial sums in its slot, and the last piece to arrive loads every piece's,
 // its own included, and adds them in piece order into its accumulators, then runs the kernel's
-// epilogue. The order, and so the result, does not depend on which piece arrives last, and no
-// block waits for another: a piece that is not last simply moves on.
+// epilogue (common/last_arrival.cuh). The order, and so the result, does not depend on which piece
+// arrives last, and no block waits for another: a piece that is not last simply moves on.
 //
 // Called by the compute threads only (THREADS of them, thread index ctid), after the main loop's
 // finish(). A slot holds the tile's accumulators thread-major in 16-byte groups, so that each
@@ -16,7 +16,7 @@
 // kernel.
 #pragma once
 
-#include "common/ptx_memory.cuh"
+#include "common/last_arrival.cuh"
 #include "common/stream_k.cuh"
 
 namespace shardjit {
@@ -45,19 +45,11 @@ struct StreamKFixup {
         __stcg(mine + g * THREADS, make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]));
       }
     }
-    // Every thread's stores are visible at the GPU before the block's arrival is counted.
-    __threadfence();
-    bar_sync(kStreamKBarrier, THREADS);
-    bool last = false;
-    if (ctid == 0) {
-      unsigned int* const arrivals = plan.arrivals + stream_k_counter(plan, segment.tile);
-      last = atomicAdd(arrivals, 1u) == static_cast<unsigned int>(pieces.last - pieces.first);
-      // The counter is ready for the next launch: every piece has arrived.
-      if (last) *arrivals = 0;
+    const unsigned int pieces_count = static_cast<unsigned int>(pieces.last - pieces.first + 1);
+    if (!arrive_last(plan.arrivals + stream_k_counter(plan, segment.tile), 1u, pieces_count, ctid, THREADS,
+                     kStreamKBarrier)) {
+      return false;
     }
-    last = !bar_red_and(kStreamKBarrier, THREADS, !last);
-    if (!last) return false;
-    __threadfence();  // the other pieces' stores, seen through the counter, before the loads
 #pragma unroll
     for (int i = 0; i < ACCUMULATORS; ++i) acc[i] = 0.0f;
     if (!holds_rows) return true;
