@@ -13,7 +13,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 16> kKnobs{{
+constexpr std::array<EnvKnob, 17> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -57,6 +57,10 @@ constexpr std::array<EnvKnob, 16> kKnobs{{
      "For experiments: the vocabulary split count of single-GPU LinearLogp forwards, 1 to 1024, "
      "over the rule's choice (kept at most the vocabulary tiles and what one combine merges); "
      "0: the rule's."},
+    {"SHARDJIT_FWD_MERGE", "string", "auto",
+     "For experiments: where the Hopper loop's single-GPU LinearLogp forward merges its partials. "
+     "1: in the forward kernel's last block of each row tile; 0: in a combine kernel after it; "
+     "auto: the rule's (in the kernel where a row tile's merge is one pass of its threads)."},
     {"SHARDJIT_SPLIT_PARTIAL_WAVES", "bool", "1",
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "
      "most half the GPU, instead of wherever the last wave of whole tiles would leave a quarter of "
@@ -142,6 +146,14 @@ std::optional<int> parse_split_count(const std::string& text) {
   return static_cast<int>(value);
 }
 
+// "auto" (-1) or a boolean (0, 1).
+std::optional<int> parse_auto_or_bool(const std::string& text) {
+  if (text == "auto") return -1;
+  const std::optional<bool> value = parse_bool(text);
+  if (!value) return std::nullopt;
+  return *value ? 1 : 0;
+}
+
 std::optional<int> parse_block_count(const std::string& text) {
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
@@ -181,6 +193,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.fwd_tile = env("SHARDJIT_FWD_TILE").value_or("");
   config.fwd_splits = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_SPLITS", parse_split_count,
                                     "a split count from 0 (the rule's) to 1024", 0);
+  config.fwd_merge = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_MERGE", parse_auto_or_bool,
+                                   "auto, or a boolean such as 0 or 1", -1);
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
   config.bwd_chunk_waves =

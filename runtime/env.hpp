@@ -42,6 +42,9 @@ struct RuntimeConfig {
   // vocabulary split count (0: the rule's).
   std::string fwd_tile;
   int fwd_splits = 0;
+  // Where the Hopper forward merges its partials (SHARDJIT_FWD_MERGE): -1 the rule's
+  // (fwd_merges_in_kernel), 1 always in the forward kernel, 0 always in the combine kernel.
+  int fwd_merge = -1;
   // The Hopper backward kernels' split along K (templates/common/stream_k.cuh): false keeps it to
   // grids of at most half the GPU (SHARDJIT_SPLIT_PARTIAL_WAVES=0), for A/B runs of the rule.
   bool split_partial_waves = true;

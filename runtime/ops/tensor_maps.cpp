@@ -98,8 +98,8 @@ void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
 }
 
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, bm, bn, "forward");
+                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, bn, "forward");
 }
 
 }  // namespace shardjit

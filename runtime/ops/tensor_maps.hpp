@@ -40,8 +40,8 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
 // The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh), X's as
-// x_rows rows (at least params.args.n_rows; more where X was staged into a taller buffer).
+// x_rows rows in boxes of x_box_rows (fwd_x_box_rows).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
+                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn);
 
 }  // namespace shardjit

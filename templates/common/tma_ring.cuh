@@ -138,6 +138,19 @@ struct TmaRing {
     if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
   }
 
+  // Compute warps with nothing to compute on `count` slices (a warpgroup whose rows all lie past
+  // the call's): waits for each to fill and releases it at once, so that the ring turns as it
+  // does for the warpgroup that computes. The wait keeps the arrivals in the stage's phase: an
+  // arrival before the fill would count towards the fill before it.
+  __device__ __forceinline__ void pass(TmaRingCursor<STAGES>& at, int count, int lane) const {
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+      acquire(at);
+      release(at, lane);
+      at.advance();
+    }
+  }
+
  private:
   __device__ unsigned int full(int s) const { return barriers + 8u * static_cast<unsigned int>(s); }
   __device__ unsigned int empty(int s) const { return barriers + 8u * static_cast<unsigned int>(STAGES + s); }

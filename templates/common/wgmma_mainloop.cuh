@@ -142,6 +142,11 @@ struct WgmmaTileMainloop {
   __device__ static __forceinline__ bool holds_rows(int warp, int lane, int rows) {
     return fragment_row(warp, lane, 0) < rows;
   }
+  // Whether warp's warpgroup holds any of the tile's first `rows` rows: the same for its four
+  // warps, so a warpgroup that holds none may leave its wgmma out.
+  __device__ static __forceinline__ bool warpgroup_holds_rows(int warp, int rows) {
+    return (warp / 4) * kWarpGroupRows < rows;
+  }
 
   // Adjacent accumulator pairs a thread holds, and pair i of them (i < kPairs; a compile-time
   // index once the caller's loop is unrolled), as MmaTileMainloop::pair.

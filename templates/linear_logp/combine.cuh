@@ -6,11 +6,14 @@
 // parameter, so one kernel serves every split count.
 //
 // PEERS = 0: the partials of every source are in one local buffer (a single GPU, or gathered
-// by NCCL). PEERS = tp: each rank's partials stay in its symmetric buffer and are read over
-// NVLink: a block publishes a start flag (this rank's forward kernel, earlier on the stream,
-// has written all its partials), waits for the same block of every peer, merges its rows, then
-// publishes an end flag and waits for the peers' (no rank's next forward overwrites partials a
-// peer still reads). This replaces the all-gather: no collective, no comm stream.
+// by NCCL). The Hopper forward kernel merges a single GPU's partials itself where it runs
+// (fwd_merge.cuh, with combine_row below); this kernel does the rest.
+//
+// PEERS = tp: each rank's partials stay in its symmetric buffer and are read over NVLink: a
+// block publishes a start flag (this rank's forward kernel, earlier on the stream, has written
+// all its partials), waits for the same block of every peer, merges its rows, then publishes an
+// end flag and waits for the peers' (no rank's next forward overwrites partials a peer still
+// reads). This replaces the all-gather: no collective, no comm stream.
 //
 // Launch: kLogpCombineThreads threads per block, kLogpCombineThreads / L rows a block; rows are
 // strided over the grid. With PEERS every rank launches the same grid (at most kMaxPeerSlots
@@ -31,7 +34,9 @@ constexpr int kLogpCombineThreads = 256;
 template <int PEERS>
 __device__ __forceinline__ RowPartial source_partial(const LogpCombineArgs& args, int s, long long row) {
   if constexpr (PEERS == 0) {
-    return args.partials[s * args.source_stride + row];
+    // Through L2: in the forward kernel's merge (fwd_merge.cuh) other blocks wrote them just now.
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(args.partials + s * args.source_stride + row));
+    return RowPartial{v.x, v.y, v.z, v.w};
   } else {
     const int per_rank = args.sources / PEERS;
     return args.rank_partials[s / per_rank][(s % per_rank) * args.source_stride + row];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/tma_descriptor.cuh"
+#include "linear_logp/combine_args.cuh"
 #include "linear_logp/partials.cuh"
 
 namespace shardjit {
@@ -36,6 +37,12 @@ struct LinearLogpFwdArgs {
                             // (fwd_hopper.cuh) takes the shape from here, the portable one
                             // (fwd.cuh) has both compiled in
   float inv_temperature;
+  // The Hopper kernel only (fwd_hopper.cuh):
+  int x_box_rows;           // rows of X's TMA box: BM, or a call's rows rounded up to 8 where
+                            // they are fewer than BM (X is read in place; fwd_x_box_rows)
+  unsigned int* arrivals;   // null, or a counter a row tile, zero between calls: the kernel then
+                            // merges each row tile's partials itself (fwd_merge.cuh), with
+  LogpCombineArgs combine;  // the combine kernel's arguments for the call's sources
 };
 
 // The kernels' parameter: the arguments and, for the Hopper kernel, the TMA maps of X [n_rows][H]

@@ -20,6 +20,18 @@
 // the forward draws as little power a product as the backward's TMA-fed kernels
 // (docs/perf-notes.md, "Why the forward is tiled this way").
 //
+// A call of fewer rows than the tile reads X in place, in boxes of its rows rounded up to 8
+// (args.x_box_rows): a 128-row box mostly past X's rows ran the kernel ~30 % slower
+// (docs/perf-notes.md, "Calls of fewer rows than a tile"). The stage's rows past the box keep
+// whatever the shared memory held; like the rows past n_rows, they only reach accumulators of
+// rows that are never stored (a product's row depends on its own row of X alone). A warpgroup
+// whose 64 rows all lie past the call's issues no products: at a few rows the tensor cores then
+// do half the tile's work a slice, which a block of a long K (a TP shard of H = 8192 at one tile a
+// block) otherwise spends more time on than on reading its W tile.
+//
+// Where args.arrivals is set, the block that stores a row tile's last partials merges them into
+// the call's outputs (fwd_merge.cuh) instead of a combine kernel after this one.
+//
 // W is read with an evict-first L2 policy, as on the portable loops: the row tiles of a split
 // read each W tile at about the same time and never again, and X, read once per vocabulary
 // tile, should stay.
@@ -35,6 +47,7 @@
 #include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
+#include "linear_logp/fwd_merge.cuh"
 #include "linear_logp/logit_block_shape.cuh"
 
 namespace shardjit {
@@ -67,13 +80,18 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     if (lane == 0) {
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
       TmaRingCursor<STAGES> at;
+      // A box of fewer rows than the tile fills only the stage's first rows (see above).
+      const unsigned int stage_bytes = static_cast<unsigned int>((args.x_box_rows + BN) * BK * kElem);
       for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
         for (int slice = 0; slice < k_slices; ++slice) {
           // Rows past n_rows, columns past the valid ones and K past H come in as zeros.
-          ring.produce(at, [&](unsigned int dst, unsigned int full) {
-            tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
-            tma_load_2d_hint(dst + BM * BK * kElem, &params.w_map, slice * BK, tile * BN, full, w_policy);
-          });
+          ring.produce(
+              at,
+              [&](unsigned int dst, unsigned int full) {
+                tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
+                tma_load_2d_hint(dst + BM * BK * kElem, &params.w_map, slice * BK, tile * BN, full, w_policy);
+              },
+              stage_bytes);
           at.advance();
         }
       }
@@ -85,14 +103,22 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
   Epilogue epilogue;
   epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
   TmaRingCursor<STAGES> at;
-  Mainloop mainloop;
-  for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
-    mainloop.clear();
-    ring.template consume<T>(mainloop, at, k_slices, warp, lane);
-    epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
+  if (!Mainloop::warpgroup_holds_rows(warp, block.rows)) {
+    // All of this warpgroup's rows lie past the call's (a call of 64 rows or fewer): no products,
+    // so that the other warpgroup has the tensor cores alone. Its statistics stay empty and are
+    // never stored.
+    ring.pass(at, (block.tiles.end - block.tiles.begin) * k_slices, lane);
+  } else {
+    Mainloop mainloop;
+    for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
+      mainloop.clear();
+      ring.template consume<T>(mainloop, at, k_slices, warp, lane);
+      epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
+    }
   }
 
   store_block_partials(epilogue, args, block, BM, tid, Ring::kComputeThreads);
+  merge_row_tile_if_last<TargetT, ENTROPY>(args, block, tid, Ring::kComputeThreads);
 }
 
 }  // namespace kernels

@@ -165,10 +165,17 @@ const FwdCase kCases[] = {
     {"n7_h5120_v128256_pad", 7, 5120, 128256, 128000, DType::kBF16, std::nullopt, DType::kInt32},
     {"n7_h64_v1_fp32", 7, 64, 1, 0, DType::kFP32},
     {"n1_h4096_v128256_fp16", 1, 4096, 128256, 0, DType::kFP16},
-    // Fewer rows than the Hopper tile: X is staged into a tile-high buffer (strided X here).
-    {"n33_h2048_v3001_strided_staged", 33, 2048, 3001, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true, true,
-     2056},
-    {"n127_h4096_v50257_fp16_staged", 127, 4096, 50257, 0, DType::kFP16},
+    // Fewer rows than the Hopper tile: X is read in place in boxes of the rows rounded up to 8
+    // (strided X here), the stage's other rows stale.
+    {"n33_h2048_v3001_strided_short_box", 33, 2048, 3001, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true,
+     true, 2056},
+    {"n127_h4096_v50257_fp16_short_box", 127, 4096, 50257, 0, DType::kFP16},
+    // 64 rows: the second warpgroup has none and issues no products; 65: it has one, in a box of 72
+    // rows; 8: a box of exactly the call's rows, strided.
+    {"n64_h4096_v16032_one_warpgroup", 64, 4096, 16032, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
+    {"n65_h1000_v5000_second_warpgroup_row", 65, 1000, 5000, 0, DType::kFP16, std::nullopt, DType::kInt32, 1.1f, true},
+    {"n8_h512_v7000_strided_whole_box", 8, 512, 7000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false, false,
+     520},
     // Every logit below -140, where exp would underflow against a running max that started at 0
     // instead of -inf: lse, logp and entropy must still match.
     {"n300_h128_v5000_negative_logits", 300, 128, 5000, 0, DType::kBF16, DType::kFP32, DType::kInt64, 1.0f, true, false,
@@ -242,10 +249,12 @@ TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
   EXPECT_EQ(op.check(nullptr).bad_rows, 0) << "check() clears the record";
 }
 
-// A call of fewer rows than the forward tile reuses the op's staging buffer of X (Hopper loop),
-// whose rows past the call's hold an earlier call's values: they must not reach the results,
-// which come out bit for bit as from an op that never ran a larger call. Through the forward
-// kernel, and with want_backward through the kept chunk's kernel (the whole shard is one chunk).
+// A call of fewer rows than the forward tile leaves the tile's other rows stale on the Hopper
+// loop: the forward kernel's stages past its X box hold whatever the shared memory held, and the
+// kept chunk's kernel's staging buffer of X an earlier call's rows. They must not reach the
+// results, which come out bit for bit as from an op that never ran a larger call. Through the
+// forward kernel, and with want_backward through the kept chunk's kernel (the whole shard is one
+// chunk).
 class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
@@ -290,6 +299,58 @@ TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
     EXPECT_TRUE(std::isfinite(alone[k])) << "output " << k;
     EXPECT_EQ(std::memcmp(&after_big[k], &alone[k], sizeof(float)), 0) << "output " << k << ": " << after_big[k]
                                                                          << " vs " << alone[k];
+  }
+}
+
+// On the Hopper loop the forward kernel merges each row tile's partials in its last block, through
+// a counter a row tile that every call must leave at zero (templates/linear_logp/fwd_merge.cuh).
+// One op runs calls of one, three, two and 33 row tiles, with pieces cut from the last waves and
+// without, in turn, and twice over; each must match, bit for bit, an op that runs that call alone.
+TEST_F(LinearLogpFwdDeviceTest, CallsOfEveryRowTileCountMatchFreshOps) {
+  LinearLogpConfig config;
+  config.hidden = 320;
+  config.vocab_local = 40000;
+  config.want_entropy = true;
+  LinearLogp used(shared_runtime(), config);
+  const std::int64_t most = 4100;
+  std::vector<std::uint8_t> x_bytes, w_bytes;
+  testing::random_values(31, most * 320, 1.0f, DType::kBF16, x_bytes);
+  testing::random_values(32, 40000 * 320, 0.2f, DType::kBF16, w_bytes);
+  DeviceArray x(x_bytes.size()), w(w_bytes.size());
+  x.upload(x_bytes.data(), x_bytes.size());
+  w.upload(w_bytes.data(), w_bytes.size());
+  std::vector<std::int64_t> targets(most);
+  for (std::int64_t i = 0; i < most; ++i) targets[static_cast<std::size_t>(i)] = (i * 7919) % 40000;
+  DeviceArray t = DeviceArray::from(targets);
+  auto run = [&](LinearLogp& op, std::int64_t n) {
+    DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4);
+    for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
+    op.forward({{x.data(), DType::kBF16, n, 320, 0}, {w.data(), DType::kBF16, 40000, 320, 0}, {},
+                {t.data(), DType::kInt64, n}},
+               {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {entropy.data(), DType::kFP32, n}},
+               nullptr);
+    std::vector<float> all = logp.to_vector<float>(static_cast<std::size_t>(n));
+    for (const DeviceArray* o : {&lse, &entropy}) {
+      const std::vector<float> more = o->to_vector<float>(static_cast<std::size_t>(n));
+      all.insert(all.end(), more.begin(), more.end());
+    }
+    return all;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (std::int64_t n : {std::int64_t{7}, std::int64_t{333}, std::int64_t{129}, most, std::int64_t{1}}) {
+      const std::vector<float> got = run(used, n);
+      LinearLogp fresh(shared_runtime(), config);
+      const std::vector<float> alone = run(fresh, n);
+      ASSERT_EQ(got.size(), alone.size());
+      int wrong = 0;
+      for (std::size_t k = 0; k < alone.size(); ++k) {
+        EXPECT_TRUE(std::isfinite(alone[k])) << "n " << n << " output " << k;
+        if (std::memcmp(&got[k], &alone[k], sizeof(float)) != 0 && ++wrong <= 5) {
+          ADD_FAILURE() << "round " << round << " n " << n << " output " << k << ": " << got[k] << " vs " << alone[k];
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "round " << round << " n " << n;
+    }
   }
 }
 

@@ -87,6 +87,28 @@ TEST(Env, ForwardExperimentKnobs) {
   EXPECT_EQ(resolve_config({}).fwd_splits, 0);
 }
 
+// The forward's merge knob: the rule's by default and with auto, forced either way by a boolean.
+TEST(Env, ForwardMergeKnob) {
+  {
+    ScopedEnv on("SHARDJIT_FWD_MERGE", "1");
+    EXPECT_EQ(resolve_config({}).fwd_merge, 1);
+  }
+  {
+    ScopedEnv off("SHARDJIT_FWD_MERGE", "off");
+    EXPECT_EQ(resolve_config({}).fwd_merge, 0);
+  }
+  {
+    ScopedEnv rule("SHARDJIT_FWD_MERGE", "auto");
+    EXPECT_EQ(resolve_config({}).fwd_merge, -1);
+  }
+  {
+    ScopedEnv bad("SHARDJIT_FWD_MERGE", "sometimes");
+    EXPECT_NE(error_of({}).find("SHARDJIT_FWD_MERGE"), std::string::npos);
+  }
+  ScopedEnv unset("SHARDJIT_FWD_MERGE", "");
+  EXPECT_EQ(resolve_config({}).fwd_merge, -1);
+}
+
 // The backward rules' A/B knobs: on by default, off with 0, a bad word names the variable.
 TEST(Env, BackwardRuleKnobs) {
   struct Knob {

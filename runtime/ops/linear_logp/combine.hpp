@@ -19,8 +19,12 @@ inline constexpr int kMaxCombineSources = 1024;
 // (LogpCombineArgs::sources), so one kernel serves every split count.
 KernelSpec logp_combine_spec(DType target_dtype, bool entropy, int peers = 0);
 
-// A group of combine_lanes_per_row(sources) lanes a row; nothing is launched for zero rows. Both launches throw Error(kInternal)
-// unless args.sources is in [1, kMaxCombineSources] (the peer variant's callers make it tp x splits).
+// Throws Error(kInternal) unless args.sources is in [1, kMaxCombineSources]; both launches below
+// check it, and so does the forward that merges in its own kernel (templates/linear_logp/fwd_merge.cuh).
+void check_combine_sources(const kernels::LogpCombineArgs& args);
+
+// A group of combine_lanes_per_row(sources) lanes a row; nothing is launched for zero rows. Both
+// launches check the sources (check_combine_sources; the peer variant's callers make it tp x splits).
 void launch_logp_combine(const LoadedKernel& kernel, const kernels::LogpCombineArgs& args, CUstream stream);
 
 // The peer variant: `blocks` blocks (the same on every rank; each meets its peers' in barriers),

@@ -211,9 +211,19 @@ kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, 
   return args;
 }
 
+bool fwd_merges_in_kernel(std::int64_t n_rows, int bm, int sources) {
+  const std::int64_t rows = std::min<std::int64_t>(n_rows, bm);
+  return rows * kernels::combine_lanes_per_row(sources) <= kernels::linear_logp_fwd_threads;
+}
+
+int fwd_x_box_rows(std::int64_t n_rows, int bm) {
+  if (n_rows >= bm) return bm;
+  return static_cast<int>((std::max<std::int64_t>(n_rows, 1) + 7) / 8 * 8);
+}
+
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            std::int64_t x_rows, CUstream stream) {
+                            CUstream stream) {
   LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(plan.blocks());
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
@@ -221,8 +231,9 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {
-    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, x_rows, tile.bm,
-                           tile.bn);
+    params.args.x_box_rows = fwd_x_box_rows(args.n_rows, tile.bm);
+    encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
+                           params.args.x_box_rows, tile.bn);
   }
   launch(kernel, shape, params, stream);
 }

@@ -185,12 +185,23 @@ kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, 
                                                 std::int64_t n, std::int64_t hidden_stride, std::int64_t weight_stride,
                                                 kernels::RowPartial* partials, const VocabSplit& plan);
 
+// Whether the Hopper forward kernel merges a call's partials itself (templates/linear_logp/
+// fwd_merge.cuh) rather than a combine kernel after it: where every row tile's merge is one pass
+// of the block's compute threads, a row to a group of combine_lanes_per_row(sources) lanes. The
+// merge runs in the row tile's last block, after its own tiles, and each further pass adds its
+// latency there; the combine kernel's blocks take one pass each, side by side.
+bool fwd_merges_in_kernel(std::int64_t n_rows, int bm, int sources);
+
+// The rows of the Hopper forward's X box for a call of n_rows rows: the tile's, or fewer rows
+// than that rounded up to 8, so that a small call's boxes lie (almost) inside X
+// (templates/linear_logp/fwd_hopper.cuh).
+int fwd_x_box_rows(std::int64_t n_rows, int bm);
+
 // One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
-// here, from the arguments' pointers, X's as `x_rows` rows (args.n_rows, or more where X was
-// staged into a taller buffer: LinearLogp::Impl::stage_small_call).
+// here, from the arguments' pointers, X's in boxes of fwd_x_box_rows rows.
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
-                            std::int64_t x_rows, CUstream stream);
+                            CUstream stream);
 
 }  // namespace shardjit

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/combine_args.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/partials.cuh"
@@ -43,7 +44,9 @@ struct LinearLogp::Impl {
        std::optional<FwdTile> fwd_tile = std::nullopt);
   ~Impl();
 
-  // A single-GPU forward's two launches for `call` on `stream`.
+  // A single-GPU forward's launches for `call` on `stream`: the kept chunks' (if any), the forward
+  // kernel's (unless the kept chunks are the whole shard), and the combine kernel's where the
+  // forward kernel does not merge the partials itself (the portable loops, or no forward kernel).
   void enqueue_forward(const ForwardCall& call, CUstream stream);
 
   // The arguments of the two forward kernels for `call`, reading / writing `partials`; the
@@ -55,14 +58,13 @@ struct LinearLogp::Impl {
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
   const LoadedKernel& peer_combine_kernel() const;
 
-  // A call of fewer rows than the forward tile on the Hopper loop: copies its X rows into
+  // A kept chunk's call of fewer rows than the tile on the Hopper loop: copies its X rows into
   // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
-  // their tensor (a box mostly past the tensor's rows made the whole kernel ~30 % slower at
-  // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"). Returns the rows of
-  // X's storage the kernel may read: the tile's when staged, else args.n_rows. For the forward
-  // kernel's and the kept chunks' arguments (kernels::LinearLogpFwdArgs, LinearLogpBwdDzArgs).
-  template <class KernelArgs>
-  std::int64_t stage_small_call(KernelArgs& args, CUstream stream) const;
+  // their tensor (a box mostly past the tensor's rows made the forward kernel ~30 % slower at
+  // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"; the forward kernel instead
+  // reads X in place in shorter boxes, fwd_x_box_rows). Returns the rows of X's storage the
+  // kernel may read: the tile's when staged, else args.n_rows.
+  std::int64_t stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
@@ -91,6 +93,8 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]
   DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop only): stage_small_call
+  DeviceBuffer arrivals;   // unsigned int a row tile of the largest call, zero between calls (Hopper
+                           // loop only): the forward kernel's merge (templates/linear_logp/fwd_merge.cuh)
   DeviceBuffer status;     // kernels::DeviceStatus
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.

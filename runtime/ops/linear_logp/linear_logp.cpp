@@ -1,8 +1,9 @@
 // The LinearLogp op: built once (layout checked, kernels loaded, workspace sized), then each
-// forward is two launches on the caller's stream: the fused GEMM + log-sum-exp kernel writing
-// per-split partials, and the combine kernel merging them into logp / lse / entropy. A
-// tensor-parallel op (built with a Communicator) runs the same two kernels around one
-// all-gather of the partials (runtime/ops/linear_logp/tp/tp.cpp).
+// forward runs on the caller's stream: the fused GEMM + log-sum-exp kernel writing per-split
+// partials, which on the Hopper loop merges them into logp / lse / entropy itself
+// (templates/linear_logp/fwd_merge.cuh), else a combine kernel after it does. A tensor-parallel
+// op (built with a Communicator) runs the forward kernel and the combine kernel around one
+// all-gather of the partials, or the combine reads its peers' (runtime/ops/linear_logp/tp/tp.cpp).
 #include "shardjit/linear_logp.hpp"
 
 #include <algorithm>
@@ -98,6 +99,12 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     // Rows a call does not fill keep what an earlier call left (finite values): they only ever
     // feed accumulators of rows that are not stored.
     SHARDJIT_CU(cuMemsetD8Async(x_stage.ptr(), 0, x_stage.bytes(), nullptr));
+  }
+  if (tile.wgmma && tp_degree == 1) {
+    // A counter for every row tile a call may have (256 KiB), zero, as every forward leaves them:
+    // never grown, so a graph capture needs nothing of it.
+    arrivals = DeviceBuffer(device, static_cast<std::size_t>(max_call_rows(tile) / tile.bm) * sizeof(unsigned int));
+    SHARDJIT_CU(cuMemsetD8Async(arrivals.ptr(), 0, arrivals.bytes(), nullptr));
   }
   // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
   if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
@@ -207,8 +214,7 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   return kept;
 }
 
-template <class KernelArgs>
-std::int64_t LinearLogp::Impl::stage_small_call(KernelArgs& args, CUstream stream) const {
+std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const {
   if (!tile.wgmma || args.n_rows >= tile.bm) return args.n_rows;
   const std::size_t elem = dtype_size(layout.config.dtype);
   CUDA_MEMCPY2D copy{};
@@ -225,8 +231,6 @@ std::int64_t LinearLogp::Impl::stage_small_call(KernelArgs& args, CUstream strea
   args.hidden_stride = layout.config.hidden;
   return tile.bm;
 }
-template std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpFwdArgs&, CUstream) const;
-template std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpBwdDzArgs&, CUstream) const;
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {
   const std::size_t bytes = static_cast<std::size_t>(partial_rows) * sizeof(kernels::RowPartial);
@@ -242,13 +246,23 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
   if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
+  const kernels::LogpCombineArgs merge = combine_args(call, partials, launch.sources());
+  bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
     args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
-    const std::int64_t x_rows = stage_small_call(args, stream);
-    launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, x_rows, stream);
+    // The Hopper kernel merges the partials itself where that pays (fwd_merges_in_kernel), or where
+    // an experiment says (SHARDJIT_FWD_MERGE).
+    const int forced = runtime.config.fwd_merge;
+    merged = tile.wgmma && (forced < 0 ? fwd_merges_in_kernel(call.n, tile.bm, merge.sources) : forced == 1);
+    if (merged) {
+      check_combine_sources(merge);
+      args.arrivals = arrivals.as<unsigned int>();
+      args.combine = merge;
+    }
+    launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, stream);
   }
-  launch_logp_combine(*combine, combine_args(call, partials, launch.sources()), stream);
+  if (!merged) launch_logp_combine(*combine, merge, stream);
   bwd.kept = kept;
 }
 

@@ -316,6 +316,34 @@ TEST(CutLastWaves, TheGpuTestsCutCasesAreCut) {
   EXPECT_GE(fp32.unit_pieces, 4);
 }
 
+// The forward kernel merges where each row tile's merge is one pass of its 256 compute threads, a
+// row to combine_lanes_per_row(S) lanes (1 below 8 sources, then doubling up to 32).
+TEST(FwdMerge, InTheKernelWhereARowTileIsOnePass) {
+  EXPECT_TRUE(fwd_merges_in_kernel(1, 128, 1));
+  EXPECT_TRUE(fwd_merges_in_kernel(7, 128, 63));     // 8 lanes a row: 32 rows a pass
+  EXPECT_TRUE(fwd_merges_in_kernel(32, 128, 63));
+  EXPECT_FALSE(fwd_merges_in_kernel(33, 128, 63));
+  EXPECT_TRUE(fwd_merges_in_kernel(16, 128, 64));    // 16 lanes: 16 rows a pass
+  EXPECT_FALSE(fwd_merges_in_kernel(17, 128, 64));
+  EXPECT_TRUE(fwd_merges_in_kernel(8, 128, 128));    // 32 lanes: 8 rows a pass
+  EXPECT_FALSE(fwd_merges_in_kernel(9, 128, 1024));
+  EXPECT_FALSE(fwd_merges_in_kernel(64, 128, 132));  // eight passes
+  EXPECT_TRUE(fwd_merges_in_kernel(100000, 128, 7));  // one lane a row: 128 rows of a tile in one pass
+  EXPECT_TRUE(fwd_merges_in_kernel(100000, 128, 15));  // two lanes
+  EXPECT_FALSE(fwd_merges_in_kernel(16384, 128, 64));  // llama3-8b-16k's 8 splits of 8 pieces
+  EXPECT_FALSE(fwd_merges_in_kernel(333, 128, 44));    // the one-wave count at three row tiles
+}
+
+TEST(FwdArgs, ShortXBoxesForCallsUnderATile) {
+  EXPECT_EQ(fwd_x_box_rows(1, 128), 8);
+  EXPECT_EQ(fwd_x_box_rows(7, 128), 8);
+  EXPECT_EQ(fwd_x_box_rows(8, 128), 8);
+  EXPECT_EQ(fwd_x_box_rows(65, 128), 72);
+  EXPECT_EQ(fwd_x_box_rows(127, 128), 128);
+  EXPECT_EQ(fwd_x_box_rows(128, 128), 128);
+  EXPECT_EQ(fwd_x_box_rows(333, 128), 128);
+}
+
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;

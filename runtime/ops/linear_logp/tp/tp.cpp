@@ -64,9 +64,7 @@ class ForwardActions final : public PlanActions {
 
   void launch(int action, CUstream stream) override {
     if (action == kTpForwardKernel) {
-      kernels::LinearLogpFwdArgs args = fwd_;
-      const std::int64_t x_rows = op_.stage_small_call(args, stream);
-      launch_linear_logp_fwd(*op_.fwd, args, plan_, op_.layout, op_.tile, x_rows, stream);
+      launch_linear_logp_fwd(*op_.fwd, fwd_, plan_, op_.layout, op_.tile, stream);
     } else if (action == kTpCombine) {
       launch_logp_combine(*op_.combine, combine_, stream);
     } else if (action == kTpPeerCombine) {
