@@ -148,7 +148,10 @@ std::optional<int> parse_split_count(const std::string& text) {
 
 // "auto" (-1) or a boolean (0, 1).
 std::optional<int> parse_auto_or_bool(const std::string& text) {
-  if (text == "auto") return -1;
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "auto") return -1;
   const std::optional<bool> value = parse_bool(text);
   if (!value) return std::nullopt;
   return *value ? 1 : 0;

@@ -49,8 +49,8 @@ struct LogpFragmentEpilogue {
   }
 
   // Folds the finished tile whose column 0 is shard column n0. z = (acc + bias) * inv_temperature;
-  // columns at or past the valid ones are excluded. Rows past n_rows (zero-filled X) are folded
-  // too but never stored.
+  // columns at or past the valid ones are excluded. Rows past n_rows (X zero-filled, or stale
+  // shared memory past a short box: fwd_hopper.cuh) are folded too but never stored.
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, const void* bias, float inv_temperature,
                                                int lane) {
     mainloop.finish();

@@ -57,6 +57,9 @@ template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGE
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
   static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
+  static_assert(TmaRing<STAGES, (BM + BN) * BK * sizeof(T), BM * BK * sizeof(T)>::kComputeThreads ==
+                    linear_logp_fwd_threads,
+                "the host's merge rule (fwd_merges_in_kernel) counts the merging threads as linear_logp_fwd_threads");
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
   unsigned char* const smem = linear_logp_fwd_hopper_smem;
   using Mainloop = WgmmaTileMainloop<T, BM, BN, BK, 1>;
@@ -84,7 +87,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
       const unsigned int stage_bytes = static_cast<unsigned int>((args.x_box_rows + BN) * BK * kElem);
       for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
         for (int slice = 0; slice < k_slices; ++slice) {
-          // Rows past n_rows, columns past the valid ones and K past H come in as zeros.
+          // The box's rows past n_rows, columns past the valid ones and K past H come in as zeros.
           ring.produce(
               at,
               [&](unsigned int dst, unsigned int full) {

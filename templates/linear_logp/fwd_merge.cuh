@@ -2,11 +2,15 @@
 // the host passes args.arrivals: each block, once its partials are stored, adds the partial
 // sources it wrote to its row tile's counter, and the block that completes the count merges the
 // tile's rows as the combine kernel would (combine_row, templates/linear_logp/combine.cuh: the
-// same lanes a row and order, so the same bits) and leaves the counter at zero for the next call
-// (common/last_arrival.cuh). That takes the combine kernel's launch out of a call: at a few rows
-// it was 5.6-7.4 µs of a 60-100 µs forward (docs/perf-notes.md, "Calls of fewer rows than a
-// tile"). The sources the merge reads that the kernel does not write (a kept chunk's) were
-// written by an earlier launch on the stream.
+// same lanes a row, the same arithmetic in the same order; compiled into another kernel, it may
+// round differently where the compiler contracts differently) and leaves the counter at zero for
+// the next call
+// (common/last_arrival.cuh). That takes the combine kernel's launch out of a call: 1.0-1.5 µs of
+// a ~95 µs forward at 7 rows on an H100 (docs/perf-notes.md, "Calls of fewer rows than a tile").
+// The host asks for it where a row tile's merge is one pass of the block's threads
+// (fwd_merges_in_kernel): each further pass would add its latency to the row tile's last block.
+// The sources the merge reads that the kernel does not write (a kept chunk's) were written by an
+// earlier launch on the stream.
 #pragma once
 
 #include "common/last_arrival.cuh"

@@ -46,7 +46,8 @@ struct LinearLogp::Impl {
 
   // A single-GPU forward's launches for `call` on `stream`: the kept chunks' (if any), the forward
   // kernel's (unless the kept chunks are the whole shard), and the combine kernel's where the
-  // forward kernel does not merge the partials itself (the portable loops, or no forward kernel).
+  // forward kernel does not merge the partials itself (fwd_merges_in_kernel or SHARDJIT_FWD_MERGE
+  // says no, the portable loops, or no forward kernel).
   void enqueue_forward(const ForwardCall& call, CUstream stream);
 
   // The arguments of the two forward kernels for `call`, reading / writing `partials`; the
@@ -92,7 +93,8 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]
-  DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop only): stage_small_call
+  DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop, single-GPU training ops):
+                           // stage_small_call
   DeviceBuffer arrivals;   // unsigned int a row tile of the largest call, zero between calls (Hopper
                            // loop only): the forward kernel's merge (templates/linear_logp/fwd_merge.cuh)
   DeviceBuffer status;     // kernels::DeviceStatus

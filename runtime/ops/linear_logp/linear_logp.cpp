@@ -1,7 +1,8 @@
 // The LinearLogp op: built once (layout checked, kernels loaded, workspace sized), then each
 // forward runs on the caller's stream: the fused GEMM + log-sum-exp kernel writing per-split
-// partials, which on the Hopper loop merges them into logp / lse / entropy itself
-// (templates/linear_logp/fwd_merge.cuh), else a combine kernel after it does. A tensor-parallel
+// partials, which on the Hopper loop merges them into logp / lse / entropy itself where a row
+// tile's merge is one pass of its threads (templates/linear_logp/fwd_merge.cuh), else a combine
+// kernel after it does. A tensor-parallel
 // op (built with a Communicator) runs the forward kernel and the combine kernel around one
 // all-gather of the partials, or the combine reads its peers' (runtime/ops/linear_logp/tp/tp.cpp).
 #include "shardjit/linear_logp.hpp"
@@ -94,7 +95,8 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
   clear_status(status, nullptr);
-  if (tile.wgmma) {
+  if (tile.wgmma && c.want_backward && tp_degree == 1) {
+    // For the kept chunks' kernel (stage_small_call), which only single-GPU training ops run.
     x_stage = DeviceBuffer(device, static_cast<std::size_t>(tile.bm * c.hidden) * dtype_size(c.dtype));
     // Rows a call does not fill keep what an earlier call left (finite values): they only ever
     // feed accumulators of rows that are not stored.
@@ -216,6 +218,7 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
 
 std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const {
   if (!tile.wgmma || args.n_rows >= tile.bm) return args.n_rows;
+  if (x_stage.bytes() == 0) throw Error(ErrorCode::kInternal, "LinearLogp: a kept chunk without the X staging buffer");
   const std::size_t elem = dtype_size(layout.config.dtype);
   CUDA_MEMCPY2D copy{};
   copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -254,7 +257,8 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
     // The Hopper kernel merges the partials itself where that pays (fwd_merges_in_kernel), or where
     // an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;
-    merged = tile.wgmma && (forced < 0 ? fwd_merges_in_kernel(call.n, tile.bm, merge.sources) : forced == 1);
+    merged = tile.wgmma && arrivals.bytes() > 0 &&
+             (forced < 0 ? fwd_merges_in_kernel(call.n, tile.bm, merge.sources) : forced == 1);
     if (merged) {
       check_combine_sources(merge);
       args.arrivals = arrivals.as<unsigned int>();
