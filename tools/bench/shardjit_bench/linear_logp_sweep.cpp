@@ -114,8 +114,9 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 }
 
 // A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tile), as the
-// split rules make it for a forward-only op: splits, blocks, and the vocabulary tiles of the
-// longest block, so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
+// split rules make it for a forward-only op: splits, blocks, the vocabulary tiles of the longest
+// block, and where the partials are merged (in the forward kernel or a combine kernel:
+// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
 // keep chunks instead, which its op's budgets decide.)
 nlohmann::json h200_forward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
@@ -126,7 +127,10 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
                                          kSms);
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
-  return {{"splits", plan.splits}, {"blocks", plan.blocks()}, {"longest_block_tiles", longest}};
+  return {{"splits", plan.splits},
+          {"blocks", plan.blocks()},
+          {"longest_block_tiles", longest},
+          {"merge", fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
