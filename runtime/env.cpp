@@ -91,14 +91,19 @@ constexpr const char* kBoolExpected = "0 or 1 (or false/true, off/on, no/yes)";
               std::string(name) + "='" + value + "' is not valid; expected " + expected);
 }
 
+std::string lower_case(const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
 }  // namespace
 
 std::span<const EnvKnob> env_knobs() { return kKnobs; }
 
 std::optional<bool> parse_bool(const std::string& text) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = lower_case(text);
   if (lower == "1" || lower == "true" || lower == "on" || lower == "yes") return true;
   if (lower == "0" || lower == "false" || lower == "off" || lower == "no") return false;
   return std::nullopt;
@@ -148,10 +153,7 @@ std::optional<int> parse_split_count(const std::string& text) {
 
 // "auto" (-1) or a boolean (0, 1).
 std::optional<int> parse_auto_or_bool(const std::string& text) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "auto") return -1;
+  if (lower_case(text) == "auto") return -1;
   const std::optional<bool> value = parse_bool(text);
   if (!value) return std::nullopt;
   return *value ? 1 : 0;

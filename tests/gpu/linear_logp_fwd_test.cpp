@@ -253,6 +253,24 @@ TEST_F(LinearLogpFwdDeviceTest, BadTargetsGiveNaNAndAreReported) {
   EXPECT_EQ(op.check(nullptr).bad_rows, 0) << "check() clears the record";
 }
 
+// `op`'s forward of n rows of bf16 X [n][hidden] (packed) against bf16 W [vocab][hidden] and int64
+// targets, into outputs poisoned with NaN: logp, lse and entropy, one after another.
+std::vector<float> forward_outputs(LinearLogp& op, const DeviceArray& x, const DeviceArray& w, const DeviceArray& t,
+                                   std::int64_t n, std::int64_t hidden, std::int64_t vocab) {
+  DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4);
+  for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
+  op.forward({{x.data(), DType::kBF16, n, hidden, 0}, {w.data(), DType::kBF16, vocab, hidden, 0}, {},
+              {t.data(), DType::kInt64, n}},
+             {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {entropy.data(), DType::kFP32, n}},
+             nullptr);
+  std::vector<float> all = logp.to_vector<float>(static_cast<std::size_t>(n));
+  for (const DeviceArray* o : {&lse, &entropy}) {
+    const std::vector<float> more = o->to_vector<float>(static_cast<std::size_t>(n));
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  return all;
+}
+
 // A call of fewer rows than the forward tile leaves the tile's other rows stale on the Hopper
 // loop: the forward kernel's stages past its X box hold whatever the shared memory held, and the
 // kept chunk's kernel's staging buffer of X an earlier call's rows. They must not reach the
@@ -282,18 +300,7 @@ TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
   for (std::int64_t i = 0; i < big; ++i) targets[static_cast<std::size_t>(i)] = (i * 37) % 3001;
   DeviceArray t = DeviceArray::from(targets);
   auto run = [&](LinearLogp& op, const DeviceArray& x, std::int64_t n) {
-    DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4);
-    for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
-    op.forward({{x.data(), DType::kBF16, n, 256, 0}, {w.data(), DType::kBF16, 3001, 256, 0}, {},
-                {t.data(), DType::kInt64, n}},
-               {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {entropy.data(), DType::kFP32, n}},
-               nullptr);
-    std::vector<float> all = logp.to_vector<float>(static_cast<std::size_t>(n));
-    for (const DeviceArray* o : {&lse, &entropy}) {
-      const std::vector<float> more = o->to_vector<float>(static_cast<std::size_t>(n));
-      all.insert(all.end(), more.begin(), more.end());
-    }
-    return all;
+    return forward_outputs(op, x, w, t, n, 256, 3001);
   };
   run(used, xb, big);
   const std::vector<float> after_big = run(used, xs, small);
@@ -358,18 +365,7 @@ TEST_P(CallsOfEveryRowTileCount, MatchFreshOps) {
     for (std::int64_t i = 0; i < most; ++i) targets[static_cast<std::size_t>(i)] = (i * 7919) % shape.vocab;
     DeviceArray t = DeviceArray::from(targets);
     auto run = [&](LinearLogp& op, std::int64_t n) {
-      DeviceArray logp(n * 4), lse(n * 4), entropy(n * 4);
-      for (DeviceArray* o : {&logp, &lse, &entropy}) o->fill_bytes(0xff);
-      op.forward({{x.data(), DType::kBF16, n, shape.hidden, 0}, {w.data(), DType::kBF16, shape.vocab, shape.hidden, 0},
-                  {}, {t.data(), DType::kInt64, n}},
-                 {{logp.data(), DType::kFP32, n}, {lse.data(), DType::kFP32, n}, {entropy.data(), DType::kFP32, n}},
-                 nullptr);
-      std::vector<float> all = logp.to_vector<float>(static_cast<std::size_t>(n));
-      for (const DeviceArray* o : {&lse, &entropy}) {
-        const std::vector<float> more = o->to_vector<float>(static_cast<std::size_t>(n));
-        all.insert(all.end(), more.begin(), more.end());
-      }
-      return all;
+      return forward_outputs(op, x, w, t, n, shape.hidden, shape.vocab);
     };
     for (int round = 0; round < 2; ++round) {
       for (std::int64_t n : shape.calls) {

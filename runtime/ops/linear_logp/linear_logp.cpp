@@ -2,9 +2,9 @@
 // forward runs on the caller's stream: the fused GEMM + log-sum-exp kernel writing per-split
 // partials, which on the Hopper loop merges them into logp / lse / entropy itself where a row
 // tile's merge is one pass of its threads (templates/linear_logp/fwd_merge.cuh), else a combine
-// kernel after it does. A tensor-parallel
-// op (built with a Communicator) runs the forward kernel and the combine kernel around one
-// all-gather of the partials, or the combine reads its peers' (runtime/ops/linear_logp/tp/tp.cpp).
+// kernel after it does. A tensor-parallel op (built with a Communicator) runs the forward kernel
+// and the combine kernel around one all-gather of the partials, or the combine reads its peers'
+// (runtime/ops/linear_logp/tp/tp.cpp).
 #include "shardjit/linear_logp.hpp"
 
 #include <algorithm>
