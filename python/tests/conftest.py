@@ -1,3 +1,5 @@
+import importlib
+import pathlib
 import re
 import subprocess
 import sys
@@ -11,6 +13,19 @@ import shardjit
 @pytest.fixture
 def runtime(tmp_path):
     return shardjit.Runtime(cache_dir=str(tmp_path / "cache"))
+
+
+BENCH_TOOLS = pathlib.Path(__file__).resolve().parents[2] / "tools" / "bench"
+
+
+def bench_tool(name):
+    """tools/bench/<name>.py as a module, imported with that folder on sys.path (the tools import
+    one another by name)."""
+    sys.path.insert(0, str(BENCH_TOOLS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH_TOOLS))
 
 
 def has_gpu():

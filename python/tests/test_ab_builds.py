@@ -3,25 +3,17 @@ prints a JSON row whose fused_ms comes from its environment and logs each call):
 alternating order, with their own environment, rows labelled, failures kept, medians and ratios."""
 
 import json
-import os
-import pathlib
 import stat
 import sys
 import textwrap
 
 import pytest
-
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "tools" / "bench"
+from conftest import bench_tool
 
 
 @pytest.fixture(scope="module")
 def ab():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import ab_builds as module
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return bench_tool("ab_builds")
 
 
 @pytest.fixture

@@ -3,24 +3,15 @@ arithmetic over a call's kernels: the busy time is the union of their intervals 
 once), and an idle gap runs from the furthest end so far to the next start, named by the kernel
 that reached that end."""
 
-import pathlib
-import sys
-
 import pytest
+from conftest import bench_tool
 
 pytest.importorskip("torch", reason="kernel_breakdown needs PyTorch")
-
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "tools" / "bench"
 
 
 @pytest.fixture(scope="module")
 def kernel_breakdown():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import kernel_breakdown as module
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return bench_tool("kernel_breakdown")
 
 
 def test_busy_time_counts_overlaps_once(kernel_breakdown):

@@ -2,22 +2,16 @@
 points of a sweep as shardjit-bench lists them, one shape per head, N and dtype, and refuses
 rows that are not points by file and line, and a file with none."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+from conftest import bench_tool
 
 pytest.importorskip("torch", reason="torch_compare needs PyTorch")
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "bench" / "torch_compare.py"
-
 
 def torch_compare():
-    spec = importlib.util.spec_from_file_location("torch_compare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_tool("torch_compare")
 
 
 def write(path, rows):
