@@ -13,9 +13,10 @@ two sweeps from different machine starts differ by 1-2 % (benchmarks.md, "How to
 """
 
 import argparse
-import json
 import statistics
 import sys
+
+from plot_sweep import load_rows
 
 # (mode, the rows' range, the most the ratio may be): the sweep's goals.
 GOALS = [
@@ -38,21 +39,9 @@ def point_name(key):
 
 
 def load(path):
-    """The rows of a sweep file that carry a ratio, by point (the last row of a point wins, as
-    --resume keeps it); exits naming the file and line of a row that is not JSON."""
-    points = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                sys.exit(f"{path}:{number}: not a JSON row ({error})")
-            if isinstance(row, dict) and isinstance(row.get("ratio"), (int, float)) and "n" in row:
-                points[point_key(row)] = row
-    return points
+    """The timed points of a sweep file (rows with a ratio, as plot_sweep reads them), by point: the
+    last row of a point wins, as --resume keeps it."""
+    return {point_key(row): row for row in load_rows(path)}
 
 
 def goal_misses(points):
