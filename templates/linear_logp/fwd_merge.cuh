@@ -4,9 +4,9 @@
 // tile's rows as the combine kernel would (combine_row, templates/linear_logp/combine.cuh: the
 // same lanes a row, the same arithmetic in the same order; compiled into another kernel, it may
 // round differently where the compiler contracts differently) and leaves the counter at zero for
-// the next call
-// (common/last_arrival.cuh). That takes the combine kernel's launch out of a call: 1.0-1.5 µs of
-// a ~95 µs forward at 7 rows on an H100 (docs/perf-notes.md, "Calls of fewer rows than a tile").
+// the next call (common/last_arrival.cuh). That takes the combine kernel's launch out of a call:
+// 1.0-1.5 µs of a ~95 µs forward at 7 rows on an H100 (docs/perf-notes.md, "Calls of fewer rows
+// than a tile").
 // The host asks for it where a row tile's merge is one pass of the block's threads
 // (fwd_merges_in_kernel): each further pass would add its latency to the row tile's last block.
 // The sources the merge reads that the kernel does not write (a kept chunk's) were written by an

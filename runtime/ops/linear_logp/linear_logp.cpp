@@ -254,10 +254,10 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
     args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
-    // The Hopper kernel merges the partials itself where that pays (fwd_merges_in_kernel), or where
-    // an experiment says (SHARDJIT_FWD_MERGE).
+    // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
+    // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;
-    merged = tile.wgmma && arrivals.bytes() > 0 &&
+    merged = arrivals.bytes() > 0 &&
              (forced < 0 ? fwd_merges_in_kernel(call.n, tile.bm, merge.sources) : forced == 1);
     if (merged) {
       check_combine_sources(merge);
