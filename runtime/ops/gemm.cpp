@@ -106,6 +106,8 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
                                         "bytes apart and long (row stride " + std::to_string(args.out_stride) +
                                         ", n " + std::to_string(args.n) + ")");
     }
+    // A [m][k] of fewer rows than a tile (grad_hidden at decode sizes: dZ's few rows) in short boxes.
+    params.a_box_rows = kind.a_trans ? tile.bm : short_box_rows(params.args.m, tile.bm);
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem))) encode_gemm_output_map(params, kind.out);

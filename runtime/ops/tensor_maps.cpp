@@ -62,11 +62,17 @@ void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t
 
 }  // namespace
 
+int short_box_rows(std::int64_t rows, int tile_rows) {
+  if (rows >= tile_rows) return tile_rows;
+  return static_cast<int>((std::max<std::int64_t>(rows, 1) + 7) / 8 * 8);
+}
+
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
   check_dtype(dtype, "GEMM");
   const kernels::GemmArgs& args = params.args;
-  // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in 128-row boxes.
-  encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride, a_trans ? 64 : 128);
+  // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in a_box_rows-row boxes.
+  encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride,
+            a_trans ? 64 : params.a_box_rows);
   encode_2d(params.b_map, dtype, args.b, args.b_rows, args.n, args.b_stride, 64);
 }
 

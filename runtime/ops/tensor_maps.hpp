@@ -17,7 +17,18 @@
 
 namespace shardjit {
 
-// Fills params.a_map and params.b_map for params.args; dtype is A's and B's (bf16 or fp16).
+// The rows of a TMA box over an operand of `rows` rows that a kernel reads in tiles of tile_rows:
+// the tile's, or, for fewer rows than that, the rows rounded up to 8, so that a small call's
+// boxes lie (almost) inside the operand. A box past an operand's rows arrives as zeros, and a
+// tile-high box over a few rows spends the TMA unit's requests on zeros: at 7 rows of X the
+// forward read W at 67 % of DRAM bandwidth with 128-row boxes, 87 % with 8-row boxes
+// (docs/perf-notes.md, "Calls of fewer rows than a tile"). The rows of the tile's stage past the
+// box then hold stale shared memory; wgmma keeps accumulator rows apart, so they reach only rows
+// past the operand, which the kernels never store.
+int short_box_rows(std::int64_t rows, int tile_rows);
+
+// Fills params.a_map and params.b_map for params.args; dtype is A's and B's (bf16 or fp16). A
+// [m][k] goes in boxes of params.a_box_rows rows, A^T (a_trans) in 64 x 64 boxes.
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans);
 
 // Fills params.addend_map for params.args' addend of type dtype, read in tiles of bm rows, where
@@ -40,7 +51,7 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
 // The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh), X's as
-// x_rows rows in boxes of x_box_rows (fwd_x_box_rows).
+// x_rows rows in boxes of x_box_rows (short_box_rows).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
                             std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn);
 

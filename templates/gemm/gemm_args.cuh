@@ -56,6 +56,9 @@ struct GemmParams {
   // (templates/common/fragment_box_store.cuh).
   TmaDescriptor out_map;
   int stage_addend;
+  // Rows of A's boxes without A_TRANS: the tile's 128, or fewer where A has fewer rows than a
+  // tile (runtime/ops/tensor_maps.hpp, short_box_rows); the stage's rows past them are stale.
+  int a_box_rows;
   StreamKPlan split;
 };
 

@@ -5,8 +5,10 @@
 // The TMA boxes (templates/common/operand_layout.cuh, kMNContiguousBlocks) write M / N
 // contiguous operands as 64-wide column blocks of 64 K rows (128-byte swizzle, boxes of 128
 // bytes a row), K contiguous ones as 128-byte rows: what wgmma reads. Boxes past the tensors'
-// extents arrive as zeros, so rows past m, columns past a_cols and rows of B past b_rows read as
-// zeros as in the cp.async copiers.
+// extents arrive as zeros, so columns past a_cols and rows of B past b_rows read as zeros as in
+// the cp.async copiers; so do rows past m, except that an A [m][k] of fewer rows than a tile is
+// read in boxes of its rows rounded up to 8 (a_box_rows), the stage's other rows stale: wgmma
+// keeps accumulator rows apart, and rows past m are never stored.
 //
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
@@ -81,6 +83,9 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   if (Ring::in_producer_warpgroup(warp)) {
     Ring::enter_producer();
     if (!Ring::is_producer(warp)) return;
+    // A slice's bytes: A's box (short for A [m][k] of fewer rows than a tile) and B's.
+    const unsigned int slice_bytes =
+        A_TRANS ? kStageBytes : static_cast<unsigned int>(params.a_box_rows) * kBK * 2 + kBK * kBN * 2;
     TmaRingCursor<STAGES> at;
     for_each_segment(plan, [&](const TileSegment& segment) {
       int m0, n0;
@@ -98,19 +103,22 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
         }
         if (lane == 0) {
           const int k0 = slice * kBK;
-          ring.produce(at, [&](unsigned int dst, unsigned int full) {
-            if constexpr (A_TRANS) {
-              // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
-              tma_load_2d(dst, &params.a_map, m0, k0, full);
-              tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
-            } else {
-              tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: 128 rows of 128 bytes
-            }
+          ring.produce(
+              at,
+              [&](unsigned int dst, unsigned int full) {
+                if constexpr (A_TRANS) {
+                  // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
+                  tma_load_2d(dst, &params.a_map, m0, k0, full);
+                  tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
+                } else {
+                  tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: a_box_rows rows of 128 bytes
+                }
 #pragma unroll
-            for (int j = 0; j < kBN / kBox; ++j) {
-              tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
-            }
-          });
+                for (int j = 0; j < kBN / kBox; ++j) {
+                  tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+                }
+              },
+              slice_bytes);
         }
         __syncwarp();
         at.advance();

@@ -311,6 +311,14 @@ constexpr std::optional<DType> kNoBias = std::nullopt;
 
 const BwdCase kCases[] = {
     {"n1_h64_v300", 1, 64, 300},
+    // Fewer rows than a tile: grad_hidden reads dZ's rows in place in short boxes (short_box_rows),
+    // its stages' other rows stale. One chunk at a TP8 shard's shape; several chunks, the fp32
+    // accumulator their addend, at 33 rows and at 65 (the second warpgroup's first row).
+    {"n7_h4096_v16032_short_a_box", 7, 4096, 16032, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth},
+    {"n33_h1000_v20000_short_a_box_chunks_fp16", 33, 1000, 20000, 0, DType::kFP16, DType::kFP16, DType::kInt32, 1.0f,
+     kBoth, true, false, false, false, 33 * 2 * 5120},
+    {"n65_h512_v5000_short_a_box_chunks", 65, 512, 5000, 4990, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, kAll,
+     false, false, false, false, 65 * 2 * 1024},
     // A sweep head's odd shape: gemma2's hidden 2304, an odd vocabulary, 333 rows, every output's
     // gradient, ignored rows.
     {"n333_h2304_v4099_odd", 333, 2304, 4099, 0, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, kAll, true},
@@ -638,6 +646,38 @@ TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {
   DeviceArray logp(64 * 4);
   EXPECT_NO_THROW(
       s.op.forward(s.inputs(), {{logp.data(), DType::kFP32, 64}, {s.lse.data(), DType::kFP32, 64}, {}}, nullptr));
+}
+
+// Rows of a short box's stage past the box hold what shared memory held before: here a backward
+// of 128 rows whose rows 8 to 127 are NaN, so that their dZ fills the GEMM's A stages with NaN. A
+// backward of 7 rows after it (boxes of 8 rows) must give the same bits as before it.
+TEST_F(LinearLogpBwdDeviceTest, StaleRowsOfShortBoxesNeverReachTheGradients) {
+  Small poisoned(128);
+  std::vector<std::uint16_t> x_bits = poisoned.x.to_vector<std::uint16_t>(128 * 64);
+  for (std::size_t i = 8 * 64; i < x_bits.size(); ++i) x_bits[i] = 0x7fc0;  // bf16 NaN
+  poisoned.x.upload(x_bits.data(), x_bits.size() * 2);
+  std::vector<std::int64_t> targets(128);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>(i * 11 % 300);
+  poisoned.t.upload(targets.data(), targets.size() * 8);
+  Small small(7);
+  small.t.upload(targets.data(), 7 * 8);
+  DeviceArray logp(128 * 4);
+  auto run_small = [&] {
+    small.op.forward(small.inputs(), {{logp.data(), DType::kFP32, 7}, {small.lse.data(), DType::kFP32, 7}, {}},
+                     nullptr);
+    small.gx.fill_bytes(0xff);
+    small.gw.fill_bytes(0xff);
+    small.backward(small.grads());
+    return std::pair{small.gx.to_vector<std::uint16_t>(7 * 64), small.gw.to_vector<std::uint16_t>(300 * 64)};
+  };
+  const auto before = run_small();
+  for (std::uint16_t bits : before.first) ASSERT_NE(bits & 0x7f80, 0x7f80) << "grad_hidden not finite";
+  poisoned.op.forward(poisoned.inputs(), {{logp.data(), DType::kFP32, 128}, {poisoned.lse.data(), DType::kFP32, 128}, {}},
+                      nullptr);
+  poisoned.backward(poisoned.grads());
+  const auto after = run_small();
+  EXPECT_EQ(after.first, before.first) << "grad_hidden changed after the NaN rows";
+  EXPECT_EQ(after.second, before.second) << "grad_weight changed after the NaN rows";
 }
 
 TEST_F(LinearLogpBwdDeviceTest, ZeroRowsGiveZeroParameterGradients) {

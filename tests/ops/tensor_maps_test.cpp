@@ -1,6 +1,7 @@
-// The GEMM's addend map (runtime/ops/tensor_maps.cpp): an addend TMA cannot describe (a base or a
-// row stride that is not a multiple of 16 bytes) or no addend at all leaves the map unencoded
-// and the kernel on its global reads. Decided before the driver is asked, so it runs on the CPU.
+// The host side of the TMA maps (runtime/ops/tensor_maps.cpp), decided before the driver is asked,
+// so it runs on the CPU: the GEMM's addend map, which an addend TMA cannot describe (a base or a
+// row stride that is not a multiple of 16 bytes) or no addend at all leaves unencoded, the kernel
+// on its global reads; and the rows of the short boxes over operands of fewer rows than a tile.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -28,6 +29,20 @@ TEST(TensorMaps, AddendsTmaCannotDescribeStayOnGlobalReads) {
   EXPECT_FALSE(encode_gemm_addend_map(odd_stride, DType::kFP32, 128)) << "513 x 4 bytes a row";
   kernels::GemmParams odd_stride_bf16 = params_with_addend(0x10000, 516);
   EXPECT_FALSE(encode_gemm_addend_map(odd_stride_bf16, DType::kBF16, 128)) << "516 x 2 bytes a row";
+}
+
+// The forward's X and the GEMM's A [m][k] of fewer rows than a tile: boxes of the rows rounded up
+// to 8; from a tile's rows on, the tile's.
+TEST(TensorMaps, OperandsUnderATileAreReadInBoxesOfTheirRowsRoundedUpToEight) {
+  EXPECT_EQ(short_box_rows(0, 128), 8);
+  EXPECT_EQ(short_box_rows(1, 128), 8);
+  EXPECT_EQ(short_box_rows(7, 128), 8);
+  EXPECT_EQ(short_box_rows(8, 128), 8);
+  EXPECT_EQ(short_box_rows(65, 128), 72);
+  EXPECT_EQ(short_box_rows(121, 128), 128);
+  EXPECT_EQ(short_box_rows(127, 128), 128);
+  EXPECT_EQ(short_box_rows(128, 128), 128);
+  EXPECT_EQ(short_box_rows(333, 128), 128);
 }
 
 }  // namespace

@@ -216,11 +216,6 @@ bool fwd_merges_in_kernel(std::int64_t n_rows, int bm, int sources) {
   return rows * kernels::combine_lanes_per_row(sources) <= kernels::linear_logp_fwd_threads;
 }
 
-int fwd_x_box_rows(std::int64_t n_rows, int bm) {
-  if (n_rows >= bm) return bm;
-  return static_cast<int>((std::max<std::int64_t>(n_rows, 1) + 7) / 8 * 8);
-}
-
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
                             CUstream stream) {
@@ -231,7 +226,7 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {
-    params.args.x_box_rows = fwd_x_box_rows(args.n_rows, tile.bm);
+    params.args.x_box_rows = short_box_rows(args.n_rows, tile.bm);
     encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
                            params.args.x_box_rows, tile.bn);
   }

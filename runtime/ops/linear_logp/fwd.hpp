@@ -192,14 +192,9 @@ kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, 
 // latency there; the combine kernel's blocks take one pass each, side by side.
 bool fwd_merges_in_kernel(std::int64_t n_rows, int bm, int sources);
 
-// The rows of the Hopper forward's X box for a call of n_rows rows: the tile's, or fewer rows
-// than that rounded up to 8, so that a small call's boxes lie (almost) inside X
-// (templates/linear_logp/fwd_hopper.cuh).
-int fwd_x_box_rows(std::int64_t n_rows, int bm);
-
 // One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
-// here, from the arguments' pointers, X's in boxes of fwd_x_box_rows rows.
+// here, from the arguments' pointers, X's in boxes of short_box_rows(n_rows, tile.bm) rows.
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
                             CUstream stream);

@@ -63,7 +63,7 @@ struct LinearLogp::Impl {
   // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
   // their tensor (a box mostly past the tensor's rows made the forward kernel ~30 % slower at
   // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"; the forward kernel instead
-  // reads X in place in shorter boxes, fwd_x_box_rows). Returns the rows of X's storage the
+  // reads X in place in shorter boxes, short_box_rows). Returns the rows of X's storage the
   // kernel may read: the tile's when staged, else args.n_rows.
   std::int64_t stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const;
 

@@ -334,16 +334,6 @@ TEST(FwdMerge, InTheKernelWhereARowTileIsOnePass) {
   EXPECT_FALSE(fwd_merges_in_kernel(333, 128, 44));    // the one-wave count at three row tiles
 }
 
-TEST(FwdArgs, ShortXBoxesForCallsUnderATile) {
-  EXPECT_EQ(fwd_x_box_rows(1, 128), 8);
-  EXPECT_EQ(fwd_x_box_rows(7, 128), 8);
-  EXPECT_EQ(fwd_x_box_rows(8, 128), 8);
-  EXPECT_EQ(fwd_x_box_rows(65, 128), 72);
-  EXPECT_EQ(fwd_x_box_rows(127, 128), 128);
-  EXPECT_EQ(fwd_x_box_rows(128, 128), 128);
-  EXPECT_EQ(fwd_x_box_rows(333, 128), 128);
-}
-
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;
