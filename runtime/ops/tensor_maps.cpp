@@ -92,8 +92,8 @@ void encode_gemm_output_map(kernels::GemmParams& params, DType dtype) {
 }
 
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
-                           std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, bm, bn, "dZ kernel");
+                           std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, bn, "dZ kernel");
 }
 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {

@@ -56,6 +56,9 @@ struct LinearLogpBwdDzParams {
   TmaDescriptor w_map;
   TmaDescriptor dz_map;  // 16-bit dZ [n_rows][padded chunk columns], written in 16 x 64 boxes
   StreamKPlan split;  // the Hopper loop's tiles among its blocks (templates/common/stream_k.cuh)
+  // Rows of X's boxes: BM, or fewer where the call has fewer rows than a tile (short_box_rows in
+  // runtime/ops/tensor_maps.hpp); the stage's rows past them are stale.
+  int x_box_rows;
 };
 
 }  // namespace kernels

@@ -59,13 +59,6 @@ struct LinearLogp::Impl {
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
   const LoadedKernel& peer_combine_kernel() const;
 
-  // A kept chunk's call of fewer rows than the tile on the Hopper loop: copies its X rows into
-  // x_stage, a tile high, and points `args` there, so that the kernel's TMA boxes of X lie inside
-  // their tensor (a box mostly past the tensor's rows made the forward kernel ~30 % slower at
-  // N <= 16, docs/perf-notes.md, "Calls of fewer rows than a tile"; the forward kernel instead
-  // reads X in place in shorter boxes, short_box_rows). Returns the rows of X's storage the
-  // kernel may read: the tile's when staged, else args.n_rows.
-  std::int64_t stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const;
 
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
@@ -93,8 +86,6 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]
-  DeviceBuffer x_stage;    // [tile.bm][hidden] of the input dtype (Hopper loop, single-GPU training ops):
-                           // stage_small_call
   DeviceBuffer arrivals;   // unsigned int a row tile of the largest call, zero between calls (Hopper
                            // loop only): the forward kernel's merge (templates/linear_logp/fwd_merge.cuh)
   DeviceBuffer status;     // kernels::DeviceStatus

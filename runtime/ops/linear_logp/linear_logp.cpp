@@ -95,13 +95,6 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
   clear_status(status, nullptr);
-  if (tile.wgmma && c.want_backward && tp_degree == 1) {
-    // For the kept chunks' kernel (stage_small_call), which only single-GPU training ops run.
-    x_stage = DeviceBuffer(device, static_cast<std::size_t>(tile.bm * c.hidden) * dtype_size(c.dtype));
-    // Rows a call does not fill keep what an earlier call left (finite values): they only ever
-    // feed accumulators of rows that are not stored.
-    SHARDJIT_CU(cuMemsetD8Async(x_stage.ptr(), 0, x_stage.bytes(), nullptr));
-  }
   if (tile.wgmma && tp_degree == 1) {
     // A counter for every row tile a call may have (256 KiB), zero, as every forward leaves them:
     // never grown, so a graph capture needs nothing of it.
@@ -181,8 +174,7 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
         chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride, logits,
                          chunks.dz_stride, chunk.begin, chunk.cols);
     args.tile_partials = partials + chunk.begin / dz_tile.bn * call.n;
-    const std::int64_t x_rows = stage_small_call(args, stream);
-    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, x_rows, stream);
+    launch_linear_logp_bwd_dz(*bwd.keep, args, layout, dz_tile, DType::kFP16, bwd.split, stream);
   };
   KeptChunk kept;
   kept.hidden = call.in.hidden.data;
@@ -214,25 +206,6 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
     }
   }
   return kept;
-}
-
-std::int64_t LinearLogp::Impl::stage_small_call(kernels::LinearLogpBwdDzArgs& args, CUstream stream) const {
-  if (!tile.wgmma || args.n_rows >= tile.bm) return args.n_rows;
-  if (x_stage.bytes() == 0) throw Error(ErrorCode::kInternal, "LinearLogp: a kept chunk without the X staging buffer");
-  const std::size_t elem = dtype_size(layout.config.dtype);
-  CUDA_MEMCPY2D copy{};
-  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = reinterpret_cast<CUdeviceptr>(args.hidden);
-  copy.srcPitch = static_cast<std::size_t>(args.hidden_stride) * elem;
-  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.dstDevice = x_stage.ptr();
-  copy.dstPitch = static_cast<std::size_t>(layout.config.hidden) * elem;
-  copy.WidthInBytes = copy.dstPitch;
-  copy.Height = static_cast<std::size_t>(args.n_rows);
-  SHARDJIT_CU(cuMemcpy2DAsync(&copy, stream));
-  args.hidden = x_stage.as<void>();
-  args.hidden_stride = layout.config.hidden;
-  return tile.bm;
 }
 
 void LinearLogp::Impl::ensure_workspace(std::int64_t partial_rows, CUstream stream) {

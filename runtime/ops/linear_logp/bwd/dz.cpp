@@ -105,7 +105,7 @@ void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::L
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
-                               const StreamKWorkspace& split, std::int64_t x_rows, CUstream stream) {
+                               const StreamKWorkspace& split, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
   const std::int64_t col_tiles = (args.chunk_cols + tile.bn - 1) / tile.bn;
@@ -121,8 +121,9 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
     params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices);
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, true));
     shape.grid_y = 1;
-    encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, x_rows, tile.bm,
-                          tile.bn);
+    params.x_box_rows = short_box_rows(args.n_rows, tile.bm);
+    encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
+                          params.x_box_rows, tile.bn);
     if (dtype_size(dz) == 2) encode_dz_output_map(params, dz);
   }
   launch(kernel, shape, params, stream);

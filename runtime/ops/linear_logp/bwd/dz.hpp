@@ -52,11 +52,11 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, co
 // split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
 // of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
 // a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
-// layout, X's as `x_rows` rows (args.n_rows, or more where X was staged into a taller buffer:
-// LinearLogp::Impl::stage_small_call). Nothing is launched for zero rows or columns.
+// layout, X's in boxes of short_box_rows(args.n_rows, tile.bm) rows. Nothing is launched for
+// zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
-                               const StreamKWorkspace& split, std::int64_t x_rows, CUstream stream);
+                               const StreamKWorkspace& split, CUstream stream);
 
 // The kept chunk's dZ (linear_logp_bwd_kept_dz): rows x linear_logp_bwd_kept_dz_row_blocks blocks
 // (more than one a row only for fewer rows than the device's multiprocessors); nothing for zero rows.

@@ -100,8 +100,7 @@ void enqueue_chunk_dz(const BackwardPass& pass, std::int64_t index, CUstream str
     dz.tile_partials = pass.kept->partials + chunk.begin / bwd.specs->dz_tile.bn * call.n;
     launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, bwd.device.info().sm_count, stream);
   } else {
-    launch_linear_logp_bwd_dz(*bwd.dz, dz, bwd.layout, bwd.specs->dz_tile, bwd.specs->dz_dtype, bwd.split, call.n,
-                              stream);
+    launch_linear_logp_bwd_dz(*bwd.dz, dz, bwd.layout, bwd.specs->dz_tile, bwd.specs->dz_dtype, bwd.split, stream);
   }
 }
 
