@@ -60,17 +60,20 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
   }
 }
 
-// The Hopper main loop takes one tile: 128 x 256 x 64 of 16-bit inputs
-// (templates/common/wgmma_mainloop.cuh). `type` names the parameter that holds the input type.
-void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T") {
-  if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 || spec.int_param("BN") != 256 ||
+// The Hopper main loop takes 128 x 256 x 64 tiles of 16-bit inputs, and the forward also
+// 128 x 128 x 64 (templates/common/wgmma_mainloop.cuh). `type` names the parameter that holds the
+// input type.
+void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T", bool narrow_too = false) {
+  const std::int64_t bn = spec.int_param("BN");
+  if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 || (bn != 256 && !(narrow_too && bn == 128)) ||
       spec.int_param("BK") != 64) {
     throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with " + type +
                                                  " = " + spec.type_param(type) + ", BM x BN x BK = " +
                                                  std::to_string(spec.int_param("BM")) + " x " +
                                                  std::to_string(spec.int_param("BN")) + " x " +
                                                  std::to_string(spec.int_param("BK")) +
-                                                 "; the wgmma main loop takes bf16 or fp16 and 128 x 256 x 64");
+                                                 "; the wgmma main loop takes bf16 or fp16 and 128 x 256 x 64" +
+                                                 (narrow_too ? " or 128 x 128 x 64" : ""));
   }
 }
 
@@ -102,7 +105,9 @@ void check_linear_logp_fwd(const KernelSpec& spec) {
   check_block_tile("linear_logp_fwd", spec, spec.type_param("T") == "fp32");
 }
 
-void check_linear_logp_fwd_hopper(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_hopper", spec); }
+void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
+  check_hopper_tile("linear_logp_fwd_hopper", spec, "T", true);
+}
 
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   check_shard_columns("linear_logp_bwd_dz", spec);

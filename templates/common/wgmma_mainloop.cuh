@@ -4,10 +4,12 @@
 // (store_columns, for_each_pair) to the epilogues. The logit kernels (forward, dZ) read both
 // operands K contiguous; the backward's GEMM reads B [k][n] N contiguous, and A either way.
 //
-// The block's two warpgroups each own 64 rows of the 128 x 256 tile and issue, per 64-wide K
-// slice, four wgmma m64n256k16 that read A and B straight from shared memory (no ldmatrix, no
-// fragments in registers): 128 fp32 accumulators a thread, as the mma.sync loop's 64 x 64 warp
-// blocks. The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
+// The block's two warpgroups each own 64 rows of the 128 x BN tile and issue, per 64-wide K
+// slice, four wgmma m64nBNk16 that read A and B straight from shared memory (no ldmatrix, no
+// fragments in registers): BN / 2 fp32 accumulators a thread, 128 at BN = 256 as the mma.sync
+// loop's 64 x 64 warp blocks. BN = 128 serves the forward at calls whose 128 x 256 tiles would
+// leave a wave mostly idle (docs/perf-notes.md, "Narrow forward tiles"); the other kernels run 256.
+// The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
 // 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage
 // must start on a 1024-byte boundary (checked once per block by the kernels, see
 // wgmma_check_alignment).
@@ -80,8 +82,8 @@ struct WgmmaTileMainloop {
 #endif
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the wgmma main loop takes bf16 or fp16");
-  static_assert(BM == 128 && BN == 256 && BK == 64,
-                "the wgmma main loop runs 128 x 256 tiles of 64-wide K slices (128-byte rows)");
+  static_assert(BM == 128 && (BN == 256 || BN == 128) && BK == 64,
+                "the wgmma main loop runs 128 x 256 or 128 x 128 tiles of 64-wide K slices (128-byte rows)");
   static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
   static constexpr int kThreads = 256;
   static constexpr int kSlicesInFlight = IN_FLIGHT;
@@ -114,8 +116,8 @@ struct WgmmaTileMainloop {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      wgmma_m64n256k16<T, ATile::kTranspose, BTile::kTranspose>(acc, a_desc + kk * ATile::kStep,
-                                                                b_desc + kk * BTile::kStep, 1);
+      wgmma_m64nNk16<T, BN, ATile::kTranspose, BTile::kTranspose>(acc, a_desc + kk * ATile::kStep,
+                                                                  b_desc + kk * BTile::kStep, 1);
     }
     wgmma_commit_group();
     between();

@@ -88,10 +88,11 @@ TEST(KernelSpec, FwdChecksConstraintsBetweenParameters) {
   expect_invalid([] { fwd_spec(64, 300, 301); }, "exceeds V_LOCAL");
 }
 
-TEST(KernelSpec, TheHopperForwardTakesOneTileOf16BitInputsAndNoShape) {
+TEST(KernelSpec, TheHopperForwardTakesTwoTilesOf16BitInputsAndNoShape) {
   EXPECT_NO_THROW(fwd_hopper_spec("bf16", 256));
   EXPECT_NO_THROW(fwd_hopper_spec("fp16", 256));
-  expect_invalid([] { fwd_hopper_spec("bf16", 128); }, "BM x BN x BK = 128 x 128 x 64");
+  EXPECT_NO_THROW(fwd_hopper_spec("bf16", 128));
+  expect_invalid([] { fwd_hopper_spec("bf16", 64); }, "BM x BN x BK = 128 x 64 x 64");
   expect_invalid([] { fwd_hopper_spec("fp32", 256); }, "expected one of");
   expect_invalid([] {
     KernelSpec("linear_logp_fwd_hopper", {{"T", TypeArg{"bf16"}}, {"BiasT", TypeArg{"none"}},

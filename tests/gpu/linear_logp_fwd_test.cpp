@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -38,6 +39,25 @@ Runtime& shared_runtime() {
   return runtime;
 }
 
+// A runtime made while the environment variable `name` is `value` (a runtime reads its settings
+// when it is made), one per setting for the whole suite; the variable is restored after.
+Runtime& runtime_with(const std::string& name, const std::string& value) {
+  static std::map<std::string, std::unique_ptr<Runtime>> runtimes;
+  std::unique_ptr<Runtime>& runtime = runtimes[name + "=" + value];
+  if (!runtime) {
+    const char* before = std::getenv(name.c_str());
+    const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+    setenv(name.c_str(), value.c_str(), 1);
+    runtime = std::make_unique<Runtime>();
+    if (saved) {
+      setenv(name.c_str(), saved->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+  return *runtime;
+}
+
 struct Outcome {
   double max_abs_logp = 0, max_abs_lse = 0, max_abs_entropy = 0;
   double rel_norm_logp = 0;
@@ -52,7 +72,7 @@ class LinearLogpFwdTest : public ::testing::TestWithParam<FwdCase> {
 };
 
 // Builds the problem, runs the op, compares; returns the error summary.
-Outcome run_case(const FwdCase& c, std::uint64_t seed) {
+Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared_runtime()) {
   testing::LogpProblem p = testing::logp_problem(c);
   const std::int64_t stride = c.row_stride ? c.row_stride : c.hidden;
 
@@ -84,7 +104,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
 
   LinearLogpConfig config = testing::logp_config(c);
   config.want_entropy = c.entropy;
-  LinearLogp op(shared_runtime(), config);
+  LinearLogp op(runtime, config);
 
   DeviceArray x(x_bytes.size()), w(w_bytes.size()), b(std::max<std::size_t>(b_bytes.size(), 16));
   x.upload(x_bytes.data(), x_bytes.size());
@@ -146,16 +166,31 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed) {
   return o;
 }
 
-TEST_P(LinearLogpFwdTest, MatchesFp64Reference) {
-  const FwdCase& c = GetParam();
-  Outcome o = run_case(c, 1000 + static_cast<std::uint64_t>(c.n * 7 + c.vocab));
-  std::printf("[ accuracy ] %-28s %s max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e (%s)\n", c.name,
+void expect_accurate(const FwdCase& c, const Outcome& o, const char* tile) {
+  std::printf("[ accuracy ] %-28s %s max|dlogp| %.3e max|dlse| %.3e max|dH| %.3e rel-norm(logp) %.3e (%s%s)\n", c.name,
               dtype_name(c.dtype), o.max_abs_logp, o.max_abs_lse, o.max_abs_entropy, o.rel_norm_logp,
-              o.main_loop.c_str());
+              o.main_loop.c_str(), tile);
   EXPECT_LT(o.max_abs_logp, 2e-3);
   EXPECT_LT(o.max_abs_lse, 2e-3);
   EXPECT_LT(o.max_abs_entropy, 2e-3);
   EXPECT_LT(o.rel_norm_logp, 1e-3);
+}
+
+std::uint64_t case_seed(const FwdCase& c) { return 1000 + static_cast<std::uint64_t>(c.n * 7 + c.vocab); }
+
+TEST_P(LinearLogpFwdTest, MatchesFp64Reference) {
+  const FwdCase& c = GetParam();
+  expect_accurate(c, run_case(c, case_seed(c)), "");
+}
+
+// Every 16-bit case again with every call in the Hopper loop's narrow tiles (SHARDJIT_FWD_TILE),
+// not only the calls the rule gives them (fwd.hpp, narrow_tiles_pay).
+TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInNarrowTiles) {
+  const FwdCase& c = GetParam();
+  if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
+  if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the narrow tile is the Hopper loop's";
+  expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", "128x128x64x4-wgmma")),
+                  ", 128 x 128 tiles");
 }
 
 const FwdCase kCases[] = {
@@ -313,23 +348,9 @@ TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
   }
 }
 
-// A runtime whose Hopper forwards all merge their partials in the kernel (SHARDJIT_FWD_MERGE=1,
-// read when a runtime is made), not only where the rule says.
-Runtime& merging_runtime() {
-  static const std::unique_ptr<Runtime> runtime = [] {
-    const char* before = std::getenv("SHARDJIT_FWD_MERGE");
-    const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-    setenv("SHARDJIT_FWD_MERGE", "1", 1);
-    auto made = std::make_unique<Runtime>();
-    if (saved) {
-      setenv("SHARDJIT_FWD_MERGE", saved->c_str(), 1);
-    } else {
-      unsetenv("SHARDJIT_FWD_MERGE");
-    }
-    return made;
-  }();
-  return *runtime;
-}
+// A runtime whose Hopper forwards all merge their partials in the kernel, not only where the
+// rule says.
+Runtime& merging_runtime() { return runtime_with("SHARDJIT_FWD_MERGE", "1"); }
 
 // On the Hopper loop the forward kernel merges each row tile's partials in its last block, through
 // a counter a row tile that every call must leave at zero (templates/linear_logp/fwd_merge.cuh).
@@ -347,7 +368,10 @@ TEST_P(CallsOfEveryRowTileCount, MatchFreshOps) {
     std::int64_t hidden, vocab;
     std::vector<std::int64_t> calls;
   };
-  for (const Shape& shape : {Shape{320, 40000, {7, 333, 129, 4100, 1}}, Shape{64, 60000, {5000, 7, 5000}}}) {
+  // The third shape's calls of 333 rows run narrow tiles by the rule (fwd.hpp, narrow_tiles_pay),
+  // its others the op's wide ones.
+  for (const Shape& shape : {Shape{320, 40000, {7, 333, 129, 4100, 1}}, Shape{64, 60000, {5000, 7, 5000}},
+                             Shape{512, 16032, {333, 7, 333, 129}}}) {
     LinearLogpConfig config;
     config.hidden = shape.hidden;
     config.vocab_local = shape.vocab;

@@ -17,6 +17,11 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
   return FwdTile{128, 256, 64, stages, true};
 }
 
+std::optional<FwdTile> hopper_narrow_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
+  if (!wgmma_applies(dtype, arch, hopper_path)) return std::nullopt;
+  return FwdTile{128, 128, 64, 4, true};
+}
+
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
   // 196,672 bytes: the TMA ring's four stages and their mbarriers, one slice of wgmma left in
   // flight (templates/linear_logp/fwd_hopper.cuh).
@@ -172,6 +177,19 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
   plan.vocab_tiles = static_cast<int>(vocab_tiles);
   plan.whole_units = plan.units();
   return plan;
+}
+
+bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
+  const std::int64_t sms = std::max(1, sm_count);
+  if (wide.row_tiles < 2 || wide.units() > sms || wide.unit_pieces > 1) return false;
+  // Tile times of the narrow plan's busiest multiprocessor: waves of whole units a split's tiles
+  // long, or, where cut_last_waves cut them, the tiles spread evenly.
+  const std::int64_t narrow_tiles =
+      narrow.unit_pieces > 1
+          ? (static_cast<std::int64_t>(narrow.row_tiles) * narrow.vocab_tiles + sms - 1) / sms
+          : (narrow.units() + sms - 1) / sms * narrow.split_tiles();
+  return kNarrowTileCost * static_cast<double>(narrow_tiles) <=
+         (1.0 - kNarrowTileGain) * static_cast<double>(wide.split_tiles());
 }
 
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {

@@ -27,8 +27,8 @@ struct FwdTile {
   int bn = 128;
   int bk = 64;
   int stages = 3;
-  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 tiles of 16-bit inputs) instead of
-  // the portable one (templates/linear_logp/logit_mainloop.cuh).
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 or 128 x 128 x 64 tiles of 16-bit
+  // inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
 
   bool operator==(const FwdTile&) const = default;
@@ -37,6 +37,10 @@ struct FwdTile {
 // The Hopper main loop's tile where it applies (wgmma_applies): 128 x 256 x 64 with a ring of
 // `stages` slots (what the kernel's shared memory leaves room for).
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
+
+// The Hopper loop's narrow forward tile, 128 x 128 x 64 with four stages, where that loop applies:
+// the second tile of an op on the default one, for the calls narrow_tiles_pay picks.
+std::optional<FwdTile> hopper_narrow_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
 // where it applies (hopper_logit_tile with four stages: the Hopper epilogue works in registers and
@@ -97,6 +101,8 @@ struct VocabSplit {
   // (cut_last_waves). A plan that cuts nothing has whole_units = units() and unit_pieces = 1.
   int whole_units = 1;
   int unit_pieces = 1;
+  // The call runs the op's narrow tile (narrow_tiles_pay), whose columns vocab_tiles counts.
+  bool narrow = false;
 
   int units() const { return row_tiles * splits; }
   // Partial sources the combine merges a row.
@@ -104,6 +110,22 @@ struct VocabSplit {
   int blocks() const { return whole_units + (units() - whole_units) * unit_pieces; }
   int split_tiles() const { return kernels::fwd_split_tiles(vocab_tiles, splits); }
 };
+
+// A 128 x 128 tile's time over a 128 x 256 tile's at the same H on the Hopper loop, as measured
+// at 333 rows of TP8 shards on an H200 (0.62 at H = 7168, 0.66 at 8192): half the products, but
+// X read from L2 once per vocabulary tile, twice as often (docs/perf-notes.md, "Narrow forward
+// tiles").
+inline constexpr double kNarrowTileCost = 0.64;
+
+// Whether a call of the op's default Hopper tile runs narrow tiles instead, given the split plans
+// of both (each as the op would launch it): where the wide plan is one wave of whole units over
+// two row tiles or more, and the narrow plan's longest block, at kNarrowTileCost a tile, ends at
+// least kNarrowTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors
+// idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard: two tile times on 132
+// multiprocessors where 1.43 would do), and 128 x 128 tiles fill them in finer steps. Calls of
+// one row tile read W at the memory's pace with either tile and keep the wide one.
+inline constexpr double kNarrowTileGain = 0.03;
+bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count);
 
 // What the split choice needs to know of the GPU.
 struct GpuShape {

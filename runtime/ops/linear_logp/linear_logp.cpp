@@ -55,6 +55,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
+  if (kernels.narrow_fwd) specs.push_back(*kernels.narrow_fwd);
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -89,6 +90,10 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   const std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path, tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
+  if (kernels.narrow_fwd) {
+    narrow_fwd = runtime.load(*kernels.narrow_fwd, c.device, hint);
+    allow_dynamic_smem(*narrow_fwd, linear_logp_fwd_smem(c.dtype, *kernels.narrow_tile));
+  }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
 
@@ -156,8 +161,17 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  return cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu),
-                        gpu.sm_count);
+  const VocabSplit wide =
+      cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu), gpu.sm_count);
+  if (!kernels.narrow_tile) return wide;
+  VocabSplit narrow = cut_last_waves(
+      choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, *kernels.narrow_tile, gpu), gpu.sm_count);
+  narrow.narrow = true;
+  return narrow_tiles_pay(wide, narrow, gpu.sm_count) ? narrow : wide;
+}
+
+const FwdTile& LinearLogp::Impl::split_tile(const VocabSplit& plan) const {
+  return plan.narrow ? *kernels.narrow_tile : tile;
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
@@ -226,7 +240,8 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    args.first_tile = static_cast<int>(launch.kept_cols / tile.bn);
+    const FwdTile& fwd_tile = split_tile(launch.split);
+    args.first_tile = static_cast<int>(launch.kept_cols / fwd_tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;
@@ -237,7 +252,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
       args.arrivals = arrivals.as<unsigned int>();
       args.combine = merge;
     }
-    launch_linear_logp_fwd(*fwd, args, launch.split, layout, tile, stream);
+    launch_linear_logp_fwd(launch.split.narrow ? *narrow_fwd : *fwd, args, launch.split, layout, fwd_tile, stream);
   }
   if (!merged) launch_logp_combine(*combine, merge, stream);
   bwd.kept = kept;

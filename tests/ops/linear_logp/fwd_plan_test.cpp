@@ -334,6 +334,46 @@ TEST(FwdMerge, InTheKernelWhereARowTileIsOnePass) {
   EXPECT_FALSE(fwd_merges_in_kernel(333, 128, 44));    // the one-wave count at three row tiles
 }
 
+// Both tiles' plans of a call, as LinearLogp::Impl::vocab_split makes them, and the rule's choice.
+bool narrow_pays_at(std::int64_t n, std::int64_t hidden, std::int64_t valid, const GpuShape& gpu = kH200) {
+  const auto plan = [&](const FwdTile& tile) {
+    return cut_last_waves(choose_vocab_splits(n, hidden * 2, valid, tile, gpu), gpu.sm_count);
+  };
+  return narrow_tiles_pay(plan(FwdTile{128, 256, 64, 4, true}), plan(FwdTile{128, 128, 64, 4, true}), gpu.sm_count);
+}
+
+TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
+  // Three row tiles of a TP8 shard: 189 wide tiles take two tile times on 132 multiprocessors,
+  // 378 narrow ones three narrow ones (1.92).
+  EXPECT_TRUE(narrow_pays_at(333, 8192, 16032));
+  EXPECT_TRUE(narrow_pays_at(333, 7168, 16160));
+  // Four wide tile times against seven narrow ones (4.48); three against five (3.2).
+  EXPECT_FALSE(narrow_pays_at(333, 8192, 38016));
+  EXPECT_FALSE(narrow_pays_at(256, 8192, 38016));
+  // One row tile reads W at the memory's pace either way; many row tiles run several waves.
+  EXPECT_FALSE(narrow_pays_at(7, 8192, 16032));
+  EXPECT_FALSE(narrow_pays_at(128, 8192, 16032));
+  EXPECT_FALSE(narrow_pays_at(4096, 4096, 128256));
+  EXPECT_FALSE(narrow_pays_at(16384, 8192, 16032));
+}
+
+TEST(NarrowTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  const LinearLogpLayout layout = resolve_layout(c);
+  const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
+  ASSERT_TRUE(hopper.narrow_fwd.has_value());
+  EXPECT_EQ(hopper.narrow_fwd->template_name(), "linear_logp_fwd_hopper");
+  EXPECT_EQ(hopper.narrow_fwd->int_param("BN"), 128);
+  EXPECT_EQ(hopper.narrow_tile, (FwdTile{128, 128, 64, 4, true}));
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_80").narrow_fwd.has_value()) << "the portable loop";
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 2).narrow_fwd.has_value()) << "tensor parallelism";
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 1, false).narrow_fwd.has_value()) << "Hopper loop off";
+  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 3, true}).narrow_fwd.has_value())
+      << "a tile a record chose";
+}
+
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;
