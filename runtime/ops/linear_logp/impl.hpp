@@ -59,7 +59,6 @@ struct LinearLogp::Impl {
   // The combine kernel's peer variant (TP ops of up to kMaxPeers ranks).
   const LoadedKernel& peer_combine_kernel() const;
 
-
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col

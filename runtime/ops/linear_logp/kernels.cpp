@@ -15,7 +15,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
   const std::optional<FwdTile> narrow = hopper_narrow_fwd_tile(c.dtype, arch, hopper_path);
-  if (tp == 1 && !fwd_tile && narrow && tile == default_fwd_tile(c.dtype, arch, hopper_path)) {
+  if (tp == 1 && !fwd_tile && narrow) {
     kernels.narrow_tile = narrow;
     kernels.narrow_fwd = linear_logp_fwd_spec(layout, *narrow);
   }
