@@ -265,8 +265,6 @@ nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions
   nlohmann::json row = result_row(c, timing, medians[0], medians[1],
                                   free_before > free_after ? free_before - free_after : 0, inputs.sets());
   add_energy(row, timing, fused_call, gemm_call, stream);
-  std::printf("%s\n", row.dump().c_str());
-  std::fflush(stdout);
   return row;
 }
 

@@ -26,8 +26,8 @@ struct LinearLogpCase {
 // The tp=1 cases of shapes.json.
 std::vector<LinearLogpCase> load_linear_logp_cases(const std::string& shapes_path);
 
-// Runs one case; prints its JSON object on stdout and returns it. Its device memory is freed
-// when it returns or throws.
+// Runs one case and returns its JSON row (the caller prints it). Its device memory is freed when
+// it returns or throws.
 nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions& timing);
 
 }  // namespace shardjit::bench

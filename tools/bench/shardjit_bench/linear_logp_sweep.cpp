@@ -219,6 +219,9 @@ int run_linear_logp_sweep(const SweepOptions& options, const TimingOptions& timi
                    dtype_name(p.c.dtype), p.c.backward ? "fwd+bwd" : "fwd", e.what());
     }
     row["grid"] = options.list;
+    // The same row on stdout as in --out, so that the output alone is the sweep's record.
+    std::printf("%s\n", row.dump().c_str());
+    std::fflush(stdout);
     if (out) out << row.dump() << '\n' << std::flush;
     rows.push_back(std::move(row));
   }

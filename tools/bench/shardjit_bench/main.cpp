@@ -136,7 +136,10 @@ int run_logp(const LogpOptions& o, TimingOptions timing, const CLI::App& app) {
       cases.push_back(c);
     }
   }
-  for (const auto& c : cases) run_linear_logp_case(c, timing);
+  for (const auto& c : cases) {
+    std::printf("%s\n", run_linear_logp_case(c, timing).dump().c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 
