@@ -40,10 +40,11 @@ Runtime& shared_runtime() {
 }
 
 // A runtime made while the environment variable `name` is `value` (a runtime reads its settings
-// when it is made), one per setting for the whole suite; the variable is restored after.
+// when it is made), one per setting for the whole suite; the variable is restored after. Never
+// destroyed, so that no static a runtime's construction made first is gone before it.
 Runtime& runtime_with(const std::string& name, const std::string& value) {
-  static std::map<std::string, std::unique_ptr<Runtime>> runtimes;
-  std::unique_ptr<Runtime>& runtime = runtimes[name + "=" + value];
+  static auto* const runtimes = new std::map<std::string, std::unique_ptr<Runtime>>();
+  std::unique_ptr<Runtime>& runtime = (*runtimes)[name + "=" + value];
   if (!runtime) {
     const char* before = std::getenv(name.c_str());
     const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;

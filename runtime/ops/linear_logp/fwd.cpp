@@ -179,17 +179,28 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
   return plan;
 }
 
-bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
+std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
   const std::int64_t sms = std::max(1, sm_count);
-  if (wide.row_tiles < 2 || wide.units() > sms || wide.unit_pieces > 1) return false;
-  // Tile times of the narrow plan's busiest multiprocessor: waves of whole units a split's tiles
-  // long, or, where cut_last_waves cut them, the tiles spread evenly.
-  const std::int64_t narrow_tiles =
-      narrow.unit_pieces > 1
-          ? (static_cast<std::int64_t>(narrow.row_tiles) * narrow.vocab_tiles + sms - 1) / sms
-          : (narrow.units() + sms - 1) / sms * narrow.split_tiles();
-  return kNarrowTileCost * static_cast<double>(narrow_tiles) <=
-         (1.0 - kNarrowTileGain) * static_cast<double>(wide.split_tiles());
+  const std::int64_t whole_waves = (plan.whole_units + sms - 1) / sms;
+  const std::int64_t piece_blocks = static_cast<std::int64_t>(plan.units() - plan.whole_units) * plan.unit_pieces;
+  const std::int64_t piece_waves = (piece_blocks + sms - 1) / sms;
+  return whole_waves * plan.split_tiles() +
+         piece_waves * kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces);
+}
+
+bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
+  if (wide.row_tiles < 2 || wide.units() > std::max(1, sm_count)) return false;
+  return kNarrowTileCost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
+         (1.0 - kNarrowTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
+}
+
+VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
+                           const std::optional<FwdTile>& narrow, const GpuShape& gpu) {
+  const VocabSplit wide = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, tile, gpu), gpu.sm_count);
+  if (!narrow) return wide;
+  VocabSplit plan = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, *narrow, gpu), gpu.sm_count);
+  plan.narrow = true;
+  return narrow_tiles_pay(wide, plan, gpu.sm_count) ? plan : wide;
 }
 
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {

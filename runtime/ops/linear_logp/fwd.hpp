@@ -119,13 +119,19 @@ inline constexpr double kNarrowTileCost = 0.64;
 
 // Whether a call of the op's default Hopper tile runs narrow tiles instead, given the split plans
 // of both (each as the op would launch it): where the wide plan is one wave of whole units over
-// two row tiles or more, and the narrow plan's longest block, at kNarrowTileCost a tile, ends at
-// least kNarrowTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors
-// idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard: two tile times on 132
-// multiprocessors where 1.43 would do), and 128 x 128 tiles fill them in finer steps. Calls of
-// one row tile read W at the memory's pace with either tile and keep the wide one.
+// two row tiles or more, and the narrow plan's busiest multiprocessor (fwd_plan_busiest_tiles),
+// at kNarrowTileCost a tile, ends at least kNarrowTileGain sooner than the wide plan's. The wide
+// tile's waves leave multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a
+// 16032-column shard: two tile times on 132 multiprocessors where 1.43 would do), and 128 x 128
+// tiles fill them in finer steps. Calls of one row tile read W at the memory's pace with either
+// tile and keep the wide one.
 inline constexpr double kNarrowTileGain = 0.03;
 bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count);
+
+// The vocabulary tiles a plan's busiest multiprocessor runs, one block after another: a split's
+// tiles for each wave of whole units, then, where cut_last_waves cut the last units, a piece's
+// tiles for each wave of pieces (an upper bound: pieces go to the multiprocessors as they free up).
+std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count);
 
 // What the split choice needs to know of the GPU.
 struct GpuShape {
@@ -157,6 +163,11 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
 // rule does not choose (every multiprocessor's count, or more splits than multiprocessors).
 VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, const FwdTile& tile, const GpuShape& gpu,
                               int splits);
+
+// A call's launch: choose_vocab_splits's plan in `tile`, cut by cut_last_waves, or the same in
+// `narrow` (VocabSplit::narrow set) where the op has that tile and narrow_tiles_pay.
+VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
+                           const std::optional<FwdTile>& narrow, const GpuShape& gpu);
 
 // Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
 // partial one after it) into pieces of about kFwdPieceTiles tiles, one block each

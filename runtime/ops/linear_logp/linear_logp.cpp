@@ -161,13 +161,7 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  const VocabSplit wide =
-      cut_last_waves(choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, tile, gpu), gpu.sm_count);
-  if (!kernels.narrow_tile) return wide;
-  VocabSplit narrow = cut_last_waves(
-      choose_vocab_splits(n_rows, row_bytes, layout.valid_local - first_col, *kernels.narrow_tile, gpu), gpu.sm_count);
-  narrow.narrow = true;
-  return narrow_tiles_pay(wide, narrow, gpu.sm_count) ? narrow : wide;
+  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.narrow_tile, gpu);
 }
 
 const FwdTile& LinearLogp::Impl::split_tile(const VocabSplit& plan) const {

@@ -334,12 +334,12 @@ TEST(FwdMerge, InTheKernelWhereARowTileIsOnePass) {
   EXPECT_FALSE(fwd_merges_in_kernel(333, 128, 44));    // the one-wave count at three row tiles
 }
 
-// Both tiles' plans of a call, as LinearLogp::Impl::vocab_split makes them, and the rule's choice.
+constexpr FwdTile kWide{128, 256, 64, 4, true};
+constexpr FwdTile kNarrow{128, 128, 64, 4, true};
+
+// Whether the launch LinearLogp::Impl::vocab_split makes of a bf16 call runs the narrow tiles.
 bool narrow_pays_at(std::int64_t n, std::int64_t hidden, std::int64_t valid, const GpuShape& gpu = kH200) {
-  const auto plan = [&](const FwdTile& tile) {
-    return cut_last_waves(choose_vocab_splits(n, hidden * 2, valid, tile, gpu), gpu.sm_count);
-  };
-  return narrow_tiles_pay(plan(FwdTile{128, 256, 64, 4, true}), plan(FwdTile{128, 128, 64, 4, true}), gpu.sm_count);
+  return choose_fwd_plan(n, hidden * 2, valid, kWide, kNarrow, gpu).narrow;
 }
 
 TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
@@ -355,6 +355,34 @@ TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
   EXPECT_FALSE(narrow_pays_at(128, 8192, 16032));
   EXPECT_FALSE(narrow_pays_at(4096, 4096, 128256));
   EXPECT_FALSE(narrow_pays_at(16384, 8192, 16032));
+}
+
+TEST(NarrowTiles, ThePlanIsTheChosenTilesAndWithoutANarrowTileTheWideOne) {
+  const VocabSplit narrow = choose_fwd_plan(333, 8192 * 2, 16032, kWide, kNarrow, kH200);
+  ASSERT_TRUE(narrow.narrow);
+  EXPECT_EQ(narrow.vocab_tiles, 126) << "counted in 128-column tiles";
+  EXPECT_EQ(narrow.row_tiles, 3);
+  const VocabSplit wide = choose_fwd_plan(333, 8192 * 2, 16032, kWide, std::nullopt, kH200);
+  EXPECT_FALSE(wide.narrow);
+  EXPECT_EQ(wide.vocab_tiles, 63);
+  EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
+  EXPECT_EQ(fwd_plan_busiest_tiles(narrow, kH200.sm_count), 3);
+}
+
+// Whole-unit waves a split's tiles long, then the cut units' pieces in waves a piece long.
+TEST(NarrowTiles, TheBusiestMultiprocessorRunsTheWholeWavesThenThePieceWaves) {
+  VocabSplit plan;
+  plan.splits = 8;
+  plan.row_tiles = 128;  // 1024 units: 7.76 waves on 132 multiprocessors
+  plan.vocab_tiles = 501;
+  plan.whole_units = plan.units();
+  EXPECT_EQ(fwd_plan_busiest_tiles(plan, 132), 8 * 63);
+  // Cut: 792 whole units (six waves of 63 tiles), then 232 units in 8 pieces of 8 tiles (1856
+  // blocks, 15 waves).
+  const VocabSplit cut = cut_last_waves(plan, 132);
+  ASSERT_EQ(cut.whole_units, 792);
+  ASSERT_EQ(cut.unit_pieces, 8);
+  EXPECT_EQ(fwd_plan_busiest_tiles(cut, 132), 6 * 63 + 15 * 8);
 }
 
 TEST(NarrowTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {

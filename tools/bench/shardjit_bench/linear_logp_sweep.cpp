@@ -113,24 +113,26 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
   return true;
 }
 
-// A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tile), as the
-// split rules make it for a forward-only op: splits, blocks, the vocabulary tiles of the longest
-// block, and where the partials are merged (in the forward kernel or a combine kernel:
-// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may
-// keep chunks instead, which its op's budgets decide.)
+// A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tiles), as the
+// split rules make it for a single-GPU forward-only op: the tile's columns (choose_fwd_plan's
+// narrow tiles or the default's), splits, blocks, the vocabulary tiles of the longest block, and
+// where the partials are merged (in the forward kernel or a combine kernel: fwd_merges_in_kernel),
+// so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may keep chunks
+// instead, which its op's budgets decide.)
 nlohmann::json h200_forward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
-  const VocabSplit plan = cut_last_waves(choose_vocab_splits(p.c.n, row_bytes, valid, tile, GpuShape{kSms, 60ll << 20}),
-                                         kSms);
+  const std::optional<FwdTile> narrow = hopper_narrow_fwd_tile(p.c.dtype, "sm_90a", true);
+  const VocabSplit plan = choose_fwd_plan(p.c.n, row_bytes, valid, tile, narrow, GpuShape{kSms, 60ll << 20});
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
   return {{"splits", plan.splits},
           {"blocks", plan.blocks()},
           {"longest_block_tiles", longest},
-          {"merge", fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"}};
+          {"merge", fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"},
+          {"tile_cols", plan.narrow ? narrow->bn : tile.bn}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
