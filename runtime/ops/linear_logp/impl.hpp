@@ -64,8 +64,6 @@ struct LinearLogp::Impl {
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
   // on, in the op's tile or, where narrow_tiles_pay says so, its narrow one.
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
-  // The tile a plan of vocab_split runs.
-  const FwdTile& split_tile(const VocabSplit& plan) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, config.keep_logits_bytes and the
   // combine allow (keep.hpp).

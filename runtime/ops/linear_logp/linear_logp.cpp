@@ -164,10 +164,6 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
   return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.narrow_tile, gpu);
 }
 
-const FwdTile& LinearLogp::Impl::split_tile(const VocabSplit& plan) const {
-  return plan.narrow ? *kernels.narrow_tile : tile;
-}
-
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
                                                kernels::RowPartial* partials, CUstream stream) {
   const BackwardChunks& chunks = launch.chunks;
@@ -234,7 +230,9 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    const FwdTile& fwd_tile = split_tile(launch.split);
+    // The plan's tile and its kernel: the op's, or the narrow one's (choose_fwd_plan).
+    const bool narrow = launch.split.narrow;
+    const FwdTile& fwd_tile = narrow ? *kernels.narrow_tile : tile;
     args.first_tile = static_cast<int>(launch.kept_cols / fwd_tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
@@ -246,7 +244,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
       args.arrivals = arrivals.as<unsigned int>();
       args.combine = merge;
     }
-    launch_linear_logp_fwd(launch.split.narrow ? *narrow_fwd : *fwd, args, launch.split, layout, fwd_tile, stream);
+    launch_linear_logp_fwd(narrow ? *narrow_fwd : *fwd, args, launch.split, layout, fwd_tile, stream);
   }
   if (!merged) launch_logp_combine(*combine, merge, stream);
   bwd.kept = kept;
