@@ -97,7 +97,7 @@ double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, in
 std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t vocab_tiles, int sm_count) {
   std::vector<int> candidates(kVocabSplitChoices.begin(), kVocabSplitChoices.end());
   const auto add = [&](std::int64_t splits) {
-    if (splits >= 2 && splits <= kMaxVocabSplits &&
+    if (splits >= 2 && splits <= vocab_tiles &&
         std::find(candidates.begin(), candidates.end(), splits) == candidates.end()) {
       candidates.insert(std::upper_bound(candidates.begin(), candidates.end(), splits), static_cast<int>(splits));
     }
@@ -189,8 +189,9 @@ std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
 }
 
 bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
-  if (wide.row_tiles < 2 || wide.units() > std::max(1, sm_count)) return false;
-  return kNarrowTileCost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
+  if (wide.units() > std::max(1, sm_count)) return false;
+  const double cost = wide.row_tiles == 1 ? kNarrowTileBytes : kNarrowTileCost;
+  return cost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
          (1.0 - kNarrowTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
 }
 

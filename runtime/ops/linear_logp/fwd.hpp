@@ -18,6 +18,7 @@
 #include "runtime/arch/arch.hpp"
 #include "runtime/compile/kernel_spec.hpp"
 #include "runtime/driver/module.hpp"
+#include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
 
 namespace shardjit {
@@ -76,12 +77,13 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 // last wave better on paper but ran slower, except the one-wave and one-tile counts below
 // (docs/perf-notes.md, "Splits and block order").
 inline constexpr std::array<int, 8> kVocabSplitChoices = {1, 2, 4, 8, 16, 32, 64, 128};
-inline constexpr int kMaxVocabSplits = kVocabSplitChoices.back();
 
-// kVocabSplitChoices plus, where they are other counts from 2 to kMaxVocabSplits:
+// kVocabSplitChoices plus, where they are other counts from 2 to vocab_tiles (more would leave
+// splits empty):
 // - the one-wave count floor(SMs / row tiles): one block per multiprocessor, every block of the
 //   same length. At a few row tiles it ties a power of two on paper with fewer, longer blocks
-//   (333 rows at llama3-8b on an H200: 44 splits 0.519 ms, the 128 it replaces 0.618 ms);
+//   (333 rows at llama3-8b on an H200: 44 splits 0.519 ms, the 128 it replaces 0.618 ms); at one
+//   row tile it is every multiprocessor (132 on an H200), past the largest power of two;
 // - the one-tile count, vocab_tiles, where row tiles x vocab_tiles blocks fit one wave: a block a
 //   tile. Below a power of two a small shard otherwise ran half as many blocks of two tiles each
 //   (at N = 1 on an H200, llama3-70b's TP8 shard of 63 tiles: 32 blocks, 2.52 x cuBLAS;
@@ -117,14 +119,20 @@ struct VocabSplit {
 // tiles").
 inline constexpr double kNarrowTileCost = 0.64;
 
+// A 128 x 128 tile's time over a 128 x 256 tile's in a call of one row tile: its share of W's
+// bytes. Such a call reads W at the memory's pace (at most 128 flop a byte of W, under the
+// tensor cores' ~180 a byte of HBM on an H200, ~300 on an H100), so a block's time follows the
+// W bytes it streams.
+inline constexpr double kNarrowTileBytes = 0.5;
+
 // Whether a call of the op's default Hopper tile runs narrow tiles instead, given the split plans
-// of both (each as the op would launch it): where the wide plan is one wave of whole units over
-// two row tiles or more, and the narrow plan's busiest multiprocessor (fwd_plan_busiest_tiles),
-// at kNarrowTileCost a tile, ends at least kNarrowTileGain sooner than the wide plan's. The wide
-// tile's waves leave multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a
-// 16032-column shard: two tile times on 132 multiprocessors where 1.43 would do), and 128 x 128
-// tiles fill them in finer steps. Calls of one row tile read W at the memory's pace with either
-// tile and keep the wide one.
+// of both (each as the op would launch it): where the wide plan is one wave of whole units and
+// the narrow plan's busiest multiprocessor (fwd_plan_busiest_tiles), at kNarrowTileCost a tile
+// (kNarrowTileBytes at one row tile), ends at least kNarrowTileGain sooner than the wide plan's.
+// The wide tile's waves leave multiprocessors idle there, and 128 x 128 tiles fill them in finer
+// steps: 189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
+// multiprocessors where 1.43 would do; at one row tile, 149 wide tiles of a 38016-column shard
+// run two a block on 75 multiprocessors, 297 narrow ones three on 99 (1.5 wide tiles' bytes).
 inline constexpr double kNarrowTileGain = 0.03;
 bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count);
 
@@ -146,7 +154,8 @@ struct GpuShape {
 inline constexpr int kXSharingSplits = 4;
 
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
-// vocabulary columns: among the counts of vocab_split_candidates (up to max_splits) whose
+// vocabulary columns: among the counts of vocab_split_candidates (up to max_splits, by default
+// what one combine merges) whose
 // efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
 // concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
 // once per tile); where none does, the fewest of them with kXSharingSplits splits or more in
@@ -156,7 +165,7 @@ inline constexpr int kXSharingSplits = 4;
 // then cut the last ones.
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
-                              int max_splits = kMaxVocabSplits);
+                              int max_splits = kMaxCombineSources);
 
 // A plan of exactly `splits` splits (at most the vocabulary tiles and kMaxCombineSources), every
 // unit whole: the rule's alternative under SHARDJIT_FWD_SPLITS, for comparing split counts the

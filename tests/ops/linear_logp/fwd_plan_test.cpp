@@ -168,11 +168,13 @@ TEST(VocabSplits, CandidatesAreThePowersOfTwoTheOneWaveAndTheOneTileCounts) {
   EXPECT_EQ(vocab_split_candidates(3, 501, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}));
   EXPECT_EQ(vocab_split_candidates(2, 501, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 66, 128}));
   EXPECT_EQ(vocab_split_candidates(33, 501, 132), powers) << "4 is a power of two already";
-  EXPECT_EQ(vocab_split_candidates(1, 501, 132), powers) << "132 is past the most splits";
+  EXPECT_EQ(vocab_split_candidates(1, 501, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 132}))
+      << "one row tile: a block on every multiprocessor";
   EXPECT_EQ(vocab_split_candidates(200, 501, 132), powers) << "under one block per row tile";
   // A block a tile where they fit one wave.
   EXPECT_EQ(vocab_split_candidates(1, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 63, 64, 128}));
-  EXPECT_EQ(vocab_split_candidates(2, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 63, 64, 66, 128}));
+  EXPECT_EQ(vocab_split_candidates(2, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 63, 64, 128}))
+      << "66 splits of 63 tiles leave three empty";
   EXPECT_EQ(vocab_split_candidates(3, 63, 132), (std::vector<int>{1, 2, 4, 8, 16, 32, 44, 64, 128}))
       << "189 blocks are more than a wave";
   EXPECT_EQ(vocab_split_candidates(1, 64, 132), powers) << "64 is a power of two already";
@@ -350,11 +352,28 @@ TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
   // Four wide tile times against seven narrow ones (4.48); three against five (3.2).
   EXPECT_FALSE(narrow_pays_at(333, 8192, 38016));
   EXPECT_FALSE(narrow_pays_at(256, 8192, 38016));
-  // One row tile reads W at the memory's pace either way; many row tiles run several waves.
-  EXPECT_FALSE(narrow_pays_at(7, 8192, 16032));
-  EXPECT_FALSE(narrow_pays_at(128, 8192, 16032));
+  // Many row tiles run several waves.
   EXPECT_FALSE(narrow_pays_at(4096, 4096, 128256));
   EXPECT_FALSE(narrow_pays_at(16384, 8192, 16032));
+}
+
+// One row tile reads W at the memory's pace: a narrow tile costs half a wide one's bytes.
+TEST(NarrowTiles, PayAtOneRowTileWhereTheBusiestMultiprocessorReadsLessOfW) {
+  for (std::int64_t n : {1, 7, 128}) {
+    // 63 one-tile blocks of a TP8 shard against 126 of half the bytes each.
+    EXPECT_TRUE(narrow_pays_at(n, 8192, 16032)) << n;
+    // qwen2.5-72b's TP4 shard: 75 blocks of two wide tiles against 99 of three narrow ones.
+    EXPECT_TRUE(narrow_pays_at(n, 8192, 38016)) << n;
+    // gpt-neox-20b: 99 blocks of two wide tiles against 132 of three narrow ones.
+    EXPECT_TRUE(narrow_pays_at(n, 6144, 50277)) << n;
+    // llama3-8b: four wide tiles a block against eight narrow ones, the same bytes; llama2-7b:
+    // 125 one-tile blocks against 125 of two narrow tiles.
+    EXPECT_FALSE(narrow_pays_at(n, 4096, 128256)) << n;
+    EXPECT_FALSE(narrow_pays_at(n, 4096, 32000)) << n;
+  }
+  const VocabSplit plan = choose_fwd_plan(1, 6144 * 2, 50277, kWide, kNarrow, kH200);
+  EXPECT_EQ(plan.splits, 132) << "three of 393 narrow tiles on every multiprocessor";
+  EXPECT_EQ(fwd_plan_busiest_tiles(plan, kH200.sm_count), 3);
 }
 
 TEST(NarrowTiles, ThePlanIsTheChosenTilesAndWithoutANarrowTileTheWideOne) {
