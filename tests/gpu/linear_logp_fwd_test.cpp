@@ -240,6 +240,9 @@ const FwdCase kCases[] = {
     {"n100_h1024_v38016_small_shard_splits", 100, 1024, 38016, 37990, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f,
      true, true},
     {"n333_h3000_v16032_small_shard_rows", 333, 3000, 16032, 0, DType::kFP16, std::nullopt, DType::kInt64, 1.0f, true},
+    // One row tile of a shard of 197 wide tiles: 132 splits of three narrow tiles each (a split on
+    // every multiprocessor), merged in the forward kernel (7 rows of 16 lanes).
+    {"n7_h1024_v50257_every_multiprocessor", 7, 1024, 50257, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };
