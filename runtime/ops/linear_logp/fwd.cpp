@@ -190,8 +190,8 @@ std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
 
 bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
   if (wide.units() > std::max(1, sm_count)) return false;
-  const double cost = wide.row_tiles == 1 ? kNarrowTileBytes : kNarrowTileCost;
-  return cost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
+  if (wide.row_tiles == 1) return true;
+  return kNarrowTileCost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
          (1.0 - kNarrowTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
 }
 

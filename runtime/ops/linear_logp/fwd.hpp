@@ -119,20 +119,20 @@ struct VocabSplit {
 // tiles").
 inline constexpr double kNarrowTileCost = 0.64;
 
-// A 128 x 128 tile's time over a 128 x 256 tile's in a call of one row tile: its share of W's
-// bytes. Such a call reads W at the memory's pace (at most 128 flop a byte of W, under the
-// tensor cores' ~180 a byte of HBM on an H200, ~300 on an H100), so a block's time follows the
-// W bytes it streams.
-inline constexpr double kNarrowTileBytes = 0.5;
-
 // Whether a call of the op's default Hopper tile runs narrow tiles instead, given the split plans
-// of both (each as the op would launch it): where the wide plan is one wave of whole units and
-// the narrow plan's busiest multiprocessor (fwd_plan_busiest_tiles), at kNarrowTileCost a tile
-// (kNarrowTileBytes at one row tile), ends at least kNarrowTileGain sooner than the wide plan's.
-// The wide tile's waves leave multiprocessors idle there, and 128 x 128 tiles fill them in finer
-// steps: 189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
-// multiprocessors where 1.43 would do; at one row tile, 149 wide tiles of a 38016-column shard
-// run two a block on 75 multiprocessors, 297 narrow ones three on 99 (1.5 wide tiles' bytes).
+// of both (each as the op would launch it):
+// - at one row tile, always. Such a call reads W at the memory's pace (at most 128 flop a byte of
+//   W, under the tensor cores' ~180 a byte of HBM on an H200), and narrow tiles never give its
+//   busiest multiprocessor more of W to read (a split of ceil(2 T / S) narrow tiles against
+//   ceil(T / S) wide ones): 149 wide tiles of a 38016-column shard run two a block on 75
+//   multiprocessors, 297 narrow ones three on 99. Where both read as much, a block of two narrow
+//   tiles folds one while it loads the next: 128 rows of a 32000-column head ran 7 % faster on an
+//   H100 (docs/perf-notes.md, "Narrow forward tiles");
+// - at more row tiles, where the wide plan is one wave of whole units and the narrow plan's
+//   busiest multiprocessor (fwd_plan_busiest_tiles), at kNarrowTileCost a tile, ends at least
+//   kNarrowTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors idle
+//   there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
+//   multiprocessors where 1.43 would do), and 128 x 128 tiles fill them in finer steps.
 inline constexpr double kNarrowTileGain = 0.03;
 bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count);
 

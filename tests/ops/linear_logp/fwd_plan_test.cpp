@@ -357,22 +357,21 @@ TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
   EXPECT_FALSE(narrow_pays_at(16384, 8192, 16032));
 }
 
-// One row tile reads W at the memory's pace: a narrow tile costs half a wide one's bytes.
-TEST(NarrowTiles, PayAtOneRowTileWhereTheBusiestMultiprocessorReadsLessOfW) {
-  for (std::int64_t n : {1, 7, 128}) {
-    // 63 one-tile blocks of a TP8 shard against 126 of half the bytes each.
-    EXPECT_TRUE(narrow_pays_at(n, 8192, 16032)) << n;
-    // qwen2.5-72b's TP4 shard: 75 blocks of two wide tiles against 99 of three narrow ones.
-    EXPECT_TRUE(narrow_pays_at(n, 8192, 38016)) << n;
-    // gpt-neox-20b: 99 blocks of two wide tiles against 132 of three narrow ones.
-    EXPECT_TRUE(narrow_pays_at(n, 6144, 50277)) << n;
-    // llama3-8b: four wide tiles a block against eight narrow ones, the same bytes; llama2-7b:
-    // 125 one-tile blocks against 125 of two narrow tiles.
-    EXPECT_FALSE(narrow_pays_at(n, 4096, 128256)) << n;
-    EXPECT_FALSE(narrow_pays_at(n, 4096, 32000)) << n;
+// One row tile reads W at the memory's pace, and narrow tiles never give the busiest
+// multiprocessor more of it to read.
+TEST(NarrowTiles, RunEveryCallOfOneRowTile) {
+  for (std::int64_t n : {1, 7, 64, 128}) {
+    for (std::int64_t valid : {1, 300, 16032, 32000, 38016, 50277, 128256, 151936, 256000}) {
+      EXPECT_TRUE(narrow_pays_at(n, 4096, valid)) << n << " rows, " << valid << " columns";
+      const VocabSplit wide = choose_fwd_plan(n, 4096 * 2, valid, kWide, std::nullopt, kH200);
+      const VocabSplit narrow = choose_fwd_plan(n, 4096 * 2, valid, kWide, kNarrow, kH200);
+      EXPECT_LE(fwd_plan_busiest_tiles(narrow, kH200.sm_count), 2 * fwd_plan_busiest_tiles(wide, kH200.sm_count))
+          << n << " rows, " << valid << " columns";
+    }
   }
+  // gpt-neox-20b: 99 blocks of two wide tiles against three narrow ones on every multiprocessor.
   const VocabSplit plan = choose_fwd_plan(1, 6144 * 2, 50277, kWide, kNarrow, kH200);
-  EXPECT_EQ(plan.splits, 132) << "three of 393 narrow tiles on every multiprocessor";
+  EXPECT_EQ(plan.splits, 132);
   EXPECT_EQ(fwd_plan_busiest_tiles(plan, kH200.sm_count), 3);
 }
 
