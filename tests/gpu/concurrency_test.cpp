@@ -286,7 +286,17 @@ TEST(Concurrency, AnOpInACallRefusesASecondThread) {
   ScopedContext scope(device);
   wk.upload();
   wk.op = std::make_unique<LinearLogp>(runtime, wk.config());
-  wk.run(nullptr);  // sizes the op's buffers: no call below allocates (or frees, which would wait)
+  LinearLogpInputs in;
+  in.hidden = {wk.x->data(), wk.c.dtype, wk.c.n, wk.c.hidden, 0};
+  in.weight = {wk.w->data(), wk.c.dtype, wk.c.vocab, wk.c.hidden, 0};
+  in.targets = {wk.t->data(), wk.c.targets, wk.c.n};
+  LinearLogpOutputs out;
+  out.logp = {wk.logp->data(), DType::kFP32, wk.c.n};
+  // Both forms of call below size the op's buffers here: none of them may allocate while the
+  // stream is held (a free waits for the device). A forward without lse keeps nothing and may
+  // write more partials than a training call's.
+  wk.run(nullptr);
+  wk.op->forward(in, out, nullptr);
   OwnedStream held(device);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -303,12 +313,6 @@ TEST(Concurrency, AnOpInACallRefusesASecondThread) {
     }
   });
 
-  LinearLogpInputs in;
-  in.hidden = {wk.x->data(), wk.c.dtype, wk.c.n, wk.c.hidden, 0};
-  in.weight = {wk.w->data(), wk.c.dtype, wk.c.vocab, wk.c.hidden, 0};
-  in.targets = {wk.t->data(), wk.c.targets, wk.c.n};
-  LinearLogpOutputs out;
-  out.logp = {wk.logp->data(), DType::kFP32, wk.c.n};
   // Until the other thread is inside check(), a forward runs; then it must be refused.
   std::string refusal;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
