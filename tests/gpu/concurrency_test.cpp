@@ -115,14 +115,20 @@ struct Worker {
     gb = std::make_unique<DeviceArray>(V * dtype_size(grad_dtypes().bias));
   }
 
-  // Forward then backward on `stream`, outputs poisoned first; waits and downloads.
-  Results run(CUstream stream) {
-    for (DeviceArray* o : {logp.get(), lse.get(), entropy.get(), gx.get(), gw.get(), gb.get()}) o->fill_bytes(0xff);
+  // The op's inputs: this worker's device buffers (upload).
+  LinearLogpInputs inputs() const {
     LinearLogpInputs in;
     in.hidden = {x->data(), c.dtype, c.n, c.hidden, 0};
     in.weight = {w->data(), c.dtype, c.vocab, c.hidden, 0};
     if (c.bias) in.bias = {b->data(), *c.bias, c.vocab};
     in.targets = {t->data(), c.targets, c.n};
+    return in;
+  }
+
+  // Forward then backward on `stream`, outputs poisoned first; waits and downloads.
+  Results run(CUstream stream) {
+    for (DeviceArray* o : {logp.get(), lse.get(), entropy.get(), gx.get(), gw.get(), gb.get()}) o->fill_bytes(0xff);
+    const LinearLogpInputs in = inputs();
     LinearLogpOutputs out;
     out.logp = {logp->data(), DType::kFP32, c.n};
     out.lse = {lse->data(), DType::kFP32, c.n};
@@ -286,10 +292,7 @@ TEST(Concurrency, AnOpInACallRefusesASecondThread) {
   ScopedContext scope(device);
   wk.upload();
   wk.op = std::make_unique<LinearLogp>(runtime, wk.config());
-  LinearLogpInputs in;
-  in.hidden = {wk.x->data(), wk.c.dtype, wk.c.n, wk.c.hidden, 0};
-  in.weight = {wk.w->data(), wk.c.dtype, wk.c.vocab, wk.c.hidden, 0};
-  in.targets = {wk.t->data(), wk.c.targets, wk.c.n};
+  const LinearLogpInputs in = wk.inputs();
   LinearLogpOutputs out;
   out.logp = {wk.logp->data(), DType::kFP32, wk.c.n};
   // Both forms of call below size the op's buffers here: none of them may allocate while the
