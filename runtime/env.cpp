@@ -13,7 +13,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 17> kKnobs{{
+constexpr std::array<EnvKnob, 18> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -65,6 +65,10 @@ constexpr std::array<EnvKnob, 17> kKnobs{{
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "
      "most half the GPU, instead of wherever the last wave of whole tiles would leave a quarter of "
      "the launch idle (then the last wave's tiles are split among all the blocks)."},
+    {"SHARDJIT_SPLIT_CLUSTERS", "bool", "1",
+     "For experiments: 0 launches the Hopper GEMMs split along K over a few row tiles (grad_hidden "
+     "at a few hundred rows) without clusters, whose blocks share the B slices that all the row "
+     "tiles read."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "
@@ -202,6 +206,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                    "auto, or a boolean such as 0 or 1", -1);
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
+  config.split_clusters =
+      option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_bool, kBoolExpected, true);
   config.bwd_chunk_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_BWD_CHUNK_WAVES", parse_bool, kBoolExpected, true);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");

@@ -48,6 +48,9 @@ struct RuntimeConfig {
   // The Hopper backward kernels' split along K (templates/common/stream_k.cuh): false keeps it to
   // grids of at most half the GPU (SHARDJIT_SPLIT_PARTIAL_WAVES=0), for A/B runs of the rule.
   bool split_partial_waves = true;
+  // Split GEMMs of a few row tiles in clusters that share B's slices (cluster_stream_k): false
+  // launches them without (SHARDJIT_SPLIT_CLUSTERS=0), for A/B runs.
+  bool split_clusters = true;
   // The backward's chunk width rule (backward_chunks): false takes the widest chunks the dZ
   // budget allows (SHARDJIT_BWD_CHUNK_WAVES=0), for A/B runs of the rule.
   bool bwd_chunk_waves = true;

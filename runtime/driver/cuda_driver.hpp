@@ -36,6 +36,7 @@ namespace shardjit {
   X(cuFuncGetAttribute)              \
   X(cuLaunchKernel)                  \
   X(cuLaunchKernelEx)                \
+  X(cuOccupancyMaxActiveClusters)    \
   X(cuTensorMapEncodeTiled)          \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \

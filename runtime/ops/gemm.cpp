@@ -112,10 +112,15 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem))) encode_gemm_output_map(params, kind.out);
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
-    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices, static_cast<int>(shape.grid_x));
+    const int row_tiles = static_cast<int>(shape.grid_x);
+    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices, row_tiles);
+    // Split whole over a few row tiles, in clusters that share B's slices (gemm/gemm_tma.cuh); a
+    // filter skips different slices in each row tile, so its blocks could not keep in step.
+    if (!kind.filter) params.split = split.clustered(params.split, row_tiles);
     const bool persistent = slices <= kGemmPersistentMaxSlices;
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, persistent));
     shape.grid_y = 1;
+    shape.cluster_x = static_cast<unsigned>(params.split.cluster);
   }
   launch(kernel, shape, params, stream);
 }

@@ -1,5 +1,7 @@
 #include "runtime/sched/stream_k_workspace.hpp"
 
+#include <string>
+
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/logging.hpp"
 
@@ -13,10 +15,12 @@ std::size_t slot_count(int resident_blocks) { return 2 * static_cast<std::size_t
 
 }  // namespace
 
-StreamKWorkspace::StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves)
+StreamKWorkspace::StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves,
+                                   bool clusters)
     : device_(&device),
       resident_blocks_(device.info().sm_count),
       partial_waves_(partial_waves),
+      clusters_(clusters),
       partial_bytes_(slot_count(device.info().sm_count) * static_cast<std::size_t>(tile_accumulators) *
                      sizeof(float)) {}
 
@@ -37,6 +41,22 @@ kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles
     plan.arrivals = reinterpret_cast<unsigned int*>(buffer_.ptr() + partial_bytes_);
   }
   return plan;
+}
+
+void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape) {
+  if (!clusters_ || device_ == nullptr) return;
+  ScopedContext scope(*device_);
+  std::string counts;
+  for (int blocks = 2; blocks <= kernels::kStreamKMaxCluster; ++blocks) {
+    resident_clusters_[blocks] = resident_clusters(kernel, shape, static_cast<unsigned>(blocks));
+    counts += (blocks > 2 ? ", " : "") + std::to_string(resident_clusters_[blocks]);
+  }
+  log().debug("clusters of 2 to {} blocks the device runs at once: {}", kernels::kStreamKMaxCluster, counts);
+}
+
+kernels::StreamKPlan StreamKWorkspace::clustered(const kernels::StreamKPlan& plan, int row_tiles) const {
+  const int resident = row_tiles >= 2 && row_tiles <= kernels::kStreamKMaxCluster ? resident_clusters_[row_tiles] : 0;
+  return kernels::cluster_stream_k(plan, row_tiles, resident);
 }
 
 }  // namespace shardjit

@@ -65,6 +65,44 @@ __device__ __forceinline__ void tma_load_2d_hint(unsigned int dst, const TmaDesc
       : "memory");
 }
 
+// tma_load_2d into every block of the cluster named in `blocks` (a bit a block rank): the box
+// lands at offset dst of each one's shared memory and completes its bytes on the barrier at offset
+// bar of each.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned int dst, const TmaDescriptor* map, int x, int y,
+                                                      unsigned int bar, unsigned short blocks) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar), "h"(blocks)
+      : "memory");
+}
+
+// This block's rank in its cluster (0 in a launch without clusters).
+__device__ __forceinline__ unsigned int cluster_block_rank() {
+  unsigned int rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+
+// The cluster-window address of shared-memory offset `addr` of block `rank` of this cluster.
+__device__ __forceinline__ unsigned int mapa_shared(unsigned int addr, unsigned int rank) {
+  unsigned int mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(addr), "r"(rank));
+  return mapped;
+}
+
+// Arrives on an mbarrier of any block of the cluster (a mapa_shared address). The release is at
+// block scope: it says that this thread's reads of a stage are done, all a ring needs; a release
+// at cluster scope would fence the whole GPU at every arrival.
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned int bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Every thread of every block of the cluster meets here.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // TMA: writes the box at (x, y) of the map's tensor from shared memory at src, leaving out what
 // lies outside the tensor. Completes in this thread's bulk groups (bulk_commit_group,
 // bulk_wait_group_read_all: common/ptx_bulk.cuh); the source must be fenced into the async proxy.

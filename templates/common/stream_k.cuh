@@ -33,6 +33,11 @@
 // blocks keep in step, which they do not hold for long (docs/perf-notes.md, "Stream-K", has
 // what was measured).
 //
+// Keeping them in step is what clusters do (cluster_stream_k): the blocks of a cluster take the
+// runs of one column's row tiles, and each block copies a part of the B slices that all of them
+// read into every block of the cluster (templates/gemm/gemm_tma.cuh), so B comes from memory once
+// for all the row tiles and no block runs ahead of its peers by more than the ring.
+//
 // Plain C++ too: the host builds the plan (plan_stream_k) and the host tests walk it.
 #pragma once
 
@@ -49,6 +54,7 @@ struct StreamKPlan {
   int workers;              // blocks that split the rest, one run each; 0 when nothing is split
   float* partials;          // 2 x workers tiles of fp32 partial sums (StreamKFixup)
   unsigned int* arrivals;   // a counter a split tile, zero between launches
+  int cluster;              // blocks a cluster sharing B's slices (cluster_stream_k); 1: none
 };
 
 // Part of one tile a block computes: K slices [begin, end) of tile `tile`; `worker` is the block's
@@ -92,7 +98,7 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resi
 // are a multiple of them where there are at least as many.
 SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1,
                                                       bool partial_waves = true) {
-  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr};
+  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr, 1};
   if (!stream_k_splits(tiles, slices, resident, partial_waves)) return plan;
   plan.whole_tiles = stream_k_full_waves(tiles, resident) * resident;
   const long long most = static_cast<long long>(tiles - plan.whole_tiles) * slices / kStreamKMinSlices;
@@ -106,6 +112,31 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int
 // after row.
 SHARDJIT_HOST_DEVICE inline bool stream_k_split_whole(const StreamKPlan& plan) {
   return plan.workers > 0 && plan.whole_tiles == 0;
+}
+
+// Clusters of more blocks than this are not portable (a launch attribute would have to allow them).
+constexpr int kStreamKMaxCluster = 8;
+
+// `plan` run in clusters of its row tiles where it is split whole row after row over 2 to
+// kStreamKMaxCluster row tiles and its workers are a multiple of them: a cluster's blocks take the
+// runs workers / row_tiles apart, the same K slices of one column in each row tile
+// (stream_k_block_worker). `resident_clusters`: how many such clusters the device runs at once
+// (0: none, or clusters are off); the workers are cut to those, so that every cluster runs at once.
+SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int row_tiles, int resident_clusters) {
+  if (!stream_k_split_whole(plan) || row_tiles < 2 || row_tiles > kStreamKMaxCluster ||
+      plan.workers % row_tiles != 0 || resident_clusters <= 0) {
+    return plan;
+  }
+  plan.workers = min_int(plan.workers, resident_clusters * row_tiles);
+  plan.cluster = row_tiles;
+  return plan;
+}
+
+// The run of block `block`: its index, or in clusters the run of its rank's row tile at the
+// cluster's place in the first row tile's runs.
+SHARDJIT_HOST_DEVICE inline int stream_k_block_worker(const StreamKPlan& plan, int block) {
+  if (plan.cluster <= 1) return block;
+  return block % plan.cluster * (plan.workers / plan.cluster) + block / plan.cluster;
 }
 
 // Blocks to launch: unsplit, one block a tile, or for `persistent` kernels at most `resident`
@@ -199,7 +230,7 @@ SHARDJIT_HOST_DEVICE_INLINE void for_each_segment(const StreamKPlan& plan, int b
 // This block's segments.
 template <class Run>
 __device__ __forceinline__ void for_each_segment(const StreamKPlan& plan, Run&& run) {
-  for_each_segment(plan, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), run);
+  for_each_segment(plan, stream_k_block_worker(plan, static_cast<int>(blockIdx.x)), static_cast<int>(gridDim.x), run);
 }
 #endif
 

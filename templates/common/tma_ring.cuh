@@ -23,6 +23,13 @@
 // compute warps wait forever.
 //
 // Shared memory: the stages from the 1024-byte aligned start, then the 2 x STAGES mbarriers.
+//
+// CLUSTERED rings (the GEMM's) may run in a cluster of blocks whose rings walk the same stages in
+// the same order, each producer filling part of every block's stages (a multicast copy:
+// templates/gemm/gemm_tma.cuh). A stage is then free only once every block's compute warps are
+// done with it: each compute warp arrives on that stage's empty barrier in every block of the
+// cluster, and every thread of the cluster meets before any exits (exit()), so that no block
+// leaves while a peer may still copy into its shared memory or arrive on its barriers.
 #pragma once
 
 #include "common/ptx_tma.cuh"
@@ -46,7 +53,7 @@ struct TmaRingCursor {
   }
 };
 
-template <int STAGES, unsigned int STAGE_BYTES, unsigned int B_OFFSET>
+template <int STAGES, unsigned int STAGE_BYTES, unsigned int B_OFFSET, bool CLUSTERED = false>
 struct TmaRing {
   static constexpr unsigned int kComputeWarps = 8;
   static constexpr unsigned int kComputeThreads = 32 * kComputeWarps;
@@ -59,9 +66,12 @@ struct TmaRing {
 
   unsigned char* smem;
   unsigned int barriers;
+  unsigned int cluster_blocks;  // blocks whose rings run in step: 1, or the cluster's (CLUSTERED)
 
-  __device__ explicit TmaRing(unsigned char* base)
-      : smem(base), barriers(smem_addr(base) + STAGES * STAGE_BYTES) {}
+  __device__ explicit TmaRing(unsigned char* base, unsigned int cluster = 1)
+      : smem(base),
+        barriers(smem_addr(base) + STAGES * STAGE_BYTES),
+        cluster_blocks(CLUSTERED && cluster > 1 ? cluster : 1u) {}
 
   // The block's roles after init, in this shape (ptxas keeps the register split only where the
   // two sides never meet again):
@@ -82,11 +92,21 @@ struct TmaRing {
     if (tid == 0) {
       for (int s = 0; s < STAGES; ++s) {
         mbarrier_init(full(s), 1);
-        mbarrier_init(empty(s), kComputeWarps);
+        mbarrier_init(empty(s), kComputeWarps * cluster_blocks);
       }
       fence_mbarrier_init();
     }
-    __syncthreads();
+    // A cluster's barriers are all initialized before any peer's copy or arrival reaches them.
+    if (clustered()) {
+      cluster_sync();
+    } else {
+      __syncthreads();
+    }
+  }
+
+  // Every thread of the block, last thing before it returns.
+  __device__ void exit() const {
+    if (clustered()) cluster_sync();
   }
 
   // Producer, one thread: waits until the cursor's stage is free, then lets `load(dst, bar)`
@@ -109,7 +129,7 @@ struct TmaRing {
   }
   __device__ __forceinline__ void release(const TmaRingCursor<STAGES>& at, int lane) const {
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty(at.stage));
+    if (lane == 0) arrive_empty(at.stage);
   }
 
   // Compute warps: `count` slices of the ring, from the cursor on, into the wgmma loop, one
@@ -130,12 +150,12 @@ struct TmaRing {
       // Issues this slice's products and waits for the previous slice's: its stage is free.
       mainloop.compute(reinterpret_cast<const T*>(stage), reinterpret_cast<const T*>(stage + B_OFFSET), warp, lane,
                        [] {});
-      if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
+      if (held >= 0 && lane == 0) arrive_empty(held);
       held = at.stage;
       at.advance();
     }
     mainloop.finish();
-    if (held >= 0 && lane == 0) mbarrier_arrive(empty(held));
+    if (held >= 0 && lane == 0) arrive_empty(held);
   }
 
   // Compute warps with nothing to compute on `count` slices (a warpgroup whose rows all lie past
@@ -152,6 +172,18 @@ struct TmaRing {
   }
 
  private:
+  __device__ bool clustered() const { return CLUSTERED && cluster_blocks > 1; }
+
+  // Compute warps, lane 0: the warp is done with stage s (in every block of a cluster).
+  __device__ __forceinline__ void arrive_empty(int s) const {
+    if (!clustered()) {
+      mbarrier_arrive(empty(s));
+      return;
+    }
+#pragma unroll 1
+    for (unsigned int rank = 0; rank < cluster_blocks; ++rank) mbarrier_arrive_cluster(mapa_shared(empty(s), rank));
+  }
+
   __device__ unsigned int full(int s) const { return barriers + 8u * static_cast<unsigned int>(s); }
   __device__ unsigned int empty(int s) const { return barriers + 8u * static_cast<unsigned int>(STAGES + s); }
 };

@@ -22,6 +22,13 @@
 // split along K instead, its last wave's tiles (or all of them) a run of slices a block
 // (templates/common/stream_k.cuh). The producer walks the block's
 // segments ahead of the compute warps through one ring.
+//
+// A plan split whole over a few row tiles may run in clusters of its row tiles (plan.cluster,
+// cluster_stream_k; never with a slice filter, whose slices differ between row tiles): the blocks
+// of a cluster compute the same K slices of one column in each row tile, so they read the same B
+// slice. Each copies every cluster-th of its 64-column boxes into every block's stage at once
+// (multicast), so B comes from L2 or memory once for the cluster, and the rings, which free a
+// stage only once every block is done with it (common/tma_ring.cuh), keep the blocks in step.
 #pragma once
 
 #include "common/stream_k.cuh"
@@ -45,7 +52,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   constexpr unsigned int kABytes = kBM * kBK * 2;
   constexpr unsigned int kBlockBytes = kBK * kBox * 2;     // one 64 x 64 box
   constexpr unsigned int kStageBytes = kABytes + kBK * kBN * 2;
-  using Ring = TmaRing<STAGES, kStageBytes, kABytes>;
+  using Ring = TmaRing<STAGES, kStageBytes, kABytes, true>;
   using Mainloop = WgmmaTileMainloop<TA, kBM, kBN, kBK, 1,
                                      A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
                                      MmaOperand::kMNContiguousBlocks>;
@@ -67,7 +74,9 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const Ring ring(smem);
+  const Ring ring(smem, static_cast<unsigned int>(plan.cluster));
+  const int cluster = static_cast<int>(ring.cluster_blocks);
+  const int rank = cluster > 1 ? static_cast<int>(cluster_block_rank()) : 0;
   const int tiles_m = static_cast<int>((args.m + kBM - 1) / kBM);
   const int tiles_n = static_cast<int>((args.n + kBN - 1) / kBN);
   // The corner (m0, n0) of the segment's tile: in the grouped order, or for a plan split whole
@@ -82,7 +91,10 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
 
   if (Ring::in_producer_warpgroup(warp)) {
     Ring::enter_producer();
-    if (!Ring::is_producer(warp)) return;
+    if (!Ring::is_producer(warp)) {
+      ring.exit();
+      return;
+    }
     // A slice's bytes: A's box (short for A [m][k] of fewer rows than a tile) and B's.
     const unsigned int slice_bytes =
         A_TRANS ? kStageBytes : static_cast<unsigned int>(params.a_box_rows) * kBK * 2 + kBK * kBN * 2;
@@ -113,9 +125,18 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
                 } else {
                   tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: a_box_rows rows of 128 bytes
                 }
+                if (cluster > 1) {
+                  // This block's share of B's boxes, into every block of the cluster.
+                  const auto blocks = static_cast<unsigned short>((1u << cluster) - 1u);
+                  for (int j = rank; j < kBN / kBox; j += cluster) {
+                    tma_load_2d_multicast(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full,
+                                          blocks);
+                  }
+                } else {
 #pragma unroll
-                for (int j = 0; j < kBN / kBox; ++j) {
-                  tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+                  for (int j = 0; j < kBN / kBox; ++j) {
+                    tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+                  }
                 }
               },
               slice_bytes);
@@ -141,6 +162,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
         }
       }
     });
+    ring.exit();
     return;
   }
   Ring::enter_compute();
@@ -182,6 +204,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   });
   // The last tile's stores must have read the staging area before the block's shared memory goes.
   if constexpr (gemm_tma_stages_output(sizeof(OutT))) Epilogue::template TileStore<Mainloop>::wait_reads(lane);
+  ring.exit();
 }
 
 }  // namespace kernels

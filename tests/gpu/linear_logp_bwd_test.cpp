@@ -416,6 +416,10 @@ const BwdCase kCases[] = {
     // of 10, dZ's 3 of 8.
     {"n100_h512_v600_split_whole_acc", 100, 512, 600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
      true},
+    // grad_hidden split whole over five row tiles (5 x 4 tiles of 94 slices), in clusters of five
+    // blocks sharing W's slices (cluster_stream_k); 333 rows (three) and 1000 rows at H = 64 (eight)
+    // cluster too, above.
+    {"n600_h1024_v6000_clusters_of_five", 600, 1024, 6000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
     // The entropy's gradient, alone and with the others, in every dtype, on odd shapes, through

@@ -117,6 +117,7 @@ TEST(Env, BackwardRuleKnobs) {
     bool RuntimeConfig::*field;
   };
   for (const Knob& knob : {Knob{"SHARDJIT_SPLIT_PARTIAL_WAVES", "half", &RuntimeConfig::split_partial_waves},
+                           Knob{"SHARDJIT_SPLIT_CLUSTERS", "some", &RuntimeConfig::split_clusters},
                            Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves}}) {
     {
       ScopedEnv off(knob.name, "0");

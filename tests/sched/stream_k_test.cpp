@@ -186,6 +186,74 @@ TEST(StreamK, RowTilesOfAColumnReachEachSliceTogether) {
   EXPECT_EQ(kernels::plan_stream_k(65, 2004, 132).workers, 132) << "no row tiles given: every block";
 }
 
+// In clusters of its row tiles (cluster_stream_k) the blocks of a cluster walk the same K slices of
+// one column, each in its own row tile, segment for segment: their rings fill the same stages with
+// the same B slices (gemm/gemm_tma.cuh). Where the device runs fewer clusters than the workers
+// need, the workers are cut to those it runs, still a multiple of the row tiles.
+TEST(StreamK, ClusterBlocksWalkTheSameSlicesOfOneColumn) {
+  for (auto [tiles_m, tiles_n, slices, resident] :
+       {std::tuple{3, 16, 2004, 44}, {3, 16, 2004, 42}, {2, 16, 1002, 66}, {4, 8, 71, 30}, {5, 13, 2004, 26},
+        {3, 1, 313, 44}}) {
+    SCOPED_TRACE(testing::Message() << tiles_m << " x " << tiles_n << " tiles of " << slices << " slices, "
+                                    << resident << " clusters at once");
+    const kernels::StreamKPlan split = kernels::plan_stream_k(tiles_m * tiles_n, slices, 132, tiles_m);
+    const kernels::StreamKPlan plan = kernels::cluster_stream_k(split, tiles_m, resident);
+    ASSERT_EQ(plan.cluster, tiles_m);
+    EXPECT_EQ(plan.workers, std::min(split.workers, resident * tiles_m));
+    ASSERT_EQ(plan.workers % tiles_m, 0);
+    const int grid = kernels::stream_k_grid(plan, 132, false);
+    ASSERT_EQ(grid, plan.workers);
+    std::vector<int> workers;
+    for (int block = 0; block < grid; ++block) workers.push_back(kernels::stream_k_block_worker(plan, block));
+    std::vector<int> sorted = workers;
+    std::sort(sorted.begin(), sorted.end());
+    for (int j = 0; j < grid; ++j) ASSERT_EQ(sorted[static_cast<std::size_t>(j)], j) << "every run, once";
+    check_walk(plan, grid);
+    auto segments_of = [&](int block) {
+      std::vector<kernels::TileSegment> segments;
+      kernels::for_each_segment(plan, workers[static_cast<std::size_t>(block)], grid,
+                                [&](const kernels::TileSegment& s) { segments.push_back(s); });
+      return segments;
+    };
+    for (int first = 0; first < grid; first += tiles_m) {
+      const std::vector<kernels::TileSegment> lead = segments_of(first);
+      ASSERT_FALSE(lead.empty());
+      for (int rank = 1; rank < tiles_m; ++rank) {
+        const std::vector<kernels::TileSegment> peer = segments_of(first + rank);
+        ASSERT_EQ(peer.size(), lead.size()) << "block " << first + rank;
+        for (std::size_t i = 0; i < lead.size(); ++i) {
+          const kernels::TileIndex a = kernels::row_major_tile_index(lead[i].tile, tiles_n);
+          const kernels::TileIndex b = kernels::row_major_tile_index(peer[i].tile, tiles_n);
+          EXPECT_EQ(b.m, a.m + rank) << "block " << first + rank << " segment " << i;
+          EXPECT_EQ(b.n, a.n);
+          EXPECT_EQ(peer[i].begin, lead[i].begin);
+          EXPECT_EQ(peer[i].end, lead[i].end);
+        }
+      }
+    }
+  }
+}
+
+// Only plans split whole over 2 to 8 row tiles, with workers a multiple of them, on a device that
+// runs such clusters, are clustered.
+TEST(StreamK, OnlySplitWholePlansOfAFewRowTilesAreClustered) {
+  const kernels::StreamKPlan split = kernels::plan_stream_k(48, 2004, 132, 3);
+  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 0).cluster, 1) << "no clusters on the device";
+  EXPECT_EQ(kernels::cluster_stream_k(split, 1, 44).cluster, 1) << "one row tile";
+  const kernels::StreamKPlan nine = kernels::plan_stream_k(9 * 7, 2004, 132, 9);
+  EXPECT_EQ(kernels::cluster_stream_k(nine, 9, 14).cluster, 1) << "more row tiles than a portable cluster";
+  const kernels::StreamKPlan unsplit = kernels::plan_stream_k(3 * 100, 128, 132, 3);
+  EXPECT_EQ(kernels::cluster_stream_k(unsplit, 3, 44).cluster, 1) << "whole tiles";
+  const kernels::StreamKPlan last_wave = kernels::plan_stream_k(140, 64, 132, 2);
+  ASSERT_GT(last_wave.whole_tiles, 0);
+  EXPECT_EQ(kernels::cluster_stream_k(last_wave, 2, 66).cluster, 1) << "whole tiles before the split ones";
+  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 44).cluster, 3);
+  const kernels::StreamKPlan few = kernels::plan_stream_k(2, 16, 132, 2);
+  ASSERT_GT(few.workers, 0);
+  EXPECT_EQ(few.workers % 2, 0);
+  EXPECT_EQ(kernels::cluster_stream_k(few, 2, 66).workers, few.workers);
+}
+
 // grad_hidden at llama3-8b-decode: 32 tiles of 2004 slices. Split, every block computes about
 // 486 slices, a quarter of a tile, against a whole tile for 32 blocks and nothing for 100.
 TEST(StreamK, FewTilesKeepEveryBlockBusy) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "gemm/gemm_layout.cuh"
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
@@ -67,7 +68,19 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   if (specs->gemm_tile.tma || specs->dz_tile.wgmma) {
     split = StreamKWorkspace(device, std::max(specs->gemm_tile.bm * specs->gemm_tile.bn,
                                               specs->dz_tile.bm * specs->dz_tile.bn),
-                             runtime.config.split_partial_waves);
+                             runtime.config.split_partial_waves, runtime.config.split_clusters);
+    // The GEMMs split over a few row tiles run in clusters that share B (gemm/gemm_tma.cuh): how
+    // many the device runs at once, for the kernel that takes the most shared memory.
+    if (specs->gemm_tile.tma) {
+      const Gemm* largest = &gemms[0];
+      for (const Gemm& gemm : gemms) {
+        if (gemm_smem(*gemm.kind, specs->gemm_tile) > gemm_smem(*largest->kind, specs->gemm_tile)) largest = &gemm;
+      }
+      LaunchShape shape;
+      shape.block_x = static_cast<unsigned>(kernels::gemm_block_threads(true));
+      shape.smem_bytes = gemm_smem(*largest->kind, specs->gemm_tile);
+      split.measure_clusters(**largest->kernel, shape);
+    }
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
