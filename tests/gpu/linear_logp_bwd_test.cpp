@@ -417,8 +417,8 @@ const BwdCase kCases[] = {
     {"n100_h512_v600_split_whole_acc", 100, 512, 600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false,
      true},
     // grad_hidden split whole over five row tiles (5 x 4 tiles of 94 slices), in clusters of five
-    // blocks sharing W's slices (cluster_stream_k); 333 rows (three) and 1000 rows at H = 64 (eight)
-    // cluster too, above.
+    // blocks sharing W's slices (cluster_stream_k); 129 rows (two) and 300-333 rows (three)
+    // cluster too, above; 1000 rows at H = 64 (eight row tiles) do not.
     {"n600_h1024_v6000_clusters_of_five", 600, 1024, 6000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},

@@ -234,14 +234,17 @@ TEST(StreamK, ClusterBlocksWalkTheSameSlicesOfOneColumn) {
   }
 }
 
-// Only plans split whole over 2 to 8 row tiles, with workers a multiple of them, on a device that
-// runs such clusters, are clustered.
+// Only plans split whole over 2 to 7 row tiles (kStreamKMaxCluster), with workers a multiple of
+// them, on a device that runs such clusters, are clustered.
 TEST(StreamK, OnlySplitWholePlansOfAFewRowTilesAreClustered) {
   const kernels::StreamKPlan split = kernels::plan_stream_k(48, 2004, 132, 3);
   EXPECT_EQ(kernels::cluster_stream_k(split, 3, 0).cluster, 1) << "no clusters on the device";
   EXPECT_EQ(kernels::cluster_stream_k(split, 1, 44).cluster, 1) << "one row tile";
-  const kernels::StreamKPlan nine = kernels::plan_stream_k(9 * 7, 2004, 132, 9);
-  EXPECT_EQ(kernels::cluster_stream_k(nine, 9, 14).cluster, 1) << "more row tiles than a portable cluster";
+  const kernels::StreamKPlan eight = kernels::plan_stream_k(8 * 8, 2374, 132, 8);
+  ASSERT_TRUE(kernels::stream_k_split_whole(eight));
+  EXPECT_EQ(kernels::cluster_stream_k(eight, 8, 15).cluster, 1) << "more row tiles than a cluster takes";
+  const kernels::StreamKPlan seven = kernels::plan_stream_k(7 * 8, 2374, 132, 7);
+  EXPECT_EQ(kernels::cluster_stream_k(seven, 7, 15).cluster, 7);
   const kernels::StreamKPlan unsplit = kernels::plan_stream_k(3 * 100, 128, 132, 3);
   EXPECT_EQ(kernels::cluster_stream_k(unsplit, 3, 44).cluster, 1) << "whole tiles";
   const kernels::StreamKPlan last_wave = kernels::plan_stream_k(140, 64, 132, 2);
