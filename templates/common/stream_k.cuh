@@ -54,7 +54,7 @@ struct StreamKPlan {
   int workers;              // blocks that split the rest, one run each; 0 when nothing is split
   float* partials;          // 2 x workers tiles of fp32 partial sums (StreamKFixup)
   unsigned int* arrivals;   // a counter a split tile, zero between launches
-  int cluster;              // blocks a cluster sharing B's slices (cluster_stream_k); 1: none
+  int cluster;              // blocks a cluster sharing B's slices (cluster_stream_k); <= 1: none
 };
 
 // Part of one tile a block computes: K slices [begin, end) of tile `tile`; `worker` is the block's

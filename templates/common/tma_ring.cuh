@@ -74,7 +74,8 @@ struct TmaRing {
         cluster_blocks(CLUSTERED && cluster > 1 ? cluster : 1u) {}
 
   // The block's roles after init, in this shape (ptxas keeps the register split only where the
-  // two sides never meet again):
+  // two sides' code never joins again; a clustered ring's exit() ends each side, `ring.exit();
+  // return;`, before the returns below and at the compute side's end):
   //   if (Ring::in_producer_warpgroup(warp)) {
   //     Ring::enter_producer();
   //     if (!Ring::is_producer(warp)) return;
