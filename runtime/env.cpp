@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/stream_k.cuh"
 #include "runtime/cache/trusted_folder.hpp"
 #include "runtime/logging.hpp"
 #include "shardjit/error.hpp"
@@ -65,10 +66,11 @@ constexpr std::array<EnvKnob, 18> kKnobs{{
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "
      "most half the GPU, instead of wherever the last wave of whole tiles would leave a quarter of "
      "the launch idle (then the last wave's tiles are split among all the blocks)."},
-    {"SHARDJIT_SPLIT_CLUSTERS", "bool", "1",
+    {"SHARDJIT_SPLIT_CLUSTERS", "int", "1",
      "For experiments: 0 launches the Hopper GEMMs split along K over a few row tiles (grad_hidden "
-     "at a few hundred rows) without clusters, whose blocks share the B slices that all the row "
-     "tiles read."},
+     "at a few hundred rows) without clusters, whose blocks share the B slices that their row tiles "
+     "read, and GEMMs of less than a wave unsplit; 2 to 8 takes clusters of that many blocks "
+     "wherever they divide the row tiles, instead of the rule's (1)."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "
@@ -170,6 +172,14 @@ std::optional<int> parse_block_count(const std::string& text) {
   return static_cast<int>(value);
 }
 
+// SHARDJIT_SPLIT_CLUSTERS: 0, 1 or a cluster's blocks up to the portable limit.
+std::optional<int> parse_cluster_blocks(const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || value < 0 || value > kernels::kStreamKMaxClusterBlocks) return std::nullopt;
+  return static_cast<int>(value);
+}
+
 }  // namespace
 
 RuntimeConfig resolve_config(const RuntimeOptions& options) {
@@ -206,8 +216,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                    "auto, or a boolean such as 0 or 1", -1);
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
-  config.split_clusters =
-      option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_bool, kBoolExpected, true);
+  config.split_clusters = option_or_env(std::optional<int>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_cluster_blocks,
+                                        "0 (none), 1 (the rule's) or a cluster's blocks from 2 to 8", 1);
   config.bwd_chunk_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_BWD_CHUNK_WAVES", parse_bool, kBoolExpected, true);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");

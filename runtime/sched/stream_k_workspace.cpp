@@ -16,11 +16,11 @@ std::size_t slot_count(int resident_blocks) { return 2 * static_cast<std::size_t
 }  // namespace
 
 StreamKWorkspace::StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves,
-                                   bool clusters)
+                                   int cluster_blocks)
     : device_(&device),
       resident_blocks_(device.info().sm_count),
       partial_waves_(partial_waves),
-      clusters_(clusters),
+      cluster_blocks_(cluster_blocks),
       partial_bytes_(slot_count(device.info().sm_count) * static_cast<std::size_t>(tile_accumulators) *
                      sizeof(float)) {}
 
@@ -44,19 +44,20 @@ kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles
 }
 
 void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape) {
-  if (!clusters_ || device_ == nullptr) return;
+  if (cluster_blocks_ == 0 || device_ == nullptr) return;
   ScopedContext scope(*device_);
   std::string counts;
-  for (int blocks = 2; blocks <= kernels::kStreamKMaxCluster; ++blocks) {
-    resident_clusters_[blocks] = resident_clusters(kernel, shape, static_cast<unsigned>(blocks));
-    counts += (blocks > 2 ? ", " : "") + std::to_string(resident_clusters_[blocks]);
+  for (int blocks = 2; blocks <= kernels::kStreamKMaxClusterBlocks; ++blocks) {
+    clusters_.resident[blocks] = resident_clusters(kernel, shape, static_cast<unsigned>(blocks));
+    counts += (blocks > 2 ? ", " : "") + std::to_string(clusters_.resident[blocks]);
   }
-  log().debug("clusters of 2 to {} blocks the device runs at once: {}", kernels::kStreamKMaxCluster, counts);
+  clusters_.blocks = cluster_blocks_ >= 2 ? cluster_blocks_ : 0;
+  log().debug("clusters of 2 to {} blocks the device runs at once: {}", kernels::kStreamKMaxClusterBlocks, counts);
 }
 
 kernels::StreamKPlan StreamKWorkspace::clustered(const kernels::StreamKPlan& plan, int row_tiles) const {
-  const int resident = row_tiles >= 2 && row_tiles <= kernels::kStreamKMaxCluster ? resident_clusters_[row_tiles] : 0;
-  return kernels::cluster_stream_k(plan, row_tiles, resident);
+  if (!allocated()) return plan;
+  return kernels::cluster_stream_k(plan, row_tiles, resident_blocks_, clusters_);
 }
 
 }  // namespace shardjit

@@ -4,7 +4,6 @@
 // It is allocated only once a call may split (allocate); until then nothing is split.
 #pragma once
 
-#include <array>
 #include <cstddef>
 
 #include "common/stream_k.cuh"
@@ -17,10 +16,11 @@ class StreamKWorkspace {
  public:
   StreamKWorkspace() = default;
   // For tiles of `tile_accumulators` fp32 sums on the device's multiprocessors, one block each.
-  // `partial_waves`: plan_stream_k's rule (RuntimeConfig::split_partial_waves); `clusters`: whether
-  // measure_clusters may allow clusters (RuntimeConfig::split_clusters).
+  // `partial_waves`: plan_stream_k's rule (RuntimeConfig::split_partial_waves); `cluster_blocks`:
+  // RuntimeConfig::split_clusters (0: no clusters, 1: cluster_stream_k's rule, 2 to
+  // kStreamKMaxClusterBlocks: clusters of that many blocks where they divide a plan's row tiles).
   StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves = true,
-                   bool clusters = true);
+                   int cluster_blocks = 1);
 
   // Allocates the workspace, once (the counters start at zero, and each launch leaves them so);
   // nothing for a workspace built without a device (the portable path).
@@ -31,13 +31,16 @@ class StreamKWorkspace {
   // `row_tiles`: plan_stream_k's, for a kernel that walks split plans row after row.
   kernels::StreamKPlan plan(int tiles, int slices, int row_tiles = 1) const;
 
-  // Counts, once at op build, the clusters of 2 to kStreamKMaxCluster blocks of a kernel launched
-  // as `shape` that the device runs at once (resident_clusters); until then, and with clusters
-  // off, clustered() leaves every plan as it is.
+  // Counts, once at op build, the clusters of 2 to kStreamKMaxClusterBlocks blocks of a kernel
+  // launched as `shape` that the device runs at once (resident_clusters); until then, and with
+  // clusters off, clustered() leaves every plan as it is.
   void measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape);
-  // `plan`, split whole over `row_tiles` row tiles, in clusters of them where cluster_stream_k
-  // allows it and the device runs such clusters (the GEMM's shared B slices).
+  // `plan` of a GEMM over `row_tiles` row tiles in clusters that share B's slices, where
+  // cluster_stream_k finds some (split whole, or split whole for them below a wave); unsplit until
+  // allocated.
   kernels::StreamKPlan clustered(const kernels::StreamKPlan& plan, int row_tiles) const;
+  // What clustered() plans with (none before measure_clusters or with clusters off).
+  const kernels::StreamKClusters& clusters() const { return clusters_; }
 
   int resident_blocks() const { return resident_blocks_; }
   bool partial_waves() const { return partial_waves_; }
@@ -52,9 +55,9 @@ class StreamKWorkspace {
   DeviceBuffer buffer_;
   int resident_blocks_ = 0;
   bool partial_waves_ = true;
-  bool clusters_ = true;
+  int cluster_blocks_ = 1;
   std::size_t partial_bytes_ = 0;
-  std::array<int, kernels::kStreamKMaxCluster + 1> resident_clusters_{};  // by blocks a cluster
+  kernels::StreamKClusters clusters_{};
 };
 
 }  // namespace shardjit

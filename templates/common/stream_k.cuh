@@ -34,9 +34,11 @@
 // what was measured).
 //
 // Keeping them in step is what clusters do (cluster_stream_k): the blocks of a cluster take the
-// runs of one column's row tiles, and each block copies a part of the B slices that all of them
-// read into every block of the cluster (templates/gemm/gemm_tma.cuh), so B comes from memory once
-// for all the row tiles and no block runs ahead of its peers by more than the ring.
+// runs of one column in consecutive row tiles (all of them, or a divisor of them), and each block
+// copies a part of the B slices that all of them read into every block of the cluster
+// (templates/gemm/gemm_tma.cuh), so B comes from memory once for the cluster's row tiles and no
+// block runs ahead of its peers by more than the ring. With clusters, a GEMM of fewer tiles than
+// a wave but more than half of one, which would leave many blocks idle unsplit, is split whole too.
 //
 // Plain C++ too: the host builds the plan (plan_stream_k) and the host tests walk it.
 #pragma once
@@ -55,6 +57,7 @@ struct StreamKPlan {
   float* partials;          // 2 x workers tiles of fp32 partial sums (StreamKFixup)
   unsigned int* arrivals;   // a counter a split tile, zero between launches
   int cluster;              // blocks a cluster sharing B's slices (cluster_stream_k); <= 1: none
+  int row_runs;             // clustered: the runs of a row tile (workers / row tiles)
 };
 
 // Part of one tile a block computes: K slices [begin, end) of tile `tile`; `worker` is the block's
@@ -98,7 +101,7 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resi
 // are a multiple of them where there are at least as many.
 SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1,
                                                       bool partial_waves = true) {
-  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr, 1};
+  StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr, 1, 0};
   if (!stream_k_splits(tiles, slices, resident, partial_waves)) return plan;
   plan.whole_tiles = stream_k_full_waves(tiles, resident) * resident;
   const long long most = static_cast<long long>(tiles - plan.whole_tiles) * slices / kStreamKMinSlices;
@@ -114,31 +117,80 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_split_whole(const StreamKPlan& plan) {
   return plan.workers > 0 && plan.whole_tiles == 0;
 }
 
-// The most row tiles a cluster takes. Against the same plans without clusters (fwd+bwd, one H100,
-// 2026-12-06): 2 to 5 row tiles 7-20 % faster, 7 6 % (grad_hidden at 256-896 rows); 8, the most a
-// portable cluster holds, 3-15 % slower (960 and 1024 rows at H 2048). 6 was not measured.
+// The most blocks a cluster takes by default (cluster_blocks_by_rule). Against the same plans
+// without clusters (fwd+bwd, one H100, 2026-12-06): clusters of all 2 to 5 row tiles 7-20 %
+// faster, of 7 6 % (grad_hidden at 256-896 rows); of 8 3-15 % slower (960 and 1024 rows at H 2048).
 constexpr int kStreamKMaxCluster = 7;
+// The most a cluster may take at all (the portable limit), for experiments.
+constexpr int kStreamKMaxClusterBlocks = 8;
 
-// `plan` run in clusters of its row tiles where it is split whole row after row over 2 to
-// kStreamKMaxCluster row tiles and its workers are a multiple of them: a cluster's blocks take the
-// runs workers / row_tiles apart, the same K slices of one column in each row tile
-// (stream_k_block_worker). `resident_clusters`: how many such clusters the device runs at once
-// (0: none, or clusters are off); the workers are cut to those, so that every cluster runs at once.
-SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int row_tiles, int resident_clusters) {
-  if (!stream_k_split_whole(plan) || row_tiles < 2 || row_tiles > kStreamKMaxCluster ||
-      plan.workers % row_tiles != 0 || resident_clusters <= 0) {
-    return plan;
+// The clusters a kernel's plans may take: how many clusters of 2 to kStreamKMaxClusterBlocks
+// blocks of it the device runs at once, by blocks a cluster (0: none, as when clusters are off),
+// and a cluster's blocks where they divide a plan's row tiles (0: cluster_blocks_by_rule's).
+struct StreamKClusters {
+  int resident[kStreamKMaxClusterBlocks + 1];
+  int blocks;
+};
+
+// The workers of a plan split whole over `row_tiles` row tiles in clusters of `blocks` (a divisor
+// of them): at most `most`, and at most the blocks of the clusters that run at once, so that
+// every cluster runs at once; a multiple of the row tiles, which keeps a column's row tiles whole
+// runs apart (0: none fit).
+SHARDJIT_HOST_DEVICE inline int stream_k_cluster_workers(int most, int row_tiles, int blocks,
+                                                         const StreamKClusters& clusters) {
+  const int fit = min_int(most, clusters.resident[blocks] * blocks);
+  return fit - fit % row_tiles;
+}
+
+// The clusters of a plan over `row_tiles` row tiles, by rule. A plan split whole (at most half a
+// wave of tiles) takes clusters of all its row tiles, up to kStreamKMaxCluster: a few hundred rows,
+// where B's reads bound the split. A grid of more tiles but less than a wave (`below_wave`), which
+// is not split otherwise, takes the divisor of its row tiles up to kStreamKMaxCluster whose
+// clusters keep the most blocks busy (the larger on a tie): there the products bound it and the
+// clusters halve B's reads at least. 0: none.
+SHARDJIT_HOST_DEVICE inline int cluster_blocks_by_rule(int row_tiles, bool below_wave, int most,
+                                                       const StreamKClusters& clusters) {
+  if (!below_wave) return row_tiles <= kStreamKMaxCluster && clusters.resident[row_tiles] > 0 ? row_tiles : 0;
+  int best = 0, best_workers = 0;
+  for (int blocks = 2; blocks <= kStreamKMaxCluster; ++blocks) {
+    if (row_tiles % blocks != 0 || clusters.resident[blocks] <= 0) continue;
+    const int workers = stream_k_cluster_workers(most, row_tiles, blocks, clusters);
+    if (workers >= best_workers && workers > 0) best = blocks, best_workers = workers;
   }
-  plan.workers = min_int(plan.workers, resident_clusters * row_tiles);
-  plan.cluster = row_tiles;
+  return best;
+}
+
+// `plan` of `row_tiles` row tiles run in clusters that share B's slices, where it is split whole
+// row after row or, unsplit, has fewer tiles than `resident` blocks and no more than the split
+// workers would keep busy by a fifth (it is then split whole, as plan_stream_k splits grids of
+// at most half a wave). The blocks of a cluster take the same K slices of one column in
+// consecutive row tiles (stream_k_block_worker). The plan is left as it is where no cluster fits.
+SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int row_tiles, int resident,
+                                                         const StreamKClusters& clusters) {
+  const bool split_whole = stream_k_split_whole(plan);
+  const bool below_wave = plan.workers == 0 && plan.tiles < resident;
+  if (row_tiles < 2 || plan.tiles <= 0 || (!split_whole && !below_wave)) return plan;
+  const long long slices = static_cast<long long>(plan.tiles) * plan.slices / kStreamKMinSlices;
+  const int most = split_whole ? plan.workers : static_cast<int>(slices < resident ? slices : resident);
+  const int blocks = clusters.blocks > 0 ? clusters.blocks : cluster_blocks_by_rule(row_tiles, below_wave, most, clusters);
+  if (blocks < 2 || blocks > kStreamKMaxClusterBlocks || row_tiles % blocks != 0) return plan;
+  const int workers = stream_k_cluster_workers(most, row_tiles, blocks, clusters);
+  if (workers <= 0 || (below_wave && 5LL * workers < 6LL * plan.tiles)) return plan;
+  plan.whole_tiles = 0;
+  plan.workers = workers;
+  plan.cluster = blocks;
+  plan.row_runs = workers / row_tiles;
   return plan;
 }
 
 // The run of block `block`: its index, or in clusters the run of its rank's row tile at the
-// cluster's place in the first row tile's runs.
+// cluster's place among the runs of its row tiles. Cluster g of `cluster` blocks takes row tiles
+// (g / row_runs) * cluster, ... at run g % row_runs of each.
 SHARDJIT_HOST_DEVICE inline int stream_k_block_worker(const StreamKPlan& plan, int block) {
   if (plan.cluster <= 1) return block;
-  return block % plan.cluster * (plan.workers / plan.cluster) + block / plan.cluster;
+  const int cluster = block / plan.cluster;
+  const int row_tile = cluster / plan.row_runs * plan.cluster + block % plan.cluster;
+  return row_tile * plan.row_runs + cluster % plan.row_runs;
 }
 
 // Blocks to launch: unsplit, one block a tile, or for `persistent` kernels at most `resident`

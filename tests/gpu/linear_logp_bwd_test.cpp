@@ -403,10 +403,16 @@ const BwdCase kCases[] = {
     {"n6100_h1024_v2600_split_last_wave_long_k", 6100, 1024, 2600, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f,
      kBoth},
     // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
-    // on an H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
-    // accumulator, 72 tiles of 35 and 36 K slices each, one a block; two chunks of 2304 columns.
-    {"n2200_h1024_v4600_chunks_acc_staged", 2200, 1024, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth,
-     false, true, false, false, 2200 * 2 * 2304},
+    // on an H100 or H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
+    // accumulator, 108 tiles of 35 and 36 K slices each, one a block (126 workers in pairs would
+    // not be a fifth more: cluster_stream_k); two chunks of 2304 columns.
+    {"n2200_h1536_v4600_chunks_acc_staged", 2200, 1536, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
+     kBoth, false, true, false, false, 2200 * 2 * 2304},
+    // The same at H = 1024: 72 tiles, below a wave, split whole over 126 blocks in clusters of two
+    // row tiles of 18, each pair at one run of its two (cluster_stream_k); the split tiles' pieces
+    // read the addends from global memory.
+    {"n2200_h1024_v4600_chunks_acc_clusters_of_two", 2200, 1024, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64,
+     1.0f, kBoth, false, true, false, false, 2200 * 2 * 2304},
     // fp16 operands through the TMA GEMMs, one tile a block, on odd row-tile counts: grad_hidden's
     // 17 and grad_weight's 35, whose addend (grad_weight +=, fp16) comes through the ring.
     {"n2100_h1024_v4400_odd_row_tiles_fp16", 2100, 1024, 4400, 0, DType::kFP16, kNoBias, DType::kInt32, 1.0f, kBoth,
@@ -420,6 +426,10 @@ const BwdCase kCases[] = {
     // blocks sharing W's slices (cluster_stream_k); 129 rows (two) and 300-333 rows (three)
     // cluster too, above; 1000 rows at H = 64 (eight row tiles) do not.
     {"n600_h1024_v6000_clusters_of_five", 600, 1024, 6000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth},
+    // grad_hidden below a wave at 1000 rows of H = 2304 (8 x 9 = 72 tiles, the whole shard one
+    // chunk): split whole over 128 blocks in clusters of two row tiles of the eight.
+    {"n1000_h2304_v2000_below_a_wave_in_pairs", 1000, 2304, 2000, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f,
+     kBoth},
     {"n17000_h256_v300_filter_waves", 17000, 256, 300, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth, false,
      false, false, false, 0, 1.0, 0, 1e-3f, true},
     // The entropy's gradient, alone and with the others, in every dtype, on odd shapes, through

@@ -117,7 +117,6 @@ TEST(Env, BackwardRuleKnobs) {
     bool RuntimeConfig::*field;
   };
   for (const Knob& knob : {Knob{"SHARDJIT_SPLIT_PARTIAL_WAVES", "half", &RuntimeConfig::split_partial_waves},
-                           Knob{"SHARDJIT_SPLIT_CLUSTERS", "some", &RuntimeConfig::split_clusters},
                            Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves}}) {
     {
       ScopedEnv off(knob.name, "0");
@@ -129,6 +128,20 @@ TEST(Env, BackwardRuleKnobs) {
     }
     ScopedEnv unset(knob.name, "");
     EXPECT_TRUE(resolve_config({}).*knob.field) << knob.name;
+  }
+}
+
+// The GEMM clusters' knob: the rule's by default and with 1, none with 0, a cluster's blocks from 2
+// to 8; anything else names the variable.
+TEST(Env, SplitClustersKnob) {
+  EXPECT_EQ(resolve_config({}).split_clusters, 1);
+  for (const auto& [text, blocks] : {std::pair{"0", 0}, {"1", 1}, {"2", 2}, {"8", 8}}) {
+    ScopedEnv env("SHARDJIT_SPLIT_CLUSTERS", text);
+    EXPECT_EQ(resolve_config({}).split_clusters, blocks) << text;
+  }
+  for (const char* bad : {"9", "-1", "some", "2x"}) {
+    ScopedEnv env("SHARDJIT_SPLIT_CLUSTERS", bad);
+    EXPECT_NE(error_of({}).find("SHARDJIT_SPLIT_CLUSTERS"), std::string::npos) << bad;
   }
 }
 

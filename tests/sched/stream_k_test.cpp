@@ -186,10 +186,63 @@ TEST(StreamK, RowTilesOfAColumnReachEachSliceTogether) {
   EXPECT_EQ(kernels::plan_stream_k(65, 2004, 132).workers, 132) << "no row tiles given: every block";
 }
 
-// In clusters of its row tiles (cluster_stream_k) the blocks of a cluster walk the same K slices of
-// one column, each in its own row tile, segment for segment: their rings fill the same stages with
-// the same B slices (gemm/gemm_tma.cuh). Where the device runs fewer clusters than the workers
-// need, the workers are cut to those it runs, still a multiple of the row tiles.
+// What an H100 ran at once of the GEMM's clusters (2026-12-06), by blocks a cluster; `blocks` as
+// RuntimeConfig::split_clusters gives it (0: the rule's).
+kernels::StreamKClusters h100_clusters(int blocks = 0) {
+  return kernels::StreamKClusters{{0, 0, 66, 39, 30, 22, 17, 15, 15}, blocks};
+}
+
+// Clusters of `resident` at once for every size, for walks that want the workers uncut.
+kernels::StreamKClusters every_size(int resident, int blocks = 0) {
+  kernels::StreamKClusters clusters{{}, blocks};
+  for (int b = 2; b <= kernels::kStreamKMaxClusterBlocks; ++b) clusters.resident[b] = resident;
+  return clusters;
+}
+
+// The blocks of a clustered plan (cluster_stream_k), walked: every run once, and the blocks of a
+// cluster walk the same K slices of one column, each in its own row tile (consecutive ones),
+// segment for segment: their rings fill the same stages with the same B slices (gemm/gemm_tma.cuh).
+void check_clusters(const kernels::StreamKPlan& plan, int tiles_m, int tiles_n) {
+  ASSERT_GE(plan.cluster, 2);
+  ASSERT_EQ(tiles_m % plan.cluster, 0);
+  ASSERT_EQ(plan.workers % tiles_m, 0) << "a column's row tiles whole runs apart";
+  ASSERT_EQ(plan.row_runs, plan.workers / tiles_m);
+  const int grid = kernels::stream_k_grid(plan, 132, false);
+  ASSERT_EQ(grid, plan.workers);
+  ASSERT_EQ(grid % plan.cluster, 0) << "whole clusters";
+  std::vector<int> workers;
+  for (int block = 0; block < grid; ++block) workers.push_back(kernels::stream_k_block_worker(plan, block));
+  std::vector<int> sorted = workers;
+  std::sort(sorted.begin(), sorted.end());
+  for (int j = 0; j < grid; ++j) ASSERT_EQ(sorted[static_cast<std::size_t>(j)], j) << "every run, once";
+  check_walk(plan, grid);
+  auto segments_of = [&](int block) {
+    std::vector<kernels::TileSegment> segments;
+    kernels::for_each_segment(plan, workers[static_cast<std::size_t>(block)], grid,
+                              [&](const kernels::TileSegment& s) { segments.push_back(s); });
+    return segments;
+  };
+  for (int first = 0; first < grid; first += plan.cluster) {
+    const std::vector<kernels::TileSegment> lead = segments_of(first);
+    ASSERT_FALSE(lead.empty());
+    for (int rank = 1; rank < plan.cluster; ++rank) {
+      const std::vector<kernels::TileSegment> peer = segments_of(first + rank);
+      ASSERT_EQ(peer.size(), lead.size()) << "block " << first + rank;
+      for (std::size_t i = 0; i < lead.size(); ++i) {
+        const kernels::TileIndex a = kernels::row_major_tile_index(lead[i].tile, tiles_n);
+        const kernels::TileIndex b = kernels::row_major_tile_index(peer[i].tile, tiles_n);
+        EXPECT_EQ(b.m, a.m + rank) << "block " << first + rank << " segment " << i;
+        EXPECT_EQ(b.n, a.n);
+        EXPECT_EQ(peer[i].begin, lead[i].begin);
+        EXPECT_EQ(peer[i].end, lead[i].end);
+      }
+    }
+  }
+}
+
+// In clusters of all its row tiles, as the rule takes them for plans split whole. Where the device
+// runs fewer clusters than the workers need, the workers are cut to those it runs, still a
+// multiple of the row tiles.
 TEST(StreamK, ClusterBlocksWalkTheSameSlicesOfOneColumn) {
   for (auto [tiles_m, tiles_n, slices, resident] :
        {std::tuple{3, 16, 2004, 44}, {3, 16, 2004, 42}, {2, 16, 1002, 66}, {4, 8, 71, 30}, {5, 13, 2004, 26},
@@ -197,64 +250,78 @@ TEST(StreamK, ClusterBlocksWalkTheSameSlicesOfOneColumn) {
     SCOPED_TRACE(testing::Message() << tiles_m << " x " << tiles_n << " tiles of " << slices << " slices, "
                                     << resident << " clusters at once");
     const kernels::StreamKPlan split = kernels::plan_stream_k(tiles_m * tiles_n, slices, 132, tiles_m);
-    const kernels::StreamKPlan plan = kernels::cluster_stream_k(split, tiles_m, resident);
+    const kernels::StreamKPlan plan = kernels::cluster_stream_k(split, tiles_m, 132, every_size(resident));
     ASSERT_EQ(plan.cluster, tiles_m);
     EXPECT_EQ(plan.workers, std::min(split.workers, resident * tiles_m));
-    ASSERT_EQ(plan.workers % tiles_m, 0);
-    const int grid = kernels::stream_k_grid(plan, 132, false);
-    ASSERT_EQ(grid, plan.workers);
-    std::vector<int> workers;
-    for (int block = 0; block < grid; ++block) workers.push_back(kernels::stream_k_block_worker(plan, block));
-    std::vector<int> sorted = workers;
-    std::sort(sorted.begin(), sorted.end());
-    for (int j = 0; j < grid; ++j) ASSERT_EQ(sorted[static_cast<std::size_t>(j)], j) << "every run, once";
-    check_walk(plan, grid);
-    auto segments_of = [&](int block) {
-      std::vector<kernels::TileSegment> segments;
-      kernels::for_each_segment(plan, workers[static_cast<std::size_t>(block)], grid,
-                                [&](const kernels::TileSegment& s) { segments.push_back(s); });
-      return segments;
-    };
-    for (int first = 0; first < grid; first += tiles_m) {
-      const std::vector<kernels::TileSegment> lead = segments_of(first);
-      ASSERT_FALSE(lead.empty());
-      for (int rank = 1; rank < tiles_m; ++rank) {
-        const std::vector<kernels::TileSegment> peer = segments_of(first + rank);
-        ASSERT_EQ(peer.size(), lead.size()) << "block " << first + rank;
-        for (std::size_t i = 0; i < lead.size(); ++i) {
-          const kernels::TileIndex a = kernels::row_major_tile_index(lead[i].tile, tiles_n);
-          const kernels::TileIndex b = kernels::row_major_tile_index(peer[i].tile, tiles_n);
-          EXPECT_EQ(b.m, a.m + rank) << "block " << first + rank << " segment " << i;
-          EXPECT_EQ(b.n, a.n);
-          EXPECT_EQ(peer[i].begin, lead[i].begin);
-          EXPECT_EQ(peer[i].end, lead[i].end);
-        }
-      }
-    }
+    check_clusters(plan, tiles_m, tiles_n);
   }
 }
 
-// Only plans split whole over 2 to 7 row tiles (kStreamKMaxCluster), with workers a multiple of
-// them, on a device that runs such clusters, are clustered.
-TEST(StreamK, OnlySplitWholePlansOfAFewRowTilesAreClustered) {
+// Clusters of a divisor of the row tiles (SHARDJIT_SPLIT_CLUSTERS, or the rule below a wave): a
+// cluster takes consecutive row tiles at one run, and the clusters of the other row tiles of a
+// column take the same runs.
+TEST(StreamK, ClustersOfADivisorOfTheRowTilesWalkTheSameSlices) {
+  for (auto [tiles_m, tiles_n, slices, blocks, resident] :
+       {std::tuple{8, 8, 2374, 2, 66}, {8, 8, 2374, 4, 30}, {6, 8, 2374, 3, 39}, {6, 8, 2374, 2, 66},
+        {8, 9, 4000, 2, 66}, {4, 16, 2004, 2, 20}, {8, 12, 3142, 4, 30}}) {
+    SCOPED_TRACE(testing::Message() << tiles_m << " x " << tiles_n << " tiles of " << slices << " slices, clusters of "
+                                    << blocks << ", " << resident << " at once");
+    kernels::StreamKPlan plan = kernels::plan_stream_k(tiles_m * tiles_n, slices, 132, tiles_m);
+    plan = kernels::cluster_stream_k(plan, tiles_m, 132, every_size(resident, blocks));
+    ASSERT_EQ(plan.cluster, blocks);
+    EXPECT_LE(plan.workers, std::min(132, resident * blocks));
+    check_clusters(plan, tiles_m, tiles_n);
+  }
+}
+
+// The rule: plans split whole over 2 to 7 row tiles (kStreamKMaxCluster) take clusters of all of
+// them; grids of less than a wave that plan_stream_k leaves whole (more than half a wave) are
+// split whole in the clusters that keep the most blocks busy, where those are a fifth more than
+// the tiles; nothing else is clustered.
+TEST(StreamK, WhichPlansAreClusteredByTheRule) {
+  const kernels::StreamKClusters h100 = h100_clusters();
   const kernels::StreamKPlan split = kernels::plan_stream_k(48, 2004, 132, 3);
-  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 0).cluster, 1) << "no clusters on the device";
-  EXPECT_EQ(kernels::cluster_stream_k(split, 1, 44).cluster, 1) << "one row tile";
+  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 132, kernels::StreamKClusters{}).cluster, 1) << "no clusters";
+  EXPECT_EQ(kernels::cluster_stream_k(split, 1, 132, h100).cluster, 1) << "one row tile";
+  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 132, h100).cluster, 3);
+  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 132, h100).workers, 117) << "39 clusters of three at once";
   const kernels::StreamKPlan eight = kernels::plan_stream_k(8 * 8, 2374, 132, 8);
   ASSERT_TRUE(kernels::stream_k_split_whole(eight));
-  EXPECT_EQ(kernels::cluster_stream_k(eight, 8, 15).cluster, 1) << "more row tiles than a cluster takes";
+  EXPECT_EQ(kernels::cluster_stream_k(eight, 8, 132, h100).cluster, 1) << "more row tiles than a cluster takes";
+  EXPECT_EQ(kernels::cluster_stream_k(eight, 8, 132, h100_clusters(4)).cluster, 4) << "asked for";
+  EXPECT_EQ(kernels::cluster_stream_k(eight, 8, 132, h100_clusters(3)).cluster, 1) << "3 does not divide 8";
   const kernels::StreamKPlan seven = kernels::plan_stream_k(7 * 8, 2374, 132, 7);
-  EXPECT_EQ(kernels::cluster_stream_k(seven, 7, 15).cluster, 7);
-  const kernels::StreamKPlan unsplit = kernels::plan_stream_k(3 * 100, 128, 132, 3);
-  EXPECT_EQ(kernels::cluster_stream_k(unsplit, 3, 44).cluster, 1) << "whole tiles";
+  EXPECT_EQ(kernels::cluster_stream_k(seven, 7, 132, h100).cluster, 7);
   const kernels::StreamKPlan last_wave = kernels::plan_stream_k(140, 64, 132, 2);
   ASSERT_GT(last_wave.whole_tiles, 0);
-  EXPECT_EQ(kernels::cluster_stream_k(last_wave, 2, 66).cluster, 1) << "whole tiles before the split ones";
-  EXPECT_EQ(kernels::cluster_stream_k(split, 3, 44).cluster, 3);
+  EXPECT_EQ(kernels::cluster_stream_k(last_wave, 2, 132, h100).cluster, 1) << "whole tiles before the split ones";
+  const kernels::StreamKPlan waves = kernels::plan_stream_k(3 * 100, 128, 132, 3);
+  EXPECT_EQ(kernels::cluster_stream_k(waves, 3, 132, h100).cluster, 1) << "more than a wave";
   const kernels::StreamKPlan few = kernels::plan_stream_k(2, 16, 132, 2);
   ASSERT_GT(few.workers, 0);
-  EXPECT_EQ(few.workers % 2, 0);
-  EXPECT_EQ(kernels::cluster_stream_k(few, 2, 66).workers, few.workers);
+  EXPECT_EQ(kernels::cluster_stream_k(few, 2, 132, h100).workers, few.workers) << "fewer workers than fit";
+
+  // Below a wave (grad_hidden at 1024 rows, whole-shard chunk): 8 row tiles.
+  const kernels::StreamKPlan gemma = kernels::plan_stream_k(8 * 9, 4000, 132, 8);  // H 2304, 256000 columns
+  ASSERT_EQ(gemma.workers, 0) << "more than half a wave: plan_stream_k leaves it whole";
+  const kernels::StreamKPlan g = kernels::cluster_stream_k(gemma, 8, 132, h100);
+  EXPECT_EQ(g.cluster, 2) << "66 pairs keep 128 blocks busy, 30 clusters of four 120";
+  EXPECT_EQ(g.workers, 128);
+  EXPECT_EQ(g.whole_tiles, 0);
+  check_clusters(g, 8, 9);
+  const kernels::StreamKPlan oss = kernels::cluster_stream_k(kernels::plan_stream_k(8 * 12, 3142, 132, 8), 8, 132, h100);
+  EXPECT_EQ(oss.cluster, 2) << "96 tiles, 128 workers";
+  EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(8 * 14, 2376, 132, 8), 8, 132, h100).cluster, 1)
+      << "112 tiles: 128 workers are not a fifth more";
+  const kernels::StreamKPlan five = kernels::cluster_stream_k(kernels::plan_stream_k(5 * 16, 2004, 132, 5), 5, 132, h100);
+  EXPECT_EQ(five.cluster, 5) << "600 rows at H 4096: 80 tiles, 22 clusters of five";
+  EXPECT_EQ(five.workers, 110);
+  check_clusters(five, 5, 16);
+  EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(7 * 16, 2004, 132, 7), 7, 132, h100).cluster, 1)
+      << "112 tiles, 15 clusters of seven: 105 workers";
+  EXPECT_EQ(kernels::cluster_stream_k(gemma, 8, 132, kernels::StreamKClusters{}).workers, 0) << "no clusters";
+  EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(8 * 9, 2, 132, 8), 8, 132, h100).workers, 0)
+      << "too little K to split";
 }
 
 // grad_hidden at llama3-8b-decode: 32 tiles of 2004 slices. Split, every block computes about

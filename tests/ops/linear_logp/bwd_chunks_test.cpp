@@ -718,5 +718,22 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
   EXPECT_FALSE(backward_splits_tiles(backward_chunks(banded), 1920, 5120, dz, gemm, 132)) << "no bands";
 }
 
+// Where the GEMMs run in clusters (StreamKWorkspace::clusters), grids of less than a wave that the
+// clusters split whole (cluster_stream_k) need the workspace too: grad_hidden at 1024 rows of
+// H = 2304 is 8 x 9 = 72 tiles, which 128 blocks in pairs take. At H = 4096 its 128 tiles fill the
+// wave and stay whole.
+TEST(BwdSplits, GridsThatClustersSplitBelowAWave) {
+  const BwdTileShape tile{128, 256, 64};
+  const kernels::StreamKClusters h100{{0, 0, 66, 39, 30, 22, 17, 15, 15}, 0};
+  BackwardChunksInput in = input(1024, 256000, kDefaultBackwardWorkspaceBytes);
+  in.hidden = 2304;
+  const BackwardChunks gemma = backward_chunks(in);
+  EXPECT_FALSE(backward_splits_tiles(gemma, 1024, 2304, tile, tile, 132)) << "without clusters";
+  EXPECT_TRUE(backward_splits_tiles(gemma, 1024, 2304, tile, tile, 132, true, h100));
+  EXPECT_FALSE(backward_splits_tiles(gemma, 1024, 2304, tile, std::nullopt, 132, true, h100)) << "no Hopper GEMMs";
+  const BackwardChunks llama = backward_chunks(input(1024, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_FALSE(backward_splits_tiles(llama, 1024, 4096, tile, tile, 132, true, h100));
+}
+
 }  // namespace
 }  // namespace shardjit

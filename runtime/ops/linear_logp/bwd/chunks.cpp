@@ -246,15 +246,21 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
 
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
-                           bool partial_waves) {
+                           bool partial_waves, const kernels::StreamKClusters& clusters) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     return backward_grid_split(rows, cols, k, tile, resident, partial_waves, false).plan.workers > 0;
   };
+  // The GEMM's launch (launch_gemm): its plan, then in clusters where they fit.
+  auto gemm_splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k) {
+    const BwdGridSplit grid = backward_grid_split(rows, cols, k, *gemm, resident, partial_waves, true);
+    const auto row_tiles = static_cast<int>(ceil_div(rows, gemm->rows));
+    return grid.plan.workers > 0 || kernels::cluster_stream_k(grid.plan, row_tiles, resident, clusters).workers > 0;
+  };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;
     if (dz && splits(n_rows, cols, hidden, *dz)) return true;
-    if (gemm && (splits(cols, hidden, n_rows, *gemm) || splits(n_rows, hidden, cols, *gemm))) return true;
+    if (gemm && (gemm_splits(cols, hidden, n_rows) || gemm_splits(n_rows, hidden, cols))) return true;
   }
   // A second kept chunk's grad_hidden product runs in bands of kept_band_rows rows: a whole band,
   // and the last one's rows. (Were one of them left out, it would split only once another call
@@ -262,8 +268,8 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   if (gemm && plan.kept_band_rows > 0 && plan.chunks >= 2) {
     const std::int64_t cols = plan.chunk(1).cols;
     const std::int64_t last = n_rows % plan.kept_band_rows;
-    if (splits(std::min(plan.kept_band_rows, n_rows), hidden, cols, *gemm)) return true;
-    if (last > 0 && splits(last, hidden, cols, *gemm)) return true;
+    if (gemm_splits(std::min(plan.kept_band_rows, n_rows), hidden, cols)) return true;
+    if (last > 0 && gemm_splits(last, hidden, cols)) return true;
   }
   return false;
 }

@@ -103,10 +103,11 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
 // workspace: per chunk, dZ [n_rows x cols] over K = hidden, grad_weight [cols x hidden] over
 // K = n_rows, grad_hidden [n_rows x hidden] over K = cols, and where a second kept chunk lies in
 // the accumulator its grad_hidden bands (kept_band_rows rows each). A kernel left out (no value)
-// runs the portable loop. Every chunk but the last has the first's width.
+// runs the portable loop. Every chunk but the last has the first's width. `clusters`: those the
+// GEMMs may run in (StreamKWorkspace::clusters), which split grids of less than a wave too.
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
-                           bool partial_waves = true);
+                           bool partial_waves = true, const kernels::StreamKClusters& clusters = {});
 
 // Whether one column of dZ tiles of input.n_rows rows fits the budget, or the whole shard fits
 // input.whole_budget: what backward_chunks needs.

@@ -176,7 +176,7 @@ namespace {
 bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BackwardChunks& chunks,
                   std::int64_t n_rows, std::int64_t hidden) {
   return backward_splits_tiles(chunks, n_rows, hidden, specs.hopper_dz_shape(), specs.hopper_gemm_shape(),
-                               split.resident_blocks(), split.partial_waves());
+                               split.resident_blocks(), split.partial_waves(), split.clusters());
 }
 
 }  // namespace
