@@ -70,8 +70,9 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
                                               specs->dz_tile.bm * specs->dz_tile.bn),
                              runtime.config.split_partial_waves, runtime.config.split_clusters);
     // The GEMMs split over a few row tiles run in clusters that share B (gemm/gemm_tma.cuh): how
-    // many the device runs at once, for the kernel that takes the most shared memory.
-    if (specs->gemm_tile.tma) {
+    // many the device runs at once, for the kernel that takes the most shared memory. A filter's
+    // GEMMs never cluster (launch_gemm), so its op plans none.
+    if (specs->gemm_tile.tma && c.grad_filter_threshold <= 0.0f) {
       const Gemm* largest = &gemms[0];
       for (const Gemm& gemm : gemms) {
         if (gemm_smem(*gemm.kind, specs->gemm_tile) > gemm_smem(*largest->kind, specs->gemm_tile)) largest = &gemm;
