@@ -178,8 +178,10 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
 // op of the point's keep budget: its vocabulary chunks, and each kernel's grid on the first chunk
-// with its split along K (templates/common/stream_k.cuh): tiles, those computed whole, and the
-// blocks among which the others are split (0: none split). dZ's is that of a recomputed chunk.
+// with its split along K (templates/common/stream_k.cuh): tiles, those computed whole, the blocks
+// among which the others are split (0: none split) and, for the GEMMs, the blocks of a cluster
+// (1: none; cluster_stream_k, with the clusters an H100 runs at once, the same chip's). dZ's is
+// that of a recomputed chunk.
 nlohmann::json h200_backward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
   LinearLogpConfig config;
@@ -192,11 +194,18 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(resolve_single_gpu_layout(config), "sm_90a", true, 1);
   const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, true, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
-  // As the launches plan them: the GEMM's workers a multiple of its row tiles, dZ's not.
+  // As the launches plan them: the GEMM's workers a multiple of its row tiles and in clusters, dZ's not.
+  const kernels::StreamKClusters h100_clusters{{0, 0, 66, 39, 30, 22, 17, 15, 15}, 0};  // 2026-12-06
   auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
-    const BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm);
+    BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm);
+    if (gemm) {
+      const auto row_tiles = static_cast<int>((rows + tile.rows - 1) / tile.rows);
+      split.plan = kernels::cluster_stream_k(split.plan, row_tiles, kSms, h100_clusters);
+    }
     const std::int64_t whole = split.plan.workers > 0 ? split.plan.whole_tiles : split.tiles;
-    return nlohmann::json{{"tiles", split.tiles}, {"whole_tiles", whole}, {"split_workers", split.plan.workers}};
+    nlohmann::json row{{"tiles", split.tiles}, {"whole_tiles", whole}, {"split_workers", split.plan.workers}};
+    if (gemm) row["cluster"] = std::max(split.plan.cluster, 1);
+    return row;
   };
   const BwdTileShape dz = specs.hopper_dz_shape().value();
   const BwdTileShape gemm = specs.hopper_gemm_shape().value();
