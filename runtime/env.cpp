@@ -66,11 +66,12 @@ constexpr std::array<EnvKnob, 18> kKnobs{{
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "
      "most half the GPU, instead of wherever the last wave of whole tiles would leave a quarter of "
      "the launch idle (then the last wave's tiles are split among all the blocks)."},
-    {"SHARDJIT_SPLIT_CLUSTERS", "int", "1",
+    {"SHARDJIT_SPLIT_CLUSTERS", "string", "auto",
      "For experiments: 0 launches the Hopper GEMMs split along K over a few row tiles (grad_hidden "
      "at a few hundred rows) without clusters, whose blocks share the B slices that their row tiles "
-     "read, and GEMMs of less than a wave unsplit; 2 to 8 takes clusters of that many blocks "
-     "wherever they divide the row tiles, instead of the rule's (1)."},
+     "read, and GEMMs of less than a wave unsplit; 1 to 8 takes clusters of that many blocks "
+     "wherever they divide the row tiles (1: the rule's split plans without clusters), instead of "
+     "the rule's (auto)."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "
@@ -172,8 +173,9 @@ std::optional<int> parse_block_count(const std::string& text) {
   return static_cast<int>(value);
 }
 
-// SHARDJIT_SPLIT_CLUSTERS: 0, 1 or a cluster's blocks up to the portable limit.
+// SHARDJIT_SPLIT_CLUSTERS: "auto" (-1), 0 (none) or a cluster's blocks up to the portable limit.
 std::optional<int> parse_cluster_blocks(const std::string& text) {
+  if (lower_case(text) == "auto") return -1;
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
   if (end == text.c_str() || *end != '\0' || value < 0 || value > kernels::kStreamKMaxClusterBlocks) return std::nullopt;
@@ -217,7 +219,7 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
   config.split_clusters = option_or_env(std::optional<int>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_cluster_blocks,
-                                        "0 (none), 1 (the rule's) or a cluster's blocks from 2 to 8", 1);
+                                        "auto (the rule's), 0 (none) or a cluster's blocks from 1 to 8", -1);
   config.bwd_chunk_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_BWD_CHUNK_WAVES", parse_bool, kBoolExpected, true);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");

@@ -47,11 +47,12 @@ void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const Launch
   if (cluster_blocks_ == 0 || device_ == nullptr) return;
   ScopedContext scope(*device_);
   std::string counts;
+  clusters_.resident[1] = resident_blocks_;  // a block alone
   for (int blocks = 2; blocks <= kernels::kStreamKMaxClusterBlocks; ++blocks) {
     clusters_.resident[blocks] = resident_clusters(kernel, shape, static_cast<unsigned>(blocks));
     counts += (blocks > 2 ? ", " : "") + std::to_string(clusters_.resident[blocks]);
   }
-  clusters_.blocks = cluster_blocks_ >= 2 ? cluster_blocks_ : 0;
+  clusters_.blocks = cluster_blocks_ >= 1 ? cluster_blocks_ : 0;
   log().debug("clusters of 2 to {} blocks the device runs at once: {}", kernels::kStreamKMaxClusterBlocks, counts);
 }
 

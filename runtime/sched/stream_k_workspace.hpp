@@ -17,10 +17,10 @@ class StreamKWorkspace {
   StreamKWorkspace() = default;
   // For tiles of `tile_accumulators` fp32 sums on the device's multiprocessors, one block each.
   // `partial_waves`: plan_stream_k's rule (RuntimeConfig::split_partial_waves); `cluster_blocks`:
-  // RuntimeConfig::split_clusters (0: no clusters, 1: cluster_stream_k's rule, 2 to
+  // RuntimeConfig::split_clusters (-1: cluster_stream_k's rule, 0: no clusters, 1 to
   // kStreamKMaxClusterBlocks: clusters of that many blocks where they divide a plan's row tiles).
   StreamKWorkspace(const DeviceContext& device, int tile_accumulators, bool partial_waves = true,
-                   int cluster_blocks = 1);
+                   int cluster_blocks = -1);
 
   // Allocates the workspace, once (the counters start at zero, and each launch leaves them so);
   // nothing for a workspace built without a device (the portable path).
@@ -31,7 +31,7 @@ class StreamKWorkspace {
   // `row_tiles`: plan_stream_k's, for a kernel that walks split plans row after row.
   kernels::StreamKPlan plan(int tiles, int slices, int row_tiles = 1) const;
 
-  // Counts, once at op build, the clusters of 2 to kStreamKMaxClusterBlocks blocks of a kernel
+  // Counts, once at op build, the clusters of 1 to kStreamKMaxClusterBlocks blocks of a kernel
   // launched as `shape` that the device runs at once (resident_clusters); until then, and with
   // clusters off, clustered() leaves every plan as it is.
   void measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape);
@@ -55,7 +55,7 @@ class StreamKWorkspace {
   DeviceBuffer buffer_;
   int resident_blocks_ = 0;
   bool partial_waves_ = true;
-  int cluster_blocks_ = 1;
+  int cluster_blocks_ = -1;
   std::size_t partial_bytes_ = 0;
   kernels::StreamKClusters clusters_{};
 };

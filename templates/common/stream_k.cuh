@@ -124,9 +124,10 @@ constexpr int kStreamKMaxCluster = 7;
 // The most a cluster may take at all (the portable limit), for experiments.
 constexpr int kStreamKMaxClusterBlocks = 8;
 
-// The clusters a kernel's plans may take: how many clusters of 2 to kStreamKMaxClusterBlocks
-// blocks of it the device runs at once, by blocks a cluster (0: none, as when clusters are off),
-// and a cluster's blocks where they divide a plan's row tiles (0: cluster_blocks_by_rule's).
+// The clusters a kernel's plans may take: how many clusters of 1 to kStreamKMaxClusterBlocks
+// blocks of it the device runs at once, by blocks a cluster (0: none, as when clusters are off;
+// a cluster of one block is a block alone), and a cluster's blocks where they divide a plan's row
+// tiles (0: cluster_blocks_by_rule's; 1: the same plans without clusters, for comparisons).
 struct StreamKClusters {
   int resident[kStreamKMaxClusterBlocks + 1];
   int blocks;
@@ -173,7 +174,7 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int r
   const long long slices = static_cast<long long>(plan.tiles) * plan.slices / kStreamKMinSlices;
   const int most = split_whole ? plan.workers : static_cast<int>(slices < resident ? slices : resident);
   const int blocks = clusters.blocks > 0 ? clusters.blocks : cluster_blocks_by_rule(row_tiles, below_wave, most, clusters);
-  if (blocks < 2 || blocks > kStreamKMaxClusterBlocks || row_tiles % blocks != 0) return plan;
+  if (blocks < 1 || blocks > kStreamKMaxClusterBlocks || row_tiles % blocks != 0) return plan;
   const int workers = stream_k_cluster_workers(most, row_tiles, blocks, clusters);
   if (workers <= 0 || (below_wave && 5LL * workers < 6LL * plan.tiles)) return plan;
   plan.whole_tiles = 0;

@@ -131,11 +131,11 @@ TEST(Env, BackwardRuleKnobs) {
   }
 }
 
-// The GEMM clusters' knob: the rule's by default and with 1, none with 0, a cluster's blocks from 2
-// to 8; anything else names the variable.
+// The GEMM clusters' knob: the rule's (-1) by default and with auto, none with 0, a cluster's
+// blocks from 1 to 8; anything else names the variable.
 TEST(Env, SplitClustersKnob) {
-  EXPECT_EQ(resolve_config({}).split_clusters, 1);
-  for (const auto& [text, blocks] : {std::pair{"0", 0}, {"1", 1}, {"2", 2}, {"8", 8}}) {
+  EXPECT_EQ(resolve_config({}).split_clusters, -1);
+  for (const auto& [text, blocks] : {std::pair{"auto", -1}, {"0", 0}, {"1", 1}, {"2", 2}, {"8", 8}}) {
     ScopedEnv env("SHARDJIT_SPLIT_CLUSTERS", text);
     EXPECT_EQ(resolve_config({}).split_clusters, blocks) << text;
   }

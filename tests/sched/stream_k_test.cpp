@@ -186,10 +186,10 @@ TEST(StreamK, RowTilesOfAColumnReachEachSliceTogether) {
   EXPECT_EQ(kernels::plan_stream_k(65, 2004, 132).workers, 132) << "no row tiles given: every block";
 }
 
-// What an H100 ran at once of the GEMM's clusters (2026-12-06), by blocks a cluster; `blocks` as
-// RuntimeConfig::split_clusters gives it (0: the rule's).
+// What an H100 ran at once of the GEMM's clusters (2026-12-06), by blocks a cluster (one: its 132
+// blocks); `blocks` as StreamKWorkspace sets it (0: the rule's).
 kernels::StreamKClusters h100_clusters(int blocks = 0) {
-  return kernels::StreamKClusters{{0, 0, 66, 39, 30, 22, 17, 15, 15}, blocks};
+  return kernels::StreamKClusters{{0, 132, 66, 39, 30, 22, 17, 15, 15}, blocks};
 }
 
 // Clusters of `resident` at once for every size, for walks that want the workers uncut.
@@ -320,6 +320,13 @@ TEST(StreamK, WhichPlansAreClusteredByTheRule) {
   EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(7 * 16, 2004, 132, 7), 7, 132, h100).cluster, 1)
       << "112 tiles, 15 clusters of seven: 105 workers";
   EXPECT_EQ(kernels::cluster_stream_k(gemma, 8, 132, kernels::StreamKClusters{}).workers, 0) << "no clusters";
+  // Clusters of one (SHARDJIT_SPLIT_CLUSTERS=1): the same split below a wave, each block alone.
+  const kernels::StreamKPlan alone = kernels::cluster_stream_k(gemma, 8, 132, h100_clusters(1));
+  EXPECT_EQ(alone.cluster, 1);
+  EXPECT_EQ(alone.workers, 128);
+  EXPECT_EQ(alone.whole_tiles, 0);
+  EXPECT_EQ(kernels::stream_k_block_worker(alone, 5), 5);
+  check_walk(alone, kernels::stream_k_grid(alone, 132, false));
   EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(8 * 9, 2, 132, 8), 8, 132, h100).workers, 0)
       << "too little K to split";
 }

@@ -724,7 +724,7 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
 // wave and stay whole.
 TEST(BwdSplits, GridsThatClustersSplitBelowAWave) {
   const BwdTileShape tile{128, 256, 64};
-  const kernels::StreamKClusters h100{{0, 0, 66, 39, 30, 22, 17, 15, 15}, 0};
+  const kernels::StreamKClusters h100{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};
   BackwardChunksInput in = input(1024, 256000, kDefaultBackwardWorkspaceBytes);
   in.hidden = 2304;
   const BackwardChunks gemma = backward_chunks(in);

@@ -195,7 +195,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, true, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
   // As the launches plan them: the GEMM's workers a multiple of its row tiles and in clusters, dZ's not.
-  const kernels::StreamKClusters h100_clusters{{0, 0, 66, 39, 30, 22, 17, 15, 15}, 0};  // 2026-12-06
+  const kernels::StreamKClusters h100_clusters{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};  // 2026-12-06
   auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
     BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm);
     if (gemm) {
