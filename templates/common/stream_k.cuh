@@ -162,8 +162,8 @@ SHARDJIT_HOST_DEVICE inline int cluster_blocks_by_rule(int row_tiles, bool below
 }
 
 // `plan` of `row_tiles` row tiles run in clusters that share B's slices, where it is split whole
-// row after row or, unsplit, has fewer tiles than `resident` blocks and no more than the split
-// workers would keep busy by a fifth (it is then split whole, as plan_stream_k splits grids of
+// row after row or, unsplit, has fewer tiles than `resident` blocks, the clustered workers being
+// at least a fifth more than its tiles (it is then split whole, as plan_stream_k splits grids of
 // at most half a wave). The blocks of a cluster take the same K slices of one column in
 // consecutive row tiles (stream_k_block_worker). The plan is left as it is where no cluster fits.
 SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int row_tiles, int resident,
