@@ -70,8 +70,8 @@ constexpr std::array<EnvKnob, 18> kKnobs{{
      "For experiments: 0 launches the Hopper GEMMs split along K over a few row tiles (grad_hidden "
      "at a few hundred rows) without clusters, whose blocks share the B slices that their row tiles "
      "read, and GEMMs of less than a wave unsplit; 1 to 8 takes clusters of that many blocks "
-     "wherever they divide the row tiles (1: the rule's split plans without clusters), instead of "
-     "the rule's (auto)."},
+     "wherever they divide the row tiles (1: the same splits, each block alone, on as many blocks as "
+     "fit), instead of the rule's (auto)."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "

@@ -127,7 +127,8 @@ constexpr int kStreamKMaxClusterBlocks = 8;
 // The clusters a kernel's plans may take: how many clusters of 1 to kStreamKMaxClusterBlocks
 // blocks of it the device runs at once, by blocks a cluster (0: none, as when clusters are off;
 // a cluster of one block is a block alone), and a cluster's blocks where they divide a plan's row
-// tiles (0: cluster_blocks_by_rule's; 1: the same plans without clusters, for comparisons).
+// tiles (0: cluster_blocks_by_rule's; 1: the same splits, each block alone, on as many blocks as
+// fit, for comparisons).
 struct StreamKClusters {
   int resident[kStreamKMaxClusterBlocks + 1];
   int blocks;

@@ -23,10 +23,11 @@
 // (templates/common/stream_k.cuh). The producer walks the block's
 // segments ahead of the compute warps through one ring.
 //
-// A plan split whole over a few row tiles may run in clusters of its row tiles (plan.cluster,
+// A plan split whole over a few row tiles, or over the row tiles of a grid of less than a wave,
+// may run in clusters of consecutive row tiles, all of them or a divisor of them (plan.cluster,
 // cluster_stream_k; never with a slice filter, whose slices differ between row tiles): the blocks
-// of a cluster compute the same K slices of one column in each row tile, so they read the same B
-// slice. Each copies every cluster-th of its 64-column boxes into every block's stage at once
+// of a cluster compute the same K slices of one column, each in its row tile, so they read the
+// same B slice. Each copies every cluster-th of its 64-column boxes into every block's stage at once
 // (multicast), so B comes from L2 or memory once for the cluster, and the rings, which free a
 // stage only once every block is done with it (common/tma_ring.cuh), keep the blocks in step.
 #pragma once

@@ -320,7 +320,8 @@ TEST(StreamK, WhichPlansAreClusteredByTheRule) {
   EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(7 * 16, 2004, 132, 7), 7, 132, h100).cluster, 1)
       << "112 tiles, 15 clusters of seven: 105 workers";
   EXPECT_EQ(kernels::cluster_stream_k(gemma, 8, 132, kernels::StreamKClusters{}).workers, 0) << "no clusters";
-  // Clusters of one (SHARDJIT_SPLIT_CLUSTERS=1): the same split below a wave, each block alone.
+  // Clusters of one (SHARDJIT_SPLIT_CLUSTERS=1): the split below a wave, each block alone, on as
+  // many blocks as fit (here the pairs' 128).
   const kernels::StreamKPlan alone = kernels::cluster_stream_k(gemma, 8, 132, h100_clusters(1));
   EXPECT_EQ(alone.cluster, 1);
   EXPECT_EQ(alone.workers, 128);
