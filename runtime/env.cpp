@@ -151,12 +151,15 @@ T option_or_env(const std::optional<T>& option, const char* name, Parse parse, c
   return *parsed;
 }
 
-std::optional<int> parse_split_count(const std::string& text) {
+// A whole decimal number from `low` to `high`, nothing else in the text.
+std::optional<int> parse_int_in(const std::string& text, long low, long high) {
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || value < 0 || value > 1024) return std::nullopt;
+  if (end == text.c_str() || *end != '\0' || value < low || value > high) return std::nullopt;
   return static_cast<int>(value);
 }
+
+std::optional<int> parse_split_count(const std::string& text) { return parse_int_in(text, 0, 1024); }
 
 // "auto" (-1) or a boolean (0, 1).
 std::optional<int> parse_auto_or_bool(const std::string& text) {
@@ -166,20 +169,12 @@ std::optional<int> parse_auto_or_bool(const std::string& text) {
   return *value ? 1 : 0;
 }
 
-std::optional<int> parse_block_count(const std::string& text) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || value < 0 || value > 4096) return std::nullopt;
-  return static_cast<int>(value);
-}
+std::optional<int> parse_block_count(const std::string& text) { return parse_int_in(text, 0, 4096); }
 
 // SHARDJIT_SPLIT_CLUSTERS: "auto" (-1), 0 (none) or a cluster's blocks up to the portable limit.
 std::optional<int> parse_cluster_blocks(const std::string& text) {
   if (lower_case(text) == "auto") return -1;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || value < 0 || value > kernels::kStreamKMaxClusterBlocks) return std::nullopt;
-  return static_cast<int>(value);
+  return parse_int_in(text, 0, kernels::kStreamKMaxClusterBlocks);
 }
 
 }  // namespace
