@@ -197,11 +197,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   // As the launches plan them: the GEMM's workers a multiple of its row tiles and in clusters, dZ's not.
   const kernels::StreamKClusters h100_clusters{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};  // 2026-12-06
   auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
-    BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm);
-    if (gemm) {
-      const auto row_tiles = static_cast<int>((rows + tile.rows - 1) / tile.rows);
-      split.plan = kernels::cluster_stream_k(split.plan, row_tiles, kSms, h100_clusters);
-    }
+    const BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm, h100_clusters);
     const std::int64_t whole = split.plan.workers > 0 ? split.plan.whole_tiles : split.tiles;
     nlohmann::json row{{"tiles", split.tiles}, {"whole_tiles", whole}, {"split_workers", split.plan.workers}};
     if (gemm) row["cluster"] = std::max(split.plan.cluster, 1);

@@ -233,7 +233,8 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& input) {
 }
 
 BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
-                                 int resident, bool partial_waves, bool row_tiles) {
+                                 int resident, bool partial_waves, bool row_tiles,
+                                 const kernels::StreamKClusters& clusters) {
   BwdGridSplit grid;
   const std::int64_t tile_rows = ceil_div(rows, tile.rows);
   grid.tiles = tile_rows * ceil_div(cols, tile.cols);
@@ -241,6 +242,7 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
   const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
   grid.plan = kernels::plan_stream_k(static_cast<int>(grid.tiles), static_cast<int>(slices), resident,
                                      row_tiles ? static_cast<int>(tile_rows) : 1, partial_waves);
+  if (row_tiles) grid.plan = kernels::cluster_stream_k(grid.plan, static_cast<int>(tile_rows), resident, clusters);
   return grid;
 }
 
@@ -251,11 +253,9 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     return backward_grid_split(rows, cols, k, tile, resident, partial_waves, false).plan.workers > 0;
   };
-  // The GEMM's launch (launch_gemm): its plan, then in clusters where they fit.
+  // As the GEMM's launch plans it (launch_gemm): by row tiles, in clusters where they fit.
   auto gemm_splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k) {
-    const BwdGridSplit grid = backward_grid_split(rows, cols, k, *gemm, resident, partial_waves, true);
-    const auto row_tiles = static_cast<int>(ceil_div(rows, gemm->rows));
-    return grid.plan.workers > 0 || kernels::cluster_stream_k(grid.plan, row_tiles, resident, clusters).workers > 0;
+    return backward_grid_split(rows, cols, k, *gemm, resident, partial_waves, true, clusters).plan.workers > 0;
   };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;

@@ -95,8 +95,11 @@ struct BwdGridSplit {
   std::int64_t tiles = 0;
   kernels::StreamKPlan plan{};
 };
+// `clusters` (those the GEMMs may run in, StreamKWorkspace::clusters): with `row_tiles`, the
+// plan in clusters where cluster_stream_k finds some, as launch_gemm makes it.
 BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
-                                 int resident, bool partial_waves, bool row_tiles);
+                                 int resident, bool partial_waves, bool row_tiles,
+                                 const kernels::StreamKClusters& clusters = {});
 
 // Whether a Hopper kernel of a call of n_rows rows splits its tiles along K (templates/common/
 // stream_k.cuh, by its rule `partial_waves`) on `resident` blocks, and so needs the split
