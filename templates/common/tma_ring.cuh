@@ -159,6 +159,21 @@ struct TmaRing {
     if (held >= 0 && lane == 0) arrive_empty(held);
   }
 
+  // consume for a tile of which only the first `rows` rows exist (rows past the operand's, which
+  // no epilogue stores): a warpgroup whose 64 rows all lie past them issues no products and passes
+  // the slices on, so that the other warpgroup has the tensor cores alone; its accumulators keep
+  // what they held (zeros after clear()). At a few rows the tile's products then take half the
+  // tensor cores' time, which a tile of a long K otherwise spends beside reading its B slices.
+  template <class T, class Mainloop>
+  __device__ __forceinline__ void consume_rows(Mainloop& mainloop, TmaRingCursor<STAGES>& at, int count, int rows,
+                                               int warp, int lane) const {
+    if (Mainloop::warpgroup_holds_rows(warp, rows)) {
+      consume<T>(mainloop, at, count, warp, lane);
+    } else {
+      pass(at, count, lane);
+    }
+  }
+
   // Compute warps with nothing to compute on `count` slices (a warpgroup whose rows all lie past
   // the call's): waits for each to fill and releases it at once, so that the ring turns as it
   // does for the warpgroup that computes. The wait keeps the arrivals in the stage's phase: an

@@ -8,7 +8,8 @@
 // extents arrive as zeros, so columns past a_cols and rows of B past b_rows read as zeros as in
 // the cp.async copiers; so do rows past m, except that an A [m][k] of fewer rows than a tile is
 // read in boxes of its rows rounded up to 8 (a_box_rows), the stage's other rows stale: wgmma
-// keeps accumulator rows apart, and rows past m are never stored.
+// keeps accumulator rows apart, and rows past m are never stored. A warpgroup whose 64 rows of a
+// tile all lie past m issues no products for it (TmaRing::consume_rows).
 //
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
@@ -182,9 +183,11 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
          slice = next_slice(m0, slice + 1, segment.end)) {
       ++count;
     }
+    // The tile's rows that exist: the last row tile of a call may hold fewer than a warpgroup's.
+    const int rows = args.m - m0 < kBM ? static_cast<int>(args.m - m0) : kBM;
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume<TA>(mainloop, at, count, warp, lane);
+    ring.template consume_rows<TA>(mainloop, at, count, rows, warp, lane);
     if (stages_addend(segment)) {
       Addend addend;
       TmaRingCursor<STAGES> stage_at = at;
@@ -198,8 +201,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
           });
 #pragma unroll
       for (int s = 0; s < Addend::kStages; ++s, at.advance()) ring.release(at, lane);
-    } else if (Fixup::finish(plan, segment, mainloop.acc, tid,
-                             Mainloop::holds_rows(warp, lane, args.m - m0 < kBM ? static_cast<int>(args.m - m0) : kBM))) {
+    } else if (Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, rows))) {
       Epilogue::of(args).write_tile(mainloop, staging, &params.out_map, m0, n0, warp, lane);
     }
   });

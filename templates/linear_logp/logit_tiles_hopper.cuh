@@ -18,7 +18,9 @@
 // (params.x_box_rows); the stage's rows past the box hold stale shared memory. wgmma keeps
 // accumulator rows apart, so they reach only rows past n_rows, which the epilogues neither store
 // nor count: the dZ epilogue zeroes every column of a row without a target (bwd_row) before its
-// tile max, and the kept chunk's partials and stores are a row's own.
+// tile max, and the kept chunk's partials and stores are a row's own. For the same reason a
+// warpgroup whose 64 rows of a tile all lie past n_rows issues no products for it
+// (TmaRing::consume_rows).
 //
 // The epilogue (DzFragmentEpilogue, or KeptLogitsEpilogue for the kept chunk) names its main loop
 // (Loop), its output element (Out), whether it filters tiles (kFilter), and takes a finished tile
@@ -114,7 +116,8 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume<T>(mainloop, at, segment.end - segment.begin, warp, lane);
+    ring.template consume_rows<T>(mainloop, at, segment.end - segment.begin,
+                                  Tile(args, segment.tile, row_tiles, col_tiles).rows, warp, lane);
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
     if (!Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, tile.rows))) return;
