@@ -47,3 +47,25 @@ def test_a_file_without_points_is_refused(tmp_path):
     tc = torch_compare()
     with pytest.raises(SystemExit, match="points.jsonl: no sweep points"):
         tc.load_points(write(tmp_path / "points.jsonl", [""]))
+
+
+def test_summary_lists_the_shapes_where_shardjit_is_not_faster_worst_first(tmp_path):
+    tc = torch_compare()
+
+    def rows(shape, n, shardjit_us, torch_us, gemm_us=100.0):
+        base = dict(shape=shape, n=n, hidden=4096, vocab=128256, dtype="bf16")
+        out = [dict(base, variant="gemm", over_gemm=1.0, over_torch=None, peak_extra_gib=0.0)]
+        if torch_us is not None:
+            out.append(dict(base, variant="torch fwd+bwd", over_gemm=torch_us / gemm_us, over_torch=None,
+                            peak_extra_gib=2.0))
+        out.append(dict(base, variant="shardjit fwd+bwd", over_gemm=shardjit_us / gemm_us,
+                        over_torch=None if torch_us is None else shardjit_us / torch_us, peak_extra_gib=0.5))
+        return out
+
+    lines = tc.summary_lines(rows("a-n7", 7, 300.0, 400.0) + rows("b-n16384", 16384, 420.0, 350.0)
+                             + rows("c-n333", 333, 330.0, 300.0) + rows("d-n32768", 32768, 400.0, None), worst=1)
+    assert lines[0] == ("shardjit fwd+bwd over PyTorch's: 3 shapes, median 1.100, max 1.200; not faster at 2; "
+                        "1 without a PyTorch time (out of memory)")
+    # Only the worst of the two is listed (worst=1), with both ratios to the GEMM and both memories.
+    assert lines[1:] == ["  1.200  b-n16384 bf16 (N 16384, H 4096, V 128256): 4.20 x GEMM against 3.50, "
+                         "extra 0.50 against 2.00 GiB"]

@@ -309,10 +309,12 @@ def host_overhead(calls=500, rounds=9, n=16, h=64, v=1024):
 def write_rows(rows_of_shapes, path=None, show=None):
     """Each shape's rows as JSON lines to stdout and, where `path` is given, appended to that file
     (`show(row)` first, where given); after each shape the op cache and CUDA's cached memory are
-    let go, so that one shape's buffers do not crowd the next."""
+    let go, so that one shape's buffers do not crowd the next. Returns every row written."""
     out = open(path, "a") if path else None
+    written = []
     try:
         for rows in rows_of_shapes:
+            written += rows
             for row in rows:
                 if show:
                     show(row)
@@ -326,6 +328,36 @@ def write_rows(rows_of_shapes, path=None, show=None):
     finally:
         if out:
             out.close()
+    return written
+
+
+def summary_lines(rows, worst=10):
+    """Per shardjit variant, against PyTorch's same variant: how many shapes were compared, the
+    median and largest of shardjit's time over PyTorch's, and the shapes where shardjit is not
+    faster (worst first, at most `worst` of them), with both times over the GEMM's and both extra
+    memories. Shapes where PyTorch ran out of memory are counted apart."""
+    lines = []
+    by_variant = collections.defaultdict(list)
+    for row in rows:
+        if row.get("variant", "").startswith("shardjit"):
+            by_variant[row["variant"]].append(row)
+    twins = {(row["shape"], row["dtype"], row["variant"]): row for row in rows}
+    for variant, own in by_variant.items():
+        compared = [row for row in own if row["over_torch"] is not None]
+        unmatched = len(own) - len(compared)
+        if not compared:
+            continue
+        ratios = [row["over_torch"] for row in compared]
+        slower = sorted((row for row in compared if row["over_torch"] >= 1.0), key=lambda row: -row["over_torch"])
+        lines.append(f"{variant} over PyTorch's: {len(compared)} shapes, median {statistics.median(ratios):.3f}, "
+                     f"max {max(ratios):.3f}; not faster at {len(slower)}"
+                     + (f"; {unmatched} without a PyTorch time (out of memory)" if unmatched else ""))
+        for row in slower[:worst]:
+            twin = twins.get((row["shape"], row["dtype"], variant.replace("shardjit", "torch")), {})
+            lines.append(f"  {row['over_torch']:.3f}  {row['shape']} {row['dtype']} (N {row['n']}, H {row['hidden']}, "
+                         f"V {row['vocab']}): {row['over_gemm']:.2f} x GEMM against {twin.get('over_gemm', 0):.2f}, "
+                         f"extra {row['peak_extra_gib']:.2f} against {twin.get('peak_extra_gib') or 0:.2f} GiB")
+    return lines
 
 
 def main(argv=None):
@@ -341,6 +373,8 @@ def main(argv=None):
     parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
     parser.add_argument("--skip-torch", action="store_true", help="leave out the materialized-logits baseline")
     parser.add_argument("--out", help="also append the JSON lines to this file")
+    parser.add_argument("--worst", type=int, default=10, help="shapes listed per variant where shardjit is "
+                        "not faster than PyTorch (the summary on stderr)")
     parser.add_argument("--no-host-overhead", dest="host_overhead", action="store_false",
                         help="leave out the host-time measurement")
     args = parser.parse_args(argv)
@@ -353,7 +387,10 @@ def main(argv=None):
     rows_of_shapes = (bench_shape(shape, args.rounds, args.warmup, entropy_cases, args.skip_torch) for shape in shapes)
     if args.host_overhead:
         rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
-    write_rows(rows_of_shapes, args.out)
+    rows = write_rows(rows_of_shapes, args.out)
+    # The summary goes to stderr: stdout stays JSON lines.
+    for line in summary_lines(rows, args.worst):
+        print(line, file=sys.stderr)
     return 0
 
 
