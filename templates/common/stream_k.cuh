@@ -164,9 +164,12 @@ SHARDJIT_HOST_DEVICE inline int cluster_blocks_by_rule(int row_tiles, bool below
 
 // `plan` of `row_tiles` row tiles run in clusters that share B's slices, where it is split whole
 // row after row or, unsplit, has fewer tiles than `resident` blocks, the clustered workers being
-// at least a fifth more than its tiles (it is then split whole, as plan_stream_k splits grids of
-// at most half a wave). The blocks of a cluster take the same K slices of one column in
-// consecutive row tiles (stream_k_block_worker). The plan is left as it is where no cluster fits.
+// at least a third more than its tiles (it is then split whole, as plan_stream_k splits grids of
+// at most half a wave). Below that the split did not pay for its cost: 96 tiles of H 8192 at 333
+// rows ran 0.6-6 % faster whole than on 117 blocks in clusters of three, 72 tiles 8-10 % slower
+// whole than on 117 or 128 (fwd+bwd, H100; docs/perf-notes.md, "Stream-K"). The blocks of a
+// cluster take the same K slices of one column in consecutive row tiles (stream_k_block_worker).
+// The plan is left as it is where no cluster fits.
 SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int row_tiles, int resident,
                                                          const StreamKClusters& clusters) {
   const bool split_whole = stream_k_split_whole(plan);
@@ -177,7 +180,7 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int r
   const int blocks = clusters.blocks > 0 ? clusters.blocks : cluster_blocks_by_rule(row_tiles, below_wave, most, clusters);
   if (blocks < 1 || blocks > kStreamKMaxClusterBlocks || row_tiles % blocks != 0) return plan;
   const int workers = stream_k_cluster_workers(most, row_tiles, blocks, clusters);
-  if (workers <= 0 || (below_wave && 5LL * workers < 6LL * plan.tiles)) return plan;
+  if (workers <= 0 || (below_wave && 3LL * workers < 4LL * plan.tiles)) return plan;
   plan.whole_tiles = 0;
   plan.workers = workers;
   plan.cluster = blocks;

@@ -405,7 +405,7 @@ const BwdCase kCases[] = {
     // Unsplit GEMMs whose addend comes into the TMA ring (templates/gemm/gemm_staged_addend.cuh)
     // on an H100 or H200: grad_weight += (bf16) and the last chunk's grad_hidden from the fp32
     // accumulator, 108 tiles of 35 and 36 K slices each, one a block (126 workers in pairs would
-    // not be a fifth more: cluster_stream_k); two chunks of 2304 columns.
+    // not be a third more: cluster_stream_k); two chunks of 2304 columns.
     {"n2200_h1536_v4600_chunks_acc_staged", 2200, 1536, 4600, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
      kBoth, false, true, false, false, 2200 * 2 * 2304},
     // The same at H = 1024: 72 tiles, below a wave, split whole over 126 blocks in clusters of two

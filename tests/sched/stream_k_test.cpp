@@ -263,7 +263,7 @@ TEST(StreamK, ClusterBlocksWalkTheSameSlicesOfOneColumn) {
 TEST(StreamK, ClustersOfADivisorOfTheRowTilesWalkTheSameSlices) {
   for (auto [tiles_m, tiles_n, slices, blocks, resident] :
        {std::tuple{8, 8, 2374, 2, 66}, {8, 8, 2374, 4, 30}, {6, 8, 2374, 3, 39}, {6, 8, 2374, 2, 66},
-        {8, 9, 4000, 2, 66}, {4, 16, 2004, 2, 20}, {8, 12, 3142, 4, 30}}) {
+        {8, 9, 4000, 2, 66}, {4, 16, 2004, 2, 20}, {8, 9, 4000, 4, 30}}) {
     SCOPED_TRACE(testing::Message() << tiles_m << " x " << tiles_n << " tiles of " << slices << " slices, clusters of "
                                     << blocks << ", " << resident << " at once");
     kernels::StreamKPlan plan = kernels::plan_stream_k(tiles_m * tiles_n, slices, 132, tiles_m);
@@ -276,7 +276,7 @@ TEST(StreamK, ClustersOfADivisorOfTheRowTilesWalkTheSameSlices) {
 
 // The rule: plans split whole over 2 to 7 row tiles (kStreamKMaxCluster) take clusters of all of
 // them; grids of less than a wave that plan_stream_k leaves whole (more than half a wave) are
-// split whole in the clusters that keep the most blocks busy, where those are a fifth more than
+// split whole in the clusters that keep the most blocks busy, where those are a third more than
 // the tiles; nothing else is clustered.
 TEST(StreamK, WhichPlansAreClusteredByTheRule) {
   const kernels::StreamKClusters h100 = h100_clusters();
@@ -310,9 +310,16 @@ TEST(StreamK, WhichPlansAreClusteredByTheRule) {
   EXPECT_EQ(g.whole_tiles, 0);
   check_clusters(g, 8, 9);
   const kernels::StreamKPlan oss = kernels::cluster_stream_k(kernels::plan_stream_k(8 * 12, 3142, 132, 8), 8, 132, h100);
-  EXPECT_EQ(oss.cluster, 2) << "96 tiles, 128 workers";
+  EXPECT_EQ(oss.cluster, 2) << "96 tiles, 128 workers: a third more";
   EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(8 * 14, 2376, 132, 8), 8, 132, h100).cluster, 1)
-      << "112 tiles: 128 workers are not a fifth more";
+      << "112 tiles: 128 workers are not a third more";
+  // 333 rows (3 row tiles): at H 8192 the 96 tiles stay whole (117 workers in clusters of three
+  // are not a third more); at H 7168 and 6144 (84 and 72 tiles) they are split.
+  const kernels::StreamKPlan h8192 = kernels::plan_stream_k(3 * 32, 2004, 132, 3);
+  ASSERT_EQ(h8192.workers, 0);
+  EXPECT_EQ(kernels::cluster_stream_k(h8192, 3, 132, h100).workers, 0) << "96 tiles, 117 workers";
+  EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(3 * 28, 2020, 132, 3), 3, 132, h100).workers, 117);
+  EXPECT_EQ(kernels::cluster_stream_k(kernels::plan_stream_k(3 * 24, 788, 132, 3), 3, 132, h100).workers, 117);
   const kernels::StreamKPlan five = kernels::cluster_stream_k(kernels::plan_stream_k(5 * 16, 2004, 132, 5), 5, 132, h100);
   EXPECT_EQ(five.cluster, 5) << "600 rows at H 4096: 80 tiles, 22 clusters of five";
   EXPECT_EQ(five.workers, 110);

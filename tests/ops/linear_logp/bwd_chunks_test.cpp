@@ -721,7 +721,7 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
 // Where the GEMMs run in clusters (StreamKWorkspace::clusters), grids of less than a wave that the
 // clusters split whole (cluster_stream_k) need the workspace too: grad_hidden at 1024 rows of
 // H = 2304 is 8 x 9 = 72 tiles, which 128 blocks in pairs take. At H = 4096 its 128 tiles stay
-// whole: the pairs' 128 blocks would not be a fifth more.
+// whole: the pairs' 128 blocks would not be a third more.
 TEST(BwdSplits, GridsThatClustersSplitBelowAWave) {
   const BwdTileShape tile{128, 256, 64};
   const kernels::StreamKClusters h100{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};
