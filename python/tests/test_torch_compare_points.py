@@ -62,10 +62,19 @@ def test_summary_lists_the_shapes_where_shardjit_is_not_faster_worst_first(tmp_p
                         over_torch=None if torch_us is None else shardjit_us / torch_us, peak_extra_gib=0.5))
         return out
 
-    lines = tc.summary_lines(rows("a-n7", 7, 300.0, 400.0) + rows("b-n16384", 16384, 420.0, 350.0)
+    host = dict(variant="host overhead", n=7, hidden=4096, vocab=128256)  # a default run's first row: no shape
+    lines = tc.summary_lines([host] + rows("a-n7", 7, 300.0, 400.0) + rows("b-n16384", 16384, 420.0, 350.0)
                              + rows("c-n333", 333, 330.0, 300.0) + rows("d-n32768", 32768, 400.0, None), worst=1)
     assert lines[0] == ("shardjit fwd+bwd over PyTorch's: 3 shapes, median 1.100, max 1.200; not faster at 2; "
                         "1 without a PyTorch time (out of memory)")
     # Only the worst of the two is listed (worst=1), with both ratios to the GEMM and both memories.
     assert lines[1:] == ["  1.200  b-n16384 bf16 (N 16384, H 4096, V 128256): 4.20 x GEMM against 3.50, "
                          "extra 0.50 against 2.00 GiB"]
+
+
+def test_summary_of_one_shape_says_shape():
+    tc = torch_compare()
+    base = dict(shape="a-n7", n=7, hidden=64, vocab=300, dtype="bf16", peak_extra_gib=0.0)
+    lines = tc.summary_lines([dict(base, variant="torch fwd", over_gemm=1.2, over_torch=None),
+                              dict(base, variant="shardjit fwd", over_gemm=1.0, over_torch=0.8)])
+    assert lines == ["shardjit fwd over PyTorch's: 1 shape, median 0.800, max 0.800; not faster at 0"]

@@ -60,6 +60,13 @@ def standard_shapes():
     raise SystemExit("torch_compare: no shapes.json found (looked at " + ", ".join(SHAPE_FILES) + "); pass --shape")
 
 
+def nonnegative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count of 0 or more, got {text}")
+    return value
+
+
 def parse_shape(text):
     try:
         n, h, v = (int(x) for x in text.split(","))
@@ -341,7 +348,8 @@ def summary_lines(rows, worst=10):
     for row in rows:
         if row.get("variant", "").startswith("shardjit"):
             by_variant[row["variant"]].append(row)
-    twins = {(row["shape"], row["dtype"], row["variant"]): row for row in rows}
+    # (The host-overhead row names no shape.)
+    twins = {(row["shape"], row["dtype"], row["variant"]): row for row in rows if "shape" in row}
     for variant, own in by_variant.items():
         compared = [row for row in own if row["over_torch"] is not None]
         unmatched = len(own) - len(compared)
@@ -349,7 +357,8 @@ def summary_lines(rows, worst=10):
             continue
         ratios = [row["over_torch"] for row in compared]
         slower = sorted((row for row in compared if row["over_torch"] >= 1.0), key=lambda row: -row["over_torch"])
-        lines.append(f"{variant} over PyTorch's: {len(compared)} shapes, median {statistics.median(ratios):.3f}, "
+        shapes = "1 shape" if len(compared) == 1 else f"{len(compared)} shapes"
+        lines.append(f"{variant} over PyTorch's: {shapes}, median {statistics.median(ratios):.3f}, "
                      f"max {max(ratios):.3f}; not faster at {len(slower)}"
                      + (f"; {unmatched} without a PyTorch time (out of memory)" if unmatched else ""))
         for row in slower[:worst]:
@@ -373,7 +382,7 @@ def main(argv=None):
     parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
     parser.add_argument("--skip-torch", action="store_true", help="leave out the materialized-logits baseline")
     parser.add_argument("--out", help="also append the JSON lines to this file")
-    parser.add_argument("--worst", type=int, default=10, help="shapes listed per variant where shardjit is "
+    parser.add_argument("--worst", type=nonnegative_int, default=10, help="shapes listed per variant where shardjit is "
                         "not faster than PyTorch (the summary on stderr)")
     parser.add_argument("--no-host-overhead", dest="host_overhead", action="store_false",
                         help="leave out the host-time measurement")
