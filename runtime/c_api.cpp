@@ -248,6 +248,8 @@ shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted) {
   return guarded([&] { *aborted = comm->comm->aborted() ? 1 : 0; });
 }
 
+static_assert(SHARDJIT_KEEP_LOGITS_AUTO == shardjit::kKeepLogitsAuto, "the C and C++ names of one default");
+
 void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config, size_t struct_size) {
   const shardjit::LinearLogpConfig cpp;
   shardjit_linear_logp_config defaults{};

@@ -174,6 +174,10 @@ shardjit_status shardjit_comm_aborted(const shardjit_comm* comm, int* aborted);
 
 typedef struct shardjit_linear_logp shardjit_linear_logp;
 
+/* keep_logits_bytes's default (shardjit::kKeepLogitsAuto): as much as holds the backward's
+ * buffers within 1 GiB, at least 256 MiB. */
+#define SHARDJIT_KEEP_LOGITS_AUTO ((int64_t)-1)
+
 typedef struct shardjit_linear_logp_config {
   size_t struct_size;    /* set by shardjit_linear_logp_config_init: sizeof in the caller's header */
   int64_t hidden;
@@ -197,7 +201,7 @@ typedef struct shardjit_linear_logp_config {
   int dz_fp32;
   int64_t backward_workspace_bytes; /* 0: 256 MiB */
   float grad_filter_threshold;      /* 0: exact */
-  int64_t keep_logits_bytes;        /* 256 MiB by default; 0: keep no more than the dZ buffer and the accumulator hold */
+  int64_t keep_logits_bytes;        /* SHARDJIT_KEEP_LOGITS_AUTO by default; 0: keep no more than the dZ buffer and the accumulator hold */
 } shardjit_linear_logp_config;
 
 void shardjit_linear_logp_config_init_sized(shardjit_linear_logp_config* config, size_t struct_size);

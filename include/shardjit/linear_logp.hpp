@@ -21,6 +21,9 @@
 
 namespace shardjit {
 
+// LinearLogpConfig::keep_logits_bytes's default: a keep budget that follows the op's buffers.
+inline constexpr std::int64_t kKeepLogitsAuto = -1;
+
 struct LinearLogpConfig {
   std::int64_t hidden = 0;        // H, a multiple of 8
   std::int64_t vocab_start = 0;   // global id of the first row of this shard's weight
@@ -61,16 +64,23 @@ struct LinearLogpConfig {
   // at hidden 4096): each further chunk kept is one recompute of its logits fewer in the
   // backward, for about N x chunk columns x 2 bytes (about backward_workspace_bytes) each. The
   // forward keeps as many chunks as fit, always one fewer than the call has; where the whole
-  // shard of dZ fits backward_workspace_bytes + keep_logits_bytes (about 2 000 rows at a 128k
-  // vocabulary with the defaults) it is one chunk, kept whole, in a dZ buffer that may then be
-  // larger than backward_workspace_bytes: the dZ and keep buffers share that sum. The default,
-  // 256 MiB, is one chunk more at the default dZ chunk (about 0.8 GiB beyond the gradients in all
-  // at llama3-8b's head with 16k rows); 0: no more than the ones in place. Only ops that keep
-  // chunks at all use it (single GPU, 16-bit dZ, the Hopper dZ kernel, no gradient filter). With
-  // max_rows set, what calls of up to max_rows rows can use of it is allocated at build (none
-  // where they have at most two chunks), and a whole shard is one chunk only where a call of
-  // max_rows rows is one.
-  std::int64_t keep_logits_bytes = std::int64_t{256} << 20;
+  // shard of dZ fits backward_workspace_bytes + the keep budget it is one chunk, kept whole, in a
+  // dZ buffer that may then be larger than backward_workspace_bytes: the dZ and keep buffers
+  // share that sum. Only ops that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper
+  // dZ kernel, no gradient filter).
+  //   kKeepLogitsAuto (the default): the keep budget is what holds the dZ budget, the
+  //     accumulator (as large as the op's calls have grown it) and the keep buffer within 1 GiB
+  //     together, and at least 256 MiB: 1 GiB less the dZ budget and the accumulator's N x H x 4
+  //     bytes, 768 MiB less N x H x 4 by default. A whole shard as one chunk needs no
+  //     accumulator, so a fresh op takes up to 1 GiB of dZ as one chunk (a 128k vocabulary at
+  //     4096 rows); the floor holds from 16384 rows at hidden 8192. A call whose accumulator
+  //     grows frees a keep or dZ buffer that the smaller budget no longer allows (a
+  //     synchronization, as every growth is).
+  //   >= 0: that many bytes; 0: no more than the ones in place.
+  // With max_rows set, what calls of up to max_rows rows can use of it is allocated at build
+  // (none where they have at most two chunks), and a whole shard is one chunk only where a call
+  // of max_rows rows is one.
+  std::int64_t keep_logits_bytes = kKeepLogitsAuto;
   // Gradient filtering, off (0) by default and then exact. When > 0, a tile of dZ (the dZ
   // kernel's block tile: 128 x 256 on H100/H200 and A100, 64 x 256 on GPUs with about 100 KiB of
   // shared memory per block) whose entries all have |dZ| < grad_filter_threshold (in the units of

@@ -114,7 +114,8 @@ constexpr const char* kConfigKeywordsDoc =
     "bias_dtype=None, target_dtype='int64' ('int32', 'int64'), ignore_index=-100, temperature=1.0, "
     "want_entropy=False, allow_tf32=False, strict=False, device=0, max_rows=0, want_backward=False, "
     "grad_weight_fp32=False, dz_fp32=False, backward_workspace_bytes=0, grad_filter_threshold=0.0, "
-    "keep_logits_bytes=268435456 (256 MiB). An unknown "
+    "keep_logits_bytes=-1 (what holds the backward's buffers within 1 GiB, at least 256 MiB; >= 0: that many "
+    "bytes). An unknown "
     "keyword is a TypeError that names it.";
 
 nb::dict config_dict(const LinearLogpConfig& c) {

@@ -76,7 +76,7 @@ def test_keep_logits_budget(runtime):
     weight = (torch.randn(v, h, generator=g) * 0.125).to("cuda", torch.bfloat16).requires_grad_()
     targets = torch.randint(0, v, (n,), generator=g).to("cuda")
     with pytest.raises(ValueError, match="keep_logits_bytes"):
-        shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="bf16", want_backward=True, keep_logits_bytes=-1)
+        shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="bf16", want_backward=True, keep_logits_bytes=-2)
     op = shardjit.LinearLogp(runtime, hidden=h, vocab_local=v, dtype="bf16", want_backward=True,
                              grad_weight_fp32=True, backward_workspace_bytes=n * 2 * 512, keep_logits_bytes=1 << 20)
     assert op.config["keep_logits_bytes"] == 1 << 20

@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
                        unknown.struct_size, sizeof unknown));
     CHECK(refused == NULL);
   }
-  CHECK(config.keep_logits_bytes == ((int64_t)256 << 20)); /* the C++ default */
+  CHECK(config.keep_logits_bytes == SHARDJIT_KEEP_LOGITS_AUTO); /* the C++ default */
   config.hidden = 100;
   config.vocab_local = 1000;
   shardjit_linear_logp* op = NULL;

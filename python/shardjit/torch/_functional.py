@@ -222,7 +222,8 @@ def linear_logp(
     earlier calls had); with a ``process_group`` whose ranks share a host, calls of up to
     ``max_rows`` rows merge the ranks' partials over peer memory instead of an NCCL all-gather.
     ``keep_logits_bytes``: the memory in bytes the forward may use to keep logits for the
-    backward (None: the op's default, 256 MiB; more keeps more chunks and recomputes fewer).
+    backward (None: the op's default, what holds its backward's buffers within 1 GiB, at least
+    256 MiB; more keeps more chunks and recomputes fewer).
 
     Under ``torch.autocast`` (on hidden's device) hidden, weight and bias run in the autocast
     dtype, as they would in ``torch.nn.functional.linear``: floating inputs of another dtype are

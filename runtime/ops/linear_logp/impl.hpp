@@ -65,7 +65,7 @@ struct LinearLogp::Impl {
   // on, in the op's tile or, where narrow_tiles_pay says so, its narrow one.
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
-  // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, config.keep_logits_bytes and the
+  // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).
   ForwardLaunch forward_launch(std::int64_t n_rows, int most_kept) const;
   // The keep decision of a call on `stream`: forward_launch, with fewer kept chunks where they

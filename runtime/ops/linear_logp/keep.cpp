@@ -13,6 +13,26 @@ bool op_keeps_chunks(const LinearLogpConfig& c, const FwdTile& dz_tile, DType dz
   return tp == 1 && dz_tile.wgmma && dtype_size(dz_dtype) == 2 && c.grad_filter_threshold == 0.0f;
 }
 
+std::int64_t keep_logits_budget(const LinearLogpConfig& c, std::int64_t accumulator_bytes) {
+  if (c.keep_logits_bytes != kKeepLogitsAuto) return c.keep_logits_bytes;
+  const std::int64_t room = kAutoKeepTotalBytes - backward_workspace_budget(c) - accumulator_bytes;
+  return std::max(room, kAutoKeepFloorBytes);
+}
+
+BackwardBufferBudget backward_buffer_budget(const LinearLogpConfig& c, const BackwardBuffers& held,
+                                            const BackwardChunks& chunks) {
+  BackwardBufferBudget budget;
+  const auto need_dz = static_cast<std::int64_t>(chunks.dz_bytes);
+  const std::int64_t accumulator = std::max(held.accumulator, static_cast<std::int64_t>(chunks.accumulator_bytes));
+  budget.keep_budget = keep_logits_budget(c, accumulator);
+  budget.cap = saturating_budget_sum(backward_workspace_budget(c), budget.keep_budget);
+  budget.release_dz = held.dz > std::max(need_dz, budget.cap);
+  const std::int64_t dz = budget.release_dz ? need_dz : std::max(held.dz, need_dz);
+  budget.keep_room = std::clamp<std::int64_t>(budget.cap - dz, 0, budget.keep_budget);
+  budget.release_keep = held.keep > budget.keep_room;
+  return budget;
+}
+
 std::size_t kept_chunk_bytes(const BackwardChunks& chunks, std::int64_t n_rows) {
   return static_cast<std::size_t>(std::max<std::int64_t>(n_rows, 0)) * static_cast<std::size_t>(chunks.dz_stride) * 2;
 }

@@ -16,10 +16,47 @@
 
 namespace shardjit {
 
+// kKeepLogitsAuto's rule: the dZ budget, the grad_hidden accumulator and the keep buffer within
+// kAutoKeepTotalBytes together, the keep budget never below kAutoKeepFloorBytes (the fixed
+// default it replaced, one chunk at the default dZ budget). At 4096 rows the keep buffer of 256 MiB
+// took 3.83-4.02 x the GEMM and 768 MiB 3.29-3.69 x (one H100, docs/deploy.md); past the floor
+// the backward would hold more than the 1 GiB beyond the gradients it held before.
+inline constexpr std::int64_t kAutoKeepTotalBytes = std::int64_t{1} << 30;
+inline constexpr std::int64_t kAutoKeepFloorBytes = std::int64_t{256} << 20;
+
+// The keep budget, in bytes, of an op of config `c` whose grad_hidden accumulator takes
+// `accumulator_bytes`: c.keep_logits_bytes, or for kKeepLogitsAuto kAutoKeepTotalBytes less the
+// dZ budget and the accumulator, at least kAutoKeepFloorBytes.
+std::int64_t keep_logits_budget(const LinearLogpConfig& c, std::int64_t accumulator_bytes);
+
+// The backward's buffers, in bytes: as an op holds them, or as a call needs them.
+struct BackwardBuffers {
+  std::int64_t dz = 0;
+  std::int64_t accumulator = 0;
+  std::int64_t keep = 0;
+};
+
+// What the budgets allow an op of config `c` that holds `held` once a call of `chunks` reserved
+// its buffers (which grow, never shrink, except as `release` says): the keep budget (of the
+// accumulator as it is then), and the dZ and keep buffers' shared cap, the dZ budget plus it.
+// `release`: the held buffers that reserve frees first, a dZ buffer larger than both the call's
+// and the cap (a whole shard grown before the accumulator grew), and a keep buffer larger than
+// `keep_room`, what is left of the cap past the dZ buffer, at most the keep budget. A call's
+// buffers stay within the cap, and what the op holds never passes the cap plus its accumulator.
+struct BackwardBufferBudget {
+  std::int64_t keep_budget = 0;
+  std::int64_t cap = 0;
+  std::int64_t keep_room = 0;
+  bool release_dz = false;
+  bool release_keep = false;
+};
+BackwardBufferBudget backward_buffer_budget(const LinearLogpConfig& c, const BackwardBuffers& held,
+                                            const BackwardChunks& chunks);
+
 // The backward chunks a forward keeps in the buffers the backward has anyway: the first in the
 // dZ buffer, and the second in the grad_hidden accumulator's memory where that can hold it
 // (BackwardChunks::kept_band_rows). The chunks after those go to the keep buffer, whose size
-// config.keep_logits_bytes bounds.
+// the keep budget (keep_logits_budget) bounds.
 int chunks_kept_in_place(const BackwardChunks& chunks);
 // "As many chunks as the op and the budget allow", for forward_launch.
 inline constexpr int kAnyKeptChunks = 1 << 20;

@@ -76,7 +76,8 @@ TEST(KeptChunksBudget, TheOnesInPlaceAndWholeChunksOfTheKeepBuffer) {
   const std::int64_t chunk = n * 8192 * 2;  // 256 MiB: llama3-8b-16k's chunk of the default dZ budget
   EXPECT_EQ(kept_chunk_bytes(chunks, n), static_cast<std::size_t>(chunk));
   EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 2) << "no keep buffer: the two in place";
-  EXPECT_EQ(kept_chunks_budget(chunks, n, LinearLogpConfig{}.keep_logits_bytes), 3) << "the default: one further";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, keep_logits_budget(LinearLogpConfig{}, n * 4096 * 4)), 4)
+      << "the default beside a 256 MiB accumulator, 512 MiB: two further";
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk - 1), 2);
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 3);
   EXPECT_EQ(kept_chunks_budget(chunks, n, 3 * chunk + chunk / 2), 5);
@@ -96,14 +97,17 @@ TEST(KeptChunksBudget, OneInPlaceWhereTheAccumulatorCannotHoldTheSecond) {
   EXPECT_EQ(chunks_kept_in_place(chunks_of(8192, 128256, true)), 2);
   EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 1) << "no keep buffer: the first alone";
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 2) << "the second in the keep buffer";
-  EXPECT_EQ(kept_chunks_budget(chunks, n, LinearLogpConfig{}.keep_logits_bytes), 2) << "the default holds one chunk";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, keep_logits_budget(LinearLogpConfig{}, n * 3584 * 4)), 3)
+      << "the default beside a 56 MiB accumulator, 712 MiB: two further";
   EXPECT_EQ(keepable_chunks(chunks, 152064, 256, kept_chunks_budget(chunks, n, std::int64_t{4} << 30)), 4)
       << "all but the last";
 }
 
-TEST(KeptChunksBudget, NegativeBudgetIsRefusedByName) {
+TEST(KeptChunksBudget, NegativeBudgetOtherThanAutoIsRefusedByName) {
   LinearLogpConfig c;
-  c.keep_logits_bytes = -1;
+  EXPECT_EQ(c.keep_logits_bytes, kKeepLogitsAuto) << "the default";
+  EXPECT_NO_THROW(check_backward_config(c));
+  c.keep_logits_bytes = -2;
   try {
     check_backward_config(c);
     FAIL() << "a negative keep_logits_bytes was accepted";
@@ -113,6 +117,122 @@ TEST(KeptChunksBudget, NegativeBudgetIsRefusedByName) {
   }
   c.keep_logits_bytes = std::int64_t{4} << 30;
   EXPECT_NO_THROW(check_backward_config(c));
+}
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
+TEST(KeepLogitsBudget, AutoHoldsTheBuffersWithinOneGibAndNeverBelowTheFloor) {
+  LinearLogpConfig c;
+  EXPECT_EQ(keep_logits_budget(c, 0), 768 * kMiB) << "no accumulator: 1 GiB less the dZ budget";
+  EXPECT_EQ(keep_logits_budget(c, 56 * kMiB), 712 * kMiB) << "qwen2.5-7b at 4097 rows";
+  EXPECT_EQ(keep_logits_budget(c, 256 * kMiB), 512 * kMiB) << "llama3-8b at 16384 rows";
+  EXPECT_EQ(keep_logits_budget(c, 512 * kMiB), 256 * kMiB) << "llama3-70b at 16384 rows: the floor";
+  EXPECT_EQ(keep_logits_budget(c, 2048 * kMiB), 256 * kMiB) << "the floor";
+  c.backward_workspace_bytes = 512 * kMiB;
+  EXPECT_EQ(keep_logits_budget(c, 128 * kMiB), 384 * kMiB) << "a larger dZ budget leaves less";
+  c.keep_logits_bytes = 0;
+  EXPECT_EQ(keep_logits_budget(c, 0), 0) << "a number is taken as it is";
+  c.keep_logits_bytes = std::int64_t{4} << 30;
+  EXPECT_EQ(keep_logits_budget(c, 512 * kMiB), std::int64_t{4} << 30);
+}
+
+// A call's chunks needing `dz` and `accumulator` bytes.
+BackwardChunks needing(std::int64_t dz, std::int64_t accumulator) {
+  BackwardChunks chunks;
+  chunks.dz_bytes = static_cast<std::size_t>(dz);
+  chunks.accumulator_bytes = static_cast<std::size_t>(accumulator);
+  return chunks;
+}
+
+TEST(BackwardBufferBudget, TheKeepRoomIsTheCapPastTheDzBuffer) {
+  const LinearLogpConfig c;
+  const BackwardBufferBudget fresh = backward_buffer_budget(c, {}, needing(256 * kMiB, 256 * kMiB));
+  EXPECT_EQ(fresh.keep_budget, 512 * kMiB);
+  EXPECT_EQ(fresh.cap, 768 * kMiB);
+  EXPECT_EQ(fresh.keep_room, 512 * kMiB);
+  EXPECT_FALSE(fresh.release_dz || fresh.release_keep);
+  // A whole shard's dZ (no accumulator) takes its room from the keep buffer's.
+  const BackwardBufferBudget whole = backward_buffer_budget(c, {}, needing(900 * kMiB, 0));
+  EXPECT_EQ(whole.cap, 1024 * kMiB);
+  EXPECT_EQ(whole.keep_room, 124 * kMiB);
+  EXPECT_EQ(backward_buffer_budget(c, {1000 * kMiB, 0, 0}, needing(100 * kMiB, 0)).keep_room, 24 * kMiB)
+      << "the dZ buffer as held";
+}
+
+TEST(BackwardBufferBudget, AGrowingAccumulatorReleasesWhatTheSmallerBudgetNoLongerAllows) {
+  const LinearLogpConfig c;
+  // A whole shard of 1000 MiB, then a call of many rows with a 512 MiB accumulator: the cap falls
+  // to 512 MiB, so the dZ buffer goes and comes back at the call's 256 MiB.
+  BackwardBufferBudget b = backward_buffer_budget(c, {1000 * kMiB, 0, 0}, needing(256 * kMiB, 512 * kMiB));
+  EXPECT_TRUE(b.release_dz);
+  EXPECT_FALSE(b.release_keep);
+  EXPECT_EQ(b.keep_room, 256 * kMiB);
+  // A keep buffer of 512 MiB grown beside a small accumulator, then the 512 MiB accumulator.
+  b = backward_buffer_budget(c, {256 * kMiB, 64 * kMiB, 512 * kMiB}, needing(256 * kMiB, 512 * kMiB));
+  EXPECT_FALSE(b.release_dz);
+  EXPECT_TRUE(b.release_keep);
+  // The accumulator held already: nothing grows, nothing is released.
+  b = backward_buffer_budget(c, {256 * kMiB, 512 * kMiB, 256 * kMiB}, needing(256 * kMiB, 64 * kMiB));
+  EXPECT_FALSE(b.release_dz || b.release_keep);
+  EXPECT_EQ(b.keep_room, 256 * kMiB);
+  // A fixed budget: a whole shard's dZ past the dZ budget releases the keep buffer it now shares.
+  LinearLogpConfig fixed;
+  fixed.keep_logits_bytes = 256 * kMiB;
+  b = backward_buffer_budget(fixed, {256 * kMiB, 0, 256 * kMiB}, needing(400 * kMiB, 0));
+  EXPECT_FALSE(b.release_dz);
+  EXPECT_TRUE(b.release_keep);
+  EXPECT_EQ(b.keep_room, 112 * kMiB);
+}
+
+// Calls of any sizes in any order on one op: what it holds after each never passes 1 GiB, or the
+// dZ budget, the floor and its accumulator where those pass it; a buffer is freed only by a call
+// that grows one (which waits for the stream anyway), and by the third time through the same
+// calls nothing is (the buffers settle). Each call is planned as the op
+// plans it (the whole shard by the held accumulator's keep budget), frees what reserve frees,
+// grows what the call needs, and keeps the chunks its room allows.
+TEST(BackwardBufferBudget, HeldBuffersStayWithinTheAutoBudgetOverCallSequences) {
+  const LinearLogpConfig c;
+  const std::int64_t rows[] = {1, 7, 333, 1024, 2000, 4097, 8192, 16384, 32768};
+  for (const std::int64_t hidden : {2048, 4096, 8192}) {
+    for (const std::int64_t vocab : {32000, 128256, 256000}) {
+      for (int order = 0; order < 6; ++order) {
+        SCOPED_TRACE("H " + std::to_string(hidden) + ", V " + std::to_string(vocab) + ", order " +
+                     std::to_string(order));
+        BackwardBuffers held;
+        for (int call = 0; call < 36; ++call) {
+          const std::int64_t n = rows[(call % 12 * (order + 2) + order * order) % 9];
+          BackwardChunksInput in;
+          in.n_rows = n;
+          in.hidden = hidden;
+          in.vocab_local = vocab;
+          in.tile_cols = 256;
+          in.hidden_accumulator = true;
+          in.keep_band_rows = 1024;
+          in.whole_budget = whole_shard_budget(in, keep_logits_budget(c, held.accumulator), 0);
+          const BackwardChunks chunks = backward_chunks(in);
+          const BackwardBufferBudget budget = backward_buffer_budget(c, held, chunks);
+          const bool grows = static_cast<std::int64_t>(chunks.dz_bytes) > held.dz ||
+                             static_cast<std::int64_t>(chunks.accumulator_bytes) > held.accumulator;
+          if (budget.release_dz || budget.release_keep) {
+            EXPECT_TRUE(grows) << "a release without a growth, " << n << " rows";
+            EXPECT_LT(call, 24) << "a release the third time through, " << n << " rows";
+          }
+          if (budget.release_dz) held.dz = 0;
+          if (budget.release_keep) held.keep = 0;
+          held.dz = std::max(held.dz, static_cast<std::int64_t>(chunks.dz_bytes));
+          held.accumulator = std::max(held.accumulator, static_cast<std::int64_t>(chunks.accumulator_bytes));
+          const int kept = keepable_chunks(chunks, vocab, 256, kept_chunks_budget(chunks, n, budget.keep_room));
+          const int in_place = std::min(kept, chunks_kept_in_place(chunks));
+          const auto keep = static_cast<std::int64_t>(kept - in_place) * static_cast<std::int64_t>(kept_chunk_bytes(chunks, n));
+          ASSERT_LE(keep, budget.keep_room) << n << " rows";
+          held.keep = std::max(held.keep, keep);
+          const std::int64_t bound = std::max(kAutoKeepTotalBytes, kDefaultBackwardWorkspaceBytes +
+                                                                        kAutoKeepFloorBytes + held.accumulator);
+          ASSERT_LE(held.dz + held.accumulator + held.keep, bound) << "after a call of " << n << " rows";
+        }
+      }
+    }
+  }
 }
 
 class UsableKeptChunks : public ::testing::Test {

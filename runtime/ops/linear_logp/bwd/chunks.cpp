@@ -48,10 +48,11 @@ void check_backward_config(const LinearLogpConfig& c) {
                                                  std::to_string(c.grad_filter_threshold) +
                                                  "; expected a finite value >= 0 (0: no filtering)");
   }
-  if (c.keep_logits_bytes < 0) {
-    throw Error(ErrorCode::kInvalidArgument, "LinearLogp config: keep_logits_bytes = " +
-                                                 std::to_string(c.keep_logits_bytes) +
-                                                 "; expected >= 0 (0: keep no more than the backward's buffers hold)");
+  if (c.keep_logits_bytes < 0 && c.keep_logits_bytes != kKeepLogitsAuto) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LinearLogp config: keep_logits_bytes = " + std::to_string(c.keep_logits_bytes) +
+                    "; expected >= 0 (0: keep no more than the backward's buffers hold) or -1 (kKeepLogitsAuto, "
+                    "the default: what holds the backward's buffers within 1 GiB)");
   }
 }
 

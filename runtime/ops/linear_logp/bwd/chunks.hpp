@@ -67,7 +67,7 @@ struct BackwardChunksInput {
   // > 0: the op keeps chunks from the forward, and the first grad_hidden product runs in bands of
   // this many rows (kept_band_rows_for) when the accumulator holds a second kept chunk.
   std::int64_t keep_band_rows = 0;
-  // > 0 (ops that keep chunks: budget + keep_logits_bytes): a call whose whole shard of dZ fits in
+  // > 0 (ops that keep chunks: budget + the keep budget): a call whose whole shard of dZ fits in
   // this many bytes takes it as one chunk, which its forward then keeps whole, rather than
   // chunks of `budget` of which it would recompute at least one. The memory is what the two
   // budgets allow together, spent in the dZ buffer instead of the keep buffer.
@@ -123,7 +123,7 @@ bool backward_whole_shard_fits(const BackwardChunksInput& input);
 std::int64_t saturating_budget_sum(std::int64_t a, std::int64_t b);
 
 // The whole_budget of an op that keeps chunks, for `input` (its shape, budget and rows):
-// backward_workspace_bytes + keep_logits_bytes. With max_rows > 0, 0 unless a call of max_rows
+// backward_workspace_bytes + keep_bytes, the keep budget (keep_logits_budget). With max_rows > 0, 0 unless a call of max_rows
 // rows is itself one whole chunk by it: an op built with max_rows reserves its buffers at build
 // for every call up to max_rows, and the whole-shard dZ of smaller calls would take the keep
 // budget that calls of max_rows rows (what such an op mostly runs) use for further chunks.

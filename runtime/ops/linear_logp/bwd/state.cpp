@@ -98,7 +98,8 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
 }
 
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole) {
+                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole,
+                                          std::int64_t accumulator_held) {
   BackwardChunksInput input;
   input.n_rows = n_rows;
   input.hidden = c.hidden;
@@ -119,7 +120,7 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
     // Only shards whose forward can keep them whole: a source a dZ tile column for the combine.
     const std::int64_t tile_columns = (c.vocab_local + specs.dz_tile.bn - 1) / specs.dz_tile.bn;
     if (whole && tile_columns <= kMaxCombineSources) {
-      input.whole_budget = whole_shard_budget(input, c.keep_logits_bytes, c.max_rows);
+      input.whole_budget = whole_shard_budget(input, keep_logits_budget(c, accumulator_held), c.max_rows);
     }
   }
   return input;
@@ -127,7 +128,7 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
 
 BackwardChunksInput LinearLogpBwdState::chunks_input(std::int64_t n_rows, bool grad_hidden, bool whole) const {
   return backward_chunks_input(layout.config, *specs, split.resident_blocks(), bwd_chunk_waves, n_rows, grad_hidden,
-                               whole);
+                               whole, static_cast<std::int64_t>(accumulator.bytes()));
 }
 
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
@@ -150,12 +151,21 @@ BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
   return backward_chunks_reserve(chunks_input(max_rows, true));
 }
 
+BackwardBuffers LinearLogpBwdState::held() const {
+  BackwardBuffers bytes;
+  bytes.dz = static_cast<std::int64_t>(dz_buffer.bytes());
+  bytes.accumulator = static_cast<std::int64_t>(accumulator.bytes());
+  bytes.keep = static_cast<std::int64_t>(keep_buffer.bytes());
+  return bytes;
+}
+
 void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
-  const auto dz_budget = static_cast<std::size_t>(backward_workspace_budget(layout.config));
-  if (chunks.dz_bytes > dz_buffer.bytes() && chunks.dz_bytes > dz_budget && keep_buffer.bytes() > 0) {
+  const BackwardBufferBudget budget = backward_buffer_budget(layout.config, held(), chunks);
+  if (budget.release_dz || budget.release_keep) {
     check_growth_outside_capture(stream, "LinearLogp backward: the dZ chunk");
     SHARDJIT_CU(cuStreamSynchronize(stream));  // queued work may still read the kept chunks
-    keep_buffer = DeviceBuffer();
+    if (budget.release_dz) dz_buffer = DeviceBuffer();
+    if (budget.release_keep) keep_buffer = DeviceBuffer();
   }
   grow_buffer_for_stream(dz_buffer, chunks.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
   grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
@@ -164,10 +174,7 @@ void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) 
 }
 
 std::int64_t LinearLogpBwdState::keep_room(const BackwardChunks& chunks) const {
-  const LinearLogpConfig& c = layout.config;
-  const auto dz_bytes = static_cast<std::int64_t>(std::max(dz_buffer.bytes(), chunks.dz_bytes));
-  return std::clamp<std::int64_t>(saturating_budget_sum(backward_workspace_budget(c), c.keep_logits_bytes) - dz_bytes,
-                                  0, c.keep_logits_bytes);
+  return backward_buffer_budget(layout.config, held(), chunks).keep_room;
 }
 
 namespace {

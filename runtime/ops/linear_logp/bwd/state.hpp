@@ -26,9 +26,12 @@ namespace shardjit {
 // backward kernels `specs`: `resident`, the blocks of a Hopper kernel that run at once
 // (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for) and,
 // with `chunk_waves` and Hopper kernels, the waves of the chunk width rule; `whole` false leaves
-// out the whole shard as one chunk. No device needed.
+// out the whole shard as one chunk, which otherwise fits the dZ budget plus the keep budget of
+// an accumulator of `accumulator_held` bytes (keep_logits_budget: the op's, as its calls grew it).
+// No device needed.
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
-                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true);
+                                          bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true,
+                                          std::int64_t accumulator_held = 0);
 
 struct LinearLogpBwdState {
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
@@ -51,16 +54,17 @@ struct LinearLogpBwdState {
   BackwardChunks reserve_chunks(std::int64_t max_rows) const;
 
   // Grows the buffers to what `chunks` needs (grow_buffer_for_stream: work queued on `stream` may
-  // still use the old ones, so a growth waits for it first; config.max_rows avoids it). A dZ
-  // buffer that grows past the dZ budget (a whole shard as one chunk: whole_budget) frees the
-  // keep buffer, so that the two never hold more than keep_room allows.
+  // still use the old ones, so a growth waits for it first; config.max_rows avoids it). First it
+  // frees what the budgets no longer allow (backward_buffer_budget's release): a keep buffer past
+  // keep_room, a dZ buffer grown for a whole shard before the accumulator grew.
   void reserve(const BackwardChunks& chunks, CUstream stream);
 
-  // The keep buffer's part of the dZ and keep budgets (backward_workspace_bytes +
-  // keep_logits_bytes, which the two buffers share) for a call of `chunks`: at most
-  // keep_logits_bytes, less what the dZ buffer (as it is, or as the call grows it) holds past
-  // the dZ budget.
+  // The keep buffer's room for a call of `chunks` (backward_buffer_budget): the keep budget less
+  // what the dZ buffer (as it is, or as the call grows it) holds past the dZ budget.
   std::int64_t keep_room(const BackwardChunks& chunks) const;
+
+  // The dZ, accumulator and keep buffers' bytes as the op holds them.
+  BackwardBuffers held() const;
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
