@@ -56,7 +56,7 @@ struct LinearLogpConfig {
   // Bytes the dZ chunk may take (N x chunk columns); 0 means 256 MiB. More rows than fit one
   // column of dZ tiles in it (256 columns wide for bf16 / fp16 on H100, H200 and A100, 128 for
   // fp32) are refused with a clear error, except by an op that keeps chunks (below) whose whole
-  // shard fits this plus keep_logits_bytes.
+  // shard fits this plus the keep budget (keep_logits_bytes).
   std::int64_t backward_workspace_bytes = 0;
   // Bytes the op may add to keep logits between a forward and its backward, beyond the dZ buffer
   // and the grad_hidden accumulator (which hold the first one or two kept vocabulary chunks at no
@@ -205,17 +205,19 @@ class LinearLogp {
   //
   // Memory: never N x V beyond the budgets. Beyond the gradients, the op keeps for its next calls
   // a dZ buffer of at most backward_workspace_bytes (for an op that keeps chunks, dZ and keep
-  // buffers of at most backward_workspace_bytes + keep_logits_bytes together, the keep buffer at
-  // most keep_logits_bytes) and, for 16-bit dtypes whose vocabulary takes more than one chunk, an
-  // fp32 buffer of N x H (a band of logits longer on the Hopper path, where it may hold logits
-  // the forward computed for the backward; docs/architecture.md, "The backward kernels").
+  // buffers of at most backward_workspace_bytes + the keep budget together, the keep buffer at
+  // most the keep budget; by default the two and the accumulator within 1 GiB, or the dZ budget,
+  // 256 MiB and the accumulator where those pass it) and, for 16-bit dtypes whose vocabulary takes
+  // more than one chunk, an fp32 buffer of N x H (a band of logits longer on the Hopper path,
+  // where it may hold logits the forward computed for the backward; docs/architecture.md, "The
+  // backward kernels").
   //
   // Errors (Error(kInvalidArgument), naming the argument): an op built without want_backward; a
   // view of the wrong dtype, shape or alignment; grad_entropy on an op built without
   // want_entropy, or without entropy; a bias or grad_bias for an op without bias_dtype; a
   // gradient sharing memory with another or with an input; more rows than one column of dZ
   // tiles fits in backward_workspace_bytes (or, keeping chunks, than the whole shard fits in it
-  // plus keep_logits_bytes).
+  // plus the keep budget).
   //
   // No host synchronization, unless a buffer has to grow (set max_rows to size them at build);
   // capturable in a CUDA graph.
