@@ -96,13 +96,16 @@ double relative_difference(const std::vector<std::uint8_t>& a, const std::vector
 }
 
 TEST(LinearLogpKeepBudget, AfterTheAccumulatorGrewTheAutoBudgetIsTheFixedOneItNowGives) {
+  if (!testing::gpu_available()) GTEST_SKIP() << testing::no_gpu_reason();
   Head head;
   // 16384 rows: 1000 MiB of dZ, one chunk by the fresh op's 1 GiB. 65536 rows: an accumulator
-  // of 256 MiB and a second kept chunk's band, so the budget falls to just under 512 MiB and the
-  // dZ and keep buffers' cap below 768. From then on both ops keep one 256 MiB chunk past the
-  // ones in place: 65536 rows in 16 chunks, two of them in place; 16384 rows in four, one.
+  // of 256 MiB and a second kept chunk's band, so the budget falls to just under 512 MiB (about
+  // 495) and the dZ and keep buffers' cap below 768. From then on both ops keep as many chunks
+  // past the ones in place: one of 256 MiB on 132 multiprocessors (65536 rows in 16 chunks, two
+  // in place; 16384 rows in four, one), two where the chunk width rule picks 224 MiB chunks on
+  // fewer. 480 MiB lies in the same multiple of either width as the default's 495.
   LinearLogp auto_op(shared_runtime(), config_of(kKeepLogitsAuto));
-  LinearLogp fixed(shared_runtime(), config_of(384 * kMiB));
+  LinearLogp fixed(shared_runtime(), config_of(480 * kMiB));
   const auto whole = head.step(auto_op, 16384);
   const auto chunked = head.step(fixed, 16384);
   EXPECT_LT(relative_difference(whole.first, chunked.first), 2e-2) << "grad_hidden, one chunk against four";

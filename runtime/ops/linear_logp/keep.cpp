@@ -97,7 +97,7 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
     return launch;
   }
   const int in_place = std::min(launch.kept_chunks, chunks_kept_in_place(launch.chunks));
-  if (in_place < 2) launch.chunks.accumulator_bytes = 0;  // the forward writes nothing there
+  launch.writes_accumulator = in_place >= 2;
   launch.keep_buffer_bytes =
       static_cast<std::size_t>(launch.kept_chunks - in_place) * kept_chunk_bytes(launch.chunks, n_rows);
   launch.kept_cols = launch.kept_chunks * launch.chunks.chunk_cols;
@@ -122,7 +122,7 @@ ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, C
       const bool partials_fit =
           static_cast<std::size_t>(call.n * l.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
       return partials_fit && l.keep_buffer_bytes <= bwd.keep_buffer.bytes() &&
-             (capture == 0 || bwd.holds(l.chunks, call.n));
+             (capture == 0 || bwd.holds(l.chunks, call.n, l.writes_accumulator));
     };
     while (launch.kept_chunks > 0 && !fits(launch)) launch = forward_launch(call.n, launch.kept_chunks - 1);
   }

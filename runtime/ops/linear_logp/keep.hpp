@@ -18,9 +18,10 @@ namespace shardjit {
 
 // kKeepLogitsAuto's rule: the dZ budget, the grad_hidden accumulator and the keep buffer within
 // kAutoKeepTotalBytes together, the keep budget never below kAutoKeepFloorBytes (the fixed
-// default it replaced, one chunk at the default dZ budget). At 4096 rows the keep buffer of 256 MiB
-// took 3.83-4.02 x the GEMM and 768 MiB 3.29-3.69 x (one H100, docs/deploy.md); past the floor
-// the backward would hold more than the 1 GiB beyond the gradients it held before.
+// default it replaced, one chunk at the default dZ budget). A kept chunk saves most where the
+// accumulator is small: at 4097 rows the rule took 3.85-3.90 x the GEMM to 3.28-3.38 x (whole
+// shards) on an H100 (docs/benchmarks.md, "The keep budget follows the buffers"); the floor holds
+// what the backward held before at 16384 rows of H 8192, 1.05 GiB beyond the gradients.
 inline constexpr std::int64_t kAutoKeepTotalBytes = std::int64_t{1} << 30;
 inline constexpr std::int64_t kAutoKeepFloorBytes = std::int64_t{256} << 20;
 
@@ -29,7 +30,8 @@ inline constexpr std::int64_t kAutoKeepFloorBytes = std::int64_t{256} << 20;
 // dZ budget and the accumulator, at least kAutoKeepFloorBytes.
 std::int64_t keep_logits_budget(const LinearLogpConfig& c, std::int64_t accumulator_bytes);
 
-// The backward's buffers, in bytes: as an op holds them, or as a call needs them.
+// The backward's buffers, in bytes, as an op holds them; the accumulator as the budgets count it
+// (LinearLogpBwdState::held: at least the largest any call planned, grown or not).
 struct BackwardBuffers {
   std::int64_t dz = 0;
   std::int64_t accumulator = 0;
@@ -38,11 +40,14 @@ struct BackwardBuffers {
 
 // What the budgets allow an op of config `c` that holds `held` once a call of `chunks` reserved
 // its buffers (which grow, never shrink, except as `release` says): the keep budget (of the
-// accumulator as it is then), and the dZ and keep buffers' shared cap, the dZ budget plus it.
-// `release`: the held buffers that reserve frees first, a dZ buffer larger than both the call's
-// and the cap (a whole shard grown before the accumulator grew), and a keep buffer larger than
-// `keep_room`, what is left of the cap past the dZ buffer, at most the keep budget. A call's
-// buffers stay within the cap, and what the op holds never passes the cap plus its accumulator.
+// larger of the held and the call's accumulator), and the dZ and keep buffers' shared cap, the
+// dZ budget plus it. `release`: the held buffers that reserve frees first, a dZ buffer larger
+// than both the call's and the cap (a whole shard grown before a larger call's accumulator
+// lowered the cap), and a keep buffer larger than `keep_room`, what is left of the cap past the
+// dZ buffer, at most the keep budget. The dZ and keep buffers stay within the cap, so what the op
+// holds passes neither 1 GiB nor the dZ budget, the floor and the counted accumulator together;
+// the counted accumulator only grows, so the cap only falls, and the same calls again free
+// nothing.
 struct BackwardBufferBudget {
   std::int64_t keep_budget = 0;
   std::int64_t cap = 0;
@@ -105,9 +110,12 @@ struct ForwardLaunch {
   int kept_chunks = 0;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
-  // With kept chunks: the backward's chunks of these rows, its buffers what the forward writes
-  // (accumulator_bytes 0 unless the second chunk is kept).
+  // With kept chunks: the backward's chunks of these rows (with grad_hidden), whose accumulator
+  // the keep budget counts whether or not the forward writes it.
   BackwardChunks chunks;
+  // The second kept chunk goes to the accumulator, which the forward then grows; otherwise the
+  // accumulator is the backward's to grow.
+  bool writes_accumulator = false;
   // Bytes of the keep buffer the chunks from the third on take (kept_chunk_bytes each).
   std::size_t keep_buffer_bytes = 0;
   // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).

@@ -167,7 +167,7 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
                                                kernels::RowPartial* partials, CUstream stream) {
   const BackwardChunks& chunks = launch.chunks;
-  bwd.reserve(chunks, stream);
+  bwd.reserve(chunks, stream, launch.writes_accumulator);
   bwd.reserve_split(chunks, call.n, stream);
   const FwdTile& dz_tile = bwd.specs->dz_tile;
   // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end where it holds it, the ones

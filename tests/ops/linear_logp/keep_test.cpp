@@ -2,6 +2,9 @@
 // forward may keep by the chunks' shape, and which kept chunks a backward call may use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "runtime/ops/linear_logp/keep.hpp"
 #include "shardjit/error.hpp"
 
@@ -76,8 +79,11 @@ TEST(KeptChunksBudget, TheOnesInPlaceAndWholeChunksOfTheKeepBuffer) {
   const std::int64_t chunk = n * 8192 * 2;  // 256 MiB: llama3-8b-16k's chunk of the default dZ budget
   EXPECT_EQ(kept_chunk_bytes(chunks, n), static_cast<std::size_t>(chunk));
   EXPECT_EQ(kept_chunks_budget(chunks, n, 0), 2) << "no keep buffer: the two in place";
-  EXPECT_EQ(kept_chunks_budget(chunks, n, keep_logits_budget(LinearLogpConfig{}, n * 4096 * 4)), 4)
-      << "the default beside a 256 MiB accumulator, 512 MiB: two further";
+  const std::int64_t band = 1024 * 8192 * 2;  // the accumulator's rows for the second kept chunk
+  EXPECT_EQ(kept_chunks_budget(chunks, n, keep_logits_budget(LinearLogpConfig{}, n * 4096 * 4 + band)), 3)
+      << "the default beside the accumulator and its band, 496 MiB: one further";
+  EXPECT_EQ(kept_chunks_budget(chunks, n, keep_logits_budget(LinearLogpConfig{}, n * 2048 * 4)), 4)
+      << "at H 2048, 640 MiB: two further";
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk - 1), 2);
   EXPECT_EQ(kept_chunks_budget(chunks, n, chunk), 3);
   EXPECT_EQ(kept_chunks_budget(chunks, n, 3 * chunk + chunk / 2), 5);
@@ -184,51 +190,84 @@ TEST(BackwardBufferBudget, AGrowingAccumulatorReleasesWhatTheSmallerBudgetNoLong
   EXPECT_EQ(b.keep_room, 112 * kMiB);
 }
 
-// Calls of any sizes in any order on one op: what it holds after each never passes 1 GiB, or the
-// dZ budget, the floor and its accumulator where those pass it; a buffer is freed only by a call
-// that grows one (which waits for the stream anyway), and by the third time through the same
-// calls nothing is (the buffers settle). Each call is planned as the op
-// plans it (the whole shard by the held accumulator's keep budget), frees what reserve frees,
-// grows what the call needs, and keeps the chunks its room allows.
+// The buffers of one op as the simulation below holds them: the counted accumulator (the largest
+// planned, LinearLogpBwdState::held) apart from the allocated one.
+struct SimulatedOp {
+  LinearLogpConfig c;
+  std::int64_t hidden = 0, vocab = 0;
+  BackwardBuffers held;           // held.accumulator: the counted one
+  std::int64_t accumulator = 0;   // allocated
+  int releases = 0;
+
+  // backward_chunks as the op plans a call: the whole shard by the counted accumulator's budget.
+  BackwardChunks plan(std::int64_t n, bool grad_hidden) const {
+    BackwardChunksInput in;
+    in.n_rows = n;
+    in.hidden = hidden;
+    in.vocab_local = vocab;
+    in.tile_cols = 256;
+    in.hidden_accumulator = grad_hidden;
+    in.keep_band_rows = 1024;
+    in.whole_budget = whole_shard_budget(in, keep_logits_budget(c, held.accumulator), 0);
+    return backward_chunks(in);
+  }
+  // LinearLogpBwdState::reserve: the budget, the release, the growth.
+  BackwardBufferBudget reserve(const BackwardChunks& chunks, bool grow_accumulator) {
+    const BackwardBufferBudget budget = backward_buffer_budget(c, held, chunks);
+    if (budget.release_dz) held.dz = 0;
+    if (budget.release_keep) held.keep = 0;
+    releases += budget.release_dz || budget.release_keep;
+    held.dz = std::max(held.dz, static_cast<std::int64_t>(chunks.dz_bytes));
+    held.accumulator = std::max(held.accumulator, static_cast<std::int64_t>(chunks.accumulator_bytes));
+    if (grow_accumulator) accumulator = std::max(accumulator, static_cast<std::int64_t>(chunks.accumulator_bytes));
+    return budget;
+  }
+  // What the op holds never passes 1 GiB, or the dZ budget, the floor and the counted
+  // accumulator where those pass it.
+  void check_bound(const std::string& where) const {
+    const std::int64_t bound =
+        std::max(kAutoKeepTotalBytes, kDefaultBackwardWorkspaceBytes + kAutoKeepFloorBytes + held.accumulator);
+    EXPECT_LE(held.dz + accumulator + held.keep, bound) << where;
+  }
+};
+
+// Calls of any sizes in any order on one op, each a forward that keeps what its room allows and
+// a backward with or without grad_hidden, as the op runs them (the forward's reserve counts the
+// accumulator it leaves to the backward): the bound holds after every step, and by the third
+// time through the same calls nothing is freed (the counted accumulator only grows, the buffers
+// settle).
 TEST(BackwardBufferBudget, HeldBuffersStayWithinTheAutoBudgetOverCallSequences) {
-  const LinearLogpConfig c;
   const std::int64_t rows[] = {1, 7, 333, 1024, 2000, 4097, 8192, 16384, 32768};
   for (const std::int64_t hidden : {2048, 4096, 8192}) {
     for (const std::int64_t vocab : {32000, 128256, 256000}) {
       for (int order = 0; order < 6; ++order) {
-        SCOPED_TRACE("H " + std::to_string(hidden) + ", V " + std::to_string(vocab) + ", order " +
-                     std::to_string(order));
-        BackwardBuffers held;
-        for (int call = 0; call < 36; ++call) {
-          const std::int64_t n = rows[(call % 12 * (order + 2) + order * order) % 9];
-          BackwardChunksInput in;
-          in.n_rows = n;
-          in.hidden = hidden;
-          in.vocab_local = vocab;
-          in.tile_cols = 256;
-          in.hidden_accumulator = true;
-          in.keep_band_rows = 1024;
-          in.whole_budget = whole_shard_budget(in, keep_logits_budget(c, held.accumulator), 0);
-          const BackwardChunks chunks = backward_chunks(in);
-          const BackwardBufferBudget budget = backward_buffer_budget(c, held, chunks);
-          const bool grows = static_cast<std::int64_t>(chunks.dz_bytes) > held.dz ||
-                             static_cast<std::int64_t>(chunks.accumulator_bytes) > held.accumulator;
-          if (budget.release_dz || budget.release_keep) {
-            EXPECT_TRUE(grows) << "a release without a growth, " << n << " rows";
-            EXPECT_LT(call, 24) << "a release the third time through, " << n << " rows";
+        for (const bool grad_hidden : {true, false}) {
+          SCOPED_TRACE("H " + std::to_string(hidden) + ", V " + std::to_string(vocab) + ", order " +
+                       std::to_string(order) + (grad_hidden ? "" : ", no grad_hidden"));
+          SimulatedOp op;
+          op.hidden = hidden;
+          op.vocab = vocab;
+          int releases_before_third = 0;
+          for (int call = 0; call < 36; ++call) {
+            if (call == 24) releases_before_third = op.releases;
+            const std::int64_t n = rows[(call % 12 * (order + 2) + order * order) % 9];
+            const std::string where = std::to_string(n) + " rows";
+            // The forward: the grad_hidden plan, its keep room, the chunks it keeps.
+            const BackwardChunks chunks = op.plan(n, true);
+            const BackwardBufferBudget budget = backward_buffer_budget(op.c, op.held, chunks);
+            const int kept = keepable_chunks(chunks, vocab, 256, kept_chunks_budget(chunks, n, budget.keep_room));
+            const int in_place = std::min(kept, chunks_kept_in_place(chunks));
+            op.reserve(chunks, in_place >= 2);
+            const auto keep =
+                static_cast<std::int64_t>(kept - in_place) * static_cast<std::int64_t>(kept_chunk_bytes(chunks, n));
+            ASSERT_LE(keep, backward_buffer_budget(op.c, op.held, chunks).keep_room) << where;
+            op.held.keep = std::max(op.held.keep, keep);
+            op.check_bound("after the forward of " + where);
+            // The backward.
+            op.reserve(op.plan(n, grad_hidden), true);
+            op.check_bound("after the backward of " + where);
           }
-          if (budget.release_dz) held.dz = 0;
-          if (budget.release_keep) held.keep = 0;
-          held.dz = std::max(held.dz, static_cast<std::int64_t>(chunks.dz_bytes));
-          held.accumulator = std::max(held.accumulator, static_cast<std::int64_t>(chunks.accumulator_bytes));
-          const int kept = keepable_chunks(chunks, vocab, 256, kept_chunks_budget(chunks, n, budget.keep_room));
-          const int in_place = std::min(kept, chunks_kept_in_place(chunks));
-          const auto keep = static_cast<std::int64_t>(kept - in_place) * static_cast<std::int64_t>(kept_chunk_bytes(chunks, n));
-          ASSERT_LE(keep, budget.keep_room) << n << " rows";
-          held.keep = std::max(held.keep, keep);
-          const std::int64_t bound = std::max(kAutoKeepTotalBytes, kDefaultBackwardWorkspaceBytes +
-                                                                        kAutoKeepFloorBytes + held.accumulator);
-          ASSERT_LE(held.dz + held.accumulator + held.keep, bound) << "after a call of " << n << " rows";
+          EXPECT_EQ(op.releases, releases_before_third) << "a release the third time through";
         }
       }
     }

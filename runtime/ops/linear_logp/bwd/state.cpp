@@ -85,13 +85,8 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
   if (c.max_rows > 0) {
     ScopedContext scope(device);
-    const BackwardChunks most = reserve_chunks(c.max_rows);
-    reserve(most, nullptr);
-    const std::int64_t keep_bytes = keep_buffer_bytes_at_build(most, backward_workspace_budget(c), keep_room(most));
-    if (specs->keep && keep_bytes > 0) {
-      grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(keep_bytes), device, nullptr,
-                             "LinearLogp: the keep buffer");
-    }
+    reserve(reserve_chunks(c.max_rows), nullptr);
+    reserve_keep_for_max_rows(nullptr);
     // Calls of fewer rows than max_rows may split their tiles; none allocates after the build.
     split.allocate();
   }
@@ -128,7 +123,7 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
 
 BackwardChunksInput LinearLogpBwdState::chunks_input(std::int64_t n_rows, bool grad_hidden, bool whole) const {
   return backward_chunks_input(layout.config, *specs, split.resident_blocks(), bwd_chunk_waves, n_rows, grad_hidden,
-                               whole, static_cast<std::int64_t>(accumulator.bytes()));
+                               whole, held().accumulator);
 }
 
 BackwardChunks LinearLogpBwdState::chunks_for(std::int64_t n_rows, bool grad_hidden) const {
@@ -154,23 +149,37 @@ BackwardChunks LinearLogpBwdState::reserve_chunks(std::int64_t max_rows) const {
 BackwardBuffers LinearLogpBwdState::held() const {
   BackwardBuffers bytes;
   bytes.dz = static_cast<std::int64_t>(dz_buffer.bytes());
-  bytes.accumulator = static_cast<std::int64_t>(accumulator.bytes());
+  bytes.accumulator = static_cast<std::int64_t>(std::max(accumulator.bytes(), accumulator_planned));
   bytes.keep = static_cast<std::int64_t>(keep_buffer.bytes());
   return bytes;
 }
 
-void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream) {
+void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator) {
   const BackwardBufferBudget budget = backward_buffer_budget(layout.config, held(), chunks);
-  if (budget.release_dz || budget.release_keep) {
-    check_growth_outside_capture(stream, "LinearLogp backward: the dZ chunk");
+  accumulator_planned = std::max(accumulator_planned, chunks.accumulator_bytes);
+  const bool release = (budget.release_dz || budget.release_keep) && stream_capture_id(stream) == 0;
+  if (release) {
     SHARDJIT_CU(cuStreamSynchronize(stream));  // queued work may still read the kept chunks
     if (budget.release_dz) dz_buffer = DeviceBuffer();
     if (budget.release_keep) keep_buffer = DeviceBuffer();
   }
   grow_buffer_for_stream(dz_buffer, chunks.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
-  grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
-                         "LinearLogp backward: the grad_hidden accumulator");
+  if (grow_accumulator) {
+    grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
+                           "LinearLogp backward: the grad_hidden accumulator");
+  }
   grow_buffer_for_stream(mask, chunks.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
+  if (release && budget.release_keep && layout.config.max_rows > 0) reserve_keep_for_max_rows(stream);
+}
+
+void LinearLogpBwdState::reserve_keep_for_max_rows(CUstream stream) {
+  if (!specs || !specs->keep) return;
+  const BackwardChunks most = reserve_chunks(layout.config.max_rows);
+  const std::int64_t bytes =
+      keep_buffer_bytes_at_build(most, backward_workspace_budget(layout.config), keep_room(most));
+  if (bytes > 0) {
+    grow_buffer_for_stream(keep_buffer, static_cast<std::size_t>(bytes), device, stream, "LinearLogp: the keep buffer");
+  }
 }
 
 std::int64_t LinearLogpBwdState::keep_room(const BackwardChunks& chunks) const {
@@ -197,8 +206,8 @@ void LinearLogpBwdState::reserve_split(const BackwardChunks& chunks, std::int64_
   }
 }
 
-bool LinearLogpBwdState::holds(const BackwardChunks& chunks, std::int64_t n_rows) const {
-  return dz_buffer.bytes() >= chunks.dz_bytes && accumulator.bytes() >= chunks.accumulator_bytes &&
+bool LinearLogpBwdState::holds(const BackwardChunks& chunks, std::int64_t n_rows, bool accumulator_too) const {
+  return dz_buffer.bytes() >= chunks.dz_bytes && (!accumulator_too || accumulator.bytes() >= chunks.accumulator_bytes) &&
          mask.bytes() >= chunks.mask_bytes &&
          (split.allocated() || split.resident_blocks() == 0 ||
           !splits_tiles(*specs, split, chunks, n_rows, layout.config.hidden));

@@ -27,7 +27,7 @@ namespace shardjit {
 // (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for) and,
 // with `chunk_waves` and Hopper kernels, the waves of the chunk width rule; `whole` false leaves
 // out the whole shard as one chunk, which otherwise fits the dZ budget plus the keep budget of
-// an accumulator of `accumulator_held` bytes (keep_logits_budget: the op's, as its calls grew it).
+// an accumulator of `accumulator_held` bytes (keep_logits_budget; LinearLogpBwdState::held).
 // No device needed.
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
                                           bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true,
@@ -53,26 +53,36 @@ struct LinearLogpBwdState {
   // What to reserve for every call of up to max_rows rows (see backward_chunks_reserve).
   BackwardChunks reserve_chunks(std::int64_t max_rows) const;
 
-  // Grows the buffers to what `chunks` needs (grow_buffer_for_stream: work queued on `stream` may
-  // still use the old ones, so a growth waits for it first; config.max_rows avoids it). First it
-  // frees what the budgets no longer allow (backward_buffer_budget's release): a keep buffer past
-  // keep_room, a dZ buffer grown for a whole shard before the accumulator grew.
-  void reserve(const BackwardChunks& chunks, CUstream stream);
+  // Grows the buffers to what `chunks` needs, the accumulator only with `grow_accumulator` (a
+  // forward that keeps no chunk there leaves it to the backward; the budgets count it either
+  // way). grow_buffer_for_stream: work queued on `stream` may still use the old buffers, so a
+  // growth waits for it first; config.max_rows avoids it. Outside graph capture it first frees
+  // what the budgets no longer allow (backward_buffer_budget's release: a keep buffer past
+  // keep_room, a dZ buffer grown for a whole shard before the accumulator grew), after waiting
+  // for the stream; an op with max_rows then takes the keep buffer its build would now reserve.
+  // Under capture it frees nothing: the call keeps within keep_room all the same.
+  void reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator = true);
 
   // The keep buffer's room for a call of `chunks` (backward_buffer_budget): the keep budget less
   // what the dZ buffer (as it is, or as the call grows it) holds past the dZ budget.
   std::int64_t keep_room(const BackwardChunks& chunks) const;
 
-  // The dZ, accumulator and keep buffers' bytes as the op holds them.
+  // The dZ and keep buffers' bytes as the op holds them, and the accumulator's as the budgets
+  // count it: as held, or as the largest any call's chunks planned (accumulator_planned).
   BackwardBuffers held() const;
+
+  // An op with max_rows: the keep buffer that calls of up to max_rows rows can use, by the
+  // budgets as the op's buffers now are (keep_buffer_bytes_at_build), grown on `stream`.
+  void reserve_keep_for_max_rows(CUstream stream);
 
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
   void reserve_split(const BackwardChunks& chunks, std::int64_t n_rows, CUstream stream);
 
-  // Whether the buffers (dZ, accumulator, mask) and the split-tile workspace hold what `chunks` of
-  // n_rows rows needs without growing (so reserve and reserve_split would do nothing).
-  bool holds(const BackwardChunks& chunks, std::int64_t n_rows) const;
+  // Whether the buffers (dZ, the accumulator where `accumulator_too`, mask) and the split-tile
+  // workspace hold what `chunks` of n_rows rows needs without growing (so reserve and
+  // reserve_split would grow nothing).
+  bool holds(const BackwardChunks& chunks, std::int64_t n_rows, bool accumulator_too = true) const;
 
   const LinearLogpLayout& layout;
   const DeviceContext& device;
@@ -88,6 +98,11 @@ struct LinearLogpBwdState {
   std::shared_ptr<const LoadedKernel> kept_dz;
   DeviceBuffer dz_buffer;
   DeviceBuffer accumulator;
+  // The largest accumulator a call's chunks (reserve's) asked for, grown or not: a forward that
+  // keeps no chunk in it, or a backward without grad_hidden, leaves it to a later backward, and
+  // the budgets count it all the same. It only grows, so that the budgets only shrink and the
+  // buffers settle (keep.hpp, backward_buffer_budget).
+  std::size_t accumulator_planned = 0;
   DeviceBuffer mask;
   DeviceBuffer scale_buffer;  // s, 1 / s
   // Kept chunks past the ones in place, at most keep_room (keep.hpp); empty where the op keeps
