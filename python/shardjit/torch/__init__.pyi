@@ -35,8 +35,8 @@ def linear_logp(
     rank's first id (None: shards in rank order); reduce_grad_hidden=False leaves hidden's
     gradient as this rank's partial sum. max_rows: the most rows a call will have (sizes the op at
     build; the peer-memory path of a group on one host); keep_logits_bytes: memory for logits kept
-    for the backward (None: 256 MiB). Under torch.autocast the inputs run in its dtype, as in
-    F.linear."""
+    for the backward (None: what holds the backward's buffers within 1 GiB, at least 256 MiB).
+    Under torch.autocast the inputs run in its dtype, as in F.linear."""
 
 @overload
 def linear_logp(op: _shardjit.LinearLogp, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
