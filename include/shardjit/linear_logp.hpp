@@ -69,13 +69,14 @@ struct LinearLogpConfig {
   // share that sum. Only ops that keep chunks at all use it (single GPU, 16-bit dZ, the Hopper
   // dZ kernel, no gradient filter).
   //   kKeepLogitsAuto (the default): the keep budget is what holds the dZ budget, the
-  //     accumulator (as large as the op's calls have grown it) and the keep buffer within 1 GiB
-  //     together, and at least 256 MiB: 1 GiB less the dZ budget and the accumulator's N x H x 4
-  //     bytes, 768 MiB less N x H x 4 by default. A whole shard as one chunk needs no
-  //     accumulator, so a fresh op takes up to 1 GiB of dZ as one chunk (a 128k vocabulary at
-  //     4096 rows); the floor holds from 16384 rows at hidden 8192. A call whose accumulator
-  //     grows frees a keep or dZ buffer that the smaller budget no longer allows (a
-  //     synchronization, as every growth is).
+  //     accumulator (N x H x 4 bytes for the most rows the op's calls have had, allocated or
+  //     not) and the keep buffer within 1 GiB together, and at least 256 MiB: 768 MiB less
+  //     N x H x 4 with the default dZ budget. A whole shard as one chunk needs no accumulator,
+  //     so a fresh op takes up to 1 GiB of dZ as one chunk (a 128k vocabulary at 4096 rows); the
+  //     floor holds from 16384 rows at hidden 8192. A call of more rows than any before frees a
+  //     keep or dZ buffer that the smaller budget no longer allows (a synchronization; under
+  //     graph capture it frees nothing and keeps within the budget all the same); an op with
+  //     max_rows then reserves the keep buffer anew.
   //   >= 0: that many bytes; 0: no more than the ones in place.
   // With max_rows set, what calls of up to max_rows rows can use of it is allocated at build
   // (none where they have at most two chunks), and a whole shard is one chunk only where a call
