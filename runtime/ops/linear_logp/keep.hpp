@@ -44,10 +44,10 @@ struct BackwardBuffers {
 // dZ budget plus it. `release`: the held buffers that reserve frees first, a dZ buffer larger
 // than both the call's and the cap (a whole shard grown before a larger call's accumulator
 // lowered the cap), and a keep buffer larger than `keep_room`, what is left of the cap past the
-// dZ buffer, at most the keep budget. The dZ and keep buffers stay within the cap, so what the op
-// holds passes neither 1 GiB nor the dZ budget, the floor and the counted accumulator together;
-// the counted accumulator only grows, so the cap only falls, and the same calls again free
-// nothing.
+// dZ buffer, at most the keep budget. After every call outside capture the dZ and keep buffers
+// lie within the cap, so what the op holds passes the larger of 1 GiB and the dZ budget, the
+// floor and the counted accumulator together; the counted accumulator only grows, so the cap only
+// falls, and the same calls again free nothing (nor does a captured call of a size run before).
 struct BackwardBufferBudget {
   std::int64_t keep_budget = 0;
   std::int64_t cap = 0;
@@ -176,6 +176,7 @@ struct BackwardKeptMatch {
   const void* accumulator = nullptr;
   bool accumulator_grew = false;
   const void* keep_buffer = nullptr;
+  bool keep_buffer_released = false;  // a reserve freed it (a new one may have its address)
 };
 
 // Which kept chunks a backward uses.
@@ -196,8 +197,8 @@ struct KeptChunksUse {
 // the call's capture sequence. The second where the first is used, it was kept, the accumulator
 // is as it was, the call has at least three chunks of the kept width, and its grad_hidden
 // product (if asked for) can run in bands. The further ones where the first is used, the keep
-// buffer is as it was, and the call has a chunk past them; they do not need the second, which
-// lies elsewhere.
+// buffer is as it was (not freed by the call's reserve, at the same address), and the call has a
+// chunk past them; they do not need the second, which lies elsewhere.
 KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call);
 
 }  // namespace shardjit

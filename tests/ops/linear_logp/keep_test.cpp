@@ -211,9 +211,15 @@ struct SimulatedOp {
     in.whole_budget = whole_shard_budget(in, keep_logits_budget(c, held.accumulator), 0);
     return backward_chunks(in);
   }
-  // LinearLogpBwdState::reserve: the budget, the release, the growth.
+  // LinearLogpBwdState::reserve: the budget, the release, the growth. A release comes only with a
+  // call that grows a buffer or plans a larger accumulator than any before.
   BackwardBufferBudget reserve(const BackwardChunks& chunks, bool grow_accumulator) {
     const BackwardBufferBudget budget = backward_buffer_budget(c, held, chunks);
+    const bool larger = static_cast<std::int64_t>(chunks.dz_bytes) > held.dz ||
+                        static_cast<std::int64_t>(chunks.accumulator_bytes) > held.accumulator;
+    if (budget.release_dz || budget.release_keep) {
+      EXPECT_TRUE(larger) << "a release by a call that plans nothing larger";
+    }
     if (budget.release_dz) held.dz = 0;
     if (budget.release_keep) held.keep = 0;
     releases += budget.release_dz || budget.release_keep;
@@ -223,11 +229,16 @@ struct SimulatedOp {
     return budget;
   }
   // What the op holds never passes 1 GiB, or the dZ budget, the floor and the counted
-  // accumulator where those pass it.
+  // accumulator where those pass it; and the dZ and keep buffers lie within the cap, the keep
+  // buffer within what the dZ buffer leaves of it, so that a call of a size run before (as
+  // under graph capture) frees nothing.
   void check_bound(const std::string& where) const {
     const std::int64_t bound =
         std::max(kAutoKeepTotalBytes, kDefaultBackwardWorkspaceBytes + kAutoKeepFloorBytes + held.accumulator);
     EXPECT_LE(held.dz + accumulator + held.keep, bound) << where;
+    const std::int64_t cap = kDefaultBackwardWorkspaceBytes + keep_logits_budget(c, held.accumulator);
+    EXPECT_LE(held.dz, std::max(cap, kDefaultBackwardWorkspaceBytes)) << where;
+    EXPECT_LE(held.keep, std::clamp<std::int64_t>(cap - held.dz, 0, keep_logits_budget(c, held.accumulator))) << where;
   }
 };
 
@@ -359,6 +370,9 @@ TEST_F(UsableKeptChunks, FurtherChunksWithTheirKeepBuffer) {
   BackwardKeptMatch other = call;
   other.keep_buffer = &other_keep;
   EXPECT_EQ(usable_kept_chunks(kept, chunks, other).further, 0) << "another keep buffer";
+  other = call;
+  other.keep_buffer_released = true;
+  EXPECT_EQ(usable_kept_chunks(kept, chunks, other).further, 0) << "freed, and a new one at the same address";
   other = call;
   other.accumulator_grew = true;
   use = usable_kept_chunks(kept, chunks, other);

@@ -23,9 +23,9 @@ namespace shardjit {
 namespace {
 
 // What a backward call is matched against the kept chunks with (BackwardKeptMatch), its buffers
-// as reserved, `grew` saying which of them a reserve grew.
+// as reserved, `grew` and `released` saying which of them its reserve grew or freed.
 BackwardKeptMatch kept_match(const BackwardCall& call, const LinearLogpBwdState& bwd, bool dz_buffer_grew,
-                             bool accumulator_grew, CUstream stream) {
+                             bool accumulator_grew, bool keep_buffer_released, CUstream stream) {
   BackwardKeptMatch match;
   match.hidden = call.in.hidden.data;
   match.weight = call.in.weight.data;
@@ -41,6 +41,7 @@ BackwardKeptMatch kept_match(const BackwardCall& call, const LinearLogpBwdState&
   match.accumulator = bwd.accumulator.as<void>();
   match.accumulator_grew = accumulator_grew;
   match.keep_buffer = bwd.keep_buffer.as<void>();
+  match.keep_buffer_released = keep_buffer_released;
   return match;
 }
 
@@ -58,13 +59,14 @@ BackwardPass prepare_pass(LinearLogp::Impl& op, const BackwardCall& call, const 
   }
   const std::size_t dz_bytes = bwd.dz_buffer.bytes();
   const std::size_t accumulator_bytes = bwd.accumulator.bytes();
-  bwd.reserve(pass.chunks, stream);
+  const BufferReleases released = bwd.reserve(pass.chunks, stream);
   bwd.reserve_split(pass.chunks, call.n, stream);
   if (kept != nullptr && call.n > 0) {
     pass.kept = kept;
-    pass.kept_use = usable_kept_chunks(*kept, pass.chunks,
-                                       kept_match(call, bwd, bwd.dz_buffer.bytes() != dz_bytes,
-                                                  bwd.accumulator.bytes() != accumulator_bytes, stream));
+    pass.kept_use = usable_kept_chunks(
+        *kept, pass.chunks,
+        kept_match(call, bwd, released.dz || bwd.dz_buffer.bytes() != dz_bytes,
+                   bwd.accumulator.bytes() != accumulator_bytes, released.keep, stream));
   }
   return pass;
 }

@@ -154,22 +154,28 @@ BackwardBuffers LinearLogpBwdState::held() const {
   return bytes;
 }
 
-void LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator) {
+BufferReleases LinearLogpBwdState::reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator) {
   const BackwardBufferBudget budget = backward_buffer_budget(layout.config, held(), chunks);
-  accumulator_planned = std::max(accumulator_planned, chunks.accumulator_bytes);
-  const bool release = (budget.release_dz || budget.release_keep) && stream_capture_id(stream) == 0;
-  if (release) {
+  const BufferReleases released{budget.release_dz, budget.release_keep};
+  if (released.dz || released.keep) {
+    // Only a call that plans more than any before lowers the budget; under capture that is a
+    // call of a size no eager call had, refused as a growth would be.
+    check_growth_outside_capture(stream, "LinearLogp: the dZ and keep buffers (a call of more rows than any "
+                                         "before lowers their budget)");
     SHARDJIT_CU(cuStreamSynchronize(stream));  // queued work may still read the kept chunks
-    if (budget.release_dz) dz_buffer = DeviceBuffer();
-    if (budget.release_keep) keep_buffer = DeviceBuffer();
+    if (released.dz) dz_buffer = DeviceBuffer();
+    if (released.keep) keep_buffer = DeviceBuffer();
   }
+  // A captured call changes nothing the next eager call would plan by.
+  if (stream_capture_id(stream) == 0) accumulator_planned = std::max(accumulator_planned, chunks.accumulator_bytes);
   grow_buffer_for_stream(dz_buffer, chunks.dz_bytes, device, stream, "LinearLogp backward: the dZ chunk");
   if (grow_accumulator) {
     grow_buffer_for_stream(accumulator, chunks.accumulator_bytes, device, stream,
                            "LinearLogp backward: the grad_hidden accumulator");
   }
   grow_buffer_for_stream(mask, chunks.mask_bytes, device, stream, "LinearLogp backward: the filter mask");
-  if (release && budget.release_keep && layout.config.max_rows > 0) reserve_keep_for_max_rows(stream);
+  if (released.keep && layout.config.max_rows > 0) reserve_keep_for_max_rows(stream);
+  return released;
 }
 
 void LinearLogpBwdState::reserve_keep_for_max_rows(CUstream stream) {

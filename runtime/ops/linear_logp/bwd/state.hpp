@@ -29,6 +29,12 @@ namespace shardjit {
 // out the whole shard as one chunk, which otherwise fits the dZ budget plus the keep budget of
 // an accumulator of `accumulator_held` bytes (keep_logits_budget; LinearLogpBwdState::held).
 // No device needed.
+// The buffers a LinearLogpBwdState::reserve freed before it grew the others.
+struct BufferReleases {
+  bool dz = false;
+  bool keep = false;
+};
+
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
                                           bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true,
                                           std::int64_t accumulator_held = 0);
@@ -56,12 +62,14 @@ struct LinearLogpBwdState {
   // Grows the buffers to what `chunks` needs, the accumulator only with `grow_accumulator` (a
   // forward that keeps no chunk there leaves it to the backward; the budgets count it either
   // way). grow_buffer_for_stream: work queued on `stream` may still use the old buffers, so a
-  // growth waits for it first; config.max_rows avoids it. Outside graph capture it first frees
-  // what the budgets no longer allow (backward_buffer_budget's release: a keep buffer past
-  // keep_room, a dZ buffer grown for a whole shard before the accumulator grew), after waiting
-  // for the stream; an op with max_rows then takes the keep buffer its build would now reserve.
-  // Under capture it frees nothing: the call keeps within keep_room all the same.
-  void reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator = true);
+  // growth waits for it first; config.max_rows avoids it. First it frees what the budgets no
+  // longer allow (backward_buffer_budget's release: a keep buffer past keep_room, a dZ buffer
+  // grown for a whole shard before a larger call lowered the cap), after waiting for the stream;
+  // an op with max_rows then takes the keep buffer its build would now reserve. Only a call that
+  // plans a larger accumulator than any eager call before releases: during capture that is
+  // refused like a growth (check_growth_outside_capture), and a captured call leaves
+  // accumulator_planned alone. Returns what it freed.
+  BufferReleases reserve(const BackwardChunks& chunks, CUstream stream, bool grow_accumulator = true);
 
   // The keep buffer's room for a call of `chunks` (backward_buffer_budget): the keep budget less
   // what the dZ buffer (as it is, or as the call grows it) holds past the dZ budget.
