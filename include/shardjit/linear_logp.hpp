@@ -74,9 +74,9 @@ struct LinearLogpConfig {
   //     N x H x 4 with the default dZ budget. A whole shard as one chunk needs no accumulator,
   //     so a fresh op takes up to 1 GiB of dZ as one chunk (a 128k vocabulary at 4096 rows); the
   //     floor holds from 16384 rows at hidden 8192. A call of more rows than any before frees a
-  //     keep or dZ buffer that the smaller budget no longer allows (a synchronization; under
-  //     graph capture it frees nothing and keeps within the budget all the same); an op with
-  //     max_rows then reserves the keep buffer anew.
+  //     keep or dZ buffer that the smaller budget no longer allows (a synchronization; during
+  //     graph capture refused as a growth is); an op with max_rows then reserves the keep
+  //     buffer anew.
   //   >= 0: that many bytes; 0: no more than the ones in place.
   // With max_rows set, what calls of up to max_rows rows can use of it is allocated at build
   // (none where they have at most two chunks), and a whole shard is one chunk only where a call
