@@ -77,8 +77,7 @@ KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& ch
   use.further_begin = kept.further_begin;
   const std::int64_t end = kept.further_begin + further;  // the first chunk past them
   if (use.first && further > 0 && !call.keep_buffer_released && kept.keep_buffer == call.keep_buffer &&
-      chunks.chunks > end &&
-      chunks.chunk(end - 1).cols == kept.cols) {
+      chunks.chunks > end && chunks.chunk(end - 1).cols == kept.cols) {
     use.further = further;
   }
   return use;

@@ -123,10 +123,11 @@ bool backward_whole_shard_fits(const BackwardChunksInput& input);
 std::int64_t saturating_budget_sum(std::int64_t a, std::int64_t b);
 
 // The whole_budget of an op that keeps chunks, for `input` (its shape, budget and rows):
-// backward_workspace_bytes + keep_bytes, the keep budget (keep_logits_budget). With max_rows > 0, 0 unless a call of max_rows
-// rows is itself one whole chunk by it: an op built with max_rows reserves its buffers at build
-// for every call up to max_rows, and the whole-shard dZ of smaller calls would take the keep
-// budget that calls of max_rows rows (what such an op mostly runs) use for further chunks.
+// backward_workspace_bytes + keep_bytes, the keep budget (keep_logits_budget). With
+// max_rows > 0, 0 unless a call of max_rows rows is itself one whole chunk by it: an op built
+// with max_rows reserves its buffers at build for every call up to max_rows, and the
+// whole-shard dZ of smaller calls would take the keep budget that calls of max_rows rows (what
+// such an op mostly runs) use for further chunks.
 std::int64_t whole_shard_budget(const BackwardChunksInput& input, std::int64_t keep_bytes, std::int64_t max_rows);
 
 // Chunks as wide as the budget allows (whole tiles, balanced so that the last is not a sliver),

@@ -22,6 +22,12 @@
 
 namespace shardjit {
 
+// The buffers a LinearLogpBwdState::reserve freed before it grew the others.
+struct BufferReleases {
+  bool dz = false;
+  bool keep = false;
+};
+
 // The chunk plan's input (backward_chunks) of a call of n_rows rows of an op of config `c` with
 // backward kernels `specs`: `resident`, the blocks of a Hopper kernel that run at once
 // (StreamKWorkspace), sizes the bands of a second kept chunk's product (kept_band_rows_for) and,
@@ -29,12 +35,6 @@ namespace shardjit {
 // out the whole shard as one chunk, which otherwise fits the dZ budget plus the keep budget of
 // an accumulator of `accumulator_held` bytes (keep_logits_budget; LinearLogpBwdState::held).
 // No device needed.
-// The buffers a LinearLogpBwdState::reserve freed before it grew the others.
-struct BufferReleases {
-  bool dz = false;
-  bool keep = false;
-};
-
 BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const LinearLogpBwdKernels& specs, int resident,
                                           bool chunk_waves, std::int64_t n_rows, bool grad_hidden, bool whole = true,
                                           std::int64_t accumulator_held = 0);
