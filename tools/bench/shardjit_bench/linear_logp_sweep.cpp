@@ -23,6 +23,7 @@
 #include "runtime/driver/device.hpp"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/keep.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
 #include "shardjit/prewarm.hpp"
 #include "shardjit/shardjit.hpp"
@@ -181,7 +182,8 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
 // with its split along K (templates/common/stream_k.cuh): tiles, those computed whole, the blocks
 // among which the others are split (0: none split) and, for the GEMMs, the blocks of a cluster
 // (1: none; cluster_stream_k, with the clusters an H100 runs at once, the same chip's). dZ's is
-// that of a recomputed chunk.
+// that of a recomputed chunk. `keep`: what a fresh op's forward keeps for it (keep.hpp): the keep
+// budget in MiB and the chunks kept, before the combine's limit on sources.
 nlohmann::json h200_backward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
   LinearLogpConfig config;
@@ -205,7 +207,13 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   };
   const BwdTileShape dz = specs.hopper_dz_shape().value();
   const BwdTileShape gemm = specs.hopper_gemm_shape().value();
+  const BackwardBufferBudget budget = backward_buffer_budget(config, {}, chunks);
+  const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
+  const int kept = keepable_chunks(chunks, valid, default_fwd_tile(p.c.dtype, "sm_90a", true).bn,
+                                   kept_chunks_budget(chunks, p.c.n, budget.keep_room));
+  const nlohmann::json keep{{"budget_mib", budget.keep_budget >> 20}, {"kept_chunks", kept}};
   return {{"chunks", chunks.chunks},
+          {"keep", keep},
           {"chunk_cols", cols},
           {"dz", grid(p.c.n, cols, p.c.hidden, dz, false)},
           {"grad_weight", grid(cols, p.c.hidden, p.c.n, gemm, true)},
@@ -222,6 +230,9 @@ int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timi
     total += row["estimated_s"].get<double>();
     std::printf("%s\n", row.dump().c_str());
   }
+  // The rows first: stdout to a pipe is written in blocks, and the summary on stderr would
+  // otherwise land inside the row a block ends in (where both go to one file, as ctest reads them).
+  std::fflush(stdout);
   std::fprintf(stderr, "sweep: %zu points, about %.0f s of timing on an H200 (kernels compiled before, apart)\n",
                points.size(), total);
   return 0;
