@@ -4,7 +4,6 @@
 // op plans as one with a fixed budget that keeps as many chunks, bit for bit.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -83,16 +82,11 @@ LinearLogpConfig config_of(std::int64_t keep_bytes) {
   return config;
 }
 
-// Relative norm of a - b over b, both bf16 bytes.
+// Relative norm of a - b over b, both bf16 bytes (testing::rel_norm).
 double relative_difference(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
-  const std::vector<float> fa = testing::to_floats(a, DType::kBF16, a.size() / 2);
   const std::vector<float> fb = testing::to_floats(b, DType::kBF16, b.size() / 2);
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < fa.size(); ++i) {
-    diff += (static_cast<double>(fa[i]) - fb[i]) * (static_cast<double>(fa[i]) - fb[i]);
-    norm += static_cast<double>(fb[i]) * fb[i];
-  }
-  return std::sqrt(diff / norm);
+  return testing::rel_norm(testing::to_floats(a, DType::kBF16, a.size() / 2),
+                           std::vector<double>(fb.begin(), fb.end()));
 }
 
 TEST(LinearLogpKeepBudget, AfterTheAccumulatorGrewTheAutoBudgetIsTheFixedOneItNowGives) {

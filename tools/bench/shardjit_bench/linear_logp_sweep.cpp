@@ -193,7 +193,8 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   config.dtype = p.c.dtype;
   config.want_backward = true;
   config.keep_logits_bytes = p.c.keep_logits_bytes;
-  const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(resolve_single_gpu_layout(config), "sm_90a", true, 1);
+  const LinearLogpLayout layout = resolve_single_gpu_layout(config);
+  const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(layout, "sm_90a", true, 1);
   const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, true, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
   // As the launches plan them: the GEMM's workers a multiple of its row tiles and in clusters, dZ's not.
@@ -208,8 +209,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const BwdTileShape dz = specs.hopper_dz_shape().value();
   const BwdTileShape gemm = specs.hopper_gemm_shape().value();
   const BackwardBufferBudget budget = backward_buffer_budget(config, {}, chunks);
-  const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
-  const int kept = keepable_chunks(chunks, valid, default_fwd_tile(p.c.dtype, "sm_90a", true).bn,
+  const int kept = keepable_chunks(chunks, layout.valid_local, default_fwd_tile(p.c.dtype, "sm_90a", true).bn,
                                    kept_chunks_budget(chunks, p.c.n, budget.keep_room));
   const nlohmann::json keep{{"budget_mib", budget.keep_budget >> 20}, {"kept_chunks", kept}};
   return {{"chunks", chunks.chunks},
