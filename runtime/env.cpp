@@ -14,7 +14,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 18> kKnobs{{
+constexpr std::array<EnvKnob, 19> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -72,6 +72,10 @@ constexpr std::array<EnvKnob, 18> kKnobs{{
      "read, and GEMMs of less than a wave unsplit; 1 to 8 takes clusters of that many blocks "
      "wherever they divide the row tiles (1: the same splits, each block alone, on as many blocks as "
      "fit), instead of the rule's (auto)."},
+    {"SHARDJIT_GEMM_ROWS_AS_N", "bool", "1",
+     "For experiments: 0 runs the LinearLogp backward's grad_hidden on its 128 x 256 tiles at every "
+     "call, instead of the tiles that take a few hundred rows as wgmma's N where the rule finds them "
+     "faster."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "
@@ -217,6 +221,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                         "auto (the rule's), 0 (none) or a cluster's blocks from 1 to 8", -1);
   config.bwd_chunk_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_BWD_CHUNK_WAVES", parse_bool, kBoolExpected, true);
+  config.gemm_rows_as_n =
+      option_or_env(std::optional<bool>{}, "SHARDJIT_GEMM_ROWS_AS_N", parse_bool, kBoolExpected, true);
   if (config.peer_blocks < 0) bad_value("RuntimeOptions::peer_blocks", std::to_string(config.peer_blocks), ">= 0");
   if (config.compile_jobs < 0 || config.compile_jobs > kMaxCompileJobs) {
     bad_value("RuntimeOptions::compile_jobs", std::to_string(config.compile_jobs), kCompileJobsExpected);

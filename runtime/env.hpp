@@ -56,6 +56,10 @@ struct RuntimeConfig {
   // The backward's chunk width rule (backward_chunks): false takes the widest chunks the dZ
   // budget allows (SHARDJIT_BWD_CHUNK_WAVES=0), for A/B runs of the rule.
   bool bwd_chunk_waves = true;
+  // grad_hidden on the GEMM tiles that take a few hundred rows as wgmma's N where
+  // gemm_rows_as_n_rows finds them faster: false keeps the 128 x 256 tiles (SHARDJIT_GEMM_ROWS_AS_N=0),
+  // for A/B runs of the rule.
+  bool gemm_rows_as_n = true;
 };
 
 // Options set in code win over the environment, which wins over the defaults. Throws

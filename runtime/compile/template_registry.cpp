@@ -46,7 +46,8 @@ constexpr std::int64_t kMaxInt32 = 2147483647;
 void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
   const std::int64_t bm = spec.int_param("BM");
   const std::int64_t bn = spec.int_param("BN");
-  if (bm == 192 || bn == 192) {
+  auto tile_side = [](std::int64_t v) { return v == 64 || v == 128 || v == 256; };
+  if (!tile_side(bm) || !tile_side(bn)) {
     throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": BM = " +
                                                  std::to_string(bm) + ", BN = " + std::to_string(bn) +
                                                  "; each must be 64, 128 or 256");
@@ -122,6 +123,25 @@ void check_linear_logp_bwd_dz_hopper(const KernelSpec& spec) {
 
 void check_linear_logp_fwd_keep(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_keep", spec); }
 
+// The GEMM's tiles that take the rows as wgmma's N (templates/gemm/gemm_tma.cuh): the TMA loop's,
+// of 16-bit operands and an A [m][k], BM x 128 x 64 with BM a multiple of 32 from 160 to 256 (the
+// rows of the tiles the host picks, kGemmRowsAsNRows).
+void check_gemm_rows_as_n(const KernelSpec& spec) {
+  const std::int64_t bm = spec.int_param("BM");
+  if (!spec.bool_param("TMA") || !spec.bool_param("WGMMA") || spec.bool_param("A_TRANS") ||
+      spec.type_param("TA") == "fp32" || bm < 160 || bm % 32 != 0 || spec.int_param("BN") != 128 ||
+      spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "kernel template gemm: ROWS_AS_N with TA = " + spec.type_param("TA") + ", A_TRANS = " +
+                    (spec.bool_param("A_TRANS") ? "true" : "false") + ", TMA = " +
+                    (spec.bool_param("TMA") ? "true" : "false") + ", BM x BN x BK = " + std::to_string(bm) + " x " +
+                    std::to_string(spec.int_param("BN")) + " x " + std::to_string(spec.int_param("BK")) +
+                    ", STAGES = " + std::to_string(spec.int_param("STAGES")) +
+                    "; expected 16-bit operands, A not transposed, the TMA loop on four stages and BM x 128 x 64 "
+                    "tiles with BM one of 160, 192, 224, 256");
+  }
+}
+
 void check_gemm(const KernelSpec& spec) {
   const std::string& a = spec.type_param("TA");
   const std::string& b = spec.type_param("TB");
@@ -131,6 +151,10 @@ void check_gemm(const KernelSpec& spec) {
   }
   if (spec.int_param("BK") == 48) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template gemm: BK = 48; expected 16, 32 or 64");
+  }
+  if (spec.bool_param("ROWS_AS_N")) {
+    check_gemm_rows_as_n(spec);
+    return;
   }
   check_main_loop("gemm", spec, "TA");  // first: its message names what WGMMA needs
   if (spec.bool_param("TMA") && (!spec.bool_param("WGMMA") || spec.int_param("STAGES") != 4)) {
@@ -293,13 +317,14 @@ TemplateDef gemm_template() {
        type_param("OutT", {"bf16", "fp16", "fp32"}, "dtype of the output"),
        type_param("AddT", {"bf16", "fp16", "fp32"}, "dtype of the optional addend"),
        bool_param("A_TRANS", "whether A is stored transposed, [k][m]"),
-       int_param("BM", 64, 256, 64, "output rows per tile (64, 128 or 256)"),
+       int_param("BM", 32, 256, 32, "output rows per tile (64, 128 or 256; with ROWS_AS_N 160 to 256)"),
        int_param("BN", 64, 256, 64, "output columns per tile (64, 128 or 256)"),
        int_param("BK", 16, 64, 16, "K elements per pipeline stage"),
        int_param("STAGES", 2, 4, 1, "shared-memory pipeline depth"),
        main_loop(),
        bool_param("TMA", "with WGMMA: whether a producer warp copies the operands by TMA (four stages)"),
-       bool_param("FILTER", "whether K slices that a mask marks as zero are skipped")},
+       bool_param("FILTER", "whether K slices that a mask marks as zero are skipped"),
+       bool_param("ROWS_AS_N", "with TMA: BM x 128 tiles that take the output's rows as wgmma's N")},
       check_gemm};
 }
 

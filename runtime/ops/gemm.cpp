@@ -1,6 +1,8 @@
 #include "runtime/ops/gemm.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -60,6 +62,47 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
   return kGemmMmaTiles.back();
 }
 
+GemmTile gemm_rows_as_n_tile(int bm) { return GemmTile{bm, 128, 64, 4, true, true, true}; }
+
+double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
+  if (plan.workers > 0 && plan.whole_tiles == 0) return plan.workers;
+  if (plan.tiles <= 0 || resident <= 0) return 1.0;
+  const int waves = (plan.tiles + resident - 1) / resident;
+  return static_cast<double>(plan.tiles) / waves;
+}
+
+int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
+                        const kernels::StreamKClusters& clusters) {
+  if (m <= 128 || n <= 0 || k <= 0 || resident <= 0) return 0;
+  const std::int64_t slices = (k + 63) / 64;
+  const std::int64_t row_tiles = (m + 255) / 256;
+  const std::int64_t tiles = row_tiles * ((n + 127) / 128);
+  const std::int64_t usual_row_tiles = (m + 127) / 128;
+  const std::int64_t usual_tiles = usual_row_tiles * ((n + 255) / 256);
+  if (tiles > std::numeric_limits<int>::max() || usual_tiles > std::numeric_limits<int>::max() ||
+      slices > std::numeric_limits<int>::max()) {
+    return 0;
+  }
+  const int bm = static_cast<int>(std::max<std::int64_t>(((m + row_tiles - 1) / row_tiles + 31) / 32 * 32, 160));
+  // A K slice's products of a tile, in 128 x 256 tiles: its columns' share, times the shared
+  // memory it moves a cycle over the 128 bytes the multiprocessor delivers, where it moves more.
+  // Both warpgroups read the tile's B operand (A's bm rows): reads 2 x 8 KiB + 2 x bm x 128 bytes
+  // and writes 16 KiB + bm x 128 bytes over 4 bm cycles of products, 8192 / bm + 96 bytes a
+  // cycle (128 at bm = 256, as the 128 x 256 tile).
+  const double work = bm / 256.0 * std::max(1.0, (8192.0 / bm + 96.0) / 128.0);
+  const kernels::StreamKPlan usual = kernels::cluster_stream_k(
+      kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices), resident,
+                             static_cast<int>(usual_row_tiles), partial_waves),
+      static_cast<int>(usual_row_tiles), resident, clusters);
+  const kernels::StreamKPlan rows_as_n =
+      kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>(slices), resident,
+                              static_cast<int>(row_tiles), partial_waves, clusters);
+  const double usual_time = static_cast<double>(usual_tiles * slices) / gemm_busy_blocks(usual, resident);
+  const double time = static_cast<double>(tiles * slices) * work / gemm_busy_blocks(rows_as_n, resident);
+  const double margin = kernels::stream_k_split_whole(usual) ? 1.05 : 0.95;
+  return time <= margin * usual_time ? bm : 0;
+}
+
 KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {
   return KernelSpec("gemm", {{"TA", TypeArg{dtype_name(kind.a)}},
                              {"TB", TypeArg{dtype_name(kind.b)}},
@@ -72,13 +115,14 @@ KernelSpec gemm_spec(const GemmKind& kind, const GemmTile& tile) {
                              {"STAGES", std::int64_t{tile.stages}},
                              {"WGMMA", tile.wgmma},
                              {"TMA", tile.tma},
-                             {"FILTER", kind.filter}});
+                             {"FILTER", kind.filter},
+                             {"ROWS_AS_N", tile.rows_as_n}});
 }
 
 unsigned gemm_smem(const GemmKind& kind, const GemmTile& tile) {
   return static_cast<unsigned>(kernels::gemm_smem_bytes(
       static_cast<int>(dtype_size(kind.a)), static_cast<int>(dtype_size(kind.b)), static_cast<int>(dtype_size(kind.out)),
-      tile.bm, tile.bn, tile.bk, tile.stages, tile.tma));
+      tile.bm, tile.bn, tile.bk, tile.stages, tile.tma, tile.rows_as_n));
 }
 
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
@@ -109,14 +153,24 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
     // A [m][k] of fewer rows than a tile (grad_hidden at decode sizes: dZ's few rows) in short boxes.
     params.a_box_rows = kind.a_trans ? tile.bm : short_box_rows(params.args.m, tile.bm);
     if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
-    params.stage_addend = encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
-    if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem))) encode_gemm_output_map(params, kind.out);
+    // The tiles of the rows as N read their addend from global memory and store from the registers.
+    params.stage_addend = !tile.rows_as_n && encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
+    if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem), tile.rows_as_n)) {
+      encode_gemm_output_map(params, kind.out);
+    }
     const int slices = static_cast<int>((params.args.k + tile.bk - 1) / tile.bk);
     const int row_tiles = static_cast<int>(shape.grid_x);
-    params.split = split.plan(static_cast<int>(shape.grid_x * shape.grid_y), slices, row_tiles);
-    // Split whole over a few row tiles, in clusters that share B's slices (gemm/gemm_tma.cuh); a
-    // filter skips different slices in each row tile, so its blocks could not keep in step.
-    if (!kind.filter) params.split = split.clustered(params.split, row_tiles);
+    const int tiles = static_cast<int>(shape.grid_x * shape.grid_y);
+    if (tile.rows_as_n) {
+      // Every tile cut at the same K slices, its row tiles in clusters where they fit (a filter's
+      // row tiles skip different slices, so its blocks could not keep in step).
+      params.split = split.rows_as_n(tiles, slices, kind.filter ? 1 : row_tiles);
+    } else {
+      params.split = split.plan(tiles, slices, row_tiles);
+      // Split whole over a few row tiles, in clusters that share B's slices (gemm/gemm_tma.cuh); a
+      // filter skips different slices in each row tile, so its blocks could not keep in step.
+      if (!kind.filter) params.split = split.clustered(params.split, row_tiles);
+    }
     const bool persistent = slices <= kGemmPersistentMaxSlices;
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, persistent));
     shape.grid_y = 1;

@@ -26,7 +26,33 @@ struct GemmTile {
   // With wgmma: the operands copied by TMA from a producer warp (templates/gemm/gemm_tma.cuh)
   // instead of by cp.async from every thread.
   bool tma = false;
+  // With tma, of an A [m][k]: tiles of bm output rows by bn = 128 columns that take the rows as
+  // wgmma's N (gemm_rows_as_n_tile).
+  bool rows_as_n = false;
 };
+
+// The output rows of the tiles that take the rows as wgmma's N (kernels exist for these).
+constexpr int kGemmRowsAsNRows[] = {160, 192, 224, 256};
+
+// The TMA tile of bm output rows by 128 columns with the rows as wgmma's N.
+GemmTile gemm_rows_as_n_tile(int bm);
+
+// The rows of the tile that takes the m rows of a product [m x n] over k as wgmma's N, 0 for the
+// 128 x 256 tiles: those whose estimate is at least 5 % below the 128 x 256 tiles', or within 5 %
+// of it where those are split whole (whose runs start at scattered K offsets and so read A once a
+// column tile, where the rows as N read it once); never for m <= 128 (one row tile, whose product
+// reads B at the memory's pace either way). The tile: ceil(m / 256) row tiles of m / tiles rounded
+// up to a multiple of 32, at least 160 (kGemmRowsAsNRows). The estimate: the K slices of the
+// plan's tiles (as launch_gemm plans them on `resident` blocks by plan_stream_k's rule
+// `partial_waves` and `clusters`), in products of a 128 x 256 tile's slice, times the shared-memory
+// reads a narrower tile adds (its B operand is read by both warpgroups), over the blocks busy.
+// docs/perf-notes.md, "GEMM tiles of the rows as N".
+int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
+                        const kernels::StreamKClusters& clusters);
+
+// The blocks a plan keeps busy on average: a split plan's workers (runs of equal length), or for
+// a plan of whole tiles (some of whose last wave split) its tiles over its waves.
+double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident);
 
 // What a GEMM kernel is specialized for, besides its tile.
 struct GemmKind {
@@ -53,7 +79,8 @@ unsigned gemm_smem(const GemmKind& kind, const GemmTile& tile);
 // Grid from args.m and args.n; nothing is launched when either is zero. The kind is the kernel's
 // (gemm_spec): a TMA tile's maps (the addend's too) are encoded from it and args here, tiles of
 // few K slices are walked by persistent blocks, and a grid whose last wave would leave many
-// blocks idle is split along K in `split` (templates/common/stream_k.cuh).
+// blocks idle is split along K in `split` (templates/common/stream_k.cuh). A tile that takes the
+// rows as N splits every tile into the same runs, in clusters of its row tiles (plan_rows_as_n).
 void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, const GemmKind& kind,
                  const GemmTile& tile, const StreamKWorkspace& split, CUstream stream);
 

@@ -56,6 +56,16 @@ void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const Launch
   log().debug("clusters of 2 to {} blocks the device runs at once: {}", kernels::kStreamKMaxClusterBlocks, counts);
 }
 
+kernels::StreamKPlan StreamKWorkspace::rows_as_n(int tiles, int slices, int row_tiles) const {
+  kernels::StreamKPlan plan = kernels::plan_rows_as_n(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
+                                                      partial_waves_, clusters_);
+  if (allocated()) {
+    plan.partials = buffer_.as<float>();
+    plan.arrivals = reinterpret_cast<unsigned int*>(buffer_.ptr() + partial_bytes_);
+  }
+  return plan;
+}
+
 kernels::StreamKPlan StreamKWorkspace::clustered(const kernels::StreamKPlan& plan, int row_tiles) const {
   if (!allocated()) return plan;
   return kernels::cluster_stream_k(plan, row_tiles, resident_blocks_, clusters_);

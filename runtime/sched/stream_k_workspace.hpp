@@ -39,6 +39,9 @@ class StreamKWorkspace {
   // cluster_stream_k finds some (split whole, or split whole for them below a wave); unsplit until
   // allocated.
   kernels::StreamKPlan clustered(const kernels::StreamKPlan& plan, int row_tiles) const;
+  // The plan of a GEMM on the tiles that take the rows as N (plan_rows_as_n), of `row_tiles` row
+  // tiles; unsplit until allocated.
+  kernels::StreamKPlan rows_as_n(int tiles, int slices, int row_tiles) const;
   // What clustered() plans with (none before measure_clusters or with clusters off).
   const kernels::StreamKClusters& clusters() const { return clusters_; }
 

@@ -188,6 +188,33 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int r
   return plan;
 }
 
+// The plan of a GEMM on the tiles that take the rows as N (templates/gemm/gemm_tma.cuh), of
+// `row_tiles` row tiles: every tile cut into the same runs of K (plan_stream_k with a multiple of
+// the tiles as workers), so that the blocks that run at once read the same K slices of A and B;
+// and where its row tiles are 2 to kStreamKMaxCluster and its tiles at most a wave, in clusters of
+// its row tiles, whose blocks take the same run of one column in each row tile and so share its B
+// slices (B, the larger operand, read once for all the row tiles): a grid of more than half a
+// wave, which plan_stream_k leaves whole, then runs a tile a worker. Workers are cut to whole
+// tiles' runs of the clusters that run at once; where not even one run a tile fits, no clusters.
+SHARDJIT_HOST_DEVICE inline StreamKPlan plan_rows_as_n(int tiles, int slices, int resident, int row_tiles,
+                                                       bool partial_waves, const StreamKClusters& clusters) {
+  StreamKPlan plan = plan_stream_k(tiles, slices, resident, tiles, partial_waves);
+  if (row_tiles < 2 || row_tiles > kStreamKMaxCluster || tiles <= 0 || tiles > resident ||
+      clusters.resident[row_tiles] <= 0 || (plan.workers > 0 && plan.whole_tiles > 0)) {
+    return plan;
+  }
+  const int fit = clusters.resident[row_tiles] * row_tiles;
+  // A tile's runs: one where the split takes fewer workers than tiles (a few slices a tile).
+  int runs = plan.workers >= tiles ? plan.workers / tiles : 1;
+  while (runs > 1 && tiles * runs > fit) --runs;
+  if (tiles * runs > fit) return plan;
+  plan.whole_tiles = 0;
+  plan.workers = tiles * runs;
+  plan.cluster = row_tiles;
+  plan.row_runs = plan.workers / row_tiles;
+  return plan;
+}
+
 // The run of block `block`: its index, or in clusters the run of its rank's row tile at the
 // cluster's place among the runs of its row tiles. Cluster g of `cluster` blocks takes row tiles
 // (g / row_runs) * cluster, ... at run g % row_runs of each.

@@ -8,7 +8,9 @@
 // slice, four wgmma m64nBNk16 that read A and B straight from shared memory (no ldmatrix, no
 // fragments in registers): BN / 2 fp32 accumulators a thread, 128 at BN = 256 as the mma.sync
 // loop's 64 x 64 warp blocks. BN = 128 serves the forward at calls whose 128 x 256 tiles would
-// leave a wave mostly idle (docs/perf-notes.md, "Narrow forward tiles"); the other kernels run 256.
+// leave a wave mostly idle (docs/perf-notes.md, "Narrow forward tiles"), other multiples of 32 the
+// GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh); the other kernels
+// run 256.
 // The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
 // 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage
 // must start on a 1024-byte boundary (checked once per block by the kernels, see
@@ -46,7 +48,9 @@ namespace kernels {
 //   down K (1024 bytes apart), the blocks 64 x 128 bytes apart; a k16 step is two atoms.
 template <MmaOperand LAYOUT, int EXTENT, int BK>
 struct WgmmaOperandTile {
-  static_assert(BK == 64 && EXTENT % 64 == 0, "64-wide K slices of whole 64-index atoms");
+  static_assert(BK == 64, "64-wide K slices");
+  static_assert(LAYOUT == MmaOperand::kKContiguous ? EXTENT % 8 == 0 : EXTENT % 64 == 0,
+                "K contiguous tiles of whole 8-row groups, M / N contiguous ones of whole 64-index atoms");
   static constexpr bool kKContiguous = LAYOUT == MmaOperand::kKContiguous;
   static constexpr bool kBlocks = LAYOUT == MmaOperand::kMNContiguousBlocks;
   // wgmma's transpose flag: 0 reads the operand K contiguous, 1 M / N contiguous.
@@ -82,8 +86,9 @@ struct WgmmaTileMainloop {
 #endif
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the wgmma main loop takes bf16 or fp16");
-  static_assert(BM == 128 && (BN == 256 || BN == 128) && BK == 64,
-                "the wgmma main loop runs 128 x 256 or 128 x 128 tiles of 64-wide K slices (128-byte rows)");
+  static_assert(BM == 128 && BN % 32 == 0 && BN >= 32 && BN <= 256 && BK == 64,
+                "the wgmma main loop runs 128 x BN tiles, BN a multiple of 32 up to 256, of 64-wide K slices "
+                "(128-byte rows)");
   static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
   static constexpr int kThreads = 256;
   static constexpr int kSlicesInFlight = IN_FLIGHT;

@@ -16,6 +16,9 @@
 // epilogues are the same.
 //
 // FILTER: K slices whose part of A the mask marks as zero are neither loaded nor multiplied.
+//
+// ROWS_AS_N (TMA only, A [m][k]): tiles of BM output rows (a multiple of 32 up to 256) by BN = 128
+// columns that take the rows as wgmma's N (templates/gemm/gemm_tma.cuh).
 #pragma once
 
 #include "common/ptx.cuh"
@@ -80,45 +83,23 @@ struct GemmMinBlocks<MmaTileMainloop<T, BM, BN, BK, A, B>> {
   static constexpr int value = MmaTileMainloop<T, BM, BN, BK, A, B>::kAccumulators <= 64 ? 2 : 1;
 };
 
-template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
-          int STAGES, bool WGMMA, bool TMA, bool FILTER>
-__global__ void __launch_bounds__(
-    gemm_block_threads(TMA),
-    GemmMinBlocks<typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type>::value)
-    gemm(const __grid_constant__ GemmParams params) {
+// The loop of every thread copying by cp.async (without TMA): a block a tile of the grouped order.
+template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK, int STAGES, bool WGMMA,
+          class NextActiveSlice>
+__device__ __forceinline__ void gemm_cp_async(const GemmParams& params, unsigned char* gemm_smem,
+                                              NextActiveSlice&& next_active_slice) {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
-  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
-  static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");
-  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
-  static_assert(!TMA || (WGMMA && BM == 128 && BN == 256 && BK == 64 && STAGES == 4 &&
-                         is_same_type<TA, TB>::value && sizeof(TA) == 2),
-                "the TMA loop runs the wgmma tile, 128 x 256 x 64 of 16-bit operands, on four stages");
-
   constexpr int kThreads = gemm_threads;
   constexpr int kABytes = gemm_a_tile_bytes(static_cast<int>(sizeof(TA)), BM, BK);
   constexpr int kStageBytes = gemm_stage_bytes(static_cast<int>(sizeof(TA)), static_cast<int>(sizeof(TB)), BM, BN, BK);
   using ACopy = GemmTileCopy<TA, A_TRANS ? BK : BM, A_TRANS ? BM : BK, kThreads, A_TRANS>;
   using BCopy = GemmTileCopy<TB, BK, BN, kThreads, true>;
   using Mainloop = typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
-
   const GemmArgs& args = params.args;
-  extern __shared__ __align__(128) unsigned char gemm_smem[];
-  if constexpr (WGMMA) wgmma_check_alignment(gemm_smem);
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  // The first slice at or after `slice`, before `end`, that the rows from tile_m0 need.
-  auto next_active_slice = [&](long long tile_m0, int slice, int end) {
-    if constexpr (FILTER) {
-      while (slice < end && !gemm_slice_active<BM, BK, A_TRANS>(args, tile_m0, slice)) ++slice;
-    }
-    return slice;
-  };
-  if constexpr (TMA) {
-    gemm_tma<TA, OutT, AddT, A_TRANS, STAGES>(params, gemm_smem, next_active_slice);
-    return;
-  }
   const TileIndex tile = grouped_tile_index(linear_block_index(), gridDim.x, gridDim.y, kTileGroupRows);
   const long long m0 = static_cast<long long>(tile.m) * BM;
   const long long n0 = static_cast<long long>(tile.n) * BN;
@@ -176,6 +157,49 @@ __global__ void __launch_bounds__(
   if constexpr (Mainloop::kSlicesInFlight > 0) mainloop.finish();
 
   GemmEpilogue<OutT, AddT>::of(args).store_tile(mainloop, m0, n0, warp, lane);
+}
+
+// The main loop the block runs, for the register budget of __launch_bounds__ (the TMA loop's
+// blocks take one a multiprocessor whatever its tile).
+template <class TA, class TB, int BM, int BN, int BK, int STAGES, bool A_TRANS, bool WGMMA, bool TMA>
+struct GemmBlockMainloop {
+  using type = typename GemmMainloopFor<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA>::type;
+};
+template <class TA, class TB, int BM, int BN, int BK, int STAGES, bool A_TRANS, bool WGMMA>
+struct GemmBlockMainloop<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA, true> {
+  using type = void;
+};
+
+template <class TA, class TB, class OutT, class AddT, bool A_TRANS, int BM, int BN, int BK,
+          int STAGES, bool WGMMA, bool TMA, bool FILTER, bool ROWS_AS_N>
+__global__ void __launch_bounds__(
+    gemm_block_threads(TMA),
+    GemmMinBlocks<typename GemmBlockMainloop<TA, TB, BM, BN, BK, STAGES, A_TRANS, WGMMA, TMA>::type>::value)
+    gemm(const __grid_constant__ GemmParams params) {
+  static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
+  static_assert(BK == 16 || BK == 32 || BK == 64, "BK is 16, 32 or 64");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");
+  static_assert(!TMA || (WGMMA && BK == 64 && STAGES == 4 && is_same_type<TA, TB>::value && sizeof(TA) == 2 &&
+                         (ROWS_AS_N ? BN == 128 && !A_TRANS : BM == 128 && BN == 256)),
+                "the TMA loop runs the wgmma tile, 128 x 256 x 64 (or, with the rows as N, BM x 128 x 64) of "
+                "16-bit operands, on four stages");
+  static_assert(TMA || !ROWS_AS_N, "the tiles of the rows as N are the TMA loop's");
+
+  const GemmArgs& args = params.args;
+  extern __shared__ __align__(128) unsigned char gemm_smem[];
+  if constexpr (WGMMA) wgmma_check_alignment(gemm_smem);
+  // The first slice at or after `slice`, before `end`, that the rows from tile_m0 need.
+  auto next_active_slice = [&](long long tile_m0, int slice, int end) {
+    if constexpr (FILTER) {
+      while (slice < end && !gemm_slice_active<BM, BK, A_TRANS>(args, tile_m0, slice)) ++slice;
+    }
+    return slice;
+  };
+  if constexpr (TMA) {
+    gemm_tma<TA, OutT, AddT, A_TRANS, STAGES, BM, ROWS_AS_N>(params, gemm_smem, next_active_slice);
+  } else {
+    gemm_cp_async<TA, TB, OutT, AddT, A_TRANS, BM, BN, BK, STAGES, WGMMA>(params, gemm_smem, next_active_slice);
+  }
 }
 
 }  // namespace kernels

@@ -241,6 +241,46 @@ struct GemmEpilogue {
     }
   }
 
+  // The Hopper loop's store of a tile whose fragment rows are the output's columns and whose
+  // fragment columns its rows (the tiles that take the output's rows as wgmma's N,
+  // templates/gemm/gemm_tma.cuh): pair p holds output elements (m0 + p.col, n0 + p.row) and
+  // (m0 + p.col + 1, n0 + p.row). Element by element from the registers, the addend from global
+  // memory in batches read before any element is written (it may be the output): eight lanes of a
+  // warp write a row's eight adjacent columns, and these tiles serve products of a few hundred
+  // rows, whose output is small beside the operands the tile reads.
+  template <class Mainloop>
+  __device__ __forceinline__ void store_tile_rows_as_n(const Mainloop& mainloop, long long m0, long long n0, int warp,
+                                                       int lane) const {
+    // kPairs is a multiple of 8 (BM a multiple of 32).
+    constexpr int kBatch = Mainloop::kPairs % kAddendBatch == 0 ? kAddendBatch : 8;
+    static_assert(Mainloop::kPairs % kBatch == 0, "the pairs split into whole batches");
+#pragma unroll
+    for (int first = 0; first < Mainloop::kPairs; first += kBatch) {
+      float2 add[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
+        add[i] = transposed_addend(m0 + p.col, n0 + p.row);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
+        const long long row = m0 + p.col;
+        const long long col = n0 + p.row;
+        if (col >= n) continue;
+        if (row < m) out[row * out_stride + col] = from_float<OutT>(alpha * p.v0 + add[i].x);
+        if (row + 1 < m) out[(row + 1) * out_stride + col] = from_float<OutT>(alpha * p.v1 + add[i].y);
+      }
+    }
+  }
+
+  // The addends of output elements (row, col) and (row + 1, col), zeros where there is none.
+  __device__ __forceinline__ float2 transposed_addend(long long row, long long col) const {
+    if (addend == nullptr || col >= n) return make_float2(0.0f, 0.0f);
+    const AddT* const p = addend + row * addend_stride + col;
+    return make_float2(row < m ? to_float(p[0]) : 0.0f, row + 1 < m ? to_float(p[addend_stride]) : 0.0f);
+  }
+
   // The Hopper loop's write of a tile: stage_tile for a 16-bit output, store_tile_wide for fp32.
   template <class Mainloop, class ReadAddend>
   __device__ __forceinline__ void write_tile(Mainloop& mainloop, unsigned char* staging, const TmaDescriptor* out_map,

@@ -43,14 +43,19 @@ gemm_tma_staging_offset(int a_elem_bytes, int b_elem_bytes, int bm, int bn, int 
   return (gemm_tma_ring_end(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) + 1023) / 1024 * 1024;
 }
 
-// Whether the TMA loop stages its output tile (GemmEpilogue::write_tile): 16-bit outputs only.
-SHARDJIT_HOST_DEVICE constexpr bool gemm_tma_stages_output(int out_elem_bytes) { return out_elem_bytes == 2; }
+// Whether the TMA loop stages its output tile (GemmEpilogue::write_tile): 16-bit outputs only, and
+// not in the tiles that take the rows as N (stored from the registers).
+SHARDJIT_HOST_DEVICE constexpr bool gemm_tma_stages_output(int out_elem_bytes, bool rows_as_n = false) {
+  return out_elem_bytes == 2 && !rows_as_n;
+}
 
-// Dynamic shared memory of one block: the host launches with exactly this many bytes.
+// Dynamic shared memory of one block: the host launches with exactly this many bytes. A stage of
+// a tile that takes the rows as N (bm output rows by bn = 128 columns) holds B's 128 columns and
+// A's bm rows, as bm x bk plus bk x bn elements does.
 SHARDJIT_HOST_DEVICE constexpr int gemm_smem_bytes(int a_elem_bytes, int b_elem_bytes, int out_elem_bytes, int bm,
-                                                   int bn, int bk, int stages, bool tma) {
+                                                   int bn, int bk, int stages, bool tma, bool rows_as_n = false) {
   if (!tma) return stages * gemm_stage_bytes(a_elem_bytes, b_elem_bytes, bm, bn, bk);
-  return gemm_tma_stages_output(out_elem_bytes)
+  return gemm_tma_stages_output(out_elem_bytes, rows_as_n)
              ? gemm_tma_staging_offset(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages) + kFragmentStagingBytes
              : gemm_tma_ring_end(a_elem_bytes, b_elem_bytes, bm, bn, bk, stages);
 }

@@ -24,6 +24,17 @@
 // (templates/common/stream_k.cuh). The producer walks the block's
 // segments ahead of the compute warps through one ring.
 //
+// ROWS_AS_N: the tile is BM output rows (a multiple of 32 up to 256) by 128 output columns, the
+// rows as wgmma's N: wgmma's A is B's 128 columns (two 64-column boxes, read M contiguous) and its
+// B is A's BM rows (K contiguous, in boxes of a_box_rows rows), so a product of a few hundred rows
+// is covered by tiles of about its rows instead of 128-row tiles padded past them, and by twice
+// as many column tiles (grad_hidden at 333 rows: 2 x 192 rows, not 3 x 128; docs/perf-notes.md,
+// "GEMM tiles of the rows as N"). Such a tile is stored from the registers, its fragment's rows
+// being the output's columns (GemmEpilogue::store_tile_rows_as_n), with its addend from global
+// memory. Its plans cut every tile into the same runs of K, so that the blocks that run at once
+// read the same K slices of A and B, and run its row tiles in clusters (plan_rows_as_n,
+// common/stream_k.cuh) whose blocks share B's two boxes a slice as below.
+//
 // A plan split whole over a few row tiles, or over the row tiles of a grid of less than a wave,
 // may run in clusters of consecutive row tiles, all of them or a divisor of them (plan.cluster,
 // cluster_stream_k; never with a slice filter, whose slices differ between row tiles): the blocks
@@ -45,24 +56,41 @@
 namespace shardjit {
 namespace kernels {
 
-template <class TA, class OutT, class AddT, bool A_TRANS, int STAGES, class NextSlice>
+// The main loop of the tile: 128 x 256 with A's rows as wgmma's M, or (ROWS_AS_N) B's 128
+// columns as wgmma's M and A's BM rows as its N.
+template <class TA, bool A_TRANS, int BM, bool ROWS_AS_N>
+struct GemmTmaMainloop {
+  using type = WgmmaTileMainloop<TA, 128, 256, 64, 1,
+                                 A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
+                                 MmaOperand::kMNContiguousBlocks>;
+};
+template <class TA, int BM>
+struct GemmTmaMainloop<TA, false, BM, true> {
+  using type = WgmmaTileMainloop<TA, 128, BM, 64, 1, MmaOperand::kMNContiguousBlocks, MmaOperand::kKContiguous>;
+};
+
+template <class TA, class OutT, class AddT, bool A_TRANS, int STAGES, int BM, bool ROWS_AS_N, class NextSlice>
 __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char* smem, NextSlice&& next_slice) {
-  constexpr int kBM = 128;
-  constexpr int kBN = 256;
+  static_assert(ROWS_AS_N ? !A_TRANS && BM % 32 == 0 && BM >= 32 && BM <= 256 : BM == 128,
+                "the TMA loop's tiles: 128 x 256, or BM x 128 of an A [m][k] with the rows as N");
+  // The output tile: kBM rows by kBN columns.
+  constexpr int kBM = BM;
+  constexpr int kBN = ROWS_AS_N ? 128 : 256;
   constexpr int kBK = 64;
   constexpr int kBox = 64;                                 // a box is 64 elements (128 bytes) wide
-  constexpr unsigned int kABytes = kBM * kBK * 2;
   constexpr unsigned int kBlockBytes = kBK * kBox * 2;     // one 64 x 64 box
-  constexpr unsigned int kStageBytes = kABytes + kBK * kBN * 2;
-  using Ring = TmaRing<STAGES, kStageBytes, kABytes, true>;
-  using Mainloop = WgmmaTileMainloop<TA, kBM, kBN, kBK, 1,
-                                     A_TRANS ? MmaOperand::kMNContiguousBlocks : MmaOperand::kKContiguous,
-                                     MmaOperand::kMNContiguousBlocks>;
+  // wgmma's A tile, 128 x 64 (A's rows, or ROWS_AS_N B's columns), first in a stage; its B tile
+  // (B's 256 columns, or ROWS_AS_N A's kBM rows) after it.
+  constexpr unsigned int kWgmmaABytes = 128 * kBK * 2;
+  constexpr unsigned int kStageBytes = kWgmmaABytes + (ROWS_AS_N ? kBM : kBN) * kBK * 2;
+  using Ring = TmaRing<STAGES, kStageBytes, kWgmmaABytes, true>;
+  using Mainloop = typename GemmTmaMainloop<TA, A_TRANS, BM, ROWS_AS_N>::type;
   using Fixup = StreamKFixup<Mainloop::kAccumulators, Ring::kComputeThreads>;
-  using Addend = StagedAddend<AddT, kBM, kBN, kStageBytes>;
+  // The staged addend of the 128 x 256 tile (ROWS_AS_N tiles read theirs from global memory).
+  using Addend = StagedAddend<AddT, 128, 256, kWgmmaABytes + 256 * kBK * 2>;
   static_assert(Addend::kStages <= STAGES, "the addend's stages are all held at once by the epilogue");
   using Epilogue = GemmEpilogue<OutT, AddT>;
-  if constexpr (gemm_tma_stages_output(sizeof(OutT))) {
+  if constexpr (gemm_tma_stages_output(sizeof(OutT), ROWS_AS_N)) {
     static_assert(Epilogue::template TileStore<Mainloop>::kBytes <= kFragmentStagingBytes,
                   "the host sizes the staging area (gemm/gemm_layout.cuh)");
   }
@@ -71,7 +99,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
   // Whole tiles take their addend through the ring; the pieces of a split tile do not know which
   // of them finishes it, and the one that does reads it from global memory.
   auto stages_addend = [&](const TileSegment& segment) {
-    return params.stage_addend != 0 && stream_k_whole(plan, segment);
+    return !ROWS_AS_N && params.stage_addend != 0 && stream_k_whole(plan, segment);
   };
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -98,8 +126,9 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       return;
     }
     // A slice's bytes: A's box (short for A [m][k] of fewer rows than a tile) and B's.
-    const unsigned int slice_bytes =
-        A_TRANS ? kStageBytes : static_cast<unsigned int>(params.a_box_rows) * kBK * 2 + kBK * kBN * 2;
+    const unsigned int slice_bytes = A_TRANS ? kStageBytes
+                                             : static_cast<unsigned int>(params.a_box_rows) * kBK * 2 +
+                                                   (ROWS_AS_N ? kWgmmaABytes : kBK * kBN * 2);
     TmaRingCursor<STAGES> at;
     for_each_segment(plan, [&](const TileSegment& segment) {
       int m0, n0;
@@ -120,25 +149,35 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
           ring.produce(
               at,
               [&](unsigned int dst, unsigned int full) {
-                if constexpr (A_TRANS) {
-                  // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
-                  tma_load_2d(dst, &params.a_map, m0, k0, full);
-                  tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
-                } else {
-                  tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: a_box_rows rows of 128 bytes
-                }
-                if (cluster > 1) {
-                  // This block's share of B's boxes, into every block of the cluster.
-                  const auto blocks = static_cast<unsigned short>((1u << cluster) - 1u);
-                  for (int j = rank; j < kBN / kBox; j += cluster) {
-                    tma_load_2d_multicast(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full,
-                                          blocks);
-                  }
-                } else {
+                // B [k][n]: `boxes` 64-column blocks from the tile's column n0 at `base` (wgmma's A
+                // tile, or its B tile); in a cluster this block's share of them, into every
+                // block's stage.
+                auto load_b = [&](unsigned int base, int boxes) {
+                  if (cluster > 1) {
+                    const auto blocks = static_cast<unsigned short>((1u << cluster) - 1u);
+                    for (int j = rank; j < boxes; j += cluster) {
+                      tma_load_2d_multicast(base + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full, blocks);
+                    }
+                  } else {
 #pragma unroll
-                  for (int j = 0; j < kBN / kBox; ++j) {
-                    tma_load_2d(dst + kABytes + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+                    for (int j = 0; j < boxes; ++j) {
+                      tma_load_2d(base + j * kBlockBytes, &params.b_map, n0 + j * kBox, k0, full);
+                    }
                   }
+                };
+                if constexpr (ROWS_AS_N) {
+                  // B's 128 columns are wgmma's A; A [m][k], a_box_rows rows of 128 bytes, its B.
+                  load_b(dst, 2);
+                  tma_load_2d(dst + kWgmmaABytes, &params.a_map, k0, m0, full);
+                } else {
+                  if constexpr (A_TRANS) {
+                    // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
+                    tma_load_2d(dst, &params.a_map, m0, k0, full);
+                    tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
+                  } else {
+                    tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: a_box_rows rows of 128 bytes
+                  }
+                  load_b(dst + kWgmmaABytes, kBN / kBox);
                 }
               },
               slice_bytes);
@@ -183,12 +222,18 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
          slice = next_slice(m0, slice + 1, segment.end)) {
       ++count;
     }
-    // The tile's rows that exist: the last row tile of a call may hold fewer than a warpgroup's.
-    const int rows = args.m - m0 < kBM ? static_cast<int>(args.m - m0) : kBM;
+    // The rows of wgmma's M that exist (the tile's rows, or ROWS_AS_N its columns): the last row
+    // tile of a call may hold fewer than a warpgroup's.
+    const long long extent = ROWS_AS_N ? args.n - n0 : args.m - m0;
+    const int rows = extent < 128 ? static_cast<int>(extent) : 128;
     Mainloop mainloop;
     mainloop.clear();
     ring.template consume_rows<TA>(mainloop, at, count, rows, warp, lane);
-    if (stages_addend(segment)) {
+    if constexpr (ROWS_AS_N) {
+      if (Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, rows))) {
+        Epilogue::of(args).store_tile_rows_as_n(mainloop, m0, n0, warp, lane);
+      }
+    } else if (stages_addend(segment)) {
       Addend addend;
       TmaRingCursor<STAGES> stage_at = at;
 #pragma unroll
@@ -206,7 +251,9 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     }
   });
   // The last tile's stores must have read the staging area before the block's shared memory goes.
-  if constexpr (gemm_tma_stages_output(sizeof(OutT))) Epilogue::template TileStore<Mainloop>::wait_reads(lane);
+  if constexpr (gemm_tma_stages_output(sizeof(OutT), ROWS_AS_N)) {
+    Epilogue::template TileStore<Mainloop>::wait_reads(lane);
+  }
   ring.exit();
 }
 

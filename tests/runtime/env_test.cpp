@@ -117,7 +117,8 @@ TEST(Env, BackwardRuleKnobs) {
     bool RuntimeConfig::*field;
   };
   for (const Knob& knob : {Knob{"SHARDJIT_SPLIT_PARTIAL_WAVES", "half", &RuntimeConfig::split_partial_waves},
-                           Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves}}) {
+                           Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves},
+                           Knob{"SHARDJIT_GEMM_ROWS_AS_N", "wide", &RuntimeConfig::gemm_rows_as_n}}) {
     {
       ScopedEnv off(knob.name, "0");
       EXPECT_FALSE(resolve_config({}).*knob.field) << knob.name;

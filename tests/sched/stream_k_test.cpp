@@ -274,6 +274,41 @@ TEST(StreamK, ClustersOfADivisorOfTheRowTilesWalkTheSameSlices) {
   }
 }
 
+// The plans of the GEMM tiles that take the rows as N (plan_rows_as_n): every tile cut into the
+// same runs, and 2 to 7 row tiles in clusters of all of them, a grid of more than half a wave a
+// tile a worker; workers cut to whole runs of the clusters that run at once.
+TEST(StreamK, RowsAsNTilesAreCutAlikeAndRunInClustersOfTheirRowTiles) {
+  const kernels::StreamKClusters h100 = h100_clusters();
+  struct Case {
+    int tiles_m, tiles_n, slices, workers, cluster;
+  };
+  // 333 rows of H 8192 (2 x 64 tiles: a tile a worker, in pairs) and of H 4096 (2 x 32: two runs a
+  // tile); 600 rows (3 x 32, threes: 39 at once hold 96); 5 x 24 tiles of five (22 at once: 110
+  // blocks hold fewer than 120 runs, so none).
+  for (const Case& c : {Case{2, 64, 2004, 128, 2}, Case{2, 32, 2004, 128, 2}, Case{3, 32, 2004, 96, 3},
+                        Case{2, 56, 253, 112, 2}, Case{5, 24, 300, 0, 1}}) {
+    SCOPED_TRACE(testing::Message() << c.tiles_m << " x " << c.tiles_n << " tiles");
+    const int tiles = c.tiles_m * c.tiles_n;
+    const kernels::StreamKPlan plan = kernels::plan_rows_as_n(tiles, c.slices, 132, c.tiles_m, true, h100);
+    EXPECT_EQ(plan.workers, c.workers);
+    EXPECT_EQ(plan.cluster, c.cluster);
+    if (plan.cluster > 1) {
+      EXPECT_EQ(plan.workers % tiles, 0) << "every tile in as many runs";
+      check_clusters(plan, c.tiles_m, c.tiles_n);
+    }
+  }
+  // One row tile: split into runs a multiple of the tiles apart, alone.
+  const kernels::StreamKPlan one = kernels::plan_rows_as_n(32, 2004, 132, 1, true, h100);
+  EXPECT_EQ(one.workers, 128);
+  EXPECT_EQ(one.cluster, 1);
+  check_walk(one, kernels::stream_k_grid(one, 132, false));
+  // No clusters measured (a filter's GEMMs): a wave of tiles whole, fewer split alike.
+  EXPECT_EQ(kernels::plan_rows_as_n(128, 2004, 132, 2, true, kernels::StreamKClusters{}).workers, 0);
+  EXPECT_EQ(kernels::plan_rows_as_n(64, 2004, 132, 2, true, kernels::StreamKClusters{}).workers, 128);
+  // More than a wave of tiles: as plan_stream_k plans them.
+  EXPECT_EQ(kernels::plan_rows_as_n(200, 2004, 132, 2, true, h100).cluster, 1);
+}
+
 // The rule: plans split whole over 2 to 7 row tiles (kStreamKMaxCluster) take clusters of all of
 // them; grids of less than a wave that plan_stream_k leaves whole (more than half a wave) are
 // split whole in the clusters that keep the most blocks busy, where those are a third more than

@@ -410,7 +410,21 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
   ASSERT_TRUE(k.kept_dz.has_value());
   EXPECT_EQ(k.keep->template_name(), "linear_logp_fwd_keep");
   EXPECT_EQ(k.kept_dz->type_param("DZ"), "bf16");
-  EXPECT_EQ(k.all().size(), 8u);
+  // grad_hidden on the tiles of the rows as N: an accumulating and a final kernel a tile.
+  ASSERT_EQ(k.grad_hidden_rows_as_n.size(), std::size(kGemmRowsAsNRows));
+  for (const LinearLogpBwdKernels::RowsAsN& tile : k.grad_hidden_rows_as_n) {
+    for (const KernelSpec* spec : {&tile.acc, &tile.out}) {
+      EXPECT_TRUE(spec->bool_param("ROWS_AS_N"));
+      EXPECT_FALSE(spec->bool_param("A_TRANS"));
+      EXPECT_EQ(spec->int_param("BM"), tile.bm);
+      EXPECT_EQ(spec->int_param("BN"), 128);
+    }
+    EXPECT_EQ(tile.acc.type_param("OutT"), "fp32");
+    EXPECT_EQ(tile.out.type_param("OutT"), "bf16");
+  }
+  EXPECT_EQ(k.all().size(), 8u + 2 * std::size(kGemmRowsAsNRows));
+  // The portable loop has none.
+  EXPECT_TRUE(linear_logp_kernels(resolve_layout(c), "sm_90a", 1, false).backward->grad_hidden_rows_as_n.empty());
   // A TP op does not (its partials cross NVLink), nor one that filters.
   EXPECT_FALSE(linear_logp_kernels(resolve_layout(c), "sm_90a", 2).backward->keep.has_value());
   c.grad_filter_threshold = 1e-6f;
@@ -668,6 +682,81 @@ TEST(GemmSpec, WgmmaNeedsSixteenBitOperandsAndItsTile) {
   EXPECT_THROW(gemm_spec(kind, GemmTile{128, 256, 64, 4, true}), Error);
 }
 
+// The tiles of the rows as N: the TMA loop's, of an A [m][k] of 16-bit elements, BM from 160 to
+// 256 in steps of 32 by 128 columns.
+TEST(GemmSpec, TilesOfTheRowsAsN) {
+  GemmKind kind;
+  kind.a = kind.b = DType::kBF16;
+  for (const int bm : kGemmRowsAsNRows) {
+    const GemmTile tile = gemm_rows_as_n_tile(bm);
+    EXPECT_TRUE(tile.rows_as_n && tile.tma && tile.wgmma);
+    EXPECT_NO_THROW(gemm_spec(kind, tile)) << bm;
+    // A stage holds B's 128 columns and A's bm rows; no staging area for the output.
+    EXPECT_EQ(gemm_smem(GemmKind{DType::kBF16, DType::kBF16, DType::kBF16}, tile),
+              4u * (16384u + 128u * static_cast<unsigned>(bm)) + 64u);
+  }
+  for (const int bm : {128, 96, 170, 288}) {
+    EXPECT_THROW(gemm_spec(kind, gemm_rows_as_n_tile(bm)), Error) << bm;
+  }
+  GemmTile portable = gemm_rows_as_n_tile(192);
+  portable.tma = false;
+  EXPECT_THROW(gemm_spec(kind, portable), Error);
+  kind.a_trans = true;  // grad_weight's A^T
+  EXPECT_THROW(gemm_spec(kind, gemm_rows_as_n_tile(192)), Error);
+  kind.a_trans = false;
+  kind.a = kind.b = DType::kFP32;
+  EXPECT_THROW(gemm_spec(kind, gemm_rows_as_n_tile(192)), Error);
+  // Other tiles keep BM and BN to 64, 128 or 256.
+  EXPECT_THROW(gemm_spec(GemmKind{}, GemmTile{160, 128, 32, 2}), Error);
+}
+
+// The rule (gemm_rows_as_n_rows) on an H100's 132 blocks and clusters, grad_hidden over a 128k
+// shard (2004 K slices): the rows as N where their estimate is 5 % below the 128 x 256 tiles', or
+// within 5 % of those split whole (which read A once a column tile).
+TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
+  const kernels::StreamKClusters h100{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};
+  auto rule = [&](std::int64_t m, std::int64_t n, std::int64_t k = 128256) {
+    return gemm_rows_as_n_rows(m, n, k, 132, true, h100);
+  };
+  // 333 rows, H 8192: 96 tiles of 128 x 256 whole on 96 blocks, against 2 x 64 of 192 x 128 in
+  // pairs on 128 (0.81 of the estimate).
+  EXPECT_EQ(rule(333, 8192), 192);
+  // H 4096: 48 tiles split whole in threes on 117 blocks, against 2 x 32 in pairs on 128 (0.99).
+  EXPECT_EQ(rule(333, 4096), 192);
+  // 200 and 140 rows in one tile of 224 and 160 rows, against two 128-row tiles (0.94, 0.74).
+  EXPECT_EQ(rule(200, 4096), 224);
+  EXPECT_EQ(rule(140, 4096), 160);
+  // 256 and 512 rows: one and two 256-row tiles, as many rows as the 128 x 256 tiles' split whole
+  // (1.03, 0.94).
+  EXPECT_EQ(rule(256, 4096), 256);
+  EXPECT_EQ(rule(512, 4096), 256);
+  // Not: 600 rows (3 x 224 rows whole in threes on 96 blocks, against 80 tiles split in fives on
+  // 110: 1.25), 333 rows of H 7168 (84 tiles split in threes: 1.13), one row tile of 128 (the
+  // product reads W at the memory's pace), 1024 rows and more (the same tiles' work, or more),
+  // no blocks.
+  EXPECT_EQ(rule(600, 4096), 0);
+  EXPECT_EQ(rule(333, 7168), 0);
+  EXPECT_EQ(rule(7, 4096), 0);
+  EXPECT_EQ(rule(128, 4096), 0);
+  EXPECT_EQ(rule(1024, 4096), 0);
+  EXPECT_EQ(rule(4097, 4096), 0);
+  EXPECT_EQ(rule(16384, 4096), 0);
+  EXPECT_EQ(gemm_rows_as_n_rows(333, 4096, 128256, 0, true, h100), 0);
+  // Every tile the rule picks has its kernels, and covers the rows.
+  for (std::int64_t m = 1; m <= 5000; m += 7) {
+    for (const std::int64_t n : {2048, 2880, 4096, 7168, 8192}) {
+      for (const std::int64_t k : {16032, 128256}) {
+        const int bm = rule(m, n, k);
+        if (bm == 0) continue;
+        EXPECT_NE(std::find(std::begin(kGemmRowsAsNRows), std::end(kGemmRowsAsNRows), bm),
+                  std::end(kGemmRowsAsNRows))
+            << m << " x " << n;
+        EXPECT_GE(bm * ((m + 255) / 256), m) << "the tiles cover the rows";
+      }
+    }
+  }
+}
+
 TEST(GemmSpec, TmaNeedsTheWgmmaLoopOnFourStages) {
   GemmKind kind;
   kind.a = kind.b = DType::kBF16;
@@ -698,6 +787,14 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
   const BackwardChunks rows_1100 = backward_chunks(input(1100, 128256, kDefaultBackwardWorkspaceBytes));
   EXPECT_TRUE(backward_splits_tiles(rows_1100, 1100, 4096, std::nullopt, gemm, 132));
   EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, dz, std::nullopt, 132));
+  // 333 rows: 48 tiles split in clusters, or on the tiles of the rows as N 64 tiles split in two.
+  const BackwardChunks rows_333 = backward_chunks(input(333, 128256, kDefaultBackwardWorkspaceBytes));
+  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 4096, std::nullopt, gemm, 132, true, {}, true));
+  // H 8192: 128 tiles of the rows as N, one wave, whole without clusters (grad_weight's 501 x 32
+  // tiles are many waves); in pairs, a tile a worker, which takes the workspace's plans.
+  EXPECT_FALSE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, {}, true));
+  const kernels::StreamKClusters pairs{{0, 132, 66}, 0};
+  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, pairs, true));
   EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, std::nullopt, gemm, 132, false))
       << "the rule of grids of at most half the GPU";
   // 1024 rows: grad_hidden's 128 tiles fill one wave.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/stream_k.cuh"
+#include "runtime/ops/gemm.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -249,7 +250,7 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
 
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
-                           bool partial_waves, const kernels::StreamKClusters& clusters) {
+                           bool partial_waves, const kernels::StreamKClusters& clusters, bool rows_as_n) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     return backward_grid_split(rows, cols, k, tile, resident, partial_waves, false).plan.workers > 0;
@@ -258,10 +259,21 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   auto gemm_splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k) {
     return backward_grid_split(rows, cols, k, *gemm, resident, partial_waves, true, clusters).plan.workers > 0;
   };
+  // grad_hidden of `rows` rows over k: on the tiles of the rows as N where the rule takes them.
+  auto hidden_splits = [&](std::int64_t rows, std::int64_t k) {
+    const int bm = rows_as_n ? gemm_rows_as_n_rows(rows, hidden, k, resident, partial_waves, clusters) : 0;
+    if (bm == 0) return gemm_splits(rows, hidden, k);
+    const std::int64_t row_tiles = ceil_div(rows, bm);
+    const std::int64_t tiles = row_tiles * ceil_div(hidden, std::int64_t{128});
+    const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, gemm->k), std::int64_t{1} << 30);
+    return kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>(slices), resident,
+                                   static_cast<int>(row_tiles), partial_waves, clusters)
+               .workers > 0;
+  };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;
     if (dz && splits(n_rows, cols, hidden, *dz)) return true;
-    if (gemm && (gemm_splits(cols, hidden, n_rows) || gemm_splits(n_rows, hidden, cols))) return true;
+    if (gemm && (gemm_splits(cols, hidden, n_rows) || hidden_splits(n_rows, cols))) return true;
   }
   // A second kept chunk's grad_hidden product runs in bands of kept_band_rows rows: a whole band,
   // and the last one's rows. (Were one of them left out, it would split only once another call
@@ -269,8 +281,8 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   if (gemm && plan.kept_band_rows > 0 && plan.chunks >= 2) {
     const std::int64_t cols = plan.chunk(1).cols;
     const std::int64_t last = n_rows % plan.kept_band_rows;
-    if (gemm_splits(std::min(plan.kept_band_rows, n_rows), hidden, cols)) return true;
-    if (last > 0 && gemm_splits(last, hidden, cols)) return true;
+    if (hidden_splits(std::min(plan.kept_band_rows, n_rows), cols)) return true;
+    if (last > 0 && hidden_splits(last, cols)) return true;
   }
   return false;
 }

@@ -21,6 +21,10 @@ std::vector<KernelSpec> LinearLogpBwdKernels::all() const {
   add(grad_weight);
   add(grad_hidden_acc);
   add(grad_hidden_out);
+  for (const RowsAsN& tile : grad_hidden_rows_as_n) {
+    add(tile.acc);
+    add(tile.out);
+  }
   if (keep) add(*keep);
   if (kept_dz) add(*kept_dz);
   return specs;
@@ -55,6 +59,13 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
     keep = linear_logp_fwd_keep_spec(layout, dz_tile);
     kept_dz = linear_logp_bwd_kept_dz_spec(layout, dz, dz_tile);
   }
+  std::vector<LinearLogpBwdKernels::RowsAsN> rows_as_n;
+  if (gemm_tile.tma) {
+    for (const int bm : kGemmRowsAsNRows) {
+      const GemmTile tile = gemm_rows_as_n_tile(bm);
+      rows_as_n.push_back({bm, gemm_spec(acc_kind, tile), gemm_spec(out_kind, tile)});
+    }
+  }
   return LinearLogpBwdKernels{dz_tile,
                               gemm_tile,
                               dz,
@@ -70,7 +81,8 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
                               kept_dz,
                               weight_kind,
                               acc_kind,
-                              out_kind};
+                              out_kind,
+                              rows_as_n};
 }
 
 }  // namespace shardjit

@@ -34,6 +34,14 @@ struct LinearLogpBwdKernels {
   GemmKind grad_weight_kind;
   GemmKind grad_hidden_acc_kind;
   GemmKind grad_hidden_out_kind;
+  // grad_hidden's GEMMs on the tiles that take the rows as wgmma's N (gemm_rows_as_n_rows picks one
+  // a call, or none), a pair a tile of kGemmRowsAsNRows; none off the TMA loop.
+  struct RowsAsN {
+    int bm;
+    KernelSpec acc;  // as grad_hidden_acc
+    KernelSpec out;  // as grad_hidden_out
+  };
+  std::vector<RowsAsN> grad_hidden_rows_as_n;
 
   // Every spec above once, in a fixed order.
   std::vector<KernelSpec> all() const;

@@ -61,6 +61,18 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
   }
   if (specs->kept_dz) kept_dz = load(*specs->kept_dz);
   for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
+  if (runtime.config.gemm_rows_as_n) {
+    for (const LinearLogpBwdKernels::RowsAsN& tile : specs->grad_hidden_rows_as_n) {
+      const GemmTile gemm_tile = gemm_rows_as_n_tile(tile.bm);
+      RowsAsNKernels loaded{tile.bm, load(tile.acc), load(tile.out)};
+      for (const auto& [kind, kernel] : {std::pair{&specs->grad_hidden_acc_kind, loaded.acc.get()},
+                                         std::pair{&specs->grad_hidden_out_kind, loaded.out.get()}}) {
+        check_smem("grad_hidden GEMM", gemm_smem(*kind, gemm_tile), device);
+        allow_dynamic_smem(*kernel, gemm_smem(*kind, gemm_tile));
+      }
+      grad_hidden_rows_as_n.push_back(std::move(loaded));
+    }
+  }
 
   if (scale) scale_buffer = DeviceBuffer(device, 2 * sizeof(float));
   // The Hopper kernels split along K the tiles of grids whose last wave would leave many blocks
@@ -196,17 +208,19 @@ namespace {
 
 // Whether a kernel of a call of n_rows rows under `chunks` splits its tiles (backward_splits_tiles) on
 // the resident blocks of `split`.
-bool splits_tiles(const LinearLogpBwdKernels& specs, const StreamKWorkspace& split, const BackwardChunks& chunks,
-                  std::int64_t n_rows, std::int64_t hidden) {
-  return backward_splits_tiles(chunks, n_rows, hidden, specs.hopper_dz_shape(), specs.hopper_gemm_shape(),
-                               split.resident_blocks(), split.partial_waves(), split.clusters());
+bool splits_tiles(const LinearLogpBwdState& bwd, const BackwardChunks& chunks, std::int64_t n_rows) {
+  const LinearLogpBwdKernels& specs = *bwd.specs;
+  const StreamKWorkspace& split = bwd.split;
+  return backward_splits_tiles(chunks, n_rows, bwd.layout.config.hidden, specs.hopper_dz_shape(),
+                               specs.hopper_gemm_shape(), split.resident_blocks(), split.partial_waves(),
+                               split.clusters(), !bwd.grad_hidden_rows_as_n.empty());
 }
 
 }  // namespace
 
 void LinearLogpBwdState::reserve_split(const BackwardChunks& chunks, std::int64_t n_rows, CUstream stream) {
   if (split.allocated() || split.resident_blocks() == 0) return;
-  if (splits_tiles(*specs, split, chunks, n_rows, layout.config.hidden)) {
+  if (splits_tiles(*this, chunks, n_rows)) {
     check_growth_outside_capture(stream, "LinearLogp backward: the split-tile workspace");
     split.allocate();
   }
@@ -216,7 +230,13 @@ bool LinearLogpBwdState::holds(const BackwardChunks& chunks, std::int64_t n_rows
   return dz_buffer.bytes() >= chunks.dz_bytes && (!accumulator_too || accumulator.bytes() >= chunks.accumulator_bytes) &&
          mask.bytes() >= chunks.mask_bytes &&
          (split.allocated() || split.resident_blocks() == 0 ||
-          !splits_tiles(*specs, split, chunks, n_rows, layout.config.hidden));
+          !splits_tiles(*this, chunks, n_rows));
+}
+
+int LinearLogpBwdState::grad_hidden_rows_as_n_rows(std::int64_t m, std::int64_t k) const {
+  if (grad_hidden_rows_as_n.empty()) return 0;
+  return gemm_rows_as_n_rows(m, layout.config.hidden, k, split.resident_blocks(), split.partial_waves(),
+                             split.clusters());
 }
 
 }  // namespace shardjit

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "linear_logp/partials.cuh"
 #include "runtime/driver/device.hpp"
@@ -83,6 +84,11 @@ struct LinearLogpBwdState {
   // budgets as the op's buffers now are (keep_buffer_bytes_at_build), grown on `stream`.
   void reserve_keep_for_max_rows(CUstream stream);
 
+  // The tile rows of grad_hidden's product of m rows over k (a chunk's columns) on the tiles that
+  // take the rows as N (gemm_rows_as_n_rows on the workspace's blocks and clusters), 0 for the
+  // 128 x 256 tiles: always where the op has no such kernels.
+  int grad_hidden_rows_as_n_rows(std::int64_t m, std::int64_t k) const;
+
   // Allocates the split-tile workspace when a kernel of a call of n_rows rows would split its
   // tiles (few rows, or a narrow chunk). Nothing queued can be using it yet: it is never freed.
   void reserve_split(const BackwardChunks& chunks, std::int64_t n_rows, CUstream stream);
@@ -104,6 +110,14 @@ struct LinearLogpBwdState {
   std::shared_ptr<const LoadedKernel> grad_hidden_out;
   std::shared_ptr<const LoadedKernel> keep;     // the kept chunk's, where the op keeps one
   std::shared_ptr<const LoadedKernel> kept_dz;
+  // grad_hidden's kernels on the tiles that take the rows as N, as specs->grad_hidden_rows_as_n;
+  // none where the op runs the portable loop or with gemm_rows_as_n off.
+  struct RowsAsNKernels {
+    int bm;
+    std::shared_ptr<const LoadedKernel> acc;
+    std::shared_ptr<const LoadedKernel> out;
+  };
+  std::vector<RowsAsNKernels> grad_hidden_rows_as_n;
   DeviceBuffer dz_buffer;
   DeviceBuffer accumulator;
   // The largest accumulator a call's chunks (reserve's) asked for, grown or not: a forward that

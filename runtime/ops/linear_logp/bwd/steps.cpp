@@ -46,6 +46,22 @@ kernels::GemmArgs chunk_gemm_args(const BackwardPass& pass, std::int64_t index) 
   return gemm;
 }
 
+// grad_hidden's product `h` into the fp32 accumulator (or an fp32 op's grad_hidden), or with
+// `out` into grad_hidden in the op's dtype: on the tiles that take the rows as N where the rule
+// finds them faster (LinearLogpBwdState::grad_hidden_rows_as_n_rows), else on the 128 x 256 tiles.
+void launch_grad_hidden(const BackwardPass& pass, const kernels::GemmArgs& h, bool out, CUstream stream) {
+  LinearLogpBwdState& bwd = pass.bwd;
+  const LinearLogpBwdKernels& k = *bwd.specs;
+  const GemmKind& kind = out ? k.grad_hidden_out_kind : k.grad_hidden_acc_kind;
+  const int bm = bwd.grad_hidden_rows_as_n_rows(h.m, h.k);
+  for (const LinearLogpBwdState::RowsAsNKernels& tile : bwd.grad_hidden_rows_as_n) {
+    if (tile.bm != bm) continue;
+    launch_gemm(out ? *tile.out : *tile.acc, h, kind, gemm_rows_as_n_tile(bm), bwd.split, stream);
+    return;
+  }
+  launch_gemm(out ? *bwd.grad_hidden_out : *bwd.grad_hidden_acc, h, kind, k.gemm_tile, bwd.split, stream);
+}
+
 // The second kept chunk's grad_hidden product (`h`, into the accumulator), band after band of
 // BackwardChunks::kept_band_rows rows: each band writes fp32 rows over logits that earlier bands
 // have read. No filter mask to move with the rows: an op with a filter keeps nothing
@@ -60,7 +76,7 @@ void enqueue_grad_hidden_in_bands(const BackwardPass& pass, const kernels::GemmA
     band.a = offset(pass.kept->second, row * pass.chunks.dz_stride, k.dz_dtype);
     band.m = std::min(band_rows, n - row);
     band.out = offset(h.out, row * acc_stride, DType::kFP32);
-    launch_gemm(*pass.bwd.grad_hidden_acc, band, k.grad_hidden_acc_kind, k.gemm_tile, pass.bwd.split, stream);
+    launch_grad_hidden(pass, band, false, stream);
   }
 }
 
@@ -138,8 +154,7 @@ void enqueue_chunk_grad_weight(const BackwardPass& pass, std::int64_t index, CUs
 void enqueue_chunk_grad_hidden(const BackwardPass& pass, std::int64_t index, CUstream stream) {
   const BackwardCall& call = pass.call;
   LinearLogpBwdState& bwd = pass.bwd;
-  const LinearLogpBwdKernels& k = *bwd.specs;
-  const LinearLogpConfig& c = bwd.layout.config;
+    const LinearLogpConfig& c = bwd.layout.config;
   const BackwardChunk chunk = pass.chunks.chunk(index);
   kernels::GemmArgs h = chunk_gemm_args(pass, index);  // grad_hidden (+)= dZ W[chunk]
   h.b = offset(call.in.weight.data, chunk.begin * call.weight_stride, c.dtype);
@@ -161,10 +176,8 @@ void enqueue_chunk_grad_hidden(const BackwardPass& pass, std::int64_t index, CUs
   h.addend_stride = acc_stride;
   if (index == 1 && pass.kept_use.second) {
     enqueue_grad_hidden_in_bands(pass, h, acc_stride, stream);
-  } else if (direct) {
-    launch_gemm(*bwd.grad_hidden_out, h, k.grad_hidden_out_kind, k.gemm_tile, bwd.split, stream);
   } else {
-    launch_gemm(*bwd.grad_hidden_acc, h, k.grad_hidden_acc_kind, k.gemm_tile, bwd.split, stream);
+    launch_grad_hidden(pass, h, direct, stream);
   }
 }
 
