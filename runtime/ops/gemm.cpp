@@ -72,7 +72,7 @@ double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
 }
 
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
-                        const kernels::StreamKClusters& clusters) {
+                        const kernels::StreamKClusters& clusters, std::int64_t l2_bytes) {
   if (m <= 128 || n <= 0 || k <= 0 || resident <= 0) return 0;
   const std::int64_t slices = (k + 63) / 64;
   const std::int64_t row_tiles = (m + 255) / 256;
@@ -99,7 +99,8 @@ int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resi
                               static_cast<int>(row_tiles), partial_waves, clusters);
   const double usual_time = static_cast<double>(usual_tiles * slices) / gemm_busy_blocks(usual, resident);
   const double time = static_cast<double>(tiles * slices) * work / gemm_busy_blocks(rows_as_n, resident);
-  const double margin = kernels::stream_k_split_whole(usual) ? 1.05 : 0.95;
+  const bool rereads_a = kernels::stream_k_split_whole(usual) && 2 * (2 * m * k) > l2_bytes;
+  const double margin = rereads_a ? 1.05 : 0.95;
   return time <= margin * usual_time ? bm : 0;
 }
 

@@ -39,16 +39,17 @@ GemmTile gemm_rows_as_n_tile(int bm);
 
 // The rows of the tile that takes the m rows of a product [m x n] over k as wgmma's N, 0 for the
 // 128 x 256 tiles: those whose estimate is at least 5 % below the 128 x 256 tiles', or within 5 %
-// of it where those are split whole (whose runs start at scattered K offsets and so read A once a
-// column tile, where the rows as N read it once); never for m <= 128 (one row tile, whose product
-// reads B at the memory's pace either way). The tile: ceil(m / 256) row tiles of m / tiles rounded
+// of it where those are split whole and A (16-bit, m x k) takes more than half of `l2_bytes`
+// (their runs start at scattered K offsets and so read A from memory once a column tile, where
+// the rows as N read it once); never for m <= 128 (one row tile, whose product reads B at the
+// memory's pace either way). The tile: ceil(m / 256) row tiles of m / tiles rounded
 // up to a multiple of 32, at least 160 (kGemmRowsAsNRows). The estimate: the K slices of the
 // plan's tiles (as launch_gemm plans them on `resident` blocks by plan_stream_k's rule
 // `partial_waves` and `clusters`), in products of a 128 x 256 tile's slice, times the shared-memory
 // reads a narrower tile adds (its B operand is read by both warpgroups), over the blocks busy.
 // docs/perf-notes.md, "GEMM tiles of the rows as N".
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
-                        const kernels::StreamKClusters& clusters);
+                        const kernels::StreamKClusters& clusters, std::int64_t l2_bytes);
 
 // The blocks a plan keeps busy on average: a split plan's workers (runs of equal length), or for
 // a plan of whole tiles (some of whose last wave split) its tiles over its waves.

@@ -715,8 +715,9 @@ TEST(GemmSpec, TilesOfTheRowsAsN) {
 // within 5 % of those split whole (which read A once a column tile).
 TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
   const kernels::StreamKClusters h100{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};
+  constexpr std::int64_t kL2 = 50 << 20;
   auto rule = [&](std::int64_t m, std::int64_t n, std::int64_t k = 128256) {
-    return gemm_rows_as_n_rows(m, n, k, 132, true, h100);
+    return gemm_rows_as_n_rows(m, n, k, 132, true, h100, kL2);
   };
   // 333 rows, H 8192: 96 tiles of 128 x 256 whole on 96 blocks, against 2 x 64 of 192 x 128 in
   // pairs on 128 (0.81 of the estimate).
@@ -727,9 +728,12 @@ TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
   EXPECT_EQ(rule(200, 4096), 224);
   EXPECT_EQ(rule(140, 4096), 160);
   // 256 and 512 rows: one and two 256-row tiles, as many rows as the 128 x 256 tiles' split whole
-  // (1.03, 0.94).
+  // (1.03, 0.94), whose runs read dZ (66 MB at 256 rows) once a column tile; not where dZ lies
+  // within half the L2 (a 32k shard: 16 MB).
   EXPECT_EQ(rule(256, 4096), 256);
   EXPECT_EQ(rule(512, 4096), 256);
+  EXPECT_EQ(rule(256, 4096, 32001), 0);
+  EXPECT_EQ(rule(333, 4096, 32000), 0);
   // Not: 600 rows (3 x 224 rows whole in threes on 96 blocks, against 80 tiles split in fives on
   // 110: 1.25), 333 rows of H 7168 (84 tiles split in threes: 1.13), one row tile of 128 (the
   // product reads W at the memory's pace), 1024 rows and more (the same tiles' work, or more),
@@ -741,7 +745,7 @@ TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
   EXPECT_EQ(rule(1024, 4096), 0);
   EXPECT_EQ(rule(4097, 4096), 0);
   EXPECT_EQ(rule(16384, 4096), 0);
-  EXPECT_EQ(gemm_rows_as_n_rows(333, 4096, 128256, 0, true, h100), 0);
+  EXPECT_EQ(gemm_rows_as_n_rows(333, 4096, 128256, 0, true, h100, kL2), 0);
   // Every tile the rule picks has its kernels, and covers the rows.
   for (std::int64_t m = 1; m <= 5000; m += 7) {
     for (const std::int64_t n : {2048, 2880, 4096, 7168, 8192}) {

@@ -250,7 +250,8 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
 
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
-                           bool partial_waves, const kernels::StreamKClusters& clusters, bool rows_as_n) {
+                           bool partial_waves, const kernels::StreamKClusters& clusters, bool rows_as_n,
+                           std::int64_t l2_bytes) {
   if (n_rows <= 0 || plan.chunks <= 0) return false;
   auto splits = [&](std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile) {
     return backward_grid_split(rows, cols, k, tile, resident, partial_waves, false).plan.workers > 0;
@@ -261,7 +262,7 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   };
   // grad_hidden of `rows` rows over k: on the tiles of the rows as N where the rule takes them.
   auto hidden_splits = [&](std::int64_t rows, std::int64_t k) {
-    const int bm = rows_as_n ? gemm_rows_as_n_rows(rows, hidden, k, resident, partial_waves, clusters) : 0;
+    const int bm = rows_as_n ? gemm_rows_as_n_rows(rows, hidden, k, resident, partial_waves, clusters, l2_bytes) : 0;
     if (bm == 0) return gemm_splits(rows, hidden, k);
     const std::int64_t row_tiles = ceil_div(rows, bm);
     const std::int64_t tiles = row_tiles * ceil_div(hidden, std::int64_t{128});

@@ -109,11 +109,12 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
 // runs the portable loop. Every chunk but the last has the first's width. `clusters`: those the
 // GEMMs may run in (StreamKWorkspace::clusters), which split grids of less than a wave too.
 // `rows_as_n`: grad_hidden takes the tiles of the rows as N where gemm_rows_as_n_rows finds them
-// faster, split as plan_rows_as_n splits them (templates/common/stream_k.cuh).
+// faster on a device of `l2_bytes` of L2, split as plan_rows_as_n splits them
+// (templates/common/stream_k.cuh).
 bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std::int64_t hidden,
                            std::optional<BwdTileShape> dz, std::optional<BwdTileShape> gemm, int resident,
                            bool partial_waves = true, const kernels::StreamKClusters& clusters = {},
-                           bool rows_as_n = false);
+                           bool rows_as_n = false, std::int64_t l2_bytes = 0);
 
 // Whether one column of dZ tiles of input.n_rows rows fits the budget, or the whole shard fits
 // input.whole_budget: what backward_chunks needs.

@@ -213,7 +213,7 @@ bool splits_tiles(const LinearLogpBwdState& bwd, const BackwardChunks& chunks, s
   const StreamKWorkspace& split = bwd.split;
   return backward_splits_tiles(chunks, n_rows, bwd.layout.config.hidden, specs.hopper_dz_shape(),
                                specs.hopper_gemm_shape(), split.resident_blocks(), split.partial_waves(),
-                               split.clusters(), !bwd.grad_hidden_rows_as_n.empty());
+                               split.clusters(), !bwd.grad_hidden_rows_as_n.empty(), bwd.device.info().l2_bytes);
 }
 
 }  // namespace
@@ -236,7 +236,7 @@ bool LinearLogpBwdState::holds(const BackwardChunks& chunks, std::int64_t n_rows
 int LinearLogpBwdState::grad_hidden_rows_as_n_rows(std::int64_t m, std::int64_t k) const {
   if (grad_hidden_rows_as_n.empty()) return 0;
   return gemm_rows_as_n_rows(m, layout.config.hidden, k, split.resident_blocks(), split.partial_waves(),
-                             split.clusters());
+                             split.clusters(), device.info().l2_bytes);
 }
 
 }  // namespace shardjit
