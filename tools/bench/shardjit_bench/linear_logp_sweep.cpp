@@ -21,6 +21,7 @@
 
 #include "runtime/compile/compile_pool.hpp"
 #include "runtime/driver/device.hpp"
+#include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp/bwd/state.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
 #include "runtime/ops/linear_logp/keep.hpp"
@@ -183,7 +184,9 @@ nlohmann::json h200_forward_plan(const SweepPoint& p) {
 // among which the others are split (0: none split) and, for the GEMMs, the blocks of a cluster
 // (1: none; cluster_stream_k, with the clusters an H100 runs at once, the same chip's). dZ's is
 // that of a recomputed chunk. `keep`: what a fresh op's forward keeps for it (keep.hpp): the keep
-// budget in MiB and the chunks kept, before the combine's limit on sources.
+// budget in MiB and the chunks kept, before the combine's limit on sources. grad_hidden's
+// `rows_as_n`: the rows of its tiles where it takes the rows as N (gemm_rows_as_n_rows, with 50 MiB
+// of L2), 0 for the 128 x 256 tiles; its grid is then that tile's (plan_rows_as_n).
 nlohmann::json h200_backward_plan(const SweepPoint& p) {
   constexpr int kSms = 132;
   LinearLogpConfig config;
@@ -208,6 +211,21 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   };
   const BwdTileShape dz = specs.hopper_dz_shape().value();
   const BwdTileShape gemm = specs.hopper_gemm_shape().value();
+  constexpr std::int64_t kL2Bytes = std::int64_t{50} << 20;
+  const int rows_as_n = gemm_rows_as_n_rows(p.c.n, p.c.hidden, cols, kSms, true, h100_clusters, kL2Bytes);
+  nlohmann::json hidden = grid(p.c.n, p.c.hidden, cols, gemm, true);
+  if (rows_as_n > 0) {
+    const std::int64_t row_tiles = (p.c.n + rows_as_n - 1) / rows_as_n;
+    const std::int64_t tiles = row_tiles * ((p.c.hidden + 127) / 128);
+    const kernels::StreamKPlan plan =
+        kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>((cols + 63) / 64), kSms,
+                                static_cast<int>(row_tiles), true, h100_clusters);
+    hidden = {{"tiles", tiles},
+              {"whole_tiles", plan.workers > 0 ? plan.whole_tiles : plan.tiles},
+              {"split_workers", plan.workers},
+              {"cluster", std::max(plan.cluster, 1)}};
+  }
+  hidden["rows_as_n"] = rows_as_n;
   const BackwardBufferBudget budget = backward_buffer_budget(config, {}, chunks);
   const int kept = keepable_chunks(chunks, layout.valid_local, default_fwd_tile(p.c.dtype, "sm_90a", true).bn,
                                    kept_chunks_budget(chunks, p.c.n, budget.keep_room));
@@ -217,7 +235,7 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
           {"chunk_cols", cols},
           {"dz", grid(p.c.n, cols, p.c.hidden, dz, false)},
           {"grad_weight", grid(cols, p.c.hidden, p.c.n, gemm, true)},
-          {"grad_hidden", grid(p.c.n, p.c.hidden, cols, gemm, true)}};
+          {"grad_hidden", hidden}};
 }
 
 int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timing) {
