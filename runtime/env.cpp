@@ -75,7 +75,7 @@ constexpr std::array<EnvKnob, 19> kKnobs{{
     {"SHARDJIT_GEMM_ROWS_AS_N", "bool", "1",
      "For experiments: 0 runs the LinearLogp backward's grad_hidden on its 128 x 256 tiles at every "
      "call, instead of the tiles that take a few hundred rows as wgmma's N where the rule finds them "
-     "faster."},
+     "faster (an op still prepares their kernels, as prewarm does)."},
     {"SHARDJIT_BWD_CHUNK_WAVES", "bool", "1",
      "For experiments: 0 cuts the LinearLogp backward's vocabulary into the widest chunks the dZ "
      "budget allows, instead of the width, down to three quarters of it, whose kernels fill their "

@@ -65,7 +65,7 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
 GemmTile gemm_rows_as_n_tile(int bm) { return GemmTile{bm, 128, 64, 4, true, true, true}; }
 
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
-  if (plan.workers > 0 && plan.whole_tiles == 0) return plan.workers;
+  if (plan.workers > 0) return plan.whole_tiles == 0 ? plan.workers : resident;  // a last wave split evens out
   if (plan.tiles <= 0 || resident <= 0) return 1.0;
   const int waves = (plan.tiles + resident - 1) / resident;
   return static_cast<double>(plan.tiles) / waves;
@@ -73,7 +73,7 @@ double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
 
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
                         const kernels::StreamKClusters& clusters, std::int64_t l2_bytes) {
-  if (m <= 128 || n <= 0 || k <= 0 || resident <= 0) return 0;
+  if (m <= 128 || m > kGemmRowsAsNMaxRows || n <= 0 || k <= 0 || resident <= 0) return 0;
   const std::int64_t slices = (k + 63) / 64;
   const std::int64_t row_tiles = (m + 255) / 256;
   const std::int64_t tiles = row_tiles * ((n + 127) / 128);

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 #include "gemm/gemm_args.cuh"
@@ -33,6 +34,9 @@ struct GemmTile {
 
 // The output rows of the tiles that take the rows as wgmma's N (kernels exist for these).
 constexpr int kGemmRowsAsNRows[] = {160, 192, 224, 256};
+// The most rows the rule gives them: two row tiles, the range measured (600 rows' three lost 7 %
+// against the usual tiles split in clusters; docs/perf-notes.md, "GEMM tiles of the rows as N").
+constexpr std::int64_t kGemmRowsAsNMaxRows = 512;
 
 // The TMA tile of bm output rows by 128 columns with the rows as wgmma's N.
 GemmTile gemm_rows_as_n_tile(int bm);
@@ -42,7 +46,7 @@ GemmTile gemm_rows_as_n_tile(int bm);
 // of it where those are split whole and A (16-bit, m x k) takes more than half of `l2_bytes`
 // (their runs start at scattered K offsets and so read A from memory once a column tile, where
 // the rows as N read it once); never for m <= 128 (one row tile, whose product reads B at the
-// memory's pace either way). The tile: ceil(m / 256) row tiles of m / tiles rounded
+// memory's pace either way) nor past kGemmRowsAsNMaxRows. The tile: ceil(m / 256) row tiles of m / tiles rounded
 // up to a multiple of 32, at least 160 (kGemmRowsAsNRows). The estimate: the K slices of the
 // plan's tiles (as launch_gemm plans them on `resident` blocks by plan_stream_k's rule
 // `partial_waves` and `clusters`), in products of a 128 x 256 tile's slice, times the shared-memory
@@ -51,8 +55,9 @@ GemmTile gemm_rows_as_n_tile(int bm);
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
                         const kernels::StreamKClusters& clusters, std::int64_t l2_bytes);
 
-// The blocks a plan keeps busy on average: a split plan's workers (runs of equal length), or for
-// a plan of whole tiles (some of whose last wave split) its tiles over its waves.
+// The blocks a plan keeps busy on average: a plan split whole, its workers (runs of equal length);
+// one whose last wave is split among all the blocks, every block; one of whole tiles, its tiles
+// over its waves.
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident);
 
 // What a GEMM kernel is specialized for, besides its tile.

@@ -192,25 +192,28 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan cluster_stream_k(StreamKPlan plan, int r
 // `row_tiles` row tiles: every tile cut into the same runs of K (plan_stream_k with a multiple of
 // the tiles as workers), so that the blocks that run at once read the same K slices of A and B;
 // and where its row tiles are 2 to kStreamKMaxCluster and its tiles at most a wave, in clusters of
-// its row tiles, whose blocks take the same run of one column in each row tile and so share its B
-// slices (B, the larger operand, read once for all the row tiles): a grid of more than half a
-// wave, which plan_stream_k leaves whole, then runs a tile a worker. Workers are cut to whole
+// its row tiles (or of clusters.blocks of them where that is set and divides them; none for 1),
+// whose blocks take the same run of one column in consecutive row tiles and so share its B
+// slices (B, the larger operand, read once for the cluster's row tiles): a grid of more than half
+// a wave, which plan_stream_k leaves whole, then runs a tile a worker. Workers are cut to whole
 // tiles' runs of the clusters that run at once; where not even one run a tile fits, no clusters.
+// A product of no K slices (B without rows of data) stays whole: its tiles write the addend.
 SHARDJIT_HOST_DEVICE inline StreamKPlan plan_rows_as_n(int tiles, int slices, int resident, int row_tiles,
                                                        bool partial_waves, const StreamKClusters& clusters) {
   StreamKPlan plan = plan_stream_k(tiles, slices, resident, tiles, partial_waves);
-  if (row_tiles < 2 || row_tiles > kStreamKMaxCluster || tiles <= 0 || tiles > resident ||
-      clusters.resident[row_tiles] <= 0 || (plan.workers > 0 && plan.whole_tiles > 0)) {
+  const int blocks = clusters.blocks > 0 ? clusters.blocks : row_tiles;
+  if (slices <= 0 || blocks < 2 || blocks > kStreamKMaxCluster || row_tiles % blocks != 0 || tiles <= 0 ||
+      tiles > resident || clusters.resident[blocks] <= 0 || (plan.workers > 0 && plan.whole_tiles > 0)) {
     return plan;
   }
-  const int fit = clusters.resident[row_tiles] * row_tiles;
+  const int fit = clusters.resident[blocks] * blocks;
   // A tile's runs: one where the split takes fewer workers than tiles (a few slices a tile).
   int runs = plan.workers >= tiles ? plan.workers / tiles : 1;
   while (runs > 1 && tiles * runs > fit) --runs;
   if (tiles * runs > fit) return plan;
   plan.whole_tiles = 0;
   plan.workers = tiles * runs;
-  plan.cluster = row_tiles;
+  plan.cluster = blocks;
   plan.row_runs = plan.workers / row_tiles;
   return plan;
 }

@@ -447,6 +447,11 @@ const BwdCase kCases[] = {
      true, false, false, 1000 * 128 * 4},
     {"n300_h128_v20000_pad_chunks_kept_all", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kAll, true, false, false, false, 300 * 2 * 2560},
+    // Half the shard padding: its last chunks hold no valid columns, so grad_hidden's product there
+    // has no K slices (B without rows of data) and, on the tiles of the rows as N (2 x 160 rows),
+    // must still write the accumulator's sums (the last chunk) or keep them.
+    {"n300_h128_v20000_half_padded_chunks_acc", 300, 128, 20000, 10000, DType::kBF16, DType::kBF16, DType::kInt64,
+     1.0f, kBoth, false, true, false, false, 300 * 2 * 2560},
     {"n4500_h1024_v2548_two_kept_bands_entropy", 4500, 1024, 2548, 2540, DType::kBF16, kNoBias, DType::kInt64, 1.0f,
      kEntropy, true, false, false, false, 4500 * 2 * 1024},
     {"n1000_h128_v1000_two_kept_logp_entropy_fp16", 1000, 128, 1000, 990, DType::kFP16, DType::kFP16, DType::kInt32, 1.2f,

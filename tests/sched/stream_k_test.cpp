@@ -307,6 +307,15 @@ TEST(StreamK, RowsAsNTilesAreCutAlikeAndRunInClustersOfTheirRowTiles) {
   EXPECT_EQ(kernels::plan_rows_as_n(64, 2004, 132, 2, true, kernels::StreamKClusters{}).workers, 128);
   // More than a wave of tiles: as plan_stream_k plans them.
   EXPECT_EQ(kernels::plan_rows_as_n(200, 2004, 132, 2, true, h100).cluster, 1);
+  // No K slices (B without rows of data): whole, so that every tile writes its addend.
+  const kernels::StreamKPlan empty = kernels::plan_rows_as_n(128, 0, 132, 2, true, h100);
+  EXPECT_EQ(empty.workers, 0);
+  EXPECT_EQ(kernels::stream_k_grid(empty, 132, false), 128);
+  // SHARDJIT_SPLIT_CLUSTERS: 1 keeps every block alone; 2 takes pairs of four row tiles.
+  EXPECT_EQ(kernels::plan_rows_as_n(128, 2004, 132, 2, true, h100_clusters(1)).workers, 0);
+  const kernels::StreamKPlan pairs = kernels::plan_rows_as_n(64, 2004, 132, 4, true, h100_clusters(2));
+  EXPECT_EQ(pairs.cluster, 2);
+  check_clusters(pairs, 4, 16);
 }
 
 // The rule: plans split whole over 2 to 7 row tiles (kStreamKMaxCluster) take clusters of all of

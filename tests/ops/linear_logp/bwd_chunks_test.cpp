@@ -734,11 +734,15 @@ TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
   EXPECT_EQ(rule(512, 4096), 256);
   EXPECT_EQ(rule(256, 4096, 32001), 0);
   EXPECT_EQ(rule(333, 4096, 32000), 0);
-  // Not: 600 rows (3 x 224 rows whole in threes on 96 blocks, against 80 tiles split in fives on
-  // 110: 1.25), 333 rows of H 7168 (84 tiles split in threes: 1.13), one row tile of 128 (the
-  // product reads W at the memory's pace), 1024 rows and more (the same tiles' work, or more),
-  // no blocks.
+  // Not: past two row tiles (kGemmRowsAsNMaxRows: 600 rows, 3 x 224 whole in threes on 96 blocks
+  // against 80 tiles split in fives on 110, lost 7 %; 800 rows would estimate 0.91 on single
+  // waves, unmeasured; 1100 rows, whose last waves split on every block either way), 333 rows of
+  // H 7168 (84 tiles split in threes: 1.13), one row tile of 128 (the product reads W at the
+  // memory's pace), no blocks.
+  EXPECT_EQ(rule(513, 4096), 0);
   EXPECT_EQ(rule(600, 4096), 0);
+  EXPECT_EQ(rule(800, 4096), 0);
+  EXPECT_EQ(rule(1100, 4096), 0);
   EXPECT_EQ(rule(333, 7168), 0);
   EXPECT_EQ(rule(7, 4096), 0);
   EXPECT_EQ(rule(128, 4096), 0);
@@ -747,7 +751,7 @@ TEST(GemmRowsAsN, RuleTakesTheTileWhereItFillsMoreOfTheGpu) {
   EXPECT_EQ(rule(16384, 4096), 0);
   EXPECT_EQ(gemm_rows_as_n_rows(333, 4096, 128256, 0, true, h100, kL2), 0);
   // Every tile the rule picks has its kernels, and covers the rows.
-  for (std::int64_t m = 1; m <= 5000; m += 7) {
+  for (std::int64_t m = 1; m <= kGemmRowsAsNMaxRows + 100; m += 7) {
     for (const std::int64_t n : {2048, 2880, 4096, 7168, 8192}) {
       for (const std::int64_t k : {16032, 128256}) {
         const int bm = rule(m, n, k);
@@ -793,12 +797,13 @@ TEST(BwdSplits, OnlyCallsWithAMostlyEmptyLastWaveSplit) {
   EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, dz, std::nullopt, 132));
   // 333 rows: 48 tiles split in clusters, or on the tiles of the rows as N 64 tiles split in two.
   const BackwardChunks rows_333 = backward_chunks(input(333, 128256, kDefaultBackwardWorkspaceBytes));
-  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 4096, std::nullopt, gemm, 132, true, {}, true));
+  constexpr std::int64_t kL2 = 50 << 20;
+  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 4096, std::nullopt, gemm, 132, true, {}, true, kL2));
   // H 8192: 128 tiles of the rows as N, one wave, whole without clusters (grad_weight's 501 x 32
   // tiles are many waves); in pairs, a tile a worker, which takes the workspace's plans.
-  EXPECT_FALSE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, {}, true));
+  EXPECT_FALSE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, {}, true, kL2));
   const kernels::StreamKClusters pairs{{0, 132, 66}, 0};
-  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, pairs, true));
+  EXPECT_TRUE(backward_splits_tiles(rows_333, 333, 8192, std::nullopt, gemm, 132, true, pairs, true, kL2));
   EXPECT_FALSE(backward_splits_tiles(rows_1100, 1100, 4096, std::nullopt, gemm, 132, false))
       << "the rule of grids of at most half the GPU";
   // 1024 rows: grad_hidden's 128 tiles fill one wave.
