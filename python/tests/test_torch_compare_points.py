@@ -31,6 +31,19 @@ def test_points_give_one_shape_per_head_rows_and_dtype(tmp_path):
                       tc.Shape("llama3-70b/tp8-n7", 7, 8192, 16032, "bf16", 0)]
 
 
+def test_rows_select_the_points_of_those_row_counts(tmp_path):
+    tc = torch_compare()
+    point = dict(head="llama3-8b", n=333, hidden=4096, vocab=128256, dtype="bf16", mode="fwd+bwd", tp=1)
+    path = write(tmp_path / "points.jsonl", [point, dict(point, n=256), dict(point, n=1024)])
+    assert [s.n for s in tc.load_points(path, {256, 333})] == [333, 256]
+    with pytest.raises(SystemExit, match="no sweep points of 7 rows"):
+        tc.load_points(path, {7})
+    assert tc.parse_rows("256,333") == {256, 333}
+    for bad in ("256;333", "0", ""):
+        with pytest.raises(Exception, match="--rows"):
+            tc.parse_rows(bad)
+
+
 @pytest.mark.parametrize("row, says", [
     ("not json", "points.jsonl:1: expected a sweep point"),
     (dict(head="h", n=7, hidden=64), "points.jsonl:1: expected a sweep point"),

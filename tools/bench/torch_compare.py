@@ -77,9 +77,20 @@ def parse_shape(text):
     return Shape(f"n{n}-h{h}-v{v}", n, h, v)
 
 
-def load_points(path):
+def parse_rows(text):
+    try:
+        rows = {int(x) for x in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--rows: expected row counts separated by commas (e.g. 256,333), got {text!r}")
+    if min(rows) < 1:
+        raise argparse.ArgumentTypeError(f"--rows: expected positive row counts, got {text!r}")
+    return rows
+
+
+def load_points(path, rows=None):
     """The shapes of a sweep's points (`shardjit-bench linear-logp --sweep --dry-run` rows, or
-    its timed rows): one per head, N and dtype (a point's modes are timed together here)."""
+    its timed rows): one per head, N and dtype (a point's modes are timed together here); with
+    `rows`, only the points of those row counts."""
     shapes = {}
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -95,11 +106,13 @@ def load_points(path):
             if shape.dtype not in DTYPES:
                 raise SystemExit(f"torch_compare: {path}:{number}: dtype {shape.dtype!r}: expected one of "
                                  f"{', '.join(DTYPES)}")
-            shapes.setdefault((shape.name, shape.dtype), shape)
+            if rows is None or shape.n in rows:
+                shapes.setdefault((shape.name, shape.dtype), shape)
     if not shapes:
         # An empty list would time nothing and look like a finished run.
-        raise SystemExit(f"torch_compare: {path}: no sweep points (expected the JSON rows of shardjit-bench "
-                         f"linear-logp --sweep --dry-run)")
+        of_rows = f" of {', '.join(str(n) for n in sorted(rows))} rows" if rows is not None else ""
+        raise SystemExit(f"torch_compare: {path}: no sweep points{of_rows} (expected the JSON rows of "
+                         f"shardjit-bench linear-logp --sweep --dry-run)")
     return list(shapes.values())
 
 
@@ -377,6 +390,8 @@ def main(argv=None):
                         "standard shapes")
     parser.add_argument("--points", help="the points of a sweep: the JSON rows of shardjit-bench linear-logp --sweep "
                         "(--dry-run lists them), each head, N and dtype once")
+    parser.add_argument("--rows", type=parse_rows, help="with --points: only the points of these row counts "
+                        "(comma-separated, e.g. 256,333)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--entropy", choices=["off", "on", "both"], default="both")
@@ -391,8 +406,10 @@ def main(argv=None):
         raise SystemExit("torch_compare: needs a CUDA device")
     entropy_cases = {"off": [False], "on": [True], "both": [False, True]}[args.entropy]
     shapes = [shape._replace(dtype=args.dtype) for shape in (args.shape or ([] if args.points else standard_shapes()))]
+    if args.rows is not None and not args.points:
+        parser.error("--rows selects among --points; give the points too")
     if args.points:
-        shapes += load_points(args.points)
+        shapes += load_points(args.points, args.rows)
     rows_of_shapes = (bench_shape(shape, args.rounds, args.warmup, entropy_cases, args.skip_torch) for shape in shapes)
     if args.host_overhead:
         rows_of_shapes = itertools.chain([[host_overhead()]], rows_of_shapes)
