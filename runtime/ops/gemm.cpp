@@ -71,6 +71,15 @@ double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
   return static_cast<double>(plan.tiles) / waves;
 }
 
+kernels::StreamKPlan gemm_rows_as_n_plan(std::int64_t m, std::int64_t n, std::int64_t k, int bm, int resident,
+                                         bool partial_waves, const kernels::StreamKClusters& clusters) {
+  const std::int64_t row_tiles = (m + bm - 1) / bm;
+  const std::int64_t tiles = row_tiles * ((n + 127) / 128);
+  const std::int64_t slices = std::min<std::int64_t>((k + 63) / 64, std::int64_t{1} << 30);
+  return kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>(slices), resident,
+                                 static_cast<int>(row_tiles), partial_waves, clusters);
+}
+
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
                         const kernels::StreamKClusters& clusters, std::int64_t l2_bytes) {
   if (m <= 128 || m > kGemmRowsAsNMaxRows || n <= 0 || k <= 0 || resident <= 0) return 0;
@@ -94,9 +103,7 @@ int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resi
       kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices), resident,
                              static_cast<int>(usual_row_tiles), partial_waves),
       static_cast<int>(usual_row_tiles), resident, clusters);
-  const kernels::StreamKPlan rows_as_n =
-      kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>(slices), resident,
-                              static_cast<int>(row_tiles), partial_waves, clusters);
+  const kernels::StreamKPlan rows_as_n = gemm_rows_as_n_plan(m, n, k, bm, resident, partial_waves, clusters);
   const double usual_time = static_cast<double>(usual_tiles * slices) / gemm_busy_blocks(usual, resident);
   const double time = static_cast<double>(tiles * slices) * work / gemm_busy_blocks(rows_as_n, resident);
   const bool rereads_a = kernels::stream_k_split_whole(usual) && 2 * (2 * m * k) > l2_bytes;

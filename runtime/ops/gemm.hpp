@@ -55,6 +55,12 @@ GemmTile gemm_rows_as_n_tile(int bm);
 int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resident, bool partial_waves,
                         const kernels::StreamKClusters& clusters, std::int64_t l2_bytes);
 
+// The plan of a product [m x n] over k on the tiles of bm rows that take the rows as N, as
+// launch_gemm plans it (StreamKWorkspace::rows_as_n) on `resident` blocks: plan_rows_as_n over
+// ceil(m / bm) x ceil(n / 128) tiles of ceil(k / 64) K slices (plan.tiles holds their count).
+kernels::StreamKPlan gemm_rows_as_n_plan(std::int64_t m, std::int64_t n, std::int64_t k, int bm, int resident,
+                                         bool partial_waves, const kernels::StreamKClusters& clusters);
+
 // The blocks a plan keeps busy on average: a plan split whole, its workers (runs of equal length);
 // one whose last wave is split among all the blocks, every block; one of whole tiles, its tiles
 // over its waves.

@@ -254,14 +254,14 @@ struct GemmEpilogue {
     // kPairs is a multiple of 8 (BM a multiple of 32).
     constexpr int kBatch = Mainloop::kPairs % kAddendBatch == 0 ? kAddendBatch : 8;
     static_assert(Mainloop::kPairs % kBatch == 0, "the pairs split into whole batches");
+    // read_addends' reader, at the pair's transposed elements.
+    auto transposed_reader = [this, m0, n0](int, const AccumulatorPair& p, long long, long long) {
+      return transposed_addend(m0 + p.col, n0 + p.row);
+    };
 #pragma unroll
     for (int first = 0; first < Mainloop::kPairs; first += kBatch) {
       float2 add[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        const AccumulatorPair p = mainloop.pair(first + i, warp, lane);
-        add[i] = transposed_addend(m0 + p.col, n0 + p.row);
-      }
+      read_addends(mainloop, first, m0, n0, warp, lane, transposed_reader, add);
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const AccumulatorPair p = mainloop.pair(first + i, warp, lane);

@@ -215,12 +215,9 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const int rows_as_n = gemm_rows_as_n_rows(p.c.n, p.c.hidden, cols, kSms, true, h100_clusters, kL2Bytes);
   nlohmann::json hidden = grid(p.c.n, p.c.hidden, cols, gemm, true);
   if (rows_as_n > 0) {
-    const std::int64_t row_tiles = (p.c.n + rows_as_n - 1) / rows_as_n;
-    const std::int64_t tiles = row_tiles * ((p.c.hidden + 127) / 128);
     const kernels::StreamKPlan plan =
-        kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>((cols + 63) / 64), kSms,
-                                static_cast<int>(row_tiles), true, h100_clusters);
-    hidden = {{"tiles", tiles},
+        gemm_rows_as_n_plan(p.c.n, p.c.hidden, cols, rows_as_n, kSms, true, h100_clusters);
+    hidden = {{"tiles", plan.tiles},
               {"whole_tiles", plan.workers > 0 ? plan.whole_tiles : plan.tiles},
               {"split_workers", plan.workers},
               {"cluster", std::max(plan.cluster, 1)}};

@@ -264,12 +264,7 @@ bool backward_splits_tiles(const BackwardChunks& plan, std::int64_t n_rows, std:
   auto hidden_splits = [&](std::int64_t rows, std::int64_t k) {
     const int bm = rows_as_n ? gemm_rows_as_n_rows(rows, hidden, k, resident, partial_waves, clusters, l2_bytes) : 0;
     if (bm == 0) return gemm_splits(rows, hidden, k);
-    const std::int64_t row_tiles = ceil_div(rows, bm);
-    const std::int64_t tiles = row_tiles * ceil_div(hidden, std::int64_t{128});
-    const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, gemm->k), std::int64_t{1} << 30);
-    return kernels::plan_rows_as_n(static_cast<int>(tiles), static_cast<int>(slices), resident,
-                                   static_cast<int>(row_tiles), partial_waves, clusters)
-               .workers > 0;
+    return gemm_rows_as_n_plan(rows, hidden, k, bm, resident, partial_waves, clusters).workers > 0;
   };
   for (const std::int64_t index : {std::int64_t{0}, plan.chunks - 1}) {
     const std::int64_t cols = plan.chunk(index).cols;
