@@ -226,10 +226,10 @@ const FwdCase kCases[] = {
     {"n129_h200_v3001_ktail", 129, 200, 3001, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
     {"n300_h72_v1000_ktail_fp16", 300, 72, 1000, 0, DType::kFP16},
     // On 132 multiprocessors the last waves' units are cut into pieces (linear_logp/fwd_block_order.cuh):
-    // whole units that also write empty partials, and pieces, two a unit here and four with the
-    // fp32 tile (n4096_h4096_v128256 above is all pieces).
+    // whole units that also write empty partials, and pieces, four a unit in both cases
+    // (n4096_h4096_v128256 above is all pieces).
     {"n5000_h64_v60000_cut", 5000, 64, 60000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
-    {"n3000_h64_v60000_cut_fp32", 3000, 64, 60000, 0, DType::kFP32},
+    {"n2500_h64_v60000_cut_fp32", 2500, 64, 60000, 0, DType::kFP32},
     // Three row tiles on 132 multiprocessors: the one-wave split count, 44 (not a power of two),
     // with entropy; a last row tile of 77 rows.
     {"n333_h256_v32000_one_wave", 333, 256, 32000, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
@@ -359,7 +359,7 @@ Runtime& merging_runtime() { return runtime_with("SHARDJIT_FWD_MERGE", "1"); }
 // On the Hopper loop the forward kernel merges each row tile's partials in its last block, through
 // a counter a row tile that every call must leave at zero (templates/linear_logp/fwd_merge.cuh).
 // One op runs calls of one, three, two and 33 row tiles in turn, twice over, and another op calls
-// whose last waves are cut into pieces (5000 rows of H = 64: 16 splits of two pieces on 132
+// whose last waves are cut into pieces (5000 rows of H = 64: 8 splits of four pieces on 132
 // multiprocessors, whole units and pieces adding to a row tile's count differently); each call
 // must match an op that runs it alone: bit for bit under the rule, and within rounding where
 // every call merges in the kernel (the combine kernel and the kernel's merge run the same code,

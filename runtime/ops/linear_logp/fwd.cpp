@@ -87,11 +87,10 @@ unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
                                                                    tile.bn, tile.bk, tile.stages, tile.wgmma));
 }
 
-double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count) {
+double fwd_plan_efficiency(const VocabSplit& plan, int sm_count) {
   const std::int64_t sms = std::max(1, sm_count);
-  const std::int64_t longest = (vocab_tiles + splits - 1) / splits;
-  const std::int64_t waves = (row_tiles * splits + sms - 1) / sms;
-  return static_cast<double>(row_tiles * vocab_tiles) / static_cast<double>(waves * sms * longest);
+  return static_cast<double>(plan.row_tiles) * plan.vocab_tiles /
+         static_cast<double>(sms * std::max<std::int64_t>(1, fwd_plan_busiest_tiles(plan, sm_count)));
 }
 
 std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t vocab_tiles, int sm_count) {
@@ -109,7 +108,8 @@ std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t voc
 }
 
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
-                              const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits) {
+                              const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits,
+                              bool cuts_last_waves) {
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
@@ -123,44 +123,48 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     plan.whole_units = plan.units();
     return plan;
   };
+  // How well a count fills the waves as it will launch: over several waves the last two are cut
+  // into pieces, which fill them whatever the count, so there the counts differ by their L2 reads.
+  const auto efficiency_of = [&](int splits) {
+    const VocabSplit plan = plan_for(splits);
+    return fwd_plan_efficiency(cuts_last_waves ? cut_last_waves(plan, sms) : plan, sms);
+  };
   // The blocks run in groups of group_rows row tiles: that many run at the same time.
   const auto x_fits_in_l2 = [&](int splits) {
     const std::int64_t active_row_tiles = std::min<std::int64_t>(row_tiles, plan_for(splits).group_rows);
-    return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / 2;
+    return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / kRunningXL2Share;
   };
   const std::vector<int> candidates = vocab_split_candidates(row_tiles, vocab_tiles, sms);
   double best = 0.0;
   for (int splits : candidates) {
-    if (usable(splits)) best = std::max(best, fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms));
+    if (usable(splits)) best = std::max(best, efficiency_of(splits));
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
-  // within the tolerance whose X fits. Where none of those does, X streams from memory once a
-  // vocabulary tile of a split. A plan of one wave whose row tiles have kXSharingSplits splits or
-  // more reads it at that fraction: every block starts at once and walks as many tiles, so the
-  // splits of a row tile read its K slices together. Over several waves the blocks fall out of
-  // step and stop sharing (16384 rows of H = 6144 or 8192 at 4 splits ran 1.30-1.52 x cuBLAS on
-  // an H100, at 16 fitting splits 1.03 x), so there the fullest count that fits (the fewest
-  // splits of equals): one split of 128 row tiles ran the forward about twice as long. Where none
-  // fits at all, the fewest within the tolerance.
+  // within the tolerance that either runs in one wave with kXSharingSplits splits or more a row
+  // tile (every block starts at once and walks as many tiles, so the splits of a row tile read its
+  // K slices together: 4097 rows ran 3-7 % faster on 4 splits than on 8 or 16 that fit, on an
+  // H100), or whose running X rows fit their share of the L2. Over several waves the blocks fall
+  // out of step and stop sharing (16384 rows of H = 6144 or 8192 at 4 splits ran 1.30-1.52 x
+  // cuBLAS on an H100, at 16 1.03 x), so where none of those qualifies, the fullest count that
+  // fits (the fewest splits of equals): one split of 128 row tiles ran the forward about twice as
+  // long. Where none fits at all, the fewest within the tolerance.
   std::optional<VocabSplit> within;
-  std::optional<VocabSplit> shared;
   std::optional<VocabSplit> fitting;
   double fitting_efficiency = -1.0;
   for (int splits : candidates) {
     if (!usable(splits)) break;
-    const double efficiency = fwd_split_efficiency(row_tiles, vocab_tiles, splits, sms);
+    const double efficiency = efficiency_of(splits);
     const bool fits = x_fits_in_l2(splits);
+    const bool shares_x = splits >= kXSharingSplits && row_tiles * splits <= sms;
     if (efficiency >= best - tolerance) {
-      if (fits) return plan_for(splits);
+      if (fits || shares_x) return plan_for(splits);
       if (!within) within = plan_for(splits);
-      if (!shared && splits >= kXSharingSplits && row_tiles * splits <= sms) shared = plan_for(splits);
     }
     if (fits && efficiency > fitting_efficiency) {
       fitting = plan_for(splits);
       fitting_efficiency = efficiency;
     }
   }
-  if (shared) return *shared;
   if (fitting) return *fitting;
   return within.value_or(plan_for(1));
 }

@@ -153,19 +153,26 @@ struct GpuShape {
 // a fifth of an H100's memory bandwidth.
 inline constexpr int kXSharingSplits = 4;
 
+// The share of the L2 the running row tiles of X may take over several waves: 1 / this. Half the
+// L2 held 8 splits' 17 row tiles at H = 4096, and at 32768 rows the forward then read 126 GB of
+// DRAM for 1.3 GB of operands (ncu, H200) and ran 1.22-1.29 x cuBLAS on an H100 against 1.02-1.03
+// x on 16 splits; at H = 7168 and 8192, 16384 rows, 64 splits ran 1.07-1.13 x against 1.04 x on
+// the 32 whose rows fit a quarter (docs/perf-notes.md, "Splits and block order").
+inline constexpr int kRunningXL2Share = 4;
+
 // The split count for n_rows rows of `row_bytes` bytes (H x element size) over `valid_local`
 // vocabulary columns: among the counts of vocab_split_candidates (up to max_splits, by default
-// what one combine merges) whose
-// efficiency (fwd_split_efficiency) is within `tolerance` of the best, the fewest whose
-// concurrently running row tiles of X fit in half the L2 (so X is read from DRAM about once, not
-// once per tile); where none does, the fewest of them with kXSharingSplits splits or more in
-// one wave, else the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a
-// wider tolerance (there every split also travels to the other ranks) and a cap that keeps
-// tp x splits within what one combine merges. The plan runs every unit whole; cut_last_waves may
-// then cut the last ones.
+// what one combine merges) whose efficiency as launched (fwd_plan_efficiency, after
+// cut_last_waves where `cuts_last_waves`) is within `tolerance` of the best, the fewest that runs
+// in one wave with kXSharingSplits splits or more, or whose concurrently running row tiles of X
+// fit in a kRunningXL2Share-th of the L2 (so X is read from DRAM about once, not once per tile);
+// where none does, the fullest count that fits (fwd.cpp says why). Tensor parallelism passes a
+// wider tolerance (there every split also travels to the other ranks), a cap that keeps tp x
+// splits within what one combine merges, and no cut. The plan runs every unit whole;
+// cut_last_waves may then cut the last ones.
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance = 0.02,
-                              int max_splits = kMaxCombineSources);
+                              int max_splits = kMaxCombineSources, bool cuts_last_waves = true);
 
 // A plan of exactly `splits` splits (at most the vocabulary tiles and kMaxCombineSources), every
 // unit whole: the rule's alternative under SHARDJIT_FWD_SPLITS, for comparing split counts the
@@ -190,9 +197,10 @@ VocabSplit cut_last_waves(VocabSplit plan, int sm_count);
 // the last blocks end within a few percent of the kernel of each other.
 inline constexpr int kFwdPieceTiles = 8;
 
-// Useful tile work over the tile slots the waves occupy when row_tiles x splits blocks of at
-// most ceil(vocab_tiles / splits) tiles run one per multiprocessor.
-double fwd_split_efficiency(std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sm_count);
+// Useful tile work over the tile slots the plan occupies: the row tiles' vocabulary tiles over the
+// multiprocessors times the busiest one's tiles (fwd_plan_busiest_tiles). For a plan that runs
+// every unit whole, the waves of units times a split's tiles.
+double fwd_plan_efficiency(const VocabSplit& plan, int sm_count);
 
 // The most partial rows (sources x rows) any call of up to n_rows rows needs, given the partial
 // sources a call of `rows` rows writes. The forward kernel's depend on the rows only through the

@@ -56,7 +56,7 @@ VocabSplit tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int
   // combine's reads over NVLink): at 16k rows a 64-way split fills the GPU 1.5 % better than an
   // 8-way one but sends 8 times the partials (32 MiB a rank instead of 4).
   return choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1), tile, gpu, 0.05,
-                             max_tp_splits(layout.tp));
+                             max_tp_splits(layout.tp), /*cuts_last_waves=*/false);
 }
 
 std::int64_t tp_partial_rows(const TpLayout& layout, std::int64_t n_rows, std::int64_t row_bytes) {
