@@ -156,19 +156,19 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
   return true;
 }
 
-// A forward point's launch on an H200 (132 multiprocessors, 60 MiB of L2, the sm_90a tiles), as the
-// split rules make it for a single-GPU forward-only op: the tile's columns (choose_fwd_plan's
+// A forward point's launch on a Hopper GPU of `gpu`'s multiprocessors and L2 (the sm_90a tiles), as
+// the split rules make it for a single-GPU forward-only op: the tile's columns (choose_fwd_plan's
 // narrow tiles or the default's), splits, blocks, the vocabulary tiles of the longest block, and
 // where the partials are merged (in the forward kernel or a combine kernel: fwd_merges_in_kernel),
 // so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may keep chunks
-// instead, which its op's budgets decide.)
-nlohmann::json h200_forward_plan(const SweepPoint& p) {
-  constexpr int kSms = 132;
+// instead, which its op's budgets decide.) The H200 and H100 share the multiprocessors but not
+// the L2 (60 and 50 MiB), which the split count weighs.
+nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
   const std::optional<FwdTile> narrow = hopper_narrow_fwd_tile(p.c.dtype, "sm_90a", true);
-  const VocabSplit plan = choose_fwd_plan(p.c.n, row_bytes, valid, tile, narrow, GpuShape{kSms, 60ll << 20});
+  const VocabSplit plan = choose_fwd_plan(p.c.n, row_bytes, valid, tile, narrow, gpu);
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
   return {{"splits", plan.splits},
@@ -239,7 +239,10 @@ int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timi
   double total = 0;
   for (const SweepPoint& p : points) {
     nlohmann::json row = point_fields(p);
-    if (!p.c.backward) row["h200_fwd_plan"] = h200_forward_plan(p);
+    if (!p.c.backward) {
+      row["h200_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 60ll << 20});
+      row["h100_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 50ll << 20});
+    }
     if (p.c.backward) row["h200_bwd_plan"] = h200_backward_plan(p);
     row["estimated_s"] = estimated_point_seconds(p, timing);
     total += row["estimated_s"].get<double>();
