@@ -147,15 +147,15 @@ struct GpuShape {
   std::int64_t l2_bytes = 50ll << 20;
 };
 
-// Where the running row tiles of X miss L2, the splits of a row tile that read its K slices
-// together in a plan of one wave, so that X comes from memory at a kXSharingSplits-th of the tile
-// stream's X bytes or less: with 128-row tiles of 16-bit X at the tensor cores' full rate, about
-// a fifth of an H100's memory bandwidth.
+// The splits of a row tile that read its K slices together in a plan of one wave, so that X comes
+// from memory at a kXSharingSplits-th of the tile stream's X bytes or less, even where the
+// running row tiles miss L2: with 128-row tiles of 16-bit X at the tensor cores' full rate, about
+// a fifth of an H100's memory bandwidth. Such a plan comes before counts of several waves.
 inline constexpr int kXSharingSplits = 4;
 
 // The share of the L2 the running row tiles of X may take over several waves: 1 / this. Half the
 // L2 held 8 splits' 17 row tiles at H = 4096, and at 32768 rows the forward then read 126 GB of
-// DRAM for 1.3 GB of operands (ncu, H200) and ran 1.22-1.29 x cuBLAS on an H100 against 1.02-1.03
+// DRAM for 1.3 GB of operands (ncu, H200) and ran 1.22-1.29 x cuBLAS on an H100 against 0.99-1.03
 // x on 16 splits; at H = 7168 and 8192, 16384 rows, 64 splits ran 1.07-1.13 x against 1.04 x on
 // the 32 whose rows fit a quarter (docs/perf-notes.md, "Splits and block order").
 inline constexpr int kRunningXL2Share = 4;

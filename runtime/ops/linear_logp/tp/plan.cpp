@@ -53,8 +53,9 @@ VocabSplit tp_vocab_splits(const TpLayout& layout, std::int64_t n_rows, std::int
   GpuShape gpu = layout.gpu;
   if (gpu.sm_count <= 0) gpu.sm_count = 1;
   // Five points: every split's partials also reach the other ranks (the all-gather, or the peer
-  // combine's reads over NVLink): at 16k rows a 64-way split fills the GPU 1.5 % better than an
-  // 8-way one but sends 8 times the partials (32 MiB a rank instead of 4).
+  // combine's reads over NVLink): at 16k rows a 64-way split fills the uncut waves 1.5 % better
+  // than an 8-way one but sends 8 times the partials (32 MiB a rank instead of 4). No cut: a
+  // split's partials are one source.
   return choose_vocab_splits(n_rows, row_bytes, std::max<std::int64_t>(layout.max_valid_local, 1), tile, gpu, 0.05,
                              max_tp_splits(layout.tp), /*cuts_last_waves=*/false);
 }
