@@ -141,13 +141,13 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   }
   // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
   // within the tolerance that either runs in one wave with kXSharingSplits splits or more a row
-  // tile (every block starts at once and walks as many tiles, so the splits of a row tile read its
-  // K slices together: 4097 rows ran 3-7 % faster on 4 splits than on 8 or 16 over several
-  // waves, on an H100), or whose running X rows fit their share of the L2. Over several waves the blocks fall
-  // out of step and stop sharing (16384 rows of H = 6144 or 8192 at 4 splits ran 1.30-1.52 x
-  // cuBLAS on an H100, at 16 1.03 x), so where none of those qualifies, the fullest count that
-  // fits (the fewest splits of equals): one split of 128 row tiles ran the forward about twice as
-  // long. Where none fits at all, the fewest within the tolerance.
+  // tile (every block starts at once and walks as many tiles, so the splits of a row tile read
+  // its K slices together: 4097 rows ran 3-7 % faster on 4 splits than on 8 or 16 over several
+  // waves, on an H100), or whose running X rows fit their share of the L2. Over several waves the
+  // blocks fall out of step and stop sharing (16384 rows of H = 6144 or 8192 at 4 splits ran
+  // 1.30-1.52 x cuBLAS on an H100, at 16 1.03 x), so where none of those qualifies, the fullest
+  // count that fits (the fewest splits of equals): one split of 128 row tiles ran the forward
+  // about twice as long. Where none fits at all, the fewest within the tolerance.
   std::optional<VocabSplit> within;
   std::optional<VocabSplit> fitting;
   double fitting_efficiency = -1.0;

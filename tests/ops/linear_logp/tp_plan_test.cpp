@@ -121,7 +121,10 @@ TEST(TpSplits, EveryRankChoosesTheSameCountFromTheWidestShard) {
   TpLayout layout = two_ranks(40000, 88256);
   for (std::int64_t n : {1, 64, 256, 1000, 4096, 16384}) {
     const int splits = tp_vocab_splits(layout, n, 8192).splits;
-    EXPECT_EQ(splits, choose_vocab_splits(n, 8192, 88256, layout.split_tile, layout.gpu, 0.05, kMaxCombineSources, false).splits) << n;
+    EXPECT_EQ(splits, choose_vocab_splits(n, 8192, 88256, layout.split_tile, layout.gpu, 0.05, kMaxCombineSources,
+                                          /*cuts_last_waves=*/false)
+                          .splits)
+        << n;
     layout.rank = 1;
     EXPECT_EQ(tp_vocab_splits(layout, n, 8192).splits, splits) << "the rank does not enter the choice";
     layout.rank = 0;
