@@ -135,10 +135,12 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     return active_row_tiles * tile.bm * row_bytes <= gpu.l2_bytes / kRunningXL2Share;
   };
   const std::vector<int> candidates = vocab_split_candidates(row_tiles, vocab_tiles, sms);
-  double best = 0.0;
+  std::vector<double> efficiencies;  // of the usable candidates, the first ones (ascending)
   for (int splits : candidates) {
-    if (usable(splits)) best = std::max(best, efficiency_of(splits));
+    if (!usable(splits)) break;
+    efficiencies.push_back(efficiency_of(splits));
   }
+  const double best = efficiencies.empty() ? 0.0 : *std::max_element(efficiencies.begin(), efficiencies.end());
   // Each split costs partials traffic and a wider combine, so prefer few of them: the fewest
   // within the tolerance that either runs in one wave with kXSharingSplits splits or more a row
   // tile (every block starts at once and walks as many tiles, so the splits of a row tile read
@@ -151,9 +153,9 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   std::optional<VocabSplit> within;
   std::optional<VocabSplit> fitting;
   double fitting_efficiency = -1.0;
-  for (int splits : candidates) {
-    if (!usable(splits)) break;
-    const double efficiency = efficiency_of(splits);
+  for (std::size_t i = 0; i < efficiencies.size(); ++i) {
+    const int splits = candidates[i];
+    const double efficiency = efficiencies[i];
     const bool fits = x_fits_in_l2(splits);
     const bool shares_x = splits >= kXSharingSplits && row_tiles * splits <= sms;
     if (efficiency >= best - tolerance) {
