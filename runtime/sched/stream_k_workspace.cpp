@@ -33,14 +33,17 @@ void StreamKWorkspace::allocate() {
   SHARDJIT_CU(cuMemsetD8(buffer_.ptr() + partial_bytes_, 0, counter_bytes));
 }
 
-kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles) const {
-  kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
-                                                         partial_waves_);
+kernels::StreamKPlan StreamKWorkspace::with_workspace(kernels::StreamKPlan plan) const {
   if (allocated()) {
     plan.partials = buffer_.as<float>();
     plan.arrivals = reinterpret_cast<unsigned int*>(buffer_.ptr() + partial_bytes_);
   }
   return plan;
+}
+
+kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles) const {
+  return with_workspace(kernels::plan_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
+                                               partial_waves_));
 }
 
 void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape) {
@@ -57,13 +60,8 @@ void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const Launch
 }
 
 kernels::StreamKPlan StreamKWorkspace::rows_as_n(int tiles, int slices, int row_tiles) const {
-  kernels::StreamKPlan plan = kernels::plan_rows_as_n(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
-                                                      partial_waves_, clusters_);
-  if (allocated()) {
-    plan.partials = buffer_.as<float>();
-    plan.arrivals = reinterpret_cast<unsigned int*>(buffer_.ptr() + partial_bytes_);
-  }
-  return plan;
+  return with_workspace(kernels::plan_rows_as_n(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
+                                                partial_waves_, clusters_));
 }
 
 kernels::StreamKPlan StreamKWorkspace::clustered(const kernels::StreamKPlan& plan, int row_tiles) const {

@@ -54,6 +54,9 @@ class StreamKWorkspace {
   }
 
  private:
+  // `plan` with the workspace's partials and arrival counters, where it is allocated.
+  kernels::StreamKPlan with_workspace(kernels::StreamKPlan plan) const;
+
   const DeviceContext* device_ = nullptr;
   DeviceBuffer buffer_;
   int resident_blocks_ = 0;
