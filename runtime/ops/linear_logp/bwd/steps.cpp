@@ -154,7 +154,7 @@ void enqueue_chunk_grad_weight(const BackwardPass& pass, std::int64_t index, CUs
 void enqueue_chunk_grad_hidden(const BackwardPass& pass, std::int64_t index, CUstream stream) {
   const BackwardCall& call = pass.call;
   LinearLogpBwdState& bwd = pass.bwd;
-    const LinearLogpConfig& c = bwd.layout.config;
+  const LinearLogpConfig& c = bwd.layout.config;
   const BackwardChunk chunk = pass.chunks.chunk(index);
   kernels::GemmArgs h = chunk_gemm_args(pass, index);  // grad_hidden (+)= dZ W[chunk]
   h.b = offset(call.in.weight.data, chunk.begin * call.weight_stride, c.dtype);
