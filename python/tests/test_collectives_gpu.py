@@ -77,7 +77,7 @@ def test_tensor_parallel_op_of_one_rank_matches_the_single_gpu_op(runtime, comm)
         op.check(stream=stream)
         results.append((logp, lse))
     # Not bit for bit: a single-GPU op on the Hopper loop runs a call of one row tile in its narrow
-    # tiles (fwd.hpp, narrow_tiles_pay), whose tile sums round apart from the wide tiles' that
+    # tiles (fwd.hpp, other_tile_pays), whose tile sums round apart from the wide tiles' that
     # tensor parallelism runs (the two-GPU tests compare a TP op with it at the same tolerance).
     torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-5, atol=1e-5)

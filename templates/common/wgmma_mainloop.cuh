@@ -7,9 +7,9 @@
 // The block's two warpgroups each own 64 rows of the 128 x BN tile and issue, per 64-wide K
 // slice, four wgmma m64nBNk16 that read A and B straight from shared memory (no ldmatrix, no
 // fragments in registers): BN / 2 fp32 accumulators a thread, 128 at BN = 256 as the mma.sync
-// loop's 64 x 64 warp blocks. BN = 128 serves the forward at calls whose 128 x 256 tiles would
-// leave a wave mostly idle (docs/perf-notes.md, "Narrow forward tiles"), other multiples of 32 the
-// GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh); the other kernels
+// loop's 64 x 64 warp blocks. BN = 128 and 192 serve the forward at calls whose 128 x 256 tiles
+// would leave a wave partly idle (docs/perf-notes.md, "Forward tiles per call"), other multiples of
+// 32 the GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh); the other kernels
 // run 256.
 // The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
 // 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage

@@ -35,6 +35,7 @@ struct LogpEpilogue {
   // Lane p of a row's group holds columns 32 v + 4 p + e, v < kVecs, e < 4.
   static constexpr int kVecs = COLS / (4 * kLanesPerRow);
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  static_assert(BN % COLS == 0, "the tile goes in whole chunks");
   static_assert(BM % kWarps == 0, "rows must split evenly over warps");
   static_assert(kRowsPerWarp % kRowsPerStep == 0, "a warp's rows come 4 at a time");
   static_assert(COLS % (4 * kLanesPerRow) == 0 && kVecs >= 1 && kVecs <= 8,

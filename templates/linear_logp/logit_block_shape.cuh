@@ -22,7 +22,8 @@ SHARDJIT_HOST_DEVICE constexpr int logit_chunk_cols(int bm, int bn) {
 template <int BM, int BN, int BK, int STAGES>
 struct LogitTileShape {
   static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256");
-  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256");
+  // 192: one of the Hopper forward's tiles (fwd_hopper.cuh), which folds in registers.
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is 64, 128, 192 or 256");
   static_assert(BM * BN <= 32768, "a tile holds at most 32768 accumulators (registers)");
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES is 2, 3 or 4");

@@ -51,8 +51,11 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
   LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch, 1, c.hopper_path);
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
-  // The forward kernel of this dtype and the combine kernel; together every registered template.
-  for (const KernelSpec* spec : {&kernels.fwd, &kernels.combine}) {
+  // The forward kernel of this dtype, in the op's tile and its other tiles (sm_90a), and the combine
+  // kernel; together every registered template.
+  std::vector<const KernelSpec*> specs{&kernels.fwd, &kernels.combine};
+  for (const KernelSpec& other : kernels.other_fwd) specs.push_back(&other);
+  for (const KernelSpec* spec : specs) {
     KernelSource source{spec->canonical_text(), spec->name_expression(), sources.flatten(spec->def().file)};
     CompiledKernel compiled = compiler.compile(source, c.arch);
     EXPECT_GT(compiled.cubin.size(), 1000u) << spec->canonical_text();

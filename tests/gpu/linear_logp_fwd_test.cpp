@@ -184,14 +184,16 @@ TEST_P(LinearLogpFwdTest, MatchesFp64Reference) {
   expect_accurate(c, run_case(c, case_seed(c)), "");
 }
 
-// Every 16-bit case again with every call in the Hopper loop's narrow tiles (SHARDJIT_FWD_TILE),
-// not only the calls the rule gives them (fwd.hpp, narrow_tiles_pay).
-TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInNarrowTiles) {
+// Every 16-bit case again with every call in each of the Hopper loop's other tiles
+// (SHARDJIT_FWD_TILE), not only the calls the rule gives them (fwd.hpp, choose_fwd_plan).
+TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   const FwdCase& c = GetParam();
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
-  if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the narrow tile is the Hopper loop's";
-  expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", "128x128x64x4-wgmma")),
-                  ", 128 x 128 tiles");
+  if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
+  for (const auto& [name, label] : {std::pair{"128x128x64x4-wgmma", ", 128 x 128 tiles"},
+                                    std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"}}) {
+    expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label);
+  }
 }
 
 const FwdCase kCases[] = {
@@ -372,8 +374,8 @@ TEST_P(CallsOfEveryRowTileCount, MatchFreshOps) {
     std::int64_t hidden, vocab;
     std::vector<std::int64_t> calls;
   };
-  // The third shape's calls of 333 rows run narrow tiles by the rule (fwd.hpp, narrow_tiles_pay),
-  // its others the op's wide ones.
+  // The third shape's calls of 333 rows run 128 x 192 tiles by the rule (fwd.hpp, choose_fwd_plan),
+  // its calls of one row tile narrow ones, its others the op's wide ones.
   for (const Shape& shape : {Shape{320, 40000, {7, 333, 129, 4100, 1}}, Shape{64, 60000, {5000, 7, 5000}},
                              Shape{512, 16032, {333, 7, 333, 129}}}) {
     LinearLogpConfig config;

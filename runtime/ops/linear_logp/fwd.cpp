@@ -17,9 +17,9 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
   return FwdTile{128, 256, 64, stages, true};
 }
 
-std::optional<FwdTile> hopper_narrow_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
-  if (!wgmma_applies(dtype, arch, hopper_path)) return std::nullopt;
-  return FwdTile{128, 128, 64, 4, true};
+std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
+  if (!wgmma_applies(dtype, arch, hopper_path)) return {};
+  return {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}};
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
@@ -121,6 +121,7 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     plan.row_tiles = static_cast<int>(row_tiles);
     plan.vocab_tiles = static_cast<int>(vocab_tiles);
     plan.whole_units = plan.units();
+    plan.tile_cols = tile.bn;
     return plan;
   };
   // How well a count fills the waves as it will launch: over several waves the last two are cut
@@ -182,6 +183,7 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
   plan.row_tiles = static_cast<int>(row_tiles);
   plan.vocab_tiles = static_cast<int>(vocab_tiles);
   plan.whole_units = plan.units();
+  plan.tile_cols = tile.bn;
   return plan;
 }
 
@@ -194,20 +196,38 @@ std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
          piece_waves * kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces);
 }
 
-bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count) {
+double fwd_tile_cost(int tile_cols) {
+  switch (tile_cols) {
+    case 128: return 0.64;
+    case 192: return 0.79;
+    default: return tile_cols / 256.0;
+  }
+}
+
+bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
   if (wide.units() > std::max(1, sm_count)) return false;
-  if (wide.row_tiles == 1) return true;
-  return kNarrowTileCost * static_cast<double>(fwd_plan_busiest_tiles(narrow, sm_count)) <=
-         (1.0 - kNarrowTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
+  if (wide.row_tiles == 1) return narrowest;
+  return fwd_tile_cost(other.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(other, sm_count)) <=
+         (1.0 - kOtherTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
 }
 
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
-                           const std::optional<FwdTile>& narrow, const GpuShape& gpu) {
+                           std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col) {
   const VocabSplit wide = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, tile, gpu), gpu.sm_count);
-  if (!narrow) return wide;
-  VocabSplit plan = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, *narrow, gpu), gpu.sm_count);
-  plan.narrow = true;
-  return narrow_tiles_pay(wide, plan, gpu.sm_count) ? plan : wide;
+  std::optional<VocabSplit> best;
+  double best_time = 0.0;
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    if (first_col % others[i].bn != 0) continue;
+    const VocabSplit plan =
+        cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, others[i], gpu), gpu.sm_count);
+    if (!other_tile_pays(wide, plan, i == 0, gpu.sm_count)) continue;
+    const double time = fwd_tile_cost(plan.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(plan, gpu.sm_count));
+    if (!best || time < best_time) {
+      best = plan;
+      best_time = time;
+    }
+  }
+  return best.value_or(wide);
 }
 
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {

@@ -28,8 +28,8 @@ struct FwdTile {
   int bn = 128;
   int bk = 64;
   int stages = 3;
-  // The Hopper main loop (wgmma, sm_90a only; 128 x 256 x 64 or 128 x 128 x 64 tiles of 16-bit
-  // inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192 or 128 x 128 x 64 tiles of
+  // 16-bit inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
 
   bool operator==(const FwdTile&) const = default;
@@ -39,9 +39,10 @@ struct FwdTile {
 // `stages` slots (what the kernel's shared memory leaves room for).
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
 
-// The Hopper loop's narrow forward tile, 128 x 128 x 64 with four stages, where that loop applies:
-// the second tile of an op on the default one, for the calls narrow_tiles_pay picks.
-std::optional<FwdTile> hopper_narrow_fwd_tile(DType dtype, const std::string& arch, bool hopper_path);
+// The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
+// with four stages, narrowest first. An op on the default tile also loads these, for the calls
+// choose_fwd_plan gives them (other_tile_pays).
+std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
 // where it applies (hopper_logit_tile with four stages: the Hopper epilogue works in registers and
@@ -103,8 +104,9 @@ struct VocabSplit {
   // (cut_last_waves). A plan that cuts nothing has whole_units = units() and unit_pieces = 1.
   int whole_units = 1;
   int unit_pieces = 1;
-  // The call runs the op's narrow tile (narrow_tiles_pay), whose columns vocab_tiles counts.
-  bool narrow = false;
+  // The columns of the tile the call runs (the op's, or one of its other tiles where
+  // other_tile_pays): vocab_tiles counts tiles of this width.
+  int tile_cols = 256;
 
   int units() const { return row_tiles * splits; }
   // Partial sources the combine merges a row.
@@ -113,28 +115,31 @@ struct VocabSplit {
   int split_tiles() const { return kernels::fwd_split_tiles(vocab_tiles, splits); }
 };
 
-// A 128 x 128 tile's time over a 128 x 256 tile's at the same H on the Hopper loop, as measured
-// at 333 rows of TP8 shards on an H200 (0.62 at H = 7168, 0.66 at 8192): half the products, but
-// X read from L2 once per vocabulary tile, twice as often (docs/perf-notes.md, "Narrow forward
-// tiles").
-inline constexpr double kNarrowTileCost = 0.64;
+// A tile's time over a 128 x 256 tile's at the same H on the Hopper loop:
+// - 128 x 128: 0.64, as measured at 333 rows of TP8 shards on an H200 (0.62 at H = 7168, 0.66 at
+//   8192): half the products, but X read from L2 once per vocabulary tile, twice as often;
+// - 128 x 192: 0.79 (estimate): three quarters of the products, at the shared memory's pace
+//   rather than the tensor cores' (both warpgroups read W's 192 rows: 104 KiB a 768-cycle slice
+//   with the ring's writes, 135 bytes a cycle against 128).
+// docs/perf-notes.md, "Forward tiles per call".
+double fwd_tile_cost(int tile_cols);
 
-// Whether a call of the op's default Hopper tile runs narrow tiles instead, given the split plans
-// of both (each as the op would launch it):
-// - at one row tile, always. Such a call reads W at the memory's pace (at most 128 flop a byte of
-//   W, under the tensor cores' ~180 a byte of HBM on an H200), and narrow tiles never give its
-//   busiest multiprocessor more of W to read (a split of ceil(2 T / S) narrow tiles against
-//   ceil(T / S) wide ones): 149 wide tiles of a 38016-column shard run two a block on 75
-//   multiprocessors, 297 narrow ones three on 99. Where both read as much, a block of two narrow
-//   tiles folds one while it loads the next: 128 rows of a 32000-column head ran 7 % faster on an
-//   H100 (docs/perf-notes.md, "Narrow forward tiles");
-// - at more row tiles, where the wide plan is one wave of whole units and the narrow plan's
-//   busiest multiprocessor (fwd_plan_busiest_tiles), at kNarrowTileCost a tile, ends at least
-//   kNarrowTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors idle
+// Whether a call runs `other` (a plan in one of the op's other tiles) rather than `wide` (the
+// plan in its 128 x 256 tile), each as the op would launch it:
+// - at one row tile, where `other` is the narrowest. Such a call reads W at the memory's pace (at
+//   most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an H200), and
+//   narrow tiles never give its busiest multiprocessor more of W to read (a split of
+//   ceil(2 T / S) narrow tiles against ceil(T / S) wide ones): 149 wide tiles of a 38016-column
+//   shard run two a block on 75 multiprocessors, 297 narrow ones three on 99. Where both read as
+//   much, a block of two narrow tiles folds one while it loads the next: 128 rows of a
+//   32000-column head ran 7 % faster on an H100 (docs/perf-notes.md, "Forward tiles per call");
+// - at more row tiles, where the wide plan is one wave of whole units and the other plan's
+//   busiest multiprocessor (fwd_plan_busiest_tiles), at fwd_tile_cost a tile, ends at least
+//   kOtherTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors idle
 //   there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
-//   multiprocessors where 1.43 would do), and 128 x 128 tiles fill them in finer steps.
-inline constexpr double kNarrowTileGain = 0.03;
-bool narrow_tiles_pay(const VocabSplit& wide, const VocabSplit& narrow, int sm_count);
+//   multiprocessors where 1.43 would do), and narrower tiles fill them in finer steps.
+inline constexpr double kOtherTileGain = 0.03;
+bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count);
 
 // The vocabulary tiles a plan's busiest multiprocessor runs, one block after another: a split's
 // tiles for each wave of whole units, then, where cut_last_waves cut the last units, a piece's
@@ -180,10 +185,13 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
 VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, const FwdTile& tile, const GpuShape& gpu,
                               int splits);
 
-// A call's launch: choose_vocab_splits's plan in `tile`, cut by cut_last_waves, or the same in
-// `narrow` (VocabSplit::narrow set) where the op has that tile and narrow_tiles_pay.
+// A call's launch over the shard's columns from first_col on: choose_vocab_splits's plan in
+// `tile`, cut by cut_last_waves, or the same in one of `others` (the op's other tiles, narrowest
+// first) where other_tile_pays: of those, the one whose busiest multiprocessor ends first at
+// fwd_tile_cost a tile. A tile whose width does not divide first_col (the end of the kept chunks)
+// is left out.
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
-                           const std::optional<FwdTile>& narrow, const GpuShape& gpu);
+                           std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col = 0);
 
 // Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
 // partial one after it) into pieces of about kFwdPieceTiles tiles, one block each

@@ -62,7 +62,7 @@ struct LinearLogp::Impl {
   void ensure_workspace(std::int64_t partial_rows, CUstream stream);
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
-  // on, in the op's tile or, where narrow_tiles_pay says so, its narrow one.
+  // on, in the op's tile or, where other_tile_pays says so, one of its other tiles (choose_fwd_plan).
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
@@ -83,7 +83,7 @@ struct LinearLogp::Impl {
   LinearLogpKernels kernels;
   FwdTile tile;
   std::shared_ptr<const LoadedKernel> fwd;
-  std::shared_ptr<const LoadedKernel> narrow_fwd;  // kernels.narrow_fwd's, where the op has one
+  std::vector<std::shared_ptr<const LoadedKernel>> other_fwd;  // kernels.other_fwd's
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]

@@ -21,11 +21,11 @@ struct LinearLogpKernels {
   // buffers (the TP forward's peer path).
   std::optional<KernelSpec> peer_combine;
   std::optional<LinearLogpBwdKernels> backward;  // with config.want_backward
-  // A single-GPU op on the default Hopper tile also loads the narrow one's forward, for the calls
-  // narrow_tiles_pay gives it (fwd.hpp); an op pinned to a tile (a tuning record,
-  // SHARDJIT_FWD_TILE) runs that tile at every call.
-  std::optional<FwdTile> narrow_tile;
-  std::optional<KernelSpec> narrow_fwd;
+  // A single-GPU op on the default Hopper tile also loads the forwards of the other Hopper tiles
+  // (hopper_other_fwd_tiles), for the calls choose_fwd_plan gives them (fwd.hpp); an op pinned to
+  // a tile (a tuning record, SHARDJIT_FWD_TILE) runs that tile at every call.
+  std::vector<FwdTile> other_tiles;
+  std::vector<KernelSpec> other_fwd;  // other_tiles[i]'s forward
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).

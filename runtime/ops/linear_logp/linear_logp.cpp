@@ -55,7 +55,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
-  if (kernels.narrow_fwd) specs.push_back(*kernels.narrow_fwd);
+  specs.insert(specs.end(), kernels.other_fwd.begin(), kernels.other_fwd.end());
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -90,9 +90,9 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   const std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path, tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
-  if (kernels.narrow_fwd) {
-    narrow_fwd = runtime.load(*kernels.narrow_fwd, c.device, hint);
-    allow_dynamic_smem(*narrow_fwd, linear_logp_fwd_smem(c.dtype, *kernels.narrow_tile));
+  for (std::size_t i = 0; i < kernels.other_fwd.size(); ++i) {
+    other_fwd.push_back(runtime.load(kernels.other_fwd[i], c.device, hint));
+    allow_dynamic_smem(*other_fwd.back(), linear_logp_fwd_smem(c.dtype, kernels.other_tiles[i]));
   }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
@@ -161,7 +161,7 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.narrow_tile, gpu);
+  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.other_tiles, gpu, first_col);
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
@@ -230,9 +230,12 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    // The plan's tile and its kernel: the op's, or the narrow one's (choose_fwd_plan).
-    const bool narrow = launch.split.narrow;
-    const FwdTile& fwd_tile = narrow ? *kernels.narrow_tile : tile;
+    // The plan's tile and its kernel: the op's, or the other tile of the plan's width
+    // (choose_fwd_plan); the op's other tiles are all narrower than its own.
+    std::size_t other = 0;
+    while (other < kernels.other_tiles.size() && kernels.other_tiles[other].bn != launch.split.tile_cols) ++other;
+    const bool in_other = other < kernels.other_tiles.size();
+    const FwdTile& fwd_tile = in_other ? kernels.other_tiles[other] : tile;
     args.first_tile = static_cast<int>(launch.kept_cols / fwd_tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
@@ -244,7 +247,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
       args.arrivals = arrivals.as<unsigned int>();
       args.combine = merge;
     }
-    launch_linear_logp_fwd(narrow ? *narrow_fwd : *fwd, args, launch.split, layout, fwd_tile, stream);
+    launch_linear_logp_fwd(in_other ? *other_fwd[other] : *fwd, args, launch.split, layout, fwd_tile, stream);
   }
   if (!merged) launch_logp_combine(*combine, merge, stream);
   bwd.kept = kept;

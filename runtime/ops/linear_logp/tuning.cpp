@@ -296,7 +296,7 @@ TuningRecord time_fwd_tiles(Runtime::Impl& runtime, const LinearLogpLayout& layo
 std::vector<FwdTile> forceable_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
   std::vector<FwdTile> tiles = fwd_tile_candidates(dtype, arch, hopper_path);
   if (dtype == DType::kFP32) return tiles;
-  if (auto narrow = hopper_narrow_fwd_tile(dtype, arch, hopper_path)) tiles.push_back(*narrow);
+  for (const FwdTile& other : hopper_other_fwd_tiles(dtype, arch, hopper_path)) tiles.push_back(other);
   const unsigned limit = smem_limit_for_arch(arch);
   for (const FwdTile& tile : portable_fwd_tiles()) {
     if (linear_logp_fwd_smem(dtype, tile) <= limit && std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) {

@@ -50,8 +50,8 @@ std::string fwd_tuning_key(const LinearLogpLayout& layout, const std::string& ar
 // tuned_fwd_tile reads and writes.
 std::string op_fwd_tuning_key(const Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device);
 
-// The tiles SHARDJIT_FWD_TILE may name: the candidates, the Hopper loop's narrow tile
-// (hopper_narrow_fwd_tile, which the rule picks per call rather than the tuner per op), and every
+// The tiles SHARDJIT_FWD_TILE may name: the candidates, the Hopper loop's other tiles
+// (hopper_other_fwd_tiles, which the rule picks per call rather than the tuner per op), and every
 // portable tile that fits the arch's shared memory (the timed candidates stop at three).
 std::vector<FwdTile> forceable_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
 

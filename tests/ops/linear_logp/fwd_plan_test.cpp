@@ -359,57 +359,71 @@ TEST(FwdMerge, InTheKernelWhereARowTileIsOnePass) {
 
 constexpr FwdTile kWide{128, 256, 64, 4, true};
 constexpr FwdTile kNarrow{128, 128, 64, 4, true};
+constexpr FwdTile kOthers[] = {kNarrow, FwdTile{128, 192, 64, 4, true}};
 
-// Whether the launch LinearLogp::Impl::vocab_split makes of a bf16 call runs the narrow tiles.
-bool narrow_pays_at(std::int64_t n, std::int64_t hidden, std::int64_t valid, const GpuShape& gpu = kH200) {
-  return choose_fwd_plan(n, hidden * 2, valid, kWide, kNarrow, gpu).narrow;
+// The columns of the tile the launch LinearLogp::Impl::vocab_split makes of a bf16 call runs.
+int tile_cols_at(std::int64_t n, std::int64_t hidden, std::int64_t valid, const GpuShape& gpu = kH200) {
+  return choose_fwd_plan(n, hidden * 2, valid, kWide, kOthers, gpu).tile_cols;
 }
 
-TEST(NarrowTiles, PayWhereTheWideTilesLeaveTheOneWaveHalfIdle) {
+TEST(OtherTiles, FillTheOneWaveWhereTheWideTilesLeaveItIdle) {
   // Three row tiles of a TP8 shard: 189 wide tiles take two tile times on 132 multiprocessors,
-  // 378 narrow ones three narrow ones (1.92).
-  EXPECT_TRUE(narrow_pays_at(333, 8192, 16032));
-  EXPECT_TRUE(narrow_pays_at(333, 7168, 16160));
-  // Four wide tile times against seven narrow ones (4.48); three against five (3.2).
-  EXPECT_FALSE(narrow_pays_at(333, 8192, 38016));
-  EXPECT_FALSE(narrow_pays_at(256, 8192, 38016));
+  // 378 narrow ones three narrow ones (1.92), 252 of 192 columns two (1.58).
+  EXPECT_EQ(tile_cols_at(333, 8192, 16032), 192);
+  EXPECT_EQ(tile_cols_at(333, 7168, 16160), 192);
+  // Four wide tile times against five of 192 columns (3.95) and seven narrow ones (4.48).
+  EXPECT_EQ(tile_cols_at(333, 8192, 38016), 256);
+  // Two row tiles: three wide tile times against three of 192 columns (2.37).
+  EXPECT_EQ(tile_cols_at(256, 8192, 38016), 192);
   // Many row tiles run several waves.
-  EXPECT_FALSE(narrow_pays_at(4096, 4096, 128256));
-  EXPECT_FALSE(narrow_pays_at(16384, 8192, 16032));
+  EXPECT_EQ(tile_cols_at(4096, 4096, 128256), 256);
+  EXPECT_EQ(tile_cols_at(16384, 8192, 16032), 256);
 }
 
 // One row tile reads W at the memory's pace, and narrow tiles never give the busiest
 // multiprocessor more of it to read.
-TEST(NarrowTiles, RunEveryCallOfOneRowTile) {
+TEST(OtherTiles, TheNarrowestRunsEveryCallOfOneRowTile) {
   for (std::int64_t n : {1, 7, 64, 128}) {
     for (std::int64_t valid : {1, 300, 16032, 32000, 38016, 50277, 128256, 151936, 256000}) {
-      EXPECT_TRUE(narrow_pays_at(n, 4096, valid)) << n << " rows, " << valid << " columns";
-      const VocabSplit wide = choose_fwd_plan(n, 4096 * 2, valid, kWide, std::nullopt, kH200);
-      const VocabSplit narrow = choose_fwd_plan(n, 4096 * 2, valid, kWide, kNarrow, kH200);
+      EXPECT_EQ(tile_cols_at(n, 4096, valid), 128) << n << " rows, " << valid << " columns";
+      const VocabSplit wide = choose_fwd_plan(n, 4096 * 2, valid, kWide, {}, kH200);
+      const VocabSplit narrow = choose_fwd_plan(n, 4096 * 2, valid, kWide, kOthers, kH200);
       EXPECT_LE(fwd_plan_busiest_tiles(narrow, kH200.sm_count), 2 * fwd_plan_busiest_tiles(wide, kH200.sm_count))
           << n << " rows, " << valid << " columns";
     }
   }
   // gpt-neox-20b: 99 blocks of two wide tiles against three narrow ones on every multiprocessor.
-  const VocabSplit plan = choose_fwd_plan(1, 6144 * 2, 50277, kWide, kNarrow, kH200);
+  const VocabSplit plan = choose_fwd_plan(1, 6144 * 2, 50277, kWide, kOthers, kH200);
   EXPECT_EQ(plan.splits, 132);
   EXPECT_EQ(fwd_plan_busiest_tiles(plan, kH200.sm_count), 3);
 }
 
-TEST(NarrowTiles, ThePlanIsTheChosenTilesAndWithoutANarrowTileTheWideOne) {
-  const VocabSplit narrow = choose_fwd_plan(333, 8192 * 2, 16032, kWide, kNarrow, kH200);
-  ASSERT_TRUE(narrow.narrow);
-  EXPECT_EQ(narrow.vocab_tiles, 126) << "counted in 128-column tiles";
-  EXPECT_EQ(narrow.row_tiles, 3);
-  const VocabSplit wide = choose_fwd_plan(333, 8192 * 2, 16032, kWide, std::nullopt, kH200);
-  EXPECT_FALSE(wide.narrow);
+TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
+  const VocabSplit other = choose_fwd_plan(333, 8192 * 2, 16032, kWide, kOthers, kH200);
+  ASSERT_EQ(other.tile_cols, 192);
+  EXPECT_EQ(other.vocab_tiles, 84) << "counted in 192-column tiles";
+  EXPECT_EQ(other.row_tiles, 3);
+  EXPECT_EQ(fwd_plan_busiest_tiles(other, kH200.sm_count), 2);
+  const VocabSplit narrow = choose_fwd_plan(333, 8192 * 2, 16032, kWide, std::span(kOthers, 1), kH200);
+  ASSERT_EQ(narrow.tile_cols, 128);
+  EXPECT_EQ(narrow.vocab_tiles, 126);
+  EXPECT_EQ(fwd_plan_busiest_tiles(narrow, kH200.sm_count), 3);
+  const VocabSplit wide = choose_fwd_plan(333, 8192 * 2, 16032, kWide, {}, kH200);
+  EXPECT_EQ(wide.tile_cols, 256);
   EXPECT_EQ(wide.vocab_tiles, 63);
   EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
-  EXPECT_EQ(fwd_plan_busiest_tiles(narrow, kH200.sm_count), 3);
+}
+
+// Behind kept chunks the forward starts at a tile boundary of its own width: a tile that does not
+// divide the kept columns is left out.
+TEST(OtherTiles, OnlyThoseWhoseWidthDividesTheKeptColumns) {
+  const std::int64_t valid = 16032 + 256;
+  EXPECT_EQ(choose_fwd_plan(333, 8192 * 2, valid - 256, kWide, kOthers, kH200, 256).tile_cols, 128);
+  EXPECT_EQ(choose_fwd_plan(333, 8192 * 2, valid - 768, kWide, kOthers, kH200, 768).tile_cols, 192);
 }
 
 // Whole-unit waves a split's tiles long, then the cut units' pieces in waves a piece long.
-TEST(NarrowTiles, TheBusiestMultiprocessorRunsTheWholeWavesThenThePieceWaves) {
+TEST(OtherTiles, TheBusiestMultiprocessorRunsTheWholeWavesThenThePieceWaves) {
   VocabSplit plan;
   plan.splits = 8;
   plan.row_tiles = 128;  // 1024 units: 7.76 waves on 132 multiprocessors
@@ -424,20 +438,24 @@ TEST(NarrowTiles, TheBusiestMultiprocessorRunsTheWholeWavesThenThePieceWaves) {
   EXPECT_EQ(fwd_plan_busiest_tiles(cut, 132), 6 * 63 + 15 * 8);
 }
 
-TEST(NarrowTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
+TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   LinearLogpConfig c;
   c.hidden = 4096;
   c.vocab_local = 128256;
   const LinearLogpLayout layout = resolve_layout(c);
   const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
-  ASSERT_TRUE(hopper.narrow_fwd.has_value());
-  EXPECT_EQ(hopper.narrow_fwd->template_name(), "linear_logp_fwd_hopper");
-  EXPECT_EQ(hopper.narrow_fwd->int_param("BN"), 128);
-  EXPECT_EQ(hopper.narrow_tile, (FwdTile{128, 128, 64, 4, true}));
-  EXPECT_FALSE(linear_logp_kernels(layout, "sm_80").narrow_fwd.has_value()) << "the portable loop";
-  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 2).narrow_fwd.has_value()) << "tensor parallelism";
-  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 1, false).narrow_fwd.has_value()) << "Hopper loop off";
-  EXPECT_FALSE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 3, true}).narrow_fwd.has_value())
+  ASSERT_EQ(hopper.other_fwd.size(), 2u);
+  ASSERT_EQ(hopper.other_tiles.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(hopper.other_fwd[i].template_name(), "linear_logp_fwd_hopper");
+    EXPECT_EQ(hopper.other_fwd[i].int_param("BN"), hopper.other_tiles[i].bn);
+  }
+  EXPECT_EQ(hopper.other_tiles[0], (FwdTile{128, 128, 64, 4, true}));
+  EXPECT_EQ(hopper.other_tiles[1], (FwdTile{128, 192, 64, 4, true}));
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").other_fwd.empty()) << "the portable loop";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).other_fwd.empty()) << "tensor parallelism";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 3, true}).other_fwd.empty())
       << "a tile a record chose";
 }
 

@@ -157,8 +157,8 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 }
 
 // A forward point's launch on a Hopper GPU of `gpu`'s multiprocessors and L2 (the sm_90a tiles), as
-// the split rules make it for a single-GPU forward-only op: the tile's columns (choose_fwd_plan's
-// narrow tiles or the default's), splits, blocks, the vocabulary tiles of the longest block, and
+// the split rules make it for a single-GPU forward-only op: the tile's columns (the default's or
+// one of the other tiles choose_fwd_plan may give a call), splits, blocks, the vocabulary tiles of the longest block, and
 // where the partials are merged (in the forward kernel or a combine kernel: fwd_merges_in_kernel),
 // so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may keep chunks
 // instead, which its op's budgets decide.) The H200 and H100 share the multiprocessors but not
@@ -167,15 +167,15 @@ nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
-  const std::optional<FwdTile> narrow = hopper_narrow_fwd_tile(p.c.dtype, "sm_90a", true);
-  const VocabSplit plan = choose_fwd_plan(p.c.n, row_bytes, valid, tile, narrow, gpu);
+  const VocabSplit plan =
+      choose_fwd_plan(p.c.n, row_bytes, valid, tile, hopper_other_fwd_tiles(p.c.dtype, "sm_90a", true), gpu);
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
   return {{"splits", plan.splits},
           {"blocks", plan.blocks()},
           {"longest_block_tiles", longest},
           {"merge", fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"},
-          {"tile_cols", plan.narrow ? narrow->bn : tile.bn}};
+          {"tile_cols", plan.tile_cols}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
