@@ -64,17 +64,17 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
 // The Hopper main loop takes 128 x 256 x 64 tiles of 16-bit inputs, and the forward also
 // 128 x 128 and 128 x 192 (templates/common/wgmma_mainloop.cuh; runtime/ops/linear_logp/fwd.hpp,
 // hopper_other_fwd_tiles). `type` names the parameter that holds the input type.
-void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T", bool narrow_too = false) {
+void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T", bool other_tiles_too = false) {
   const std::int64_t bn = spec.int_param("BN");
   if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 ||
-      (bn != 256 && !(narrow_too && (bn == 128 || bn == 192))) || spec.int_param("BK") != 64) {
+      (bn != 256 && !(other_tiles_too && (bn == 128 || bn == 192))) || spec.int_param("BK") != 64) {
     throw Error(ErrorCode::kInvalidArgument, std::string("kernel template ") + name + ": WGMMA with " + type +
                                                  " = " + spec.type_param(type) + ", BM x BN x BK = " +
                                                  std::to_string(spec.int_param("BM")) + " x " +
                                                  std::to_string(spec.int_param("BN")) + " x " +
                                                  std::to_string(spec.int_param("BK")) +
                                                  "; the wgmma main loop takes bf16 or fp16 and 128 x 256 x 64" +
-                                                 (narrow_too ? ", 128 x 192 x 64 or 128 x 128 x 64" : ""));
+                                                 (other_tiles_too ? ", 128 x 192 x 64 or 128 x 128 x 64" : ""));
   }
 }
 

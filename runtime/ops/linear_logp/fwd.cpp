@@ -9,6 +9,7 @@
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
+#include "shardjit/error.hpp"
 
 namespace shardjit {
 
@@ -200,32 +201,34 @@ double fwd_tile_cost(int tile_cols) {
   switch (tile_cols) {
     case 128: return 0.64;
     case 192: return 0.79;
-    default: return tile_cols / 256.0;
+    case 256: return 1.0;
+    default:
+      throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a forward tile of " + std::to_string(tile_cols) +
+                                            " columns; expected 128, 192 or 256");
   }
+}
+
+double fwd_plan_time(const VocabSplit& plan, int sm_count) {
+  return fwd_tile_cost(plan.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
 }
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
   if (wide.units() > std::max(1, sm_count)) return false;
   if (wide.row_tiles == 1) return narrowest;
-  return fwd_tile_cost(other.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(other, sm_count)) <=
-         (1.0 - kOtherTileGain) * static_cast<double>(fwd_plan_busiest_tiles(wide, sm_count));
+  return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
 }
 
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col) {
   const VocabSplit wide = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, tile, gpu), gpu.sm_count);
+  int narrowest = tile.bn;
+  for (const FwdTile& other : others) narrowest = std::min(narrowest, other.bn);
   std::optional<VocabSplit> best;
-  double best_time = 0.0;
-  for (std::size_t i = 0; i < others.size(); ++i) {
-    if (first_col % others[i].bn != 0) continue;
-    const VocabSplit plan =
-        cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, others[i], gpu), gpu.sm_count);
-    if (!other_tile_pays(wide, plan, i == 0, gpu.sm_count)) continue;
-    const double time = fwd_tile_cost(plan.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(plan, gpu.sm_count));
-    if (!best || time < best_time) {
-      best = plan;
-      best_time = time;
-    }
+  for (const FwdTile& other : others) {
+    if (first_col % other.bn != 0) continue;
+    const VocabSplit plan = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
+    if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
+    if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
   return best.value_or(wide);
 }

@@ -118,15 +118,22 @@ struct VocabSplit {
 // A tile's time over a 128 x 256 tile's at the same H on the Hopper loop:
 // - 128 x 128: 0.64, as measured at 333 rows of TP8 shards on an H200 (0.62 at H = 7168, 0.66 at
 //   8192): half the products, but X read from L2 once per vocabulary tile, twice as often;
-// - 128 x 192: 0.79 (estimate): three quarters of the products, at the shared memory's pace
-//   rather than the tensor cores' (both warpgroups read W's 192 rows: 104 KiB a 768-cycle slice
-//   with the ring's writes, 135 bytes a cycle against 128).
-// docs/perf-notes.md, "Forward tiles per call".
+// - 128 x 192: 0.79, as estimated (three quarters of the products at the shared memory's pace:
+//   both warpgroups read W's 192 rows, 104 KiB a 768-cycle slice with the ring's writes, 135
+//   bytes a cycle against 128) and as measured on an H100 where six tiles of 192 columns replaced
+//   five wide ones (333 rows of 49152 and 50432 columns); 0.84 at 333 rows of TP8 shards, two
+//   against two, where 126 blocks ran instead of 96.
+// - 128 x 256: 1.
+// docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
 double fwd_tile_cost(int tile_cols);
+
+// A plan's time in 128 x 256 tile times: its busiest multiprocessor's tiles (fwd_plan_busiest_tiles)
+// at fwd_tile_cost each.
+double fwd_plan_time(const VocabSplit& plan, int sm_count);
 
 // Whether a call runs `other` (a plan in one of the op's other tiles) rather than `wide` (the
 // plan in its 128 x 256 tile), each as the op would launch it:
-// - at one row tile, where `other` is the narrowest. Such a call reads W at the memory's pace (at
+// - at one row tile, where `other` is the narrowest of the op's tiles. Such a call reads W at the memory's pace (at
 //   most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an H200), and
 //   narrow tiles never give its busiest multiprocessor more of W to read (a split of
 //   ceil(2 T / S) narrow tiles against ceil(T / S) wide ones): 149 wide tiles of a 38016-column
@@ -134,8 +141,8 @@ double fwd_tile_cost(int tile_cols);
 //   much, a block of two narrow tiles folds one while it loads the next: 128 rows of a
 //   32000-column head ran 7 % faster on an H100 (docs/perf-notes.md, "Forward tiles per call");
 // - at more row tiles, where the wide plan is one wave of whole units and the other plan's
-//   busiest multiprocessor (fwd_plan_busiest_tiles), at fwd_tile_cost a tile, ends at least
-//   kOtherTileGain sooner than the wide plan's. The wide tile's waves leave multiprocessors idle
+//   busiest multiprocessor ends at least kOtherTileGain sooner than the wide plan's
+//   (fwd_plan_time). The wide tile's waves leave multiprocessors idle
 //   there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
 //   multiprocessors where 1.43 would do), and narrower tiles fill them in finer steps.
 inline constexpr double kOtherTileGain = 0.03;

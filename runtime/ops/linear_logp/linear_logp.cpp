@@ -235,6 +235,10 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
     std::size_t other = 0;
     while (other < kernels.other_tiles.size() && kernels.other_tiles[other].bn != launch.split.tile_cols) ++other;
     const bool in_other = other < kernels.other_tiles.size();
+    if (!in_other && launch.split.tile_cols != tile.bn) {
+      throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(launch.split.tile_cols) +
+                                            "-column tiles, which the op has no kernel for");
+    }
     const FwdTile& fwd_tile = in_other ? kernels.other_tiles[other] : tile;
     args.first_tile = static_cast<int>(launch.kept_cols / fwd_tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays

@@ -375,6 +375,8 @@ TEST(OtherTiles, FillTheOneWaveWhereTheWideTilesLeaveItIdle) {
   EXPECT_EQ(tile_cols_at(333, 8192, 38016), 256);
   // Two row tiles: three wide tile times against three of 192 columns (2.37).
   EXPECT_EQ(tile_cols_at(256, 8192, 38016), 192);
+  // A block a tile in every width: a narrow tile (0.64) ends before one of 192 columns (0.79).
+  EXPECT_EQ(tile_cols_at(129, 4096, 1000), 128);
   // Many row tiles run several waves.
   EXPECT_EQ(tile_cols_at(4096, 4096, 128256), 256);
   EXPECT_EQ(tile_cols_at(16384, 8192, 16032), 256);
