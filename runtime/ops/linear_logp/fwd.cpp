@@ -226,7 +226,8 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   std::optional<VocabSplit> best;
   for (const FwdTile& other : others) {
     if (first_col % other.bn != 0) continue;
-    const VocabSplit plan = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
+    const VocabSplit plan =
+        cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
     if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
     if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
