@@ -213,7 +213,6 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count) {
 }
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
-  if (wide.units() > std::max(1, sm_count)) return false;
   if (wide.row_tiles == 1) return narrowest;
   return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
 }
@@ -221,6 +220,9 @@ bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narro
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col) {
   const VocabSplit wide = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, tile, gpu), gpu.sm_count);
+  // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
+  // several waves their plans are not worked out at all.
+  if (wide.units() > std::max(1, gpu.sm_count)) return wide;
   int narrowest = tile.bn;
   for (const FwdTile& other : others) narrowest = std::min(narrowest, other.bn);
   std::optional<VocabSplit> best;

@@ -131,20 +131,20 @@ double fwd_tile_cost(int tile_cols);
 // at fwd_tile_cost each.
 double fwd_plan_time(const VocabSplit& plan, int sm_count);
 
-// Whether a call runs `other` (a plan in one of the op's other tiles) rather than `wide` (the
-// plan in its 128 x 256 tile), each as the op would launch it:
-// - at one row tile, where `other` is the narrowest of the op's tiles. Such a call reads W at the memory's pace (at
-//   most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an H200), and
-//   narrow tiles never give its busiest multiprocessor more of W to read (a split of
+// Whether a call whose `wide` plan (in the op's 128 x 256 tile) runs one wave of whole units runs
+// `other` (a plan in one of the op's other tiles) instead, each as the op would launch it:
+// - at one row tile, where `other` is the narrowest of the op's tiles. Such a call reads W at the
+//   memory's pace (at most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an
+//   H200), and narrow tiles never give its busiest multiprocessor more of W to read (a split of
 //   ceil(2 T / S) narrow tiles against ceil(T / S) wide ones): 149 wide tiles of a 38016-column
 //   shard run two a block on 75 multiprocessors, 297 narrow ones three on 99. Where both read as
 //   much, a block of two narrow tiles folds one while it loads the next: 128 rows of a
 //   32000-column head ran 7 % faster on an H100 (docs/perf-notes.md, "Forward tiles per call");
-// - at more row tiles, where the wide plan is one wave of whole units and the other plan's
-//   busiest multiprocessor ends at least kOtherTileGain sooner than the wide plan's
-//   (fwd_plan_time). The wide tile's waves leave multiprocessors idle
-//   there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take two tile times on 132
-//   multiprocessors where 1.43 would do), and narrower tiles fill them in finer steps.
+// - at more row tiles, where the other plan's busiest multiprocessor ends at least
+//   kOtherTileGain sooner than the wide plan's (fwd_plan_time). The wide tile's one wave leaves
+//   multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take
+//   two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill them in
+//   finer steps.
 inline constexpr double kOtherTileGain = 0.03;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count);
 
@@ -194,9 +194,9 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
 
 // A call's launch over the shard's columns from first_col on: choose_vocab_splits's plan in
 // `tile`, cut by cut_last_waves, or the same in one of `others` (the op's other tiles, narrowest
-// first) where other_tile_pays: of those, the one whose busiest multiprocessor ends first at
-// fwd_tile_cost a tile. A tile whose width does not divide first_col (the end of the kept chunks)
-// is left out.
+// first) where the plan in `tile` runs one wave of whole units and other_tile_pays: of those, the
+// one whose busiest multiprocessor ends first at fwd_tile_cost a tile. A tile whose width does not
+// divide first_col (the end of the kept chunks) is left out.
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col = 0);
 

@@ -160,9 +160,9 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 // the split rules make it for a single-GPU forward-only op: the tile's columns (the default's or
 // one of the other tiles choose_fwd_plan may give a call), splits, blocks, the vocabulary tiles of
 // the longest block, and where the partials are merged (in the forward kernel or a combine kernel:
-// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's forward may keep chunks
-// instead, which its op's budgets decide.) The H200 and H100 share the multiprocessors but not
-// the L2 (60 and 50 MiB), which the split count weighs.
+// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's
+// forward may keep chunks instead, which its op's budgets decide.) The H200 and H100 share the
+// multiprocessors but not the L2 (60 and 50 MiB), which the split count weighs.
 nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
