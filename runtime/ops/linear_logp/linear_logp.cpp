@@ -55,7 +55,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
-  specs.insert(specs.end(), kernels.other_fwd.begin(), kernels.other_fwd.end());
+  for (const KernelSpec& spec : kernels.per_call_forwards()) specs.push_back(spec);
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -78,7 +78,10 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
                        linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
                                            fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device)),
                        layout, device.arch(), tp_degree)),
-      tile(check_max_rows(kernels.tile, layout.config.max_rows)) {
+      tile(check_max_rows(kernels.tile, layout.config.max_rows)),
+      split(kernels.fwd_tiles ? StreamKWorkspace(device, tile.bm * tile.bn, rt.config.split_partial_waves,
+                                                 rt.config.split_clusters)
+                              : StreamKWorkspace()) {
   const LinearLogpConfig& c = layout.config;
   const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
   if (smem_bytes > device.info().smem_per_block_optin) {
@@ -96,6 +99,10 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
+  if (kernels.fwd_tiles) {
+    fwd_tiles = runtime.load(*kernels.fwd_tiles, c.device, hint);
+    allow_dynamic_smem(*fwd_tiles, linear_logp_bwd_dz_smem(c.dtype, tile));
+  }
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
@@ -106,8 +113,12 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     arrivals = DeviceBuffer(device, static_cast<std::size_t>(max_call_rows(tile) / tile.bm) * sizeof(unsigned int));
     SHARDJIT_CU(cuMemsetD8Async(arrivals.ptr(), 0, arrivals.bytes(), nullptr));
   }
-  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
-  if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
+  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp). Calls of up to max_rows
+  // rows grow nothing after the build, the split-tile workspace included.
+  if (c.max_rows > 0 && tp_degree == 1) {
+    ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
+    if (fwd_tiles) split.allocate();
+  }
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
 
@@ -162,6 +173,28 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
                           gpu.sm_count);
   }
   return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.other_tiles, gpu, first_col);
+}
+
+int LinearLogp::Impl::logit_tiles_for(std::int64_t n_rows, const VocabSplit& plan) const {
+  const int forced = runtime.config.fwd_logit_tiles;  // SHARDJIT_FWD_LOGIT_TILES
+  if (!fwd_tiles || tp || forced == 0 || (forced < 0 && runtime.config.fwd_splits > 0)) return 0;
+  const int resident = split.resident_blocks();
+  const kernels::StreamKPlan tiles =
+      logit_tiles_plan(n_rows, layout.valid_local, layout.config.hidden, tile, resident, split.partial_waves());
+  if (forced < 0 && !logit_tiles_pay(plan, tiles, resident)) return 0;
+  return static_cast<int>((layout.valid_local + tile.bn - 1) / tile.bn);
+}
+
+void LinearLogp::Impl::enqueue_logit_tiles(const ForwardCall& call, const ForwardLaunch& launch,
+                                           kernels::RowPartial* partials, CUstream stream) {
+  if (!split.allocated()) {
+    check_growth_outside_capture(stream, "LinearLogp forward: the split-tile workspace");
+    split.allocate();
+  }
+  kernels::LinearLogpBwdDzArgs args = chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride,
+                                                       nullptr, 0, 0, std::int64_t{launch.logit_tiles} * tile.bn);
+  args.tile_partials = partials;
+  launch_linear_logp_bwd_dz(*fwd_tiles, args, layout, tile, std::nullopt, split, stream);
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
@@ -228,7 +261,9 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
   const kernels::LogpCombineArgs merge = combine_args(call, partials, launch.sources());
   bool merged = false;
-  if (launch.forward_kernel) {
+  if (launch.forward_kernel && launch.logit_tiles > 0) {
+    enqueue_logit_tiles(call, launch, partials, stream);
+  } else if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
     // The plan's tile and its kernel: the op's, or the other tile of the plan's width
     // (choose_fwd_plan); the op's other tiles are all narrower than its own.
