@@ -202,7 +202,9 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
 TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceOnTheSplitLogitTiles) {
   const FwdCase& c = GetParam();
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
-  if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the split logit tiles are the Hopper loop's";
+  if (shared_runtime().impl().device(0).arch() != "sm_90a") {
+    GTEST_SKIP() << "the split logit tiles are the Hopper loop's";
+  }
   expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_LOGIT_TILES", "1")), ", split logit tiles");
 }
 

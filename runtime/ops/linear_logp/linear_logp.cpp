@@ -114,10 +114,13 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     SHARDJIT_CU(cuMemsetD8Async(arrivals.ptr(), 0, arrivals.bytes(), nullptr));
   }
   // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp). Calls of up to max_rows
-  // rows grow nothing after the build, the split-tile workspace included.
+  // rows grow nothing after the build: the split-tile workspace too, where one of them (a row tile
+  // count) takes the split logit tiles.
   if (c.max_rows > 0 && tp_degree == 1) {
     ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
-    if (fwd_tiles) split.allocate();
+    for (std::int64_t rows = tile.bm; fwd_tiles && !split.allocated() && rows < c.max_rows + tile.bm; rows += tile.bm) {
+      if (forward_launch(std::min(rows, c.max_rows), 0).logit_tiles > 0) split.allocate();
+    }
   }
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
@@ -182,7 +185,9 @@ int LinearLogp::Impl::logit_tiles_for(std::int64_t n_rows, const VocabSplit& pla
   const kernels::StreamKPlan tiles =
       logit_tiles_plan(n_rows, layout.valid_local, layout.config.hidden, tile, resident, split.partial_waves());
   if (forced < 0 && !logit_tiles_pay(plan, tiles, resident)) return 0;
-  return static_cast<int>((layout.valid_local + tile.bn - 1) / tile.bn);
+  // A source a column tile: a shard of more than one combine's sources stays on the forward kernel.
+  const std::int64_t col_tiles = (layout.valid_local + tile.bn - 1) / tile.bn;
+  return col_tiles <= kMaxCombineSources ? static_cast<int>(col_tiles) : 0;
 }
 
 void LinearLogp::Impl::enqueue_logit_tiles(const ForwardCall& call, const ForwardLaunch& launch,
