@@ -215,8 +215,6 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                     "a split count from 0 (the rule's) to 1024", 0);
   config.fwd_merge = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_MERGE", parse_auto_or_bool,
                                    "auto, or a boolean such as 0 or 1", -1);
-  config.fwd_logit_tiles = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_LOGIT_TILES", parse_auto_or_bool,
-                                         "auto, or a boolean such as 0 or 1", -1);
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
   config.split_clusters = option_or_env(std::optional<int>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_cluster_blocks,

@@ -45,10 +45,6 @@ struct RuntimeConfig {
   // Where the Hopper forward merges its partials (SHARDJIT_FWD_MERGE): -1 the rule's
   // (fwd_merges_in_kernel), 1 always in the forward kernel, 0 always in the combine kernel.
   int fwd_merge = -1;
-  // SHARDJIT_FWD_LOGIT_TILES, for experiments: -1 the rule's (logit_tiles_pay), 1 every
-  // single-GPU Hopper forward that keeps no chunk on the split logit tiles (where the op has them:
-  // not pinned to a tile, at most kMaxCombineSources column tiles), 0 none.
-  int fwd_logit_tiles = -1;
   // The Hopper backward kernels' split along K (templates/common/stream_k.cuh): false keeps it to
   // grids of at most half the GPU (SHARDJIT_SPLIT_PARTIAL_WAVES=0), for A/B runs of the rule.
   bool split_partial_waves = true;

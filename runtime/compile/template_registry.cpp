@@ -123,8 +123,6 @@ void check_linear_logp_bwd_dz_hopper(const KernelSpec& spec) {
 
 void check_linear_logp_fwd_keep(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_keep", spec); }
 
-void check_linear_logp_fwd_tiles(const KernelSpec& spec) { check_hopper_tile("linear_logp_fwd_tiles", spec); }
-
 // The GEMM's tiles that take the rows as wgmma's N (templates/gemm/gemm_tma.cuh): the TMA loop's,
 // of 16-bit operands and an A [m][k], BM x 128 x 64 with BM a multiple of 32 from 160 to 256 (the
 // rows of the tiles the host picks, kGemmRowsAsNRows).
@@ -284,12 +282,6 @@ std::vector<TemplateDef> linear_logp_templates() {
       "shardjit::kernels::linear_logp_fwd_keep",
       concat({hopper_linear_logp_types(), block_tile()}),
       check_linear_logp_fwd_keep});
-  registry.push_back(TemplateDef{
-      "linear_logp_fwd_tiles",
-      "linear_logp/fwd_tiles.cuh",
-      "shardjit::kernels::linear_logp_fwd_tiles",
-      concat({hopper_linear_logp_types(), block_tile()}),
-      check_linear_logp_fwd_tiles});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_kept_dz",
       "linear_logp/bwd_kept_dz.cuh",

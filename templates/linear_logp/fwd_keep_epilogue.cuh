@@ -14,9 +14,6 @@
 // 2^-9) and within 0.4 % for |z - m| < 16, whose terms are below e^-8 of the row's largest. A
 // logit below m - 65504 becomes -inf: a term of exactly 0.
 //
-// KEEP false: the rows' partials only, nothing stored but them; the forward on the split logit
-// tiles (fwd_tiles.cuh), whose tiles run whole or in pieces along K as the dZ kernel's do.
-//
 // Same interface as DzFragmentEpilogue (bwd_dz_fragment_epilogue.cuh), for logit_tiles_hopper
 // (logit_tiles_hopper.cuh).
 #pragma once
@@ -34,7 +31,7 @@
 namespace shardjit {
 namespace kernels {
 
-template <class BiasT, class TargetT, class Mainloop, bool KEEP = true>
+template <class BiasT, class TargetT, class Mainloop>
 struct KeptLogitsEpilogue {
   using Loop = Mainloop;
   using Out = fp16;
@@ -54,9 +51,7 @@ struct KeptLogitsEpilogue {
   __device__ KeptLogitsEpilogue(unsigned char* staging_area, unsigned char* /*region*/, const TmaDescriptor* kept_map)
       : staging(staging_area), map(kept_map) {}
 
-  static __device__ __forceinline__ void wait_stores(int lane) {
-    if constexpr (KEEP) Store::wait_reads(lane);
-  }
+  static __device__ __forceinline__ void wait_stores(int lane) { Store::wait_reads(lane); }
 
   // Issues the reads of the rows' targets, looked at only after the tile's products.
   __device__ __forceinline__ void init(const LinearLogpBwdDzArgs& args, long long row0, int tid, int /*tile_count*/) {
@@ -117,15 +112,8 @@ struct KeptLogitsEpilogue {
     }
     float sum[2] = {0.0f, 0.0f};
     float ent[2] = {0.0f, 0.0f};
-    if constexpr (!KEEP) {
-      // The terms alone; keep_part's z - m in the accumulators is left unread.
-      if (valid_cols >= kCols) {
-        keep_part<true>(acc, 0, kGroups, valid_cols, tile_max, inv_temperature, sum, ent, lane);
-      } else {
-        keep_part<false>(acc, 0, kGroups, valid_cols, tile_max, inv_temperature, sum, ent, lane);
-      }
-    } else if (valid_cols >= kCols) {
-      // Each part of the store is kept just before it is staged, beside the previous part's copies.
+    // Each part of the store is kept just before it is staged, beside the previous part's copies.
+    if (valid_cols >= kCols) {
       Store::store(acc, staging, map, c0, row0, warp, lane, [&](int first, int count) {
         keep_part<true>(acc, first, count, valid_cols, tile_max, inv_temperature, sum, ent, lane);
       });

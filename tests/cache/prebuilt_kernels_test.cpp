@@ -109,11 +109,9 @@ TEST(PrebuiltKernels, EveryKernelOfATrainingOpComesFromTheTableInCacheOnlyMode) 
     EXPECT_FALSE(got.kernel->cubin.empty());
     prebuilt.insert(item.spec.template_name());
   }
-  // The forward, the forward on the split logit tiles and the kept chunk's two kernels, the dZ
-  // kernel, the GEMMs of grad_weight and grad_hidden, the scale and the combine: on the Hopper loop
-  // none is specialized for the shape.
-  EXPECT_EQ(prebuilt, (std::set<std::string>{"linear_logp_fwd_hopper", "linear_logp_fwd_tiles", "gemm",
-                                             "linear_logp_bwd_dz_hopper",
+  // The forward and the kept chunk's two kernels, the dZ kernel, the GEMMs of grad_weight and
+  // grad_hidden, the scale and the combine: on the Hopper loop none is specialized for the shape.
+  EXPECT_EQ(prebuilt, (std::set<std::string>{"linear_logp_fwd_hopper", "gemm", "linear_logp_bwd_dz_hopper",
                                              "linear_logp_fwd_keep", "linear_logp_bwd_kept_dz",
                                              "linear_logp_bwd_scale", "logp_combine"}));
   EXPECT_TRUE(cache.disk().list().empty()) << "a prebuilt kernel is not copied to disk by a load";

@@ -51,11 +51,10 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
   LinearLogpKernels kernels = linear_logp_kernels(resolve_layout(config), c.arch, 1, c.hopper_path);
   TemplateSources sources = TemplateSources::embedded();
   NvrtcCompiler compiler;
-  // The forward kernel of this dtype, in the op's tile and (sm_90a) the forwards a call may take
-  // instead (its other tiles, the split logit tiles), and the combine kernel.
-  const std::vector<KernelSpec> per_call = kernels.per_call_forwards();
+  // The forward kernel of this dtype, in the op's tile and its other tiles (sm_90a), and the combine
+  // kernel; together every registered template.
   std::vector<const KernelSpec*> specs{&kernels.fwd, &kernels.combine};
-  for (const KernelSpec& spec : per_call) specs.push_back(&spec);
+  for (const KernelSpec& other : kernels.other_fwd) specs.push_back(&other);
   for (const KernelSpec* spec : specs) {
     KernelSource source{spec->canonical_text(), spec->name_expression(), sources.flatten(spec->def().file)};
     CompiledKernel compiled = compiler.compile(source, c.arch);
@@ -71,14 +70,13 @@ INSTANTIATE_TEST_SUITE_P(Arches, RegisteredTemplates, ::testing::ValuesIn(compil
 
 TEST(NvrtcCompiler, EveryRegisteredTemplateIsCoveredAbove) {
   // The cases above reach both forwards (linear_logp_fwd on the portable loops,
-  // linear_logp_fwd_hopper on sm_90a's), the forward on the split logit tiles (linear_logp_fwd_tiles)
-  // and the combine. Adding a template means adding it to the
+  // linear_logp_fwd_hopper on sm_90a's) and the combine. Adding a template means adding it to the
   // compile cases above, or, for the backward's
   // templates (linear_logp_bwd_dz and linear_logp_bwd_dz_hopper, linear_logp_bwd_scale,
   // linear_logp_bwd_bias, gemm, and the kept chunk's linear_logp_fwd_keep and
   // linear_logp_bwd_kept_dz), to bwd_compile_test.cpp, or, for the cross-GPU ones (reduce_scatter,
   // moe_combine), to collective_compile_test.cpp.
-  EXPECT_EQ(template_registry().size(), 13u);
+  EXPECT_EQ(template_registry().size(), 12u);
 }
 
 TEST(NvrtcCompiler, FailedCompileCarriesLogAndOffendingLine) {

@@ -196,18 +196,6 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   }
 }
 
-// Every 16-bit case again with every call on the split logit tiles (SHARDJIT_FWD_LOGIT_TILES=1),
-// not only the calls the rule gives them (fwd.hpp, logit_tiles_pay): its tiles whole, split
-// whole along K (a grid of at most half the multiprocessors), or its last wave split.
-TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceOnTheSplitLogitTiles) {
-  const FwdCase& c = GetParam();
-  if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
-  if (shared_runtime().impl().device(0).arch() != "sm_90a") {
-    GTEST_SKIP() << "the split logit tiles are the Hopper loop's";
-  }
-  expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_LOGIT_TILES", "1")), ", split logit tiles");
-}
-
 const FwdCase kCases[] = {
     {"n1_h64_v1", 1, 64, 1},
     {"n7_h64_v300_bias_temp", 7, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt32, 0.7f, true},
@@ -243,9 +231,6 @@ const FwdCase kCases[] = {
     // whole units that also write empty partials, and pieces, four a unit in both cases
     // (n4096_h4096_v128256 above is all pieces).
     {"n5000_h64_v60000_cut", 5000, 64, 60000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true},
-    // 189 tiles of 128 x 256 on 132 multiprocessors: on the split logit tiles, a whole wave, then
-    // the last 57 tiles' K slices split among the blocks (the forward kernel: 192-column tiles).
-    {"n333_h1024_v16032_last_wave_split", 333, 1024, 16032, 0, DType::kBF16, DType::kBF16, DType::kInt64, 0.9f, true},
     {"n2500_h64_v60000_cut_fp32", 2500, 64, 60000, 0, DType::kFP32},
     // Three row tiles on 132 multiprocessors: the one-wave split count, 44 (not a power of two),
     // with entropy; a last row tile of 77 rows.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <limits>
 #include <optional>
 
 #include "linear_logp/fwd_layout.cuh"
@@ -82,10 +81,6 @@ KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& t
   const bool entropy = layout.config.want_entropy;
   if (tile.wgmma) return shape_free_logit_kernel_spec("linear_logp_fwd_hopper", layout.config, tile, {{"ENTROPY", entropy}});
   return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", entropy}});
-}
-
-KernelSpec linear_logp_fwd_tiles_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
-  return shape_free_logit_kernel_spec("linear_logp_fwd_tiles", layout.config, tile, {});
 }
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
@@ -239,31 +234,6 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
     if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
   return best.value_or(wide);
-}
-
-kernels::StreamKPlan logit_tiles_plan(std::int64_t n_rows, std::int64_t valid_local, std::int64_t hidden,
-                                      const FwdTile& tile, int resident, bool partial_waves) {
-  const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
-  const std::int64_t col_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
-  const std::int64_t slices = std::max<std::int64_t>(1, (hidden + tile.bk - 1) / tile.bk);
-  const std::int64_t tiles = row_tiles * col_tiles;
-  const bool fits = tiles <= std::numeric_limits<int>::max() && slices <= std::numeric_limits<int>::max();
-  return kernels::plan_stream_k(static_cast<int>(fits ? tiles : 1), static_cast<int>(fits ? slices : 1),
-                                fits ? resident : 0, 1, partial_waves);
-}
-
-double logit_tiles_time(const kernels::StreamKPlan& plan, int resident) {
-  const std::int64_t blocks = std::max(1, resident);
-  const double whole_waves = static_cast<double>((plan.whole_tiles + blocks - 1) / blocks);
-  if (plan.workers <= 0) return whole_waves;
-  const std::int64_t split_slices = static_cast<std::int64_t>(plan.tiles - plan.whole_tiles) * plan.slices;
-  const std::int64_t run = (split_slices + plan.workers - 1) / plan.workers;
-  return whole_waves + static_cast<double>(run + kernels::kStreamKMinSlices) / plan.slices;
-}
-
-bool logit_tiles_pay(const VocabSplit& plan, const kernels::StreamKPlan& tiles, int resident) {
-  return plan.row_tiles > 1 && tiles.workers > 0 &&
-         logit_tiles_time(tiles, resident) <= (1.0 - kOtherTileGain) * fwd_plan_time(plan, resident);
 }
 
 VocabSplit cut_last_waves(VocabSplit plan, int sm_count) {

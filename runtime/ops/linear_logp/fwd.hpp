@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "linear_logp/fwd_args.cuh"
-#include "common/stream_k.cuh"
 #include "linear_logp/fwd_block_order.cuh"
 #include "runtime/arch/arch.hpp"
 #include "runtime/compile/kernel_spec.hpp"
@@ -62,7 +61,7 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
                              std::vector<std::pair<std::string, ParamValue>> own);
 
 // A kernel of the Hopper loop that recomputes logit tiles and takes the shard at run time
-// (linear_logp_fwd_hopper, linear_logp_bwd_dz_hopper, linear_logp_fwd_keep, linear_logp_fwd_tiles): the input types and
+// (linear_logp_fwd_hopper, linear_logp_bwd_dz_hopper, linear_logp_fwd_keep): the input types and
 // the tile, plus `own`. Its spec is the same for every model shape of the config's dtypes.
 KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLogpConfig& config, const FwdTile& tile,
                                         std::vector<std::pair<std::string, ParamValue>> own);
@@ -70,11 +69,6 @@ KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLog
 // The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), built
 // once per dtype; else linear_logp_fwd, specialized for the shard.
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
-
-// The forward on the split logit tiles (templates/linear_logp/fwd_tiles.cuh) in the Hopper loop's
-// `tile`, for the calls logit_tiles_pay gives it; built once per dtype, as the dZ kernel is, whose
-// grid, shared memory and launch it takes (launch_linear_logp_bwd_dz).
-KernelSpec linear_logp_fwd_tiles_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 
@@ -205,28 +199,6 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
 // divide first_col (the end of the kept chunks) is left out.
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col = 0);
-
-// The forward on the split logit tiles (linear_logp_fwd_tiles_spec) of a call of n_rows rows over
-// the shard's valid_local columns in `tile`, H = hidden: its row tiles x column tiles of K slices
-// as its launch plans them on `resident` blocks (plan_stream_k, whose rule splits the last wave's
-// tiles along K where it would leave many blocks idle; unsplit for 0 or a grid past int).
-kernels::StreamKPlan logit_tiles_plan(std::int64_t n_rows, std::int64_t valid_local, std::int64_t hidden,
-                                      const FwdTile& tile, int resident, bool partial_waves = true);
-
-// A stream-K plan's time in tile times: the waves of its whole tiles, then a worker's run of the
-// split tiles' K slices plus the pieces' partial sums, counted as kStreamKMinSlices slices (the
-// run below which they cost more than the split gains: a piece stores 128 KiB of sums, the last
-// one reads them all back).
-double logit_tiles_time(const kernels::StreamKPlan& plan, int resident);
-
-// Whether a call that keeps no chunk runs the forward on the split logit tiles (`tiles`, its plan)
-// rather than the forward kernel's `plan` (choose_fwd_plan's): where `tiles` splits tiles along K
-// and ends at least kOtherTileGain sooner (logit_tiles_time against fwd_plan_time), never at one
-// row tile (it reads W at the memory's pace, which a split of K does not change). The forward
-// kernel gives a block whole tiles, so a few row tiles of a small shard fill the multiprocessors
-// in steps of a tile: 333 rows of a 16032-column TP8 shard are 189 wide tiles, two on the busiest
-// of 132 multiprocessors (192-column tiles: 1.58), 1.43 + 0.06 split.
-bool logit_tiles_pay(const VocabSplit& plan, const kernels::StreamKPlan& tiles, int resident);
 
 // Cuts the units of the last two waves (the last full wave of one block a multiprocessor and the
 // partial one after it) into pieces of about kFwdPieceTiles tiles, one block each

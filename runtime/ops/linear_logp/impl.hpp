@@ -18,7 +18,6 @@
 #include "runtime/ops/linear_logp/layout.hpp"
 #include "runtime/ops/single_caller.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "runtime/sched/stream_k_workspace.hpp"
 #include "shardjit/linear_logp.hpp"
 
 namespace shardjit {
@@ -65,10 +64,6 @@ struct LinearLogp::Impl {
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
   // on, in the op's tile or, where other_tile_pays says so, one of its other tiles (choose_fwd_plan).
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
-  // The column tiles of the forward on the split logit tiles for a call of n_rows rows that keeps
-  // no chunk, where the op has that kernel and logit_tiles_pay against the forward kernel's `plan`
-  // (or SHARDJIT_FWD_LOGIT_TILES says so); 0: the forward kernel.
-  int logit_tiles_for(std::int64_t n_rows, const VocabSplit& plan) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).
@@ -81,10 +76,6 @@ struct LinearLogp::Impl {
   // enqueued.
   KeptChunk enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch, kernels::RowPartial* partials,
                                CUstream stream);
-  // The forward on the split logit tiles (launch.logit_tiles > 0), a partial source a column tile
-  // to `partials`; allocates the split-tile workspace on its first call.
-  void enqueue_logit_tiles(const ForwardCall& call, const ForwardLaunch& launch, kernels::RowPartial* partials,
-                           CUstream stream);
 
   Runtime::Impl& runtime;
   LinearLogpLayout layout;
@@ -99,14 +90,9 @@ struct LinearLogp::Impl {
   DeviceBuffer arrivals;   // unsigned int a row tile of the largest call, zero between calls (Hopper
                            // loop only): the forward kernel's merge (templates/linear_logp/fwd_merge.cuh)
   DeviceBuffer status;     // kernels::DeviceStatus
-  std::shared_ptr<const LoadedKernel> fwd_tiles;  // kernels.fwd_tiles'
-  // The Hopper kernels' split tiles (templates/common/stream_k.cuh): the forward on the split
-  // logit tiles' and the backward's, one workspace for all, since they run in the order of the
-  // op's stream. Sized for the forward's tiles here, for the backward's where it has them.
-  StreamKWorkspace split;
   // The backward's kernels and buffers (empty without config.want_backward); built from the
   // members above, so it is declared after them.
-  LinearLogpBwdState bwd{runtime, layout, device, kernels, split};
+  LinearLogpBwdState bwd{runtime, layout, device, kernels};
   // Tensor parallelism (null for a single-GPU op): the communicator, the agreed layout, the
   // gathered partials and the plans. Set right after the members above are built.
   std::unique_ptr<LinearLogpTp> tp;

@@ -94,7 +94,6 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   if (launch.kept_chunks == 0) {
     launch.chunks = BackwardChunks{};
     launch.split = vocab_split(n_rows);
-    launch.logit_tiles = logit_tiles_for(n_rows, launch.split);
     return launch;
   }
   const int in_place = std::min(launch.kept_chunks, chunks_kept_in_place(launch.chunks));
@@ -113,14 +112,8 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
 ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, CUstream stream) const {
   // Only a call that writes lse keeps: its backward passes that lse back, which names the forward.
   ForwardLaunch launch = forward_launch(call.n, call.has_lse ? kAnyKeptChunks : 0);
+  if (launch.kept_chunks == 0) return launch;
   const std::uint64_t capture = stream_capture_id(stream);
-  // The split-tile workspace is allocated outside capture only: a captured call that would need it
-  // runs the forward kernel.
-  auto held_split = [&](ForwardLaunch l) {
-    if (l.logit_tiles > 0 && capture != 0 && !split.allocated()) l.logit_tiles = 0;
-    return l;
-  };
-  if (launch.kept_chunks == 0) return held_split(launch);
   // Kept chunks never grow what max_rows sized at build, nor anything during graph capture: where
   // they would have to, the forward keeps fewer (those past the second need the keep buffer, the
   // second the accumulator, the first only the dZ buffer), or none.
@@ -134,7 +127,7 @@ ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, C
     while (launch.kept_chunks > 0 && !fits(launch)) launch = forward_launch(call.n, launch.kept_chunks - 1);
   }
   launch.capture = capture;
-  return held_split(launch);
+  return launch;
 }
 
 }  // namespace shardjit

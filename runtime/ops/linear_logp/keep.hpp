@@ -107,10 +107,6 @@ int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int 
 struct ForwardLaunch {
   VocabSplit split;
   bool forward_kernel = true;
-  // The forward on the split logit tiles in place of the forward kernel's `split`
-  // (logit_tiles_pay; never with kept chunks): the shard's column tiles, a partial source each.
-  // 0: the forward kernel.
-  int logit_tiles = 0;
   int kept_chunks = 0;
   std::int64_t kept_cols = 0;
   int kept_tiles = 0;
@@ -125,10 +121,7 @@ struct ForwardLaunch {
   // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).
   std::uint64_t capture = 0;
 
-  int forward_sources() const {
-    if (!forward_kernel) return 0;
-    return logit_tiles > 0 ? logit_tiles : split.sources();
-  }
+  int forward_sources() const { return forward_kernel ? split.sources() : 0; }
   int sources() const { return forward_sources() + kept_tiles; }
 };
 

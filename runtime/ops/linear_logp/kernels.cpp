@@ -10,7 +10,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
   const LinearLogpConfig& c = layout.config;
   const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), logp_combine_spec(c.target_dtype, c.want_entropy),
-                            std::nullopt, std::nullopt, {}, {}, std::nullopt};
+                            std::nullopt, std::nullopt, {}, {}};
   if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
@@ -19,16 +19,9 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
       kernels.other_tiles.push_back(other);
       kernels.other_fwd.push_back(linear_logp_fwd_spec(layout, other));
     }
-    if (tile.wgmma) kernels.fwd_tiles = linear_logp_fwd_tiles_spec(layout, tile);
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path, tp);
   return kernels;
-}
-
-std::vector<KernelSpec> LinearLogpKernels::per_call_forwards() const {
-  std::vector<KernelSpec> specs = other_fwd;
-  if (fwd_tiles) specs.push_back(*fwd_tiles);
-  return specs;
 }
 
 }  // namespace shardjit

@@ -26,13 +26,6 @@ struct LinearLogpKernels {
   // a tile (a tuning record, SHARDJIT_FWD_TILE) runs that tile at every call.
   std::vector<FwdTile> other_tiles;
   std::vector<KernelSpec> other_fwd;  // other_tiles[i]'s forward
-  // Such an op also loads the forward on the split logit tiles (linear_logp_fwd_tiles_spec), for
-  // the calls logit_tiles_pay gives it.
-  std::optional<KernelSpec> fwd_tiles;
-
-  // The forwards a call may take instead of `fwd` (other_fwd, fwd_tiles): the op loads them and
-  // `shardjit prewarm` compiles them.
-  std::vector<KernelSpec> per_call_forwards() const;
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).

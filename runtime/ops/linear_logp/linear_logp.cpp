@@ -55,7 +55,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
-  for (const KernelSpec& spec : kernels.per_call_forwards()) specs.push_back(spec);
+  specs.insert(specs.end(), kernels.other_fwd.begin(), kernels.other_fwd.end());
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -78,10 +78,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
                        linear_logp_kernels(layout, device.arch(), tp_degree, rt.config.hopper_path,
                                            fwd_tile ? fwd_tile : tuned_fwd_tile(rt, layout, device)),
                        layout, device.arch(), tp_degree)),
-      tile(check_max_rows(kernels.tile, layout.config.max_rows)),
-      split(kernels.fwd_tiles ? StreamKWorkspace(device, tile.bm * tile.bn, rt.config.split_partial_waves,
-                                                 rt.config.split_clusters)
-                              : StreamKWorkspace()) {
+      tile(check_max_rows(kernels.tile, layout.config.max_rows)) {
   const LinearLogpConfig& c = layout.config;
   const unsigned smem_bytes = linear_logp_fwd_smem(c.dtype, tile);
   if (smem_bytes > device.info().smem_per_block_optin) {
@@ -99,10 +96,6 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
-  if (kernels.fwd_tiles) {
-    fwd_tiles = runtime.load(*kernels.fwd_tiles, c.device, hint);
-    allow_dynamic_smem(*fwd_tiles, linear_logp_bwd_dz_smem(c.dtype, tile));
-  }
 
   ScopedContext scope(device);
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
@@ -113,15 +106,8 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     arrivals = DeviceBuffer(device, static_cast<std::size_t>(max_call_rows(tile) / tile.bm) * sizeof(unsigned int));
     SHARDJIT_CU(cuMemsetD8Async(arrivals.ptr(), 0, arrivals.bytes(), nullptr));
   }
-  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp). Calls of up to max_rows
-  // rows grow nothing after the build: the split-tile workspace too, where one of them (a row tile
-  // count) takes the split logit tiles.
-  if (c.max_rows > 0 && tp_degree == 1) {
-    ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
-    for (std::int64_t rows = tile.bm; fwd_tiles && !split.allocated() && rows < c.max_rows + tile.bm; rows += tile.bm) {
-      if (forward_launch(std::min(rows, c.max_rows), 0).logit_tiles > 0) split.allocate();
-    }
-  }
+  // A TP op keeps its partials in its own, gathered buffer (LinearLogpTp).
+  if (c.max_rows > 0 && tp_degree == 1) ensure_workspace(workspace_rows_for(c.max_rows), nullptr);
   SHARDJIT_CU(cuStreamSynchronize(nullptr));
 }
 
@@ -176,30 +162,6 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
                           gpu.sm_count);
   }
   return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.other_tiles, gpu, first_col);
-}
-
-int LinearLogp::Impl::logit_tiles_for(std::int64_t n_rows, const VocabSplit& plan) const {
-  const int forced = runtime.config.fwd_logit_tiles;  // SHARDJIT_FWD_LOGIT_TILES
-  if (!fwd_tiles || tp || forced == 0 || (forced < 0 && runtime.config.fwd_splits > 0)) return 0;
-  const int resident = split.resident_blocks();
-  const kernels::StreamKPlan tiles =
-      logit_tiles_plan(n_rows, layout.valid_local, layout.config.hidden, tile, resident, split.partial_waves());
-  if (forced < 0 && !logit_tiles_pay(plan, tiles, resident)) return 0;
-  // A source a column tile: a shard of more than one combine's sources stays on the forward kernel.
-  const std::int64_t col_tiles = (layout.valid_local + tile.bn - 1) / tile.bn;
-  return col_tiles <= kMaxCombineSources ? static_cast<int>(col_tiles) : 0;
-}
-
-void LinearLogp::Impl::enqueue_logit_tiles(const ForwardCall& call, const ForwardLaunch& launch,
-                                           kernels::RowPartial* partials, CUstream stream) {
-  if (!split.allocated()) {
-    check_growth_outside_capture(stream, "LinearLogp forward: the split-tile workspace");
-    split.allocate();
-  }
-  kernels::LinearLogpBwdDzArgs args = chunk_logit_args(layout, call.in, call.n, call.hidden_stride, call.weight_stride,
-                                                       nullptr, 0, 0, std::int64_t{launch.logit_tiles} * tile.bn);
-  args.tile_partials = partials;
-  launch_linear_logp_bwd_dz(*fwd_tiles, args, layout, tile, std::nullopt, split, stream);
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
@@ -266,9 +228,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
   const kernels::LogpCombineArgs merge = combine_args(call, partials, launch.sources());
   bool merged = false;
-  if (launch.forward_kernel && launch.logit_tiles > 0) {
-    enqueue_logit_tiles(call, launch, partials, stream);
-  } else if (launch.forward_kernel) {
+  if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
     // The plan's tile and its kernel: the op's, or the other tile of the plan's width
     // (choose_fwd_plan); the op's other tiles are all narrower than its own.

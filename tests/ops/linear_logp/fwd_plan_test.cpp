@@ -416,50 +416,6 @@ TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
   EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
 }
 
-// The forward on the split logit tiles, as an op on 132 multiprocessors weighs it against the
-// forward kernel's plan.
-bool logit_tiles_at(std::int64_t n, std::int64_t hidden, std::int64_t valid) {
-  const VocabSplit plan = choose_fwd_plan(n, hidden * 2, valid, kWide, kOthers, kH200);
-  return logit_tiles_pay(plan, logit_tiles_plan(n, valid, hidden, kWide, kH200.sm_count), kH200.sm_count);
-}
-
-TEST(LogitTiles, SplitTheLastWaveWhereWholeTilesLeaveItIdle) {
-  // 189 tiles: a wave, then the last 57 tiles' 128 K slices among 132 blocks, 56 each and the
-  // partial sums' 8: 1.5 tile times, against two 192-column tiles (1.58).
-  const kernels::StreamKPlan plan = logit_tiles_plan(333, 16032, 8192, kWide, kH200.sm_count);
-  EXPECT_EQ(plan.tiles, 189);
-  EXPECT_EQ(plan.slices, 128);
-  EXPECT_EQ(plan.whole_tiles, 132);
-  EXPECT_EQ(plan.workers, 132);
-  EXPECT_DOUBLE_EQ(logit_tiles_time(plan, kH200.sm_count), 1.5);
-  EXPECT_TRUE(logit_tiles_at(333, 8192, 16032));
-  EXPECT_TRUE(logit_tiles_at(333, 7168, 16160));
-  // A short K: the partial sums' 8 slices weigh more than the wave's idle share (1.69 against 1.58).
-  EXPECT_FALSE(logit_tiles_at(333, 2048, 16032));
-}
-
-TEST(LogitTiles, NotWhereTheirPlanSplitsNothing) {
-  // Several full waves: the stream-K rule splits none (templates/common/stream_k.cuh).
-  for (std::int64_t n : {1024, 4096, 16384}) {
-    EXPECT_FALSE(logit_tiles_at(n, 4096, 128256)) << n;
-    EXPECT_FALSE(logit_tiles_at(n, 8192, 16032)) << n;
-  }
-  const kernels::StreamKPlan whole = logit_tiles_plan(4096, 128256, 4096, kWide, kH200.sm_count);
-  EXPECT_EQ(whole.workers, 0);
-  EXPECT_DOUBLE_EQ(logit_tiles_time(whole, kH200.sm_count), 122.0) << "ceil(16032 tiles / 132)";
-}
-
-// One row tile reads W at the memory's pace: the narrow tile's plan, even where the split tiles
-// would take fewer tile times (63 tiles of a TP8 shard split whole: 0.55 against 0.64).
-TEST(LogitTiles, NeverAtOneRowTile) {
-  for (std::int64_t n : {1, 7, 64, 128}) {
-    for (std::int64_t valid : {300, 16032, 38016, 50432, 128256}) {
-      EXPECT_FALSE(logit_tiles_at(n, 8192, valid)) << n << " rows, " << valid << " columns";
-    }
-  }
-  EXPECT_GT(logit_tiles_plan(1, 16032, 8192, kWide, kH200.sm_count).workers, 0);
-}
-
 // Behind kept chunks the forward starts at a tile boundary of its own width: a tile that does not
 // divide the kept columns is left out.
 TEST(OtherTiles, OnlyThoseWhoseWidthDividesTheKeptColumns) {
@@ -624,10 +580,7 @@ TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
       if (name.rfind("linear_logp_bwd_dz", 0) == 0) dz_kernels.insert(name);
       if (name.rfind("linear_logp_fwd", 0) == 0 && name != "linear_logp_fwd_keep") forwards.insert(name);
     }
-    const std::set<std::string> expected =
-        hopper_path ? std::set<std::string>{"linear_logp_fwd_hopper", "linear_logp_fwd_tiles"}
-                    : std::set<std::string>{"linear_logp_fwd"};
-    EXPECT_EQ(forwards, expected);
+    EXPECT_EQ(forwards, std::set<std::string>{hopper_path ? "linear_logp_fwd_hopper" : "linear_logp_fwd"});
     EXPECT_EQ(dz_kernels, std::set<std::string>{hopper_path ? "linear_logp_bwd_dz_hopper" : "linear_logp_bwd_dz"});
   }
 }

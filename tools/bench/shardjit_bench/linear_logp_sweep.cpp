@@ -160,9 +160,7 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 // the split rules make it for a single-GPU forward-only op: the tile's columns (the default's or
 // one of the other tiles choose_fwd_plan may give a call), splits, blocks, the vocabulary tiles of
 // the longest block, and where the partials are merged (in the forward kernel or a combine kernel:
-// fwd_merges_in_kernel), and `logit_tiles`: whether the call runs the forward on the split logit
-// tiles instead (logit_tiles_pay), with that plan's whole tiles and split workers, so that a plan's
-// odd choices show without a GPU. (A fwd+bwd point's
+// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's
 // forward may keep chunks instead, which its op's budgets decide.) The H200 and H100 share the
 // multiprocessors but not the L2 (60 and 50 MiB), which the split count weighs.
 nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
@@ -173,18 +171,11 @@ nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
       choose_fwd_plan(p.c.n, row_bytes, valid, tile, hopper_other_fwd_tiles(p.c.dtype, "sm_90a", true), gpu);
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
-  const kernels::StreamKPlan tiles = logit_tiles_plan(p.c.n, valid, p.c.hidden, tile, gpu.sm_count);
-  // As LinearLogp::Impl::logit_tiles_for: a combine source a column tile, at most one combine's.
-  const bool logit_tiles =
-      logit_tiles_pay(plan, tiles, gpu.sm_count) && (valid + tile.bn - 1) / tile.bn <= kMaxCombineSources;
   return {{"splits", plan.splits},
           {"blocks", plan.blocks()},
           {"longest_block_tiles", longest},
-          {"merge", !logit_tiles && fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"},
-          {"tile_cols", plan.tile_cols},
-          {"logit_tiles", logit_tiles},
-          {"logit_tiles_whole", tiles.whole_tiles},
-          {"logit_tiles_workers", tiles.workers}};
+          {"merge", fwd_merges_in_kernel(p.c.n, tile.bm, plan.sources()) ? "kernel" : "combine"},
+          {"tile_cols", plan.tile_cols}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU

@@ -104,7 +104,7 @@ void launch_linear_logp_bwd_kept_dz(const LoadedKernel& kernel, const kernels::L
 }
 
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, std::optional<DType> dz,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream) {
   if (args.n_rows == 0 || args.chunk_cols == 0) return;
   const std::int64_t row_tiles = (args.n_rows + tile.bm - 1) / tile.bm;
@@ -124,7 +124,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
     params.x_box_rows = short_box_rows(args.n_rows, tile.bm);
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
                           params.x_box_rows, tile.bn);
-    if (dz && dtype_size(*dz) == 2) encode_dz_output_map(params, *dz);
+    if (dtype_size(dz) == 2) encode_dz_output_map(params, dz);
   }
   launch(kernel, shape, params, stream);
 }

@@ -6,7 +6,6 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "linear_logp/bwd_dz_args.cuh"
@@ -54,10 +53,9 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, co
 // of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
 // a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
 // layout, X's in boxes of short_box_rows(args.n_rows, tile.bm) rows. Nothing is launched for
-// zero rows or columns. The forward on the split logit tiles, which writes no logits, passes no
-// `dz`.
+// zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
-                               const LinearLogpLayout& layout, const FwdTile& tile, std::optional<DType> dz,
+                               const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream);
 
 // The kept chunk's dZ (linear_logp_bwd_kept_dz): rows x linear_logp_bwd_kept_dz_row_blocks blocks

@@ -26,13 +26,11 @@ void check_smem(const char* what, unsigned bytes, const DeviceContext& device) {
 }  // namespace
 
 LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& op_layout,
-                                       const DeviceContext& op_device, const LinearLogpKernels& kernels,
-                                       StreamKWorkspace& op_split)
+                                       const DeviceContext& op_device, const LinearLogpKernels& kernels)
     : layout(op_layout),
       device(op_device),
       specs(kernels.backward),
-      bwd_chunk_waves(runtime.config.bwd_chunk_waves),
-      split(op_split) {
+      bwd_chunk_waves(runtime.config.bwd_chunk_waves) {
   if (!specs) return;
   const LinearLogpConfig& c = layout.config;
   const unsigned dz_smem = linear_logp_bwd_dz_smem(c.dtype, specs->dz_tile);

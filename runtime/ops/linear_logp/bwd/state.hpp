@@ -41,10 +41,8 @@ BackwardChunksInput backward_chunks_input(const LinearLogpConfig& c, const Linea
                                           std::int64_t accumulator_held = 0);
 
 struct LinearLogpBwdState {
-  // `split`: the op's split-tile workspace (LinearLogp::Impl::split), which the backward sizes for
-  // its own tiles too.
   LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpLayout& layout, const DeviceContext& device,
-                     const LinearLogpKernels& kernels, StreamKWorkspace& split);
+                     const LinearLogpKernels& kernels);
 
   bool loaded() const { return dz != nullptr; }
 
@@ -132,7 +130,7 @@ struct LinearLogpBwdState {
   // Kept chunks past the ones in place, at most keep_room (keep.hpp); empty where the op keeps
   // none there.
   DeviceBuffer keep_buffer;
-  StreamKWorkspace& split;    // the op's (LinearLogp::Impl::split)
+  StreamKWorkspace split;     // the Hopper kernels' split tiles; unused on the portable path
   std::optional<KeptChunk> kept;  // set by a forward that kept chunks (keep.hpp), reset by the next call
   // Whether the op has said that accumulating into a 16-bit grad_weight rounds every call.
   std::atomic<bool> warned_16bit_accumulation{false};
