@@ -118,11 +118,11 @@ struct VocabSplit {
 // A tile's time over a 128 x 256 tile's at the same H on the Hopper loop:
 // - 128 x 128: 0.64, as measured at 333 rows of TP8 shards on an H200 (0.62 at H = 7168, 0.66 at
 //   8192): half the products, but X read from L2 once per vocabulary tile, twice as often;
-// - 128 x 192: 0.79, as estimated (three quarters of the products at the shared memory's pace:
-//   both warpgroups read W's 192 rows, 104 KiB a 768-cycle slice with the ring's writes, 135
-//   bytes a cycle against 128) and as measured on an H100 where six tiles of 192 columns replaced
-//   five wide ones (333 rows of 49152 and 50432 columns); 0.84 at 333 rows of TP8 shards, two
-//   against two, where 126 blocks ran instead of 96.
+// - 128 x 192: 0.79, as measured on an H100 where six tiles of 192 columns replaced five wide
+//   ones (333 rows of 49152 and 50432 columns); 0.84 at 333 rows of TP8 shards, two against two,
+//   where 126 blocks ran instead of 96. Estimated 0.81: three quarters of the products at the
+//   shared memory's pace (both warpgroups read W's 192 rows, 104 KiB a 768-cycle slice with the
+//   ring's writes, 139 bytes a cycle against 128).
 // - 128 x 256: 1.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
 double fwd_tile_cost(int tile_cols);
