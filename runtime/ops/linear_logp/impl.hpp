@@ -35,6 +35,12 @@ struct ForwardCall {
   bool has_entropy = false;
 };
 
+// A forward kernel as loaded, with the tile it was built for.
+struct FwdKernel {
+  FwdTile tile;
+  std::shared_ptr<const LoadedKernel> kernel;
+};
+
 struct LinearLogp::Impl {
   // `tp`: the degree of the tensor-parallel group the op is built for (its combine kernel
   // merges tp x splits sources); 1 for a single-GPU op. `fwd_tile`: the forward's tile; left
@@ -64,6 +70,9 @@ struct LinearLogp::Impl {
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
   // on, in the op's tile or, where other_tile_pays says so, one of its other tiles (choose_fwd_plan).
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
+  // The forward kernel and tile of a plan in `tile_cols`-column tiles: the op's own, or the other
+  // tile of that width.
+  FwdKernel fwd_of_width(int tile_cols) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).
@@ -83,7 +92,7 @@ struct LinearLogp::Impl {
   LinearLogpKernels kernels;
   FwdTile tile;
   std::shared_ptr<const LoadedKernel> fwd;
-  std::vector<std::shared_ptr<const LoadedKernel>> other_fwd;  // kernels.other_fwd's
+  std::vector<FwdKernel> other_fwd;  // kernels.other_fwd, loaded
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]

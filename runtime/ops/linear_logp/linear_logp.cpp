@@ -91,8 +91,8 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
   for (std::size_t i = 0; i < kernels.other_fwd.size(); ++i) {
-    other_fwd.push_back(runtime.load(kernels.other_fwd[i], c.device, hint));
-    allow_dynamic_smem(*other_fwd.back(), linear_logp_fwd_smem(c.dtype, kernels.other_tiles[i]));
+    other_fwd.push_back({kernels.other_tiles[i], runtime.load(kernels.other_fwd[i], c.device, hint)});
+    allow_dynamic_smem(*other_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, other_fwd.back().tile));
   }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
@@ -164,6 +164,15 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
   return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.other_tiles, gpu, first_col);
 }
 
+FwdKernel LinearLogp::Impl::fwd_of_width(int tile_cols) const {
+  if (tile_cols == tile.bn) return {tile, fwd};
+  for (const FwdKernel& other : other_fwd) {
+    if (other.tile.bn == tile_cols) return other;
+  }
+  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(tile_cols) +
+                                        "-column tiles, which the op has no kernel for");
+}
+
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
                                                kernels::RowPartial* partials, CUstream stream) {
   const BackwardChunks& chunks = launch.chunks;
@@ -230,17 +239,8 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    // The plan's tile and its kernel: the op's, or the other tile of the plan's width
-    // (choose_fwd_plan); the op's other tiles are all narrower than its own.
-    std::size_t other = 0;
-    while (other < kernels.other_tiles.size() && kernels.other_tiles[other].bn != launch.split.tile_cols) ++other;
-    const bool in_other = other < kernels.other_tiles.size();
-    if (!in_other && launch.split.tile_cols != tile.bn) {
-      throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(launch.split.tile_cols) +
-                                            "-column tiles, which the op has no kernel for");
-    }
-    const FwdTile& fwd_tile = in_other ? kernels.other_tiles[other] : tile;
-    args.first_tile = static_cast<int>(launch.kept_cols / fwd_tile.bn);
+    const FwdKernel plan_fwd = fwd_of_width(launch.split.tile_cols);
+    args.first_tile = static_cast<int>(launch.kept_cols / plan_fwd.tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;
@@ -251,7 +251,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
       args.arrivals = arrivals.as<unsigned int>();
       args.combine = merge;
     }
-    launch_linear_logp_fwd(in_other ? *other_fwd[other] : *fwd, args, launch.split, layout, fwd_tile, stream);
+    launch_linear_logp_fwd(*plan_fwd.kernel, args, launch.split, layout, plan_fwd.tile, stream);
   }
   if (!merged) launch_logp_combine(*combine, merge, stream);
   bwd.kept = kept;
