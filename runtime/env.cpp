@@ -14,7 +14,7 @@
 namespace shardjit {
 namespace {
 
-constexpr std::array<EnvKnob, 19> kKnobs{{
+constexpr std::array<EnvKnob, 20> kKnobs{{
     {"SHARDJIT_CACHE_DIR", "path", "$XDG_CACHE_HOME/shardjit, else ~/.cache/shardjit, else $TMPDIR/shardjit-cache",
      "Folder of the on-disk kernel cache (created 0700; refused if others can write it)."},
     {"SHARDJIT_JIT", "bool", "1",
@@ -62,6 +62,11 @@ constexpr std::array<EnvKnob, 19> kKnobs{{
      "For experiments: where the Hopper loop's single-GPU LinearLogp forward merges its partials. "
      "1: in the forward kernel's last block of each row tile; 0: in a combine kernel after it; "
      "auto: the rule's (in the kernel where a row tile's merge is one pass of its threads)."},
+    {"SHARDJIT_FWD_ROWS_AS_N", "bool", "1",
+     "For experiments: 0 runs the single-GPU LinearLogp forward on tiles of 128 rows at every call, "
+     "instead of the 168-row tiles that take the rows as wgmma's N where the rule finds them faster "
+     "(an op still prepares their kernel, as prewarm does; an op pinned to that tile by "
+     "SHARDJIT_FWD_TILE runs it regardless)."},
     {"SHARDJIT_SPLIT_PARTIAL_WAVES", "bool", "1",
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "
      "most half the GPU, instead of wherever the last wave of whole tiles would leave a quarter of "
@@ -215,6 +220,8 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
                                     "a split count from 0 (the rule's) to 1024", 0);
   config.fwd_merge = option_or_env(std::optional<int>{}, "SHARDJIT_FWD_MERGE", parse_auto_or_bool,
                                    "auto, or a boolean such as 0 or 1", -1);
+  config.fwd_rows_as_n =
+      option_or_env(std::optional<bool>{}, "SHARDJIT_FWD_ROWS_AS_N", parse_bool, kBoolExpected, true);
   config.split_partial_waves =
       option_or_env(std::optional<bool>{}, "SHARDJIT_SPLIT_PARTIAL_WAVES", parse_bool, kBoolExpected, true);
   config.split_clusters = option_or_env(std::optional<int>{}, "SHARDJIT_SPLIT_CLUSTERS", parse_cluster_blocks,

@@ -51,13 +51,14 @@ def test_prewarm_names_the_kernels_its_size_cap_evicted(tmp_path, monkeypatch):
 
 def test_prewarm_follows_the_hopper_switch(tmp_path, monkeypatch):
     def forwards(cache):
-        """The forward kernels' templates: linear_logp_fwd_hopper on the Hopper loop, else linear_logp_fwd."""
+        """The forward kernels' templates: linear_logp_fwd_hopper and linear_logp_fwd_rows_as_n on the Hopper
+        loop, else linear_logp_fwd."""
         entries = shardjit.Runtime(cache_dir=cache).cache_entries()
         return {e["spec"].split("<")[0] for e in entries if e["spec"].startswith("linear_logp_fwd")}
 
     on = str(tmp_path / "on")
     assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=on)["failed"] == 0
-    assert forwards(on) == {"linear_logp_fwd_hopper"}
+    assert forwards(on) == {"linear_logp_fwd_hopper", "linear_logp_fwd_rows_as_n"}
     off = str(tmp_path / "off")
     assert shardjit.prewarm(64, 300, archs=["sm_90a"], cache_dir=off, hopper_path=False)["failed"] == 0
     assert forwards(off) == {"linear_logp_fwd"}

@@ -110,6 +110,19 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
   check_hopper_tile("linear_logp_fwd_hopper", spec, "T", true);
 }
 
+// The forward's tile of the rows as N (templates/linear_logp/fwd_hopper.cuh): 168 rows of X by
+// 128 vocabulary columns by 64, on four stages, of 16-bit inputs.
+void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
+  if (spec.type_param("T") == "fp32" || spec.int_param("BM") != 168 || spec.int_param("BN") != 128 ||
+      spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "kernel template linear_logp_fwd_rows_as_n: T = " + spec.type_param("T") + ", BM x BN x BK = " +
+                    std::to_string(spec.int_param("BM")) + " x " + std::to_string(spec.int_param("BN")) + " x " +
+                    std::to_string(spec.int_param("BK")) + ", STAGES = " + std::to_string(spec.int_param("STAGES")) +
+                    "; expected bf16 or fp16 and 168 x 128 x 64 on four stages");
+  }
+}
+
 void check_linear_logp_bwd_dz(const KernelSpec& spec) {
   check_shard_columns("linear_logp_bwd_dz", spec);
   check_dz_type("linear_logp_bwd_dz", spec);
@@ -264,6 +277,17 @@ std::vector<TemplateDef> linear_logp_templates() {
       "shardjit::kernels::linear_logp_fwd_hopper",
       concat({hopper_linear_logp_types(), block_tile(), {entropy()}}),
       check_linear_logp_fwd_hopper});
+  registry.push_back(TemplateDef{
+      "linear_logp_fwd_rows_as_n",
+      "linear_logp/fwd_hopper.cuh",
+      "shardjit::kernels::linear_logp_fwd_rows_as_n",
+      concat({hopper_linear_logp_types(),
+              {int_param("BM", 8, 256, 8, "rows of X per tile, wgmma's N (168)"),
+               int_param("BN", 128, 128, 128, "vocabulary columns per tile, wgmma's M (128)"),
+               int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
+               int_param("STAGES", 4, 4, 1, "TMA ring depth")},
+              {entropy()}}),
+      check_linear_logp_fwd_rows_as_n});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",
       "linear_logp/bwd_dz.cuh",

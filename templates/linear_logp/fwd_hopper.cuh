@@ -38,6 +38,14 @@
 //
 // Shared memory (linear_logp_fwd_smem_bytes): the ring, then its mbarriers; the epilogue works
 // on the accumulators in registers (LogpFragmentEpilogue).
+//
+// linear_logp_fwd_rows_as_n is the same kernel in tiles of the rows as wgmma's N: 168 rows of X by
+// 128 vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few hundred rows is
+// covered by tiles of about its rows (333 rows: two tiles of 168, where 128-row tiles compute 384),
+// as cuBLAS's kernels at such calls do (128 x 168 tiles; docs/perf-notes.md, "Forward tiles per
+// call"). Its fold goes by vocabulary columns (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which
+// merges a row's 32 threads through shared memory after the ring's mbarriers
+// (linear_logp_fwd_rows_as_n_smem_bytes). Both warpgroups always hold rows of the tile's columns.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -45,6 +53,7 @@
 #include "common/wgmma_mainloop.cuh"
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block.cuh"
+#include "linear_logp/fwd_column_fold.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/fwd_merge.cuh"
@@ -53,19 +62,36 @@
 namespace shardjit {
 namespace kernels {
 
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
-__global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
-    linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
-  static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
-  static_assert(TmaRing<STAGES, (BM + BN) * BK * sizeof(T), BM * BK * sizeof(T)>::kComputeThreads ==
-                    linear_logp_fwd_threads,
-                "the host's merge rule (fwd_merges_in_kernel) counts the merging threads as linear_logp_fwd_threads");
-  extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
-  unsigned char* const smem = linear_logp_fwd_hopper_smem;
-  using Mainloop = WgmmaTileMainloop<T, BM, BN, BK, 1>;
-  using Epilogue = LogpFragmentEpilogue<BiasT, TargetT, ENTROPY, Mainloop>;
+// The fold of a tile's accumulators: by rows of X (wgmma's M), or by vocabulary columns where the
+// rows are wgmma's N.
+template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM, bool ROWS_AS_N>
+struct FwdHopperEpilogue {
+  using type = LogpFragmentEpilogue<BiasT, TargetT, ENTROPY, Mainloop>;
+};
+template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
+struct FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, true> {
+  using type = LogpColumnFoldEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM>;
+};
+
+// The kernel's body, BM x BN tiles (rows of X by vocabulary columns). ROWS_AS_N: wgmma's M is
+// the tile's BN = 128 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
+// (X's box after it), folded by LogpColumnFoldEpilogue; else its M is the rows, folded by
+// LogpFragmentEpilogue.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N>
+__device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdParams& params, unsigned char* smem) {
+  if constexpr (ROWS_AS_N) {
+    static_assert(BN == 128 && BK == 64, "the rows as N: BN = 128 vocabulary columns, wgmma's M");
+  } else {
+    static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
+  }
   constexpr int kElem = static_cast<int>(sizeof(T));
-  using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, BM * BK * kElem>;
+  // wgmma's A tile (the first in a stage) and its M.
+  constexpr int kABytes = (ROWS_AS_N ? BN : BM) * BK * kElem;
+  using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, kABytes>;
+  static_assert(Ring::kComputeThreads == linear_logp_fwd_threads,
+                "the host's merge rule (fwd_merges_in_kernel) counts the merging threads as linear_logp_fwd_threads");
+  using Mainloop = WgmmaTileMainloop<T, 128, ROWS_AS_N ? BM : BN, BK, 1>;
+  using Epilogue = typename FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, ROWS_AS_N>::type;
 
   const LinearLogpFwdArgs& args = params.args;
   const int k_slices = (args.hidden_size + BK - 1) / BK;
@@ -83,16 +109,18 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     if (lane == 0) {
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
       TmaRingCursor<STAGES> at;
-      // A box of fewer rows than the tile fills only the stage's first rows (see above).
+      // A box of fewer rows than the tile fills only the first rows of X's part (see above).
       const unsigned int stage_bytes = static_cast<unsigned int>((args.x_box_rows + BN) * BK * kElem);
+      constexpr unsigned int kXOffset = ROWS_AS_N ? BN * BK * kElem : 0;
+      constexpr unsigned int kWOffset = ROWS_AS_N ? 0 : BM * BK * kElem;
       for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
         for (int slice = 0; slice < k_slices; ++slice) {
           // The box's rows past n_rows, columns past the valid ones and K past H come in as zeros.
           ring.produce(
               at,
               [&](unsigned int dst, unsigned int full) {
-                tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
-                tma_load_2d_hint(dst + BM * BK * kElem, &params.w_map, slice * BK, tile * BN, full, w_policy);
+                tma_load_2d(dst + kXOffset, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
+                tma_load_2d_hint(dst + kWOffset, &params.w_map, slice * BK, tile * BN, full, w_policy);
               },
               stage_bytes);
           at.advance();
@@ -104,24 +132,51 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
   Ring::enter_compute();
 
   Epilogue epilogue;
-  epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
   TmaRingCursor<STAGES> at;
-  if (!Mainloop::warpgroup_holds_rows(warp, block.rows)) {
-    // All of this warpgroup's rows lie past the call's (a call of 64 rows or fewer): no products,
-    // so that the other warpgroup has the tensor cores alone. Its statistics stay empty and are
-    // never stored.
-    ring.pass(at, (block.tiles.end - block.tiles.begin) * k_slices, lane);
-  } else {
+  if constexpr (ROWS_AS_N) {
+    epilogue.init(smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true), args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();
       ring.template consume<T>(mainloop, at, k_slices, warp, lane);
-      epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
+      epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, warp, lane);
+    }
+  } else {
+    epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
+    if (!Mainloop::warpgroup_holds_rows(warp, block.rows)) {
+      // All of this warpgroup's rows lie past the call's (a call of 64 rows or fewer): no products,
+      // so that the other warpgroup has the tensor cores alone. Its statistics stay empty and are
+      // never stored.
+      ring.pass(at, (block.tiles.end - block.tiles.begin) * k_slices, lane);
+    } else {
+      Mainloop mainloop;
+      for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
+        mainloop.clear();
+        ring.template consume<T>(mainloop, at, k_slices, warp, lane);
+        epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, lane);
+      }
     }
   }
 
   store_block_partials(epilogue, args, block, BM, tid, Ring::kComputeThreads);
   merge_row_tile_if_last<TargetT, ENTROPY>(args, block, tid, Ring::kComputeThreads);
+}
+
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
+    linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, false>(params,
+                                                                                     linear_logp_fwd_hopper_smem);
+}
+
+// The forward in tiles of the rows as N: BM rows of X (168) by BN = 128 vocabulary columns.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+__global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
+    linear_logp_fwd_rows_as_n(const __grid_constant__ LinearLogpFwdParams params) {
+  extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, true>(params,
+                                                                                    linear_logp_fwd_hopper_smem);
 }
 
 }  // namespace kernels

@@ -109,9 +109,10 @@ TEST(PrebuiltKernels, EveryKernelOfATrainingOpComesFromTheTableInCacheOnlyMode) 
     EXPECT_FALSE(got.kernel->cubin.empty());
     prebuilt.insert(item.spec.template_name());
   }
-  // The forward and the kept chunk's two kernels, the dZ kernel, the GEMMs of grad_weight and
+  // The forward (both orientations) and the kept chunk's two kernels, the dZ kernel, the GEMMs of grad_weight and
   // grad_hidden, the scale and the combine: on the Hopper loop none is specialized for the shape.
-  EXPECT_EQ(prebuilt, (std::set<std::string>{"linear_logp_fwd_hopper", "gemm", "linear_logp_bwd_dz_hopper",
+  EXPECT_EQ(prebuilt, (std::set<std::string>{"linear_logp_fwd_hopper", "linear_logp_fwd_rows_as_n", "gemm",
+                                             "linear_logp_bwd_dz_hopper",
                                              "linear_logp_fwd_keep", "linear_logp_bwd_kept_dz",
                                              "linear_logp_bwd_scale", "logp_combine"}));
   EXPECT_TRUE(cache.disk().list().empty()) << "a prebuilt kernel is not copied to disk by a load";
@@ -151,12 +152,13 @@ TEST(PrebuiltKernels, EveryOptionsKernelsComeFromTheTable) {
   request.entropy = {false, true};
   std::size_t forwards = 0;
   for (const PrewarmItem& item : prewarm_items(request)) {
-    if (item.spec.template_name() == "linear_logp_fwd_hopper") ++forwards;
+    const std::string& name = item.spec.template_name();
+    if (name == "linear_logp_fwd_hopper" || name == "linear_logp_fwd_rows_as_n") ++forwards;
     EXPECT_EQ(cache.get(item.spec, item.arch, "shardjit prewarm ...").origin, KernelOrigin::kPrebuilt) << item.name();
   }
   // Two dtypes, three bias types, two target types, entropy on and off; each in the default tile
-  // and the two other tiles that single-GPU ops also load.
-  EXPECT_EQ(forwards, 72u);
+  // and the three other tiles that single-GPU ops also load.
+  EXPECT_EQ(forwards, 96u);
 }
 
 // The collectives of a hidden size: ReduceScatter's kernel holds no shape but its vector width (16

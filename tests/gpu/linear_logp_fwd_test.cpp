@@ -191,7 +191,8 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
   if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
   for (const auto& [name, label] : {std::pair{"128x128x64x4-wgmma", ", 128 x 128 tiles"},
-                                    std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"}}) {
+                                    std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"},
+                                    std::pair{"168x128x64x4-wgmma-rows-as-n", ", the rows as N"}}) {
     expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label);
   }
 }
@@ -245,6 +246,14 @@ const FwdCase kCases[] = {
     // One row tile of a shard of 197 wide tiles: 132 splits of three narrow tiles each (a split on
     // every multiprocessor), merged in the forward kernel (7 rows of 16 lanes).
     {"n7_h1024_v50257_every_multiprocessor", 7, 1024, 50257, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
+    // The tiles of the rows as N by the rule (168 rows by 128 columns): two row tiles, the second of
+    // 165 rows, a padded shard with a bias, temperature, entropy and ignored rows; one row tile of
+    // 150 rows, an fp32 bias; a vocabulary tail of 31 columns.
+    {"n333_h2000_v25000_rows_as_n_pad", 333, 2000, 25000, 24950, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f, true,
+     true},
+    {"n150_h512_v60000_rows_as_n_one_tile_fp16", 150, 512, 60000, 0, DType::kFP16, DType::kFP32, DType::kInt64, 1.2f,
+     true},
+    {"n300_h4096_v39967_rows_as_n_tail", 300, 4096, 39967, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };

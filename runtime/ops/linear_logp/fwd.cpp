@@ -20,7 +20,7 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
   if (!wgmma_applies(dtype, arch, hopper_path)) return {};
-  return {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}};
+  return {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}, FwdTile{168, 128, 64, 4, true, true}};
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
@@ -79,11 +79,18 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
 
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
   const bool entropy = layout.config.want_entropy;
-  if (tile.wgmma) return shape_free_logit_kernel_spec("linear_logp_fwd_hopper", layout.config, tile, {{"ENTROPY", entropy}});
+  if (tile.wgmma) {
+    return shape_free_logit_kernel_spec(tile.rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper",
+                                        layout.config, tile, {{"ENTROPY", entropy}});
+  }
   return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", entropy}});
 }
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile) {
+  if (tile.rows_as_n) {
+    return static_cast<unsigned>(kernels::linear_logp_fwd_rows_as_n_smem_bytes(static_cast<int>(dtype_size(dtype)),
+                                                                             tile.bm, tile.bn, tile.bk, tile.stages));
+  }
   return static_cast<unsigned>(kernels::linear_logp_fwd_smem_bytes(static_cast<int>(dtype_size(dtype)), tile.bm,
                                                                    tile.bn, tile.bk, tile.stages, tile.wgmma));
 }
@@ -123,6 +130,8 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
     plan.vocab_tiles = static_cast<int>(vocab_tiles);
     plan.whole_units = plan.units();
     plan.tile_cols = tile.bn;
+    plan.tile_rows = tile.bm;
+    plan.rows_as_n = tile.rows_as_n;
     return plan;
   };
   // How well a count fills the waves as it will launch: over several waves the last two are cut
@@ -185,6 +194,8 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
   plan.vocab_tiles = static_cast<int>(vocab_tiles);
   plan.whole_units = plan.units();
   plan.tile_cols = tile.bn;
+  plan.tile_rows = tile.bm;
+  plan.rows_as_n = tile.rows_as_n;
   return plan;
 }
 
@@ -197,7 +208,12 @@ std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
          piece_waves * kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces);
 }
 
-double fwd_tile_cost(int tile_cols) {
+double fwd_tile_cost(int tile_cols, bool rows_as_n) {
+  if (rows_as_n) {
+    if (tile_cols == 128) return 0.70;
+    throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a tile of the rows as N of " +
+                                          std::to_string(tile_cols) + " columns; expected 128");
+  }
   switch (tile_cols) {
     case 128: return 0.64;
     case 192: return 0.79;
@@ -209,11 +225,12 @@ double fwd_tile_cost(int tile_cols) {
 }
 
 double fwd_plan_time(const VocabSplit& plan, int sm_count) {
-  return fwd_tile_cost(plan.tile_cols) * static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
+  return fwd_tile_cost(plan.tile_cols, plan.rows_as_n) * static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
 }
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
   if (wide.row_tiles == 1) return narrowest;
+  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNMinBlockTiles) return false;
   return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
 }
 
@@ -223,14 +240,18 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
   // several waves their plans are not worked out at all.
   if (wide.units() > std::max(1, gpu.sm_count)) return wide;
+  // At one row tile the narrowest tile of the rows as M runs (other_tile_pays); the tile of the rows
+  // as N pays only where it leaves out rows that 128-row tiles pad.
   int narrowest = tile.bn;
-  for (const FwdTile& other : others) narrowest = std::min(narrowest, other.bn);
+  for (const FwdTile& other : others) {
+    if (!other.rows_as_n) narrowest = std::min(narrowest, other.bn);
+  }
   std::optional<VocabSplit> best;
   for (const FwdTile& other : others) {
     if (first_col % other.bn != 0) continue;
     const VocabSplit plan =
         cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
-    if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
+    if (!other_tile_pays(wide, plan, !other.rows_as_n && other.bn == narrowest, gpu.sm_count)) continue;
     if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
   return best.value_or(wide);

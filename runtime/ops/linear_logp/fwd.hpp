@@ -24,13 +24,17 @@
 namespace shardjit {
 
 struct FwdTile {
-  int bm = 128;
-  int bn = 128;
+  int bm = 128;  // rows of X
+  int bn = 128;  // vocabulary columns
   int bk = 64;
   int stages = 3;
   // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192 or 128 x 128 x 64 tiles of
   // 16-bit inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
+  // On the Hopper loop, the rows as wgmma's N (168 x 128 x 64: linear_logp_fwd_rows_as_n), so
+  // that a call of a few hundred rows is covered by tiles of about its rows rather than by
+  // 128-row tiles padded past them (333 rows: 2 x 168, not 3 x 128).
+  bool rows_as_n = false;
 
   bool operator==(const FwdTile&) const = default;
 };
@@ -40,8 +44,8 @@ struct FwdTile {
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
 
 // The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
-// with four stages, narrowest first. An op on the default tile also loads these, for the calls
-// choose_fwd_plan gives them (other_tile_pays).
+// with four stages, narrowest first, then (last) the tile of the rows as N, 168 x 128 x 64. An op on the
+// default tile also loads these, for the calls choose_fwd_plan gives them (other_tile_pays).
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
@@ -66,8 +70,9 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
 KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLogpConfig& config, const FwdTile& tile,
                                         std::vector<std::pair<std::string, ParamValue>> own);
 
-// The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), built
-// once per dtype; else linear_logp_fwd, specialized for the shard.
+// The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), or
+// linear_logp_fwd_rows_as_n for the tile of the rows as N, built once per dtype; else
+// linear_logp_fwd, specialized for the shard.
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
@@ -107,6 +112,8 @@ struct VocabSplit {
   // The columns of the tile the call runs (the op's, or one of its other tiles where
   // other_tile_pays): vocab_tiles counts tiles of this width.
   int tile_cols = 256;
+  int tile_rows = 128;
+  bool rows_as_n = false;  // the tile of the rows as N (FwdTile::rows_as_n)
 
   int units() const { return row_tiles * splits; }
   // Partial sources the combine merges a row.
@@ -123,9 +130,11 @@ struct VocabSplit {
 //   where 126 blocks ran instead of 96. Estimated 0.81: three quarters of the products at the
 //   shared memory's pace (both warpgroups read W's 192 rows, 104 KiB a 768-cycle slice with the
 //   ring's writes, 139 bytes a cycle against 128).
-// - 128 x 256: 1.
+// - 128 x 256: 1;
+// - 168 x 128, the rows as N: 0.70, as cuBLAS's 128 x 168 tiles ran at 333 rows of TP8 shards on an
+//   H100 (two rounds in 1.36-1.40 of a wide tile's time): 0.66 of the products.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
-double fwd_tile_cost(int tile_cols);
+double fwd_tile_cost(int tile_cols, bool rows_as_n = false);
 
 // A plan's time in 128 x 256 tile times: its busiest multiprocessor's tiles (fwd_plan_busiest_tiles)
 // at fwd_tile_cost each.
@@ -145,7 +154,13 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count);
 //   multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take
 //   two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill them in
 //   finer steps.
+// The tile of the rows as N also needs kRowsAsNMinBlockTiles tiles or more on its busiest
+// multiprocessor: a block's end (its rows' statistics merged through shared memory) is not made up
+// for over two tiles (333 rows of the TP8 shards, two tiles a block: +1.2 and +3.0 % on an H100,
+// where four to sixteen tiles a block ran 1.1-11.5 % faster; docs/perf-notes.md, "Forward tiles
+// per call").
 inline constexpr double kOtherTileGain = 0.03;
+inline constexpr int kRowsAsNMinBlockTiles = 3;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count);
 
 // The vocabulary tiles a plan's busiest multiprocessor runs, one block after another: a split's

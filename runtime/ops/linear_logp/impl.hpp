@@ -70,9 +70,9 @@ struct LinearLogp::Impl {
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
   // on, in the op's tile or, where other_tile_pays says so, one of its other tiles (choose_fwd_plan).
   VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
-  // The forward kernel and tile of a plan in `tile_cols`-column tiles: the op's own, or the other
-  // tile of that width.
-  FwdKernel fwd_of_width(int tile_cols) const;
+  // The forward kernel and tile a plan runs: the op's own, or the other tile of its width and
+  // orientation.
+  FwdKernel fwd_of_plan(const VocabSplit& plan) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).

@@ -146,12 +146,19 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
   // do not, fewer (decide_forward_launch). The kept launches' sources are counted at each row tile's
   // largest row count, a best effort: their chunk width moves within a row tile, and a call whose
   // kept sources do not fit keeps fewer chunks.
-  return max_partial_rows(n_rows, tile.bm, [this](std::int64_t rows) {
+  const auto sources_for = [this](std::int64_t rows) {
     int most = 0;
     const int kept = forward_launch(rows, kAnyKeptChunks).kept_chunks;
     for (int keep = 0; keep <= kept; ++keep) most = std::max(most, forward_launch(rows, keep).sources());
     return most;
-  });
+  };
+  // A plan changes only where a row tile of one of the op's tiles starts: every such start is the
+  // first row of a tile of that tile's height.
+  std::int64_t most = max_partial_rows(n_rows, tile.bm, sources_for);
+  for (const FwdKernel& other : other_fwd) {
+    if (other.tile.bm != tile.bm) most = std::max(most, max_partial_rows(n_rows, other.tile.bm, sources_for));
+  }
+  return most;
 }
 
 VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
@@ -161,16 +168,21 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, kernels.other_tiles, gpu, first_col);
+  // The tile of the rows as N comes last among the other tiles (hopper_other_fwd_tiles).
+  std::span<const FwdTile> others = kernels.other_tiles;
+  if (!runtime.config.fwd_rows_as_n && !others.empty() && others.back().rows_as_n) others = others.first(others.size() - 1);
+  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, others, gpu, first_col);
 }
 
-FwdKernel LinearLogp::Impl::fwd_of_width(int tile_cols) const {
-  if (tile_cols == tile.bn) return {tile, fwd};
+FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan) const {
+  const auto runs = [&](const FwdTile& t) { return t.bn == plan.tile_cols && t.rows_as_n == plan.rows_as_n; };
+  if (runs(tile)) return {tile, fwd};
   for (const FwdKernel& other : other_fwd) {
-    if (other.tile.bn == tile_cols) return other;
+    if (runs(other.tile)) return other;
   }
-  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(tile_cols) +
-                                        "-column tiles, which the op has no kernel for");
+  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_cols) + "-column tiles" +
+                                        (plan.rows_as_n ? " of the rows as N" : "") +
+                                        ", which the op has no kernel for");
 }
 
 KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const ForwardLaunch& launch,
@@ -239,13 +251,13 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    const FwdKernel plan_fwd = fwd_of_width(launch.split.tile_cols);
+    const FwdKernel plan_fwd = fwd_of_plan(launch.split);
     args.first_tile = static_cast<int>(launch.kept_cols / plan_fwd.tile.bn);
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;
     merged = arrivals.bytes() > 0 &&
-             (forced < 0 ? fwd_merges_in_kernel(call.n, tile.bm, merge.sources) : forced == 1);
+             (forced < 0 ? fwd_merges_in_kernel(call.n, plan_fwd.tile.bm, merge.sources) : forced == 1);
     if (merged) {
       check_combine_sources(merge);
       args.arrivals = arrivals.as<unsigned int>();

@@ -109,7 +109,7 @@ std::vector<FwdTile> fwd_tile_candidates(DType dtype, const std::string& arch, b
 
 std::string fwd_tile_name(const FwdTile& tile) {
   return std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" + std::to_string(tile.bk) + "x" +
-         std::to_string(tile.stages) + (tile.wgmma ? "-wgmma" : "-mma");
+         std::to_string(tile.stages) + (tile.wgmma ? "-wgmma" : "-mma") + (tile.rows_as_n ? "-rows-as-n" : "");
 }
 
 std::optional<FwdTile> parse_fwd_tile_name(std::string_view name) {
@@ -118,8 +118,9 @@ std::optional<FwdTile> parse_fwd_tile_name(std::string_view name) {
       !read_int(name, tile.stages, '-')) {
     return std::nullopt;
   }
-  if (name == "wgmma") {
+  if (name == "wgmma" || name == "wgmma-rows-as-n") {
     tile.wgmma = true;
+    tile.rows_as_n = name != "wgmma";
   } else if (name != "mma") {
     return std::nullopt;
   }

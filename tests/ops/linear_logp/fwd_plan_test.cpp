@@ -416,6 +416,38 @@ TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
   EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
 }
 
+// The tile of the rows as N (168 x 128) where 128-row tiles would pad a call's rows: 333 rows in
+// two row tiles rather than three. Not at one 128-row tile, nor where 128-row tiles pad nothing,
+// nor at two tiles a block.
+TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
+  const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
+  ASSERT_TRUE(hopper.back().rows_as_n) << "last, so that SHARDJIT_FWD_ROWS_AS_N=0 can leave it out";
+  const auto plan_at = [&](std::int64_t n, std::int64_t hidden, std::int64_t valid) {
+    return choose_fwd_plan(n, hidden * 2, valid, kWide, hopper, kH200);
+  };
+  // qwen2.5-72b's TP4 shard at 333 rows: 297 tiles of the rows as N in each of two row tiles, five
+  // on the busiest multiprocessor (3.5 wide tile times), against four wide ones.
+  const VocabSplit tp4 = plan_at(333, 8192, 38016);
+  EXPECT_TRUE(tp4.rows_as_n);
+  EXPECT_EQ(tp4.tile_cols, 128);
+  EXPECT_EQ(tp4.tile_rows, 168);
+  EXPECT_EQ(tp4.row_tiles, 2);
+  EXPECT_EQ(tp4.vocab_tiles, 297);
+  EXPECT_EQ(fwd_plan_busiest_tiles(tp4, kH200.sm_count), 5);
+  EXPECT_NEAR(fwd_plan_time(tp4, kH200.sm_count), 3.5, 1e-9);
+  // A TP8 shard at 333 rows would run two tiles a block (1.40 by the tile's cost): the 128 x 192
+  // tiles run instead.
+  const VocabSplit tp8 = plan_at(333, 8192, 16032);
+  EXPECT_FALSE(tp8.rows_as_n);
+  EXPECT_EQ(tp8.tile_cols, 192);
+  for (std::int64_t n : {150, 300, 333}) EXPECT_TRUE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
+  for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
+  // The gpu tier's cases of the rule.
+  EXPECT_TRUE(plan_at(333, 2000, 24950).rows_as_n);
+  EXPECT_TRUE(plan_at(150, 512, 60000).rows_as_n);
+  EXPECT_TRUE(plan_at(300, 4096, 39967).rows_as_n);
+}
+
 // Behind kept chunks the forward starts at a tile boundary of its own width: a tile that does not
 // divide the kept columns is left out.
 TEST(OtherTiles, OnlyThoseWhoseWidthDividesTheKeptColumns) {
@@ -446,14 +478,17 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   c.vocab_local = 128256;
   const LinearLogpLayout layout = resolve_layout(c);
   const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
-  ASSERT_EQ(hopper.other_fwd.size(), 2u);
-  ASSERT_EQ(hopper.other_tiles.size(), 2u);
-  for (std::size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(hopper.other_fwd[i].template_name(), "linear_logp_fwd_hopper");
+  ASSERT_EQ(hopper.other_fwd.size(), 3u);
+  ASSERT_EQ(hopper.other_tiles.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(hopper.other_fwd[i].template_name(),
+              hopper.other_tiles[i].rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper");
+    EXPECT_EQ(hopper.other_fwd[i].int_param("BM"), hopper.other_tiles[i].bm);
     EXPECT_EQ(hopper.other_fwd[i].int_param("BN"), hopper.other_tiles[i].bn);
   }
   EXPECT_EQ(hopper.other_tiles[0], (FwdTile{128, 128, 64, 4, true}));
   EXPECT_EQ(hopper.other_tiles[1], (FwdTile{128, 192, 64, 4, true}));
+  EXPECT_EQ(hopper.other_tiles[2], (FwdTile{168, 128, 64, 4, true, true}));
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").other_fwd.empty()) << "the portable loop";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).other_fwd.empty()) << "tensor parallelism";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";
@@ -580,7 +615,10 @@ TEST(PrewarmPlan, BuildsTheMainLoopOfTheHopperSwitch) {
       if (name.rfind("linear_logp_bwd_dz", 0) == 0) dz_kernels.insert(name);
       if (name.rfind("linear_logp_fwd", 0) == 0 && name != "linear_logp_fwd_keep") forwards.insert(name);
     }
-    EXPECT_EQ(forwards, std::set<std::string>{hopper_path ? "linear_logp_fwd_hopper" : "linear_logp_fwd"});
+    const std::set<std::string> expected =
+        hopper_path ? std::set<std::string>{"linear_logp_fwd_hopper", "linear_logp_fwd_rows_as_n"}
+                    : std::set<std::string>{"linear_logp_fwd"};
+    EXPECT_EQ(forwards, expected);
     EXPECT_EQ(dz_kernels, std::set<std::string>{hopper_path ? "linear_logp_bwd_dz_hopper" : "linear_logp_bwd_dz"});
   }
 }
