@@ -132,7 +132,8 @@ struct VocabSplit {
 //   ring's writes, 139 bytes a cycle against 128).
 // - 128 x 256: 1;
 // - 168 x 128, the rows as N: 0.70, as cuBLAS's 128 x 168 tiles ran at 333 rows of TP8 shards on an
-//   H100 (two rounds in 1.36-1.40 of a wide tile's time): 0.66 of the products.
+//   H100 (two rounds in 1.36-1.40 of a wide tile's time): 0.66 of the products. Ours measured
+//   0.66-0.74 at four to sixteen tiles a block and 0.80 at two (H100), hence kRowsAsNMinBlockTiles.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
 double fwd_tile_cost(int tile_cols, bool rows_as_n = false);
 
