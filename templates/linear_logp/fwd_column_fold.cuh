@@ -8,8 +8,8 @@
 //
 // The statistics are kept in base 2: ref (the largest z log2(e) so far), sum = sum 2^(y - ref)
 // and ent = sum 2^(y - ref) (y - ref), y = z log2(e); store turns them into a RowPartial's natural
-// units. A row's reference moves only when a tile holds a larger logit, so a term is one FFMA and
-// one ex2, as in the other tiles' fold (fwd_fragment_epilogue.cuh).
+// units. A row's reference moves only when a tile holds a larger logit, so a term is a multiply, a
+// subtraction and one ex2 (the other tiles' fold, fwd_fragment_epilogue.cuh, fuses the first two).
 //
 // The target's logit: the block's rows' target columns sit in shared memory (init); the one thread
 // of the grid that holds a row's target column writes its z there, and store puts it in the
@@ -28,8 +28,8 @@
 namespace shardjit {
 namespace kernels {
 
-// The named barrier of the compute warps in store (kFwdMergeBarrier's id, 1, is taken by the merge
-// after it, which meets its own arrivals first).
+// The named barrier of the compute warps in init and store (kFwdMergeBarrier's id, 1, is the
+// merge's after it).
 constexpr unsigned int kColumnFoldBarrier = 2;
 
 template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
