@@ -63,7 +63,8 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
 
 // The Hopper main loop takes 128 x 256 x 64 tiles of 16-bit inputs, and the forward also
 // 128 x 128 and 128 x 192 (templates/common/wgmma_mainloop.cuh; runtime/ops/linear_logp/fwd.hpp,
-// hopper_other_fwd_tiles). `type` names the parameter that holds the input type.
+// hopper_other_fwd_tiles; its tile of the rows as N is linear_logp_fwd_rows_as_n's, checked
+// below). `type` names the parameter that holds the input type.
 void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T", bool other_tiles_too = false) {
   const std::int64_t bn = spec.int_param("BN");
   if (spec.type_param(type) == "fp32" || spec.int_param("BM") != 128 ||
@@ -282,7 +283,7 @@ std::vector<TemplateDef> linear_logp_templates() {
       "linear_logp/fwd_hopper.cuh",
       "shardjit::kernels::linear_logp_fwd_rows_as_n",
       concat({hopper_linear_logp_types(),
-              {int_param("BM", 8, 256, 8, "rows of X per tile, wgmma's N (168)"),
+              {int_param("BM", 168, 168, 8, "rows of X per tile, wgmma's N"),
                int_param("BN", 128, 128, 128, "vocabulary columns per tile, wgmma's M (128)"),
                int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
                int_param("STAGES", 4, 4, 1, "TMA ring depth")},

@@ -44,8 +44,9 @@
 // covered by tiles of about its rows (333 rows: two tiles of 168, where 128-row tiles compute 384),
 // as cuBLAS's kernels at such calls do (128 x 168 tiles; docs/perf-notes.md, "Forward tiles per
 // call"). Its fold goes by vocabulary columns (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which
-// merges a row's 32 threads through shared memory after the ring's mbarriers
-// (linear_logp_fwd_rows_as_n_smem_bytes). Both warpgroups always hold rows of the tile's columns.
+// merges a row's 64 threads through shared memory after the ring's mbarriers
+// (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds 64 of the tile's vocabulary
+// columns for all its rows, so neither is ever idle as at a call of 64 rows or fewer.
 #pragma once
 
 #include "common/ptx.cuh"

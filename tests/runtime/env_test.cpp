@@ -109,8 +109,8 @@ TEST(Env, ForwardMergeKnob) {
   EXPECT_EQ(resolve_config({}).fwd_merge, -1);
 }
 
-// The backward rules' A/B knobs: on by default, off with 0, a bad word names the variable.
-TEST(Env, BackwardRuleKnobs) {
+// The rules' on/off A/B knobs: on by default, off with 0, a bad word names the variable.
+TEST(Env, RuleKnobs) {
   struct Knob {
     const char* name;
     const char* bad;
@@ -118,7 +118,8 @@ TEST(Env, BackwardRuleKnobs) {
   };
   for (const Knob& knob : {Knob{"SHARDJIT_SPLIT_PARTIAL_WAVES", "half", &RuntimeConfig::split_partial_waves},
                            Knob{"SHARDJIT_BWD_CHUNK_WAVES", "narrow", &RuntimeConfig::bwd_chunk_waves},
-                           Knob{"SHARDJIT_GEMM_ROWS_AS_N", "wide", &RuntimeConfig::gemm_rows_as_n}}) {
+                           Knob{"SHARDJIT_GEMM_ROWS_AS_N", "wide", &RuntimeConfig::gemm_rows_as_n},
+                           Knob{"SHARDJIT_FWD_ROWS_AS_N", "tall", &RuntimeConfig::fwd_rows_as_n}}) {
     {
       ScopedEnv off(knob.name, "0");
       EXPECT_FALSE(resolve_config({}).*knob.field) << knob.name;

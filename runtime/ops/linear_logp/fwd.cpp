@@ -229,7 +229,7 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count) {
 }
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
-  if (wide.row_tiles == 1) return narrowest;
+  if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
   if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNMinBlockTiles) return false;
   return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
 }
@@ -240,8 +240,7 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
   // several waves their plans are not worked out at all.
   if (wide.units() > std::max(1, gpu.sm_count)) return wide;
-  // At one row tile the narrowest tile of the rows as M runs (other_tile_pays); the tile of the rows
-  // as N pays only where it leaves out rows that 128-row tiles pad.
+  // At one row tile the narrowest tile of the rows as M runs (other_tile_pays).
   int narrowest = tile.bn;
   for (const FwdTile& other : others) {
     if (!other.rows_as_n) narrowest = std::min(narrowest, other.bn);
@@ -251,7 +250,7 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
     if (first_col % other.bn != 0) continue;
     const VocabSplit plan =
         cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
-    if (!other_tile_pays(wide, plan, !other.rows_as_n && other.bn == narrowest, gpu.sm_count)) continue;
+    if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
     if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
   return best.value_or(wide);

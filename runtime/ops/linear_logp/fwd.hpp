@@ -28,8 +28,8 @@ struct FwdTile {
   int bn = 128;  // vocabulary columns
   int bk = 64;
   int stages = 3;
-  // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192 or 128 x 128 x 64 tiles of
-  // 16-bit inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192, 128 x 128 or 168 x 128 x 64
+  // tiles of 16-bit inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
   // On the Hopper loop, the rows as wgmma's N (168 x 128 x 64: linear_logp_fwd_rows_as_n), so
   // that a call of a few hundred rows is covered by tiles of about its rows rather than by
@@ -112,7 +112,7 @@ struct VocabSplit {
   // The columns of the tile the call runs (the op's, or one of its other tiles where
   // other_tile_pays): vocab_tiles counts tiles of this width.
   int tile_cols = 256;
-  int tile_rows = 128;
+  int tile_rows = 128;     // the tile's rows of X (row_tiles counts tiles of this height)
   bool rows_as_n = false;  // the tile of the rows as N (FwdTile::rows_as_n)
 
   int units() const { return row_tiles * splits; }
@@ -133,9 +133,9 @@ struct VocabSplit {
 // - 128 x 256: 1;
 // - 168 x 128, the rows as N: 0.70, as cuBLAS's 128 x 168 tiles ran at 333 rows of TP8 shards on an
 //   H100 (two rounds in 1.36-1.40 of a wide tile's time): 0.66 of the products. Ours measured
-//   0.66-0.74 at four to sixteen tiles a block and 0.80 at two (H100), hence kRowsAsNMinBlockTiles.
+//   0.66-0.78 at four tiles a block or more and 0.80 at two (H100), hence kRowsAsNMinBlockTiles.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
-double fwd_tile_cost(int tile_cols, bool rows_as_n = false);
+double fwd_tile_cost(int tile_cols, bool rows_as_n);
 
 // A plan's time in 128 x 256 tile times: its busiest multiprocessor's tiles (fwd_plan_busiest_tiles)
 // at fwd_tile_cost each.
@@ -143,7 +143,8 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count);
 
 // Whether a call whose `wide` plan (in the op's 128 x 256 tile) runs one wave of whole units runs
 // `other` (a plan in one of the op's other tiles) instead, each as the op would launch it:
-// - at one row tile, where `other` is the narrowest of the op's tiles. Such a call reads W at the
+// - at one row tile, where `other` is the narrowest of the op's tiles of the rows as M (`narrowest`;
+//   never the tile of the rows as N, whose 168 rows would only pad more). Such a call reads W at the
 //   memory's pace (at most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an
 //   H200), and narrow tiles never give its busiest multiprocessor more of W to read (a split of
 //   ceil(2 T / S) narrow tiles against ceil(T / S) wide ones): 149 wide tiles of a 38016-column
@@ -158,7 +159,7 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count);
 // The tile of the rows as N also needs kRowsAsNMinBlockTiles tiles or more on its busiest
 // multiprocessor: a block's end (its rows' statistics merged through shared memory) is not made up
 // for over two tiles (333 rows of the TP8 shards, two tiles a block: +1.2 and +3.0 % on an H100,
-// where four to sixteen tiles a block ran 1.1-11.5 % faster; docs/perf-notes.md, "Forward tiles
+// where four or more tiles a block ran 1.1-29.7 % faster; docs/perf-notes.md, "Forward tiles
 // per call").
 inline constexpr double kOtherTileGain = 0.03;
 inline constexpr int kRowsAsNMinBlockTiles = 3;
@@ -209,8 +210,8 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
                               int splits);
 
 // A call's launch over the shard's columns from first_col on: choose_vocab_splits's plan in
-// `tile`, cut by cut_last_waves, or the same in one of `others` (the op's other tiles, narrowest
-// first) where the plan in `tile` runs one wave of whole units and other_tile_pays: of those, the
+// `tile`, cut by cut_last_waves, or the same in one of `others` (the op's other tiles,
+// hopper_other_fwd_tiles) where the plan in `tile` runs one wave of whole units and other_tile_pays: of those, the
 // one whose busiest multiprocessor ends first at fwd_tile_cost a tile. A tile whose width does not
 // divide first_col (the end of the kept chunks) is left out.
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,

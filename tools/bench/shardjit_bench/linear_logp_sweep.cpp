@@ -158,8 +158,8 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 
 // A forward point's launch on a Hopper GPU of `gpu`'s multiprocessors and L2 (the sm_90a tiles), as
 // the split rules make it for a single-GPU forward-only op: the tile's columns (the default's or
-// one of the other tiles choose_fwd_plan may give a call, and whether that is the tile of the rows as
-// N), splits, blocks, the vocabulary tiles of
+// one of the other tiles choose_fwd_plan may give a call; `rows_as_n`: the rows of its tiles where
+// it takes the rows as N, 0 otherwise), splits, blocks, the vocabulary tiles of
 // the longest block, and where the partials are merged (in the forward kernel or a combine kernel:
 // fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's
 // forward may keep chunks instead, which its op's budgets decide.) The H200 and H100 share the
@@ -177,7 +177,7 @@ nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
           {"longest_block_tiles", longest},
           {"merge", fwd_merges_in_kernel(p.c.n, plan.tile_rows, plan.sources()) ? "kernel" : "combine"},
           {"tile_cols", plan.tile_cols},
-          {"rows_as_n", plan.rows_as_n}};
+          {"rows_as_n", plan.rows_as_n ? plan.tile_rows : 0}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
