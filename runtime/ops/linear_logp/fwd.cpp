@@ -115,6 +115,25 @@ std::vector<int> vocab_split_candidates(std::int64_t row_tiles, std::int64_t voc
   return candidates;
 }
 
+namespace {
+
+// `splits` splits of row_tiles x vocab_tiles tiles of `tile`, every unit whole, in groups of the
+// row tiles a wave of `sms` blocks holds.
+VocabSplit whole_unit_plan(const FwdTile& tile, std::int64_t row_tiles, std::int64_t vocab_tiles, int splits, int sms) {
+  VocabSplit plan;
+  plan.splits = splits;
+  plan.group_rows = (sms + splits - 1) / splits;
+  plan.row_tiles = static_cast<int>(row_tiles);
+  plan.vocab_tiles = static_cast<int>(vocab_tiles);
+  plan.whole_units = plan.units();
+  plan.tile_cols = tile.bn;
+  plan.tile_rows = tile.bm;
+  plan.rows_as_n = tile.rows_as_n;
+  return plan;
+}
+
+}  // namespace
+
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
                               const FwdTile& tile, const GpuShape& gpu, double tolerance, int max_splits,
                               bool cuts_last_waves) {
@@ -122,18 +141,7 @@ VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std:
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
   const auto usable = [&](int splits) { return splits <= vocab_tiles && splits <= max_splits; };
-  const auto plan_for = [&](int splits) {
-    VocabSplit plan;
-    plan.splits = splits;
-    plan.group_rows = (sms + splits - 1) / splits;
-    plan.row_tiles = static_cast<int>(row_tiles);
-    plan.vocab_tiles = static_cast<int>(vocab_tiles);
-    plan.whole_units = plan.units();
-    plan.tile_cols = tile.bn;
-    plan.tile_rows = tile.bm;
-    plan.rows_as_n = tile.rows_as_n;
-    return plan;
-  };
+  const auto plan_for = [&](int splits) { return whole_unit_plan(tile, row_tiles, vocab_tiles, splits, sms); };
   // How well a count fills the waves as it will launch: over several waves the last two are cut
   // into pieces, which fill them whatever the count, so there the counts differ by their L2 reads.
   const auto efficiency_of = [&](int splits) {
@@ -187,16 +195,9 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
   const std::int64_t row_tiles = std::max<std::int64_t>(1, (n_rows + tile.bm - 1) / tile.bm);
   const std::int64_t vocab_tiles = std::max<std::int64_t>(1, (valid_local + tile.bn - 1) / tile.bn);
   const int sms = std::max(1, gpu.sm_count);
-  VocabSplit plan;
-  plan.splits = static_cast<int>(std::clamp<std::int64_t>(splits, 1, std::min<std::int64_t>(vocab_tiles, kMaxCombineSources)));
-  plan.group_rows = (sms + plan.splits - 1) / plan.splits;
-  plan.row_tiles = static_cast<int>(row_tiles);
-  plan.vocab_tiles = static_cast<int>(vocab_tiles);
-  plan.whole_units = plan.units();
-  plan.tile_cols = tile.bn;
-  plan.tile_rows = tile.bm;
-  plan.rows_as_n = tile.rows_as_n;
-  return plan;
+  const auto count = static_cast<int>(
+      std::clamp<std::int64_t>(splits, 1, std::min<std::int64_t>(vocab_tiles, kMaxCombineSources)));
+  return whole_unit_plan(tile, row_tiles, vocab_tiles, count, sms);
 }
 
 std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
