@@ -135,7 +135,9 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
   Epilogue epilogue;
   TmaRingCursor<STAGES> at;
   if constexpr (ROWS_AS_N) {
-    epilogue.init(smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true), args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
+    // The fold's region follows the ring's mbarriers (linear_logp_fwd_rows_as_n_smem_bytes).
+    unsigned char* const fold = smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true);
+    epilogue.init(fold, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();

@@ -70,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(Arches, RegisteredTemplates, ::testing::ValuesIn(compil
 
 TEST(NvrtcCompiler, EveryRegisteredTemplateIsCoveredAbove) {
   // The cases above reach the forwards (linear_logp_fwd on the portable loops,
-  // linear_logp_fwd_hopper and linear_logp_fwd_rows_as_n on sm_90a's) and the combine. Adding a template means adding it to the
-  // compile cases above, or, for the backward's
+  // linear_logp_fwd_hopper and linear_logp_fwd_rows_as_n on sm_90a's) and the combine. Adding a
+  // template means adding it to the compile cases above, or, for the backward's
   // templates (linear_logp_bwd_dz and linear_logp_bwd_dz_hopper, linear_logp_bwd_scale,
   // linear_logp_bwd_bias, gemm, and the kept chunk's linear_logp_fwd_keep and
   // linear_logp_bwd_kept_dz), to bwd_compile_test.cpp, or, for the cross-GPU ones (reduce_scatter,

@@ -170,7 +170,9 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
   }
   // The tile of the rows as N comes last among the other tiles (hopper_other_fwd_tiles).
   std::span<const FwdTile> others = kernels.other_tiles;
-  if (!runtime.config.fwd_rows_as_n && !others.empty() && others.back().rows_as_n) others = others.first(others.size() - 1);
+  if (!runtime.config.fwd_rows_as_n && !others.empty() && others.back().rows_as_n) {
+    others = others.first(others.size() - 1);
+  }
   return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, others, gpu, first_col);
 }
 
@@ -180,8 +182,8 @@ FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan) const {
   for (const FwdKernel& other : other_fwd) {
     if (runs(other.tile)) return other;
   }
-  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_cols) + "-column tiles" +
-                                        (plan.rows_as_n ? " of the rows as N" : "") +
+  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_cols) +
+                                        "-column tiles" + (plan.rows_as_n ? " of the rows as N" : "") +
                                         ", which the op has no kernel for");
 }
 

@@ -441,7 +441,9 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_FALSE(tp8.rows_as_n);
   EXPECT_EQ(tp8.tile_cols, 192);
   for (std::int64_t n : {150, 300, 333}) EXPECT_TRUE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
-  for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
+  for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) {
+    EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
+  }
   // The gpu tier's cases of the rule.
   EXPECT_TRUE(plan_at(333, 2000, 24950).rows_as_n);
   EXPECT_TRUE(plan_at(150, 512, 60000).rows_as_n);
