@@ -76,8 +76,7 @@ constexpr std::array<EnvKnob, 20> kKnobs{{
      "at a few hundred rows) without clusters, whose blocks share the B slices that their row tiles "
      "read, and GEMMs of less than a wave unsplit; 1 to 8 takes clusters of that many blocks "
      "wherever they divide the row tiles (1: the same splits, each block alone, on as many blocks as "
-     "fit), instead of the rule's (auto); 0 and 1 also run the forward's tiles of the rows as N "
-     "without the clusters of two row tiles that share W's slices."},
+     "fit), instead of the rule's (auto)."},
     {"SHARDJIT_GEMM_ROWS_AS_N", "bool", "1",
      "For experiments: 0 runs the LinearLogp backward's grad_hidden on its 128 x 256 tiles at every "
      "call, instead of the tiles that take a few hundred rows as wgmma's N where the rule finds them "

@@ -55,8 +55,6 @@ struct RuntimeConfig {
   // B's slices (cluster_stream_k), for A/B runs (SHARDJIT_SPLIT_CLUSTERS): -1 by its rule, 0 none
   // (the grids of less than a wave then run unsplit), 1 to 8 clusters of that many blocks wherever
   // they divide the row tiles (1: the same splits, each block alone, on as many blocks as fit).
-  // The forward's tiles of the rows as N pair their row tiles in clusters of two (pair_row_tiles)
-  // unless it is 0 or 1.
   int split_clusters = -1;
   // The backward's chunk width rule (backward_chunks): false takes the widest chunks the dZ
   // budget allows (SHARDJIT_BWD_CHUNK_WAVES=0), for A/B runs of the rule.

@@ -104,8 +104,8 @@ void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
 }
 
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int w_box_rows) {
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, w_box_rows, "forward");
+                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, bn, "forward");
 }
 
 }  // namespace shardjit

@@ -51,9 +51,8 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
 // The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh), X's as
-// x_rows rows in boxes of x_box_rows (short_box_rows), W's in boxes of w_box_rows (the kernel's
-// linear_logp_fwd_w_box_rows).
+// x_rows rows in boxes of x_box_rows (short_box_rows).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int w_box_rows);
+                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn);
 
 }  // namespace shardjit

@@ -77,17 +77,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned int dst, const Tm
       : "memory");
 }
 
-// tma_load_2d_multicast with an L2 cache policy for the lines it brings in (l2_policy).
-__device__ __forceinline__ void tma_load_2d_multicast_hint(unsigned int dst, const TmaDescriptor* map, int x, int y,
-                                                           unsigned int bar, unsigned short blocks,
-                                                           unsigned long long policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
-      " [%0], [%1, {%2, %3}], [%4], %5, %6;\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar), "h"(blocks), "l"(policy)
-      : "memory");
-}
-
 // This block's rank in its cluster (0 in a launch without clusters).
 __device__ __forceinline__ unsigned int cluster_block_rank() {
   unsigned int rank;

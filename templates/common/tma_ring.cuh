@@ -1,5 +1,5 @@
 // A ring of STAGES shared-memory stages filled by TMA from a producer warp and read by the wgmma
-// loop of two compute warpgroups (the Hopper GEMM, dZ and forward kernels). Each stage holds an A tile
+// loop of two compute warpgroups (the Hopper GEMM and dZ kernels). Each stage holds an A tile
 // and, at B_OFFSET, a B tile, STAGE_BYTES in all (or an epilogue's input, such as the GEMM's
 // addend tile, taken with acquire and given back with release), and has a pair of mbarriers:
 //   full[s]:  the producer's arrive.expect_tx of the stage's bytes; completes when they landed;
@@ -24,9 +24,9 @@
 //
 // Shared memory: the stages from the 1024-byte aligned start, then the 2 x STAGES mbarriers.
 //
-// CLUSTERED rings (the GEMM's, the forward's of the rows as N) may run in a cluster of blocks whose
-// rings walk the same stages in the same order, each producer filling part of every block's stages
-// (a multicast copy: templates/gemm/gemm_tma.cuh, templates/linear_logp/fwd_hopper.cuh). A stage is then free only once every block's compute warps are
+// CLUSTERED rings (the GEMM's) may run in a cluster of blocks whose rings walk the same stages in
+// the same order, each producer filling part of every block's stages (a multicast copy:
+// templates/gemm/gemm_tma.cuh). A stage is then free only once every block's compute warps are
 // done with it: each compute warp arrives on that stage's empty barrier in every block of the
 // cluster, and every thread of the cluster meets before any exits (exit()), so that no block
 // leaves while a peer may still copy into its shared memory or arrive on its barriers.
@@ -130,7 +130,7 @@ struct TmaRing {
   }
   __device__ __forceinline__ void release(const TmaRingCursor<STAGES>& at, int lane) const {
     __syncwarp();
-    arrive_empty(at.stage, lane);
+    if (lane == 0) arrive_empty(at.stage);
   }
 
   // Compute warps: `count` slices of the ring, from the cursor on, into the wgmma loop, one
@@ -151,12 +151,12 @@ struct TmaRing {
       // Issues this slice's products and waits for the previous slice's: its stage is free.
       mainloop.compute(reinterpret_cast<const T*>(stage), reinterpret_cast<const T*>(stage + B_OFFSET), warp, lane,
                        [] {});
-      if (held >= 0) arrive_empty(held, lane);
+      if (held >= 0 && lane == 0) arrive_empty(held);
       held = at.stage;
       at.advance();
     }
     mainloop.finish();
-    if (held >= 0) arrive_empty(held, lane);
+    if (held >= 0 && lane == 0) arrive_empty(held);
   }
 
   // consume for a tile of which only the first `rows` rows exist (rows past the operand's, which
@@ -190,16 +190,14 @@ struct TmaRing {
  private:
   __device__ bool clustered() const { return CLUSTERED && cluster_blocks > 1; }
 
-  // Compute warps, every lane, once the whole warp is done with stage s: one arrival on its
-  // empty barrier, from lane 0, or in a cluster one on each block's, lane r arriving on block r's
-  // (a lane a block rather than a loop in one lane: the loop's registers spilled in the forward's
-  // fold of the rows as N with entropy).
-  __device__ __forceinline__ void arrive_empty(int s, int lane) const {
+  // Compute warps, lane 0: the warp is done with stage s (in every block of a cluster).
+  __device__ __forceinline__ void arrive_empty(int s) const {
     if (!clustered()) {
-      if (lane == 0) mbarrier_arrive(empty(s));
-    } else if (static_cast<unsigned int>(lane) < cluster_blocks) {
-      mbarrier_arrive_cluster(mapa_shared(empty(s), static_cast<unsigned int>(lane)));
+      mbarrier_arrive(empty(s));
+      return;
     }
+#pragma unroll 1
+    for (unsigned int rank = 0; rank < cluster_blocks; ++rank) mbarrier_arrive_cluster(mapa_shared(empty(s), rank));
   }
 
   __device__ unsigned int full(int s) const { return barriers + 8u * static_cast<unsigned int>(s); }

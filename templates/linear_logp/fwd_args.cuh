@@ -40,8 +40,6 @@ struct LinearLogpFwdArgs {
   // The Hopper kernel only (fwd_hopper.cuh):
   int x_box_rows;           // rows of X's TMA box: BM, or a call's rows rounded up to 8 where
                             // they are fewer than BM (X is read in place; short_box_rows)
-  int cluster_blocks;       // the tiles of the rows as N: 2 where the launch pairs consecutive
-                            // blocks in clusters that share W's slices, else 1 (fwd_hopper.cuh)
   unsigned int* arrivals;   // null, or a counter a row tile, zero between calls: the kernel then
                             // merges each row tile's partials itself (fwd_merge.cuh), with
   LogpCombineArgs combine;  // the combine kernel's arguments for the call's sources

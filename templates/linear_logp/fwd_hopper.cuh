@@ -11,7 +11,7 @@
 // the block's share is worked out once.
 //
 // Parameters: LinearLogpFwdParams with the TMA maps of X and of W's valid rows. Grid: as fwd.cuh
-// says (in clusters of two for the tiles of the rows as N where args.cluster_blocks is 2); block linear_logp_fwd_block_threads(true); dynamic shared memory
+// says; block linear_logp_fwd_block_threads(true); dynamic shared memory
 // linear_logp_fwd_smem_bytes(sizeof(T), BM, BN, BK, STAGES, true).
 //
 // Why not the cp.async ring of the portable loops: there every compute thread issues its share
@@ -47,13 +47,6 @@
 // merges a row's 64 threads through shared memory after the ring's mbarriers
 // (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds 64 of the tile's vocabulary
 // columns for all its rows, so neither is ever idle as at a call of 64 rows or fewer.
-//
-// Its launch may pair consecutive blocks, the two row tiles of one unit or piece, in clusters of
-// two (args.cluster_blocks; the host pairs only plans whose pairs walk the same tiles:
-// fwd_plan_pairs_row_tiles). They read the same W slices, and each copies one of a slice's two
-// 64-row boxes of W into both blocks' stages (multicast), so W comes from L2 once for both, as in
-// cuBLAS's 2 x 1 clusters of 128 x 168 tiles at such calls; the rings then keep the two blocks in
-// step (common/tma_ring.cuh, CLUSTERED).
 #pragma once
 
 #include "common/ptx.cuh"
@@ -95,8 +88,7 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
   constexpr int kElem = static_cast<int>(sizeof(T));
   // wgmma's A tile (the first in a stage) and its M.
   constexpr int kABytes = (ROWS_AS_N ? BN : BM) * BK * kElem;
-  // The tiles of the rows as N may run in clusters that share W's slices (see above).
-  using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, kABytes, ROWS_AS_N>;
+  using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, kABytes>;
   static_assert(Ring::kComputeThreads == linear_logp_fwd_threads,
                 "the host's merge rule (fwd_merges_in_kernel) counts the merging threads as linear_logp_fwd_threads");
   using Mainloop = WgmmaTileMainloop<T, 128, ROWS_AS_N ? BM : BN, BK, 1>;
@@ -109,26 +101,19 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
   const int lane = tid % 32;
   const FwdBlock block = fwd_block<BM>(args, (args.valid_local + BN - 1) / BN);
   wgmma_check_alignment(smem);
-  const Ring ring(smem, static_cast<unsigned int>(ROWS_AS_N ? args.cluster_blocks : 1));
+  const Ring ring(smem);
   ring.init(tid);
 
   if (Ring::in_producer_warpgroup(warp)) {
     Ring::enter_producer();
-    if (!Ring::is_producer(warp)) {
-      ring.exit();
-      return;
-    }
+    if (!Ring::is_producer(warp)) return;
     if (lane == 0) {
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
-      const int cluster = static_cast<int>(ring.cluster_blocks);
-      const int rank = cluster > 1 ? static_cast<int>(cluster_block_rank()) : 0;
-      const auto blocks = static_cast<unsigned short>((1u << cluster) - 1u);
       TmaRingCursor<STAGES> at;
       // A box of fewer rows than the tile fills only the first rows of X's part (see above).
       const unsigned int stage_bytes = static_cast<unsigned int>((args.x_box_rows + BN) * BK * kElem);
       constexpr unsigned int kXOffset = ROWS_AS_N ? BN * BK * kElem : 0;
       constexpr unsigned int kWOffset = ROWS_AS_N ? 0 : BM * BK * kElem;
-      constexpr int kWBoxRows = linear_logp_fwd_w_box_rows(BN, ROWS_AS_N);
       for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
         for (int slice = 0; slice < k_slices; ++slice) {
           // The box's rows past n_rows, columns past the valid ones and K past H come in as zeros.
@@ -136,24 +121,13 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
               at,
               [&](unsigned int dst, unsigned int full) {
                 tma_load_2d(dst + kXOffset, &params.x_map, slice * BK, static_cast<int>(block.row0), full);
-                // W's boxes; in a cluster each block copies every cluster-th of them into every
-                // block's stage.
-                for (int j = rank; j < BN / kWBoxRows; j += cluster) {
-                  const unsigned int w_dst = dst + kWOffset + static_cast<unsigned int>(j * kWBoxRows * BK * kElem);
-                  const int w_row = tile * BN + j * kWBoxRows;
-                  if (cluster > 1) {
-                    tma_load_2d_multicast_hint(w_dst, &params.w_map, slice * BK, w_row, full, blocks, w_policy);
-                  } else {
-                    tma_load_2d_hint(w_dst, &params.w_map, slice * BK, w_row, full, w_policy);
-                  }
-                }
+                tma_load_2d_hint(dst + kWOffset, &params.w_map, slice * BK, tile * BN, full, w_policy);
               },
               stage_bytes);
           at.advance();
         }
       }
     }
-    ring.exit();
     return;
   }
   Ring::enter_compute();
@@ -189,7 +163,6 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
 
   store_block_partials(epilogue, args, block, BM, tid, Ring::kComputeThreads);
   merge_row_tile_if_last<TargetT, ENTROPY>(args, block, tid, Ring::kComputeThreads);
-  ring.exit();
 }
 
 template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>

@@ -81,11 +81,5 @@ linear_logp_fwd_rows_as_n_smem_bytes(int elem_bytes, int bm, int bn, int bk, int
   return linear_logp_fwd_smem_bytes(elem_bytes, bm, bn, bk, stages, true) + linear_logp_fwd_column_fold_bytes(bm);
 }
 
-// Rows of W's TMA box on the Hopper loop: the tile's bn, or for the tiles of the rows as N half of
-// them, two boxes a slice, so that the two blocks of a cluster each copy one into both
-// (fwd_hopper.cuh). 64 rows of 128 bytes are eight whole atoms of the 128-byte swizzle, so the
-// two boxes lie in the stage as one box of bn rows would.
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_w_box_rows(int bn, bool rows_as_n) { return rows_as_n ? bn / 2 : bn; }
-
 }  // namespace kernels
 }  // namespace shardjit

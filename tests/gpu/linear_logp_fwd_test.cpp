@@ -14,7 +14,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "runtime/runtime_impl.hpp"
@@ -40,28 +39,21 @@ Runtime& shared_runtime() {
   return runtime;
 }
 
-// A runtime made while the environment variables `settings` (name, value) hold (a runtime reads
-// its settings when it is made), one per list of settings for the whole suite; the variables are
-// restored after. Never destroyed, so that no static a runtime's construction made first is gone
-// before it.
-using EnvSettings = std::vector<std::pair<std::string, std::string>>;
-Runtime& runtime_with(const EnvSettings& settings) {
-  static auto* const runtimes = new std::map<EnvSettings, std::unique_ptr<Runtime>>();
-  std::unique_ptr<Runtime>& runtime = (*runtimes)[settings];
+// A runtime made while the environment variable `name` is `value` (a runtime reads its settings
+// when it is made), one per setting for the whole suite; the variable is restored after. Never
+// destroyed, so that no static a runtime's construction made first is gone before it.
+Runtime& runtime_with(const std::string& name, const std::string& value) {
+  static auto* const runtimes = new std::map<std::string, std::unique_ptr<Runtime>>();
+  std::unique_ptr<Runtime>& runtime = (*runtimes)[name + "=" + value];
   if (!runtime) {
-    std::vector<std::optional<std::string>> saved;
-    for (const auto& [name, value] : settings) {
-      const char* before = std::getenv(name.c_str());
-      saved.push_back(before ? std::optional<std::string>(before) : std::nullopt);
-      setenv(name.c_str(), value.c_str(), 1);
-    }
+    const char* before = std::getenv(name.c_str());
+    const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+    setenv(name.c_str(), value.c_str(), 1);
     runtime = std::make_unique<Runtime>();
-    for (std::size_t i = 0; i < settings.size(); ++i) {
-      if (saved[i]) {
-        setenv(settings[i].first.c_str(), saved[i]->c_str(), 1);
-      } else {
-        unsetenv(settings[i].first.c_str());
-      }
+    if (saved) {
+      setenv(name.c_str(), saved->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
     }
   }
   return *runtime;
@@ -201,15 +193,8 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   for (const auto& [name, label] : {std::pair{"128x128x64x4-wgmma", ", 128 x 128 tiles"},
                                     std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"},
                                     std::pair{"168x128x64x4-wgmma-rows-as-n", ", the rows as N"}}) {
-    expect_accurate(c, run_case(c, case_seed(c), runtime_with({{"SHARDJIT_FWD_TILE", name}})), label);
+    expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label);
   }
-  // The tiles of the rows as N pair the two row tiles of a call of 169 to 336 rows in clusters
-  // that share W's slices where the device runs them (pair_row_tiles); here each block alone.
-  expect_accurate(c,
-                  run_case(c, case_seed(c),
-                           runtime_with({{"SHARDJIT_FWD_TILE", "168x128x64x4-wgmma-rows-as-n"},
-                                         {"SHARDJIT_SPLIT_CLUSTERS", "0"}})),
-                  ", the rows as N without clusters");
 }
 
 const FwdCase kCases[] = {
@@ -380,7 +365,7 @@ TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
 
 // A runtime whose Hopper forwards all merge their partials in the kernel, not only where the
 // rule says.
-Runtime& merging_runtime() { return runtime_with({{"SHARDJIT_FWD_MERGE", "1"}}); }
+Runtime& merging_runtime() { return runtime_with("SHARDJIT_FWD_MERGE", "1"); }
 
 // On the Hopper loop the forward kernel merges each row tile's partials in its last block, through
 // a counter a row tile that every call must leave at zero (templates/linear_logp/fwd_merge.cuh).

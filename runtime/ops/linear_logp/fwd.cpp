@@ -231,30 +231,13 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count) {
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
   if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
-  if (other.rows_as_n && other.cluster_blocks < 2 && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNMinBlockTiles) {
-    return false;
-  }
+  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNMinBlockTiles) return false;
   return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
-}
-
-bool fwd_plan_pairs_row_tiles(const VocabSplit& plan) {
-  return plan.rows_as_n && plan.row_tiles % 2 == 0 && plan.whole_units % 2 == 0 &&
-         (plan.group_rows % 2 == 0 || plan.group_rows >= plan.row_tiles);
-}
-
-VocabSplit pair_row_tiles(VocabSplit plan, const GpuShape& gpu) {
-  if (fwd_plan_pairs_row_tiles(plan) && plan.blocks() <= 2 * gpu.row_pair_clusters) plan.cluster_blocks = 2;
-  return plan;
 }
 
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col) {
-  // A tile's plan as it would launch: split, its last waves cut, its row tiles paired.
-  const auto launched = [&](const FwdTile& t) {
-    return pair_row_tiles(cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, t, gpu), gpu.sm_count),
-                          gpu);
-  };
-  const VocabSplit wide = launched(tile);
+  const VocabSplit wide = cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, tile, gpu), gpu.sm_count);
   // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
   // several waves their plans are not worked out at all.
   if (wide.units() > std::max(1, gpu.sm_count)) return wide;
@@ -266,7 +249,8 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   std::optional<VocabSplit> best;
   for (const FwdTile& other : others) {
     if (first_col % other.bn != 0) continue;
-    const VocabSplit plan = launched(other);
+    const VocabSplit plan =
+        cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
     if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
     if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
   }
@@ -307,7 +291,6 @@ kernels::LinearLogpFwdArgs linear_logp_fwd_args(const LinearLogpLayout& layout, 
   args.whole_units = plan.whole_units;
   args.unit_pieces = plan.unit_pieces;
   args.hidden_size = static_cast<int>(layout.config.hidden);
-  args.cluster_blocks = plan.cluster_blocks;
   return args;
 }
 
@@ -323,13 +306,12 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   shape.grid_x = static_cast<unsigned>(plan.blocks());
   shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(tile.wgmma));
   shape.smem_bytes = linear_logp_fwd_smem(layout.config.dtype, tile);
-  shape.cluster_x = static_cast<unsigned>(plan.cluster_blocks);
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {
     params.args.x_box_rows = short_box_rows(args.n_rows, tile.bm);
     encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
-                           params.args.x_box_rows, kernels::linear_logp_fwd_w_box_rows(tile.bn, tile.rows_as_n));
+                           params.args.x_box_rows, tile.bn);
   }
   launch(kernel, shape, params, stream);
 }

@@ -114,9 +114,6 @@ struct VocabSplit {
   int tile_cols = 256;
   int tile_rows = 128;     // the tile's rows of X (row_tiles counts tiles of this height)
   bool rows_as_n = false;  // the tile of the rows as N (FwdTile::rows_as_n)
-  // Blocks of a cluster: 2 where pair_row_tiles pairs the two row tiles of each unit or piece of a
-  // plan of the rows as N, which then share W's slices (templates/linear_logp/fwd_hopper.cuh).
-  int cluster_blocks = 1;
 
   int units() const { return row_tiles * splits; }
   // Partial sources the combine merges a row.
@@ -177,21 +174,7 @@ std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count);
 struct GpuShape {
   int sm_count = 132;
   std::int64_t l2_bytes = 50ll << 20;
-  // Clusters of two blocks of the forward of the rows as N that the device runs at once
-  // (resident_clusters); 0: none (no such kernel, or clusters turned off).
-  int row_pair_clusters = 0;
 };
-
-// Whether every two consecutive blocks of `plan` (a plan of the rows as N) are the two row tiles of
-// one unit or piece, so of the same vocabulary tiles, as a cluster of two needs: an even number of
-// row tiles, groups of an even number of them or of all (common/tile_order.cuh), and an even
-// number of whole units before the pieces (fwd_block_order.cuh).
-bool fwd_plan_pairs_row_tiles(const VocabSplit& plan);
-
-// `plan` in clusters of two blocks that share W's slices (VocabSplit::cluster_blocks), where it is
-// a plan of the rows as N whose blocks pair (fwd_plan_pairs_row_tiles) and all run at once
-// (gpu.row_pair_clusters); otherwise `plan` as it is.
-VocabSplit pair_row_tiles(VocabSplit plan, const GpuShape& gpu);
 
 // The splits of a row tile that read its K slices together in a plan of one wave, so that X comes
 // from memory at a kXSharingSplits-th of the tile stream's X bytes or less, even where the

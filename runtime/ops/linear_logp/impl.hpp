@@ -73,9 +73,6 @@ struct LinearLogp::Impl {
   // The forward kernel and tile a plan runs: the op's own, or the other tile of its width and
   // orientation.
   FwdKernel fwd_of_plan(const VocabSplit& plan) const;
-  // Clusters of two blocks of the op's forward of the rows as N that the device runs at once
-  // (GpuShape::row_pair_clusters): 0 without that kernel or with SHARDJIT_SPLIT_CLUSTERS=0.
-  int measure_row_pair_clusters() const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).
@@ -96,7 +93,6 @@ struct LinearLogp::Impl {
   FwdTile tile;
   std::shared_ptr<const LoadedKernel> fwd;
   std::vector<FwdKernel> other_fwd;  // kernels.other_fwd, loaded
-  int row_pair_clusters = 0;         // measure_row_pair_clusters, once the kernels are loaded
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]

@@ -13,10 +13,8 @@
 #include <optional>
 #include <vector>
 
-#include "linear_logp/fwd_layout.cuh"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
-#include "runtime/logging.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
 #include "runtime/ops/linear_logp/fwd.hpp"
 #include "runtime/ops/linear_logp/impl.hpp"
@@ -100,7 +98,6 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
 
   ScopedContext scope(device);
-  row_pair_clusters = measure_row_pair_clusters();
   status = DeviceBuffer(device, sizeof(kernels::DeviceStatus));
   clear_status(status, nullptr);
   if (tile.wgmma && tp_degree == 1) {
@@ -164,32 +161,12 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
   return most;
 }
 
-int LinearLogp::Impl::measure_row_pair_clusters() const {
-  // SHARDJIT_SPLIT_CLUSTERS=0 runs no clusters, 1 every block alone.
-  if (runtime.config.split_clusters == 0 || runtime.config.split_clusters == 1) return 0;
-  const auto pairs = [&](const FwdTile& t, const LoadedKernel& kernel) {
-    LaunchShape shape;
-    shape.block_x = static_cast<unsigned>(kernels::linear_logp_fwd_block_threads(true));
-    shape.smem_bytes = linear_logp_fwd_smem(layout.config.dtype, t);
-    const int clusters = resident_clusters(kernel, shape, 2);
-    log().debug("the forward of the rows as N: {} clusters of two blocks the device runs at once", clusters);
-    return clusters;
-  };
-  if (tile.rows_as_n) return pairs(tile, *fwd);
-  for (const FwdKernel& other : other_fwd) {
-    if (other.tile.rows_as_n) return pairs(other.tile, *other.kernel);
-  }
-  return 0;
-}
-
 VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
-  const GpuShape gpu{device.info().sm_count, device.info().l2_bytes, row_pair_clusters};
+  const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
   if (runtime.config.fwd_splits > 0 && !tp) {  // an experiment's count (SHARDJIT_FWD_SPLITS)
-    return pair_row_tiles(cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu,
-                                                            runtime.config.fwd_splits),
-                                         gpu.sm_count),
-                          gpu);
+    return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
+                          gpu.sm_count);
   }
   // The tile of the rows as N comes last among the other tiles (hopper_other_fwd_tiles).
   std::span<const FwdTile> others = kernels.other_tiles;

@@ -450,83 +450,6 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_TRUE(plan_at(300, 4096, 39967).rows_as_n);
 }
 
-// Every two consecutive blocks of a plan that fwd_plan_pairs_row_tiles accepts are the two row
-// tiles of one unit or piece, so they walk the same vocabulary tiles, as the blocks of a cluster
-// that share W's slices must (templates/linear_logp/fwd_hopper.cuh). Plans of every shape kind:
-// one wave or several, cut into pieces or whole, groups of fewer row tiles than the call's.
-TEST(PairRowTiles, PairedBlocksAreTheTwoRowTilesOfOneUnitOrPiece) {
-  const FwdTile rows_as_n{168, 128, 64, 4, true, true};
-  int paired = 0;
-  for (std::int64_t n : {150, 169, 300, 333, 500, 672, 1000, 1344, 4096, 16384}) {
-    for (std::int64_t vocab : {1000, 16032, 38016, 128256}) {
-      for (const int sms : {132, 100, 66, 7}) {
-        const GpuShape gpu{sms, 60ll << 20};
-        for (int fixed : {0, 3, 5}) {
-          const VocabSplit whole = fixed > 0 ? fixed_vocab_splits(n, vocab, rows_as_n, gpu, fixed)
-                                             : choose_vocab_splits(n, 8192, vocab, rows_as_n, gpu);
-          const VocabSplit p = cut_last_waves(whole, sms);
-          if (!fwd_plan_pairs_row_tiles(p)) continue;
-          ++paired;
-          SCOPED_TRACE(std::to_string(n) + " rows, " + std::to_string(vocab) + " columns, " + std::to_string(sms) +
-                       " multiprocessors, " + std::to_string(p.splits) + " splits");
-          ASSERT_EQ(p.blocks() % 2, 0);
-          for (int block = 0; block < p.blocks(); block += 2) {
-            const auto work = [&](int b) {
-              return kernels::fwd_block_work(b, p.row_tiles, p.splits, p.group_rows, p.whole_units);
-            };
-            const kernels::FwdBlockWork first = work(block), second = work(block + 1);
-            ASSERT_EQ(first.split, second.split) << block;
-            ASSERT_EQ(first.piece, second.piece) << block;
-            ASSERT_NE(first.row_tile, second.row_tile) << block;
-            const kernels::TileRange a = kernels::fwd_block_tiles(first, p.splits, p.unit_pieces, p.vocab_tiles);
-            const kernels::TileRange b = kernels::fwd_block_tiles(second, p.splits, p.unit_pieces, p.vocab_tiles);
-            ASSERT_EQ(a.begin, b.begin) << block;
-            ASSERT_EQ(a.end, b.end) << block;
-          }
-        }
-      }
-    }
-  }
-  EXPECT_GT(paired, 50);
-  // Never an odd number of row tiles, nor the tiles of the rows as M.
-  VocabSplit three = choose_vocab_splits(500, 8192, 16032, rows_as_n, kH200);
-  ASSERT_EQ(three.row_tiles, 3);
-  EXPECT_FALSE(fwd_plan_pairs_row_tiles(three));
-  EXPECT_FALSE(fwd_plan_pairs_row_tiles(choose_vocab_splits(200, 8192, 16032, kWide, kH200)));
-}
-
-// Where the device runs a wave of clusters of two, the tiles of the rows as N pair the row tiles of
-// a plan whose blocks all run at once, and a block's end no longer keeps them from the TP8 shards'
-// two tiles a block (kRowsAsNMinBlockTiles).
-TEST(PairRowTiles, TwoRowTilesPairWhereEveryPairRunsAtOnce) {
-  const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
-  GpuShape pairs = kH200;
-  pairs.row_pair_clusters = 66;
-  for (const auto& [hidden, valid] : {std::pair<std::int64_t, std::int64_t>{8192, 16032}, {7168, 16160}}) {
-    const VocabSplit tp8 = choose_fwd_plan(333, hidden * 2, valid, kWide, hopper, pairs);
-    EXPECT_TRUE(tp8.rows_as_n) << hidden;
-    EXPECT_EQ(tp8.row_tiles, 2);
-    EXPECT_EQ(tp8.cluster_blocks, 2);
-    EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 2);
-    // Without clusters, or with fewer than the plan's 64 pairs: the 128 x 192 tiles.
-    EXPECT_EQ(choose_fwd_plan(333, hidden * 2, valid, kWide, hopper, kH200).tile_cols, 192);
-    GpuShape few = pairs;
-    few.row_pair_clusters = 60;
-    const VocabSplit unpaired = choose_fwd_plan(333, hidden * 2, valid, kWide, hopper, few);
-    EXPECT_EQ(unpaired.cluster_blocks, 1);
-    EXPECT_EQ(unpaired.tile_cols, 192);
-  }
-  // The plans the rule gave the tiles of the rows as N already pair.
-  EXPECT_EQ(choose_fwd_plan(333, 8192 * 2, 38016, kWide, hopper, pairs).cluster_blocks, 2);
-  EXPECT_EQ(choose_fwd_plan(300, 4096 * 2, 32000, kWide, hopper, pairs).cluster_blocks, 2);
-  // An op pinned to the tile (SHARDJIT_FWD_TILE) pairs as well; three row tiles never do, nor the
-  // tiles of the rows as M.
-  const FwdTile rows_as_n = hopper.back();
-  EXPECT_EQ(choose_fwd_plan(333, 4096 * 2, 128256, rows_as_n, {}, pairs).cluster_blocks, 2);
-  EXPECT_EQ(choose_fwd_plan(500, 4096 * 2, 128256, rows_as_n, {}, pairs).cluster_blocks, 1);
-  EXPECT_EQ(choose_fwd_plan(256, 8192 * 2, 38016, kWide, hopper, pairs).cluster_blocks, 1);
-}
-
 // Behind kept chunks the forward starts at a tile boundary of its own width: a tile that does not
 // divide the kept columns is left out.
 TEST(OtherTiles, OnlyThoseWhoseWidthDividesTheKeptColumns) {
@@ -616,11 +539,7 @@ TEST(FwdArgs, CarryTheShapeAndTheSplit) {
   EXPECT_EQ(args.row_tiles, 3);
   EXPECT_EQ(args.whole_units, 6);
   EXPECT_EQ(args.first_tile, 0);
-  EXPECT_EQ(args.cluster_blocks, 1);
   EXPECT_FLOAT_EQ(args.inv_temperature, 0.5f);
-  plan.row_tiles = 2;
-  plan.cluster_blocks = 2;
-  EXPECT_EQ(linear_logp_fwd_args(layout, LinearLogpInputs{}, 300, 2880, 2944, nullptr, plan).cluster_blocks, 2);
 }
 
 // The wgmma main loop exists on sm_90a alone, for 16-bit inputs, and can be turned off; the

@@ -177,8 +177,7 @@ nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
           {"longest_block_tiles", longest},
           {"merge", fwd_merges_in_kernel(p.c.n, plan.tile_rows, plan.sources()) ? "kernel" : "combine"},
           {"tile_cols", plan.tile_cols},
-          {"rows_as_n", plan.rows_as_n ? plan.tile_rows : 0},
-          {"cluster_blocks", plan.cluster_blocks}};
+          {"rows_as_n", plan.rows_as_n ? plan.tile_rows : 0}};
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
@@ -243,9 +242,8 @@ int list_points(const std::vector<SweepPoint>& points, const TimingOptions& timi
   for (const SweepPoint& p : points) {
     nlohmann::json row = point_fields(p);
     if (!p.c.backward) {
-      // Both run 66 clusters of two blocks of the forward of the rows as N at once.
-      row["h200_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 60ll << 20, 66});
-      row["h100_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 50ll << 20, 66});
+      row["h200_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 60ll << 20});
+      row["h100_fwd_plan"] = hopper_forward_plan(p, GpuShape{132, 50ll << 20});
     }
     if (p.c.backward) row["h200_bwd_plan"] = h200_backward_plan(p);
     row["estimated_s"] = estimated_point_seconds(p, timing);
