@@ -132,6 +132,18 @@ VocabSplit whole_unit_plan(const FwdTile& tile, std::int64_t row_tiles, std::int
   return plan;
 }
 
+// The waves of a plan's blocks on sm_count multiprocessors: of whole units, then of pieces.
+struct PlanWaves {
+  std::int64_t whole;
+  std::int64_t pieces;
+};
+
+PlanWaves plan_waves(const VocabSplit& plan, int sm_count) {
+  const std::int64_t sms = std::max(1, sm_count);
+  const std::int64_t piece_blocks = static_cast<std::int64_t>(plan.units() - plan.whole_units) * plan.unit_pieces;
+  return {(plan.whole_units + sms - 1) / sms, (piece_blocks + sms - 1) / sms};
+}
+
 }  // namespace
 
 VocabSplit choose_vocab_splits(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local,
@@ -201,17 +213,21 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
 }
 
 std::int64_t fwd_plan_busiest_tiles(const VocabSplit& plan, int sm_count) {
-  const std::int64_t sms = std::max(1, sm_count);
-  const std::int64_t whole_waves = (plan.whole_units + sms - 1) / sms;
-  const std::int64_t piece_blocks = static_cast<std::int64_t>(plan.units() - plan.whole_units) * plan.unit_pieces;
-  const std::int64_t piece_waves = (piece_blocks + sms - 1) / sms;
-  return whole_waves * plan.split_tiles() +
-         piece_waves * kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces);
+  const PlanWaves waves = plan_waves(plan, sm_count);
+  return waves.whole * plan.split_tiles() +
+         waves.pieces * kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces);
 }
 
-double fwd_tile_cost(int tile_cols, bool rows_as_n) {
+std::int64_t fwd_plan_busiest_blocks(const VocabSplit& plan, int sm_count) {
+  const PlanWaves waves = plan_waves(plan, sm_count);
+  return waves.whole + waves.pieces;
+}
+
+double fwd_tile_cost(int tile_cols, bool rows_as_n, std::int64_t k_slices) {
   if (rows_as_n) {
-    if (tile_cols == 128) return 0.70;
+    if (tile_cols == 128) {
+      return kRowsAsNTileCost + kRowsAsNSliceCost / static_cast<double>(std::max<std::int64_t>(1, k_slices));
+    }
     throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a tile of the rows as N of " +
                                           std::to_string(tile_cols) + " columns; expected 128");
   }
@@ -225,14 +241,17 @@ double fwd_tile_cost(int tile_cols, bool rows_as_n) {
   }
 }
 
-double fwd_plan_time(const VocabSplit& plan, int sm_count) {
-  return fwd_tile_cost(plan.tile_cols, plan.rows_as_n) * static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
+double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices) {
+  const double tiles = fwd_tile_cost(plan.tile_cols, plan.rows_as_n, k_slices) *
+                       static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
+  if (!plan.rows_as_n) return tiles;
+  return tiles + kRowsAsNBlockEnd * static_cast<double>(fwd_plan_busiest_blocks(plan, sm_count));
 }
 
-bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count) {
+bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
+                     std::int64_t k_slices) {
   if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
-  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNMinBlockTiles) return false;
-  return fwd_plan_time(other, sm_count) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count);
+  return fwd_plan_time(other, sm_count, k_slices) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count, k_slices);
 }
 
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
@@ -241,6 +260,8 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
   // several waves their plans are not worked out at all.
   if (wide.units() > std::max(1, gpu.sm_count)) return wide;
+  // The Hopper loop's K slices: 64 16-bit elements, 128 bytes of a row.
+  const std::int64_t k_slices = (row_bytes + 127) / 128;
   // At one row tile the narrowest tile of the rows as M runs (other_tile_pays).
   int narrowest = tile.bn;
   for (const FwdTile& other : others) {
@@ -251,8 +272,10 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
     if (first_col % other.bn != 0) continue;
     const VocabSplit plan =
         cut_last_waves(choose_vocab_splits(n_rows, row_bytes, valid_local, other, gpu), gpu.sm_count);
-    if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count)) continue;
-    if (!best || fwd_plan_time(plan, gpu.sm_count) < fwd_plan_time(*best, gpu.sm_count)) best = plan;
+    if (!other_tile_pays(wide, plan, other.bn == narrowest, gpu.sm_count, k_slices)) continue;
+    if (!best || fwd_plan_time(plan, gpu.sm_count, k_slices) < fwd_plan_time(*best, gpu.sm_count, k_slices)) {
+      best = plan;
+    }
   }
   return best.value_or(wide);
 }

@@ -131,15 +131,30 @@ struct VocabSplit {
 //   shared memory's pace (both warpgroups read W's 192 rows, 104 KiB a 768-cycle slice with the
 //   ring's writes, 139 bytes a cycle against 128).
 // - 128 x 256: 1;
-// - 168 x 128, the rows as N: 0.70, as cuBLAS's 128 x 168 tiles ran at 333 rows of TP8 shards on an
-//   H100 (two rounds in 1.36-1.40 of a wide tile's time): 0.66 of the products. Ours measured
-//   0.66-0.78 at four tiles a block or more and 0.80 at two (H100), hence kRowsAsNMinBlockTiles.
+// - 168 x 128, the rows as N: kRowsAsNTileCost + kRowsAsNSliceCost / k_slices (the tile's K slices
+//   of 64), 0.66 of the products: its fold by columns costs more beside a short K than the wide
+//   tile's (0.73 at H = 4096, 0.80 at 2048, 0.70 at 8192). Fitted, with kRowsAsNBlockEnd, to 18
+//   calls of 333 rows on an H100, the tiles of the rows as N against those of the rows as M (two
+//   sweeps, 2026-12-06, corrected for the later start's 1.4 % at the calls whose plan was the same;
+//   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
-double fwd_tile_cost(int tile_cols, bool rows_as_n);
+inline constexpr double kRowsAsNTileCost = 0.67;
+inline constexpr double kRowsAsNSliceCost = 4.0;
+double fwd_tile_cost(int tile_cols, bool rows_as_n, std::int64_t k_slices);
 
-// A plan's time in 128 x 256 tile times: its busiest multiprocessor's tiles (fwd_plan_busiest_tiles)
-// at fwd_tile_cost each.
-double fwd_plan_time(const VocabSplit& plan, int sm_count);
+// What a block of the tiles of the rows as N costs beyond its tiles, in 128 x 256 tile times: its
+// end, where its rows' statistics are merged through shared memory (fwd_column_fold.cuh), against
+// the wide tile's merge in registers (fit above).
+inline constexpr double kRowsAsNBlockEnd = 0.28;
+
+// The blocks a plan's busiest multiprocessor runs, one after another: a wave of whole units each,
+// then a wave of pieces each.
+std::int64_t fwd_plan_busiest_blocks(const VocabSplit& plan, int sm_count);
+
+// A plan's time in 128 x 256 tile times at K slices of 64 elements a tile: its busiest
+// multiprocessor's tiles (fwd_plan_busiest_tiles) at fwd_tile_cost each, and for the tiles of the
+// rows as N kRowsAsNBlockEnd a block of it.
+double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices);
 
 // Whether a call whose `wide` plan (in the op's 128 x 256 tile) runs one wave of whole units runs
 // `other` (a plan in one of the op's other tiles) instead, each as the op would launch it:
@@ -152,18 +167,13 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count);
 //   much, a block of two narrow tiles folds one while it loads the next: 128 rows of a
 //   32000-column head ran 7 % faster on an H100 (docs/perf-notes.md, "Forward tiles per call");
 // - at more row tiles, where the other plan's busiest multiprocessor ends at least
-//   kOtherTileGain sooner than the wide plan's (fwd_plan_time). The wide tile's one wave leaves
-//   multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column shard take
-//   two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill them in
-//   finer steps.
-// The tile of the rows as N also needs kRowsAsNMinBlockTiles tiles or more on its busiest
-// multiprocessor: a block's end (its rows' statistics merged through shared memory) is not made up
-// for over two tiles (333 rows of the TP8 shards, two tiles a block: +1.2 and +3.0 % on an H100,
-// where four or more tiles a block ran 1.1-29.7 % faster; docs/perf-notes.md, "Forward tiles
-// per call").
+//   kOtherTileGain sooner than the wide plan's (fwd_plan_time at k_slices). The wide tile's one
+//   wave leaves multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column
+//   shard take two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill
+//   them in finer steps.
 inline constexpr double kOtherTileGain = 0.03;
-inline constexpr int kRowsAsNMinBlockTiles = 3;
-bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count);
+bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
+                     std::int64_t k_slices);
 
 // The vocabulary tiles a plan's busiest multiprocessor runs, one block after another: a split's
 // tiles for each wave of whole units, then, where cut_last_waves cut the last units, a piece's

@@ -416,9 +416,10 @@ TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
   EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
 }
 
-// The tile of the rows as N (168 x 128) where 128-row tiles would pad a call's rows: 333 rows in
-// two row tiles rather than three. Not at one 128-row tile, nor where 128-row tiles pad nothing,
-// nor at two tiles a block.
+// The tile of the rows as N (168 x 128) where 128-row tiles would pad a call's rows enough to pay
+// for its dearer fold (fwd_tile_cost by K slices) and block end (kRowsAsNBlockEnd): 150 rows in one
+// row tile rather than two, 333 rows of a long K in two rather than three. Not at one 128-row
+// tile, nor where 128-row tiles pad nothing, nor at a short K.
 TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
   ASSERT_TRUE(hopper.back().rows_as_n) << "last, so that SHARDJIT_FWD_ROWS_AS_N=0 can leave it out";
@@ -426,7 +427,8 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
     return choose_fwd_plan(n, hidden * 2, valid, kWide, hopper, kH200);
   };
   // qwen2.5-72b's TP4 shard at 333 rows: 297 tiles of the rows as N in each of two row tiles, five
-  // on the busiest multiprocessor (3.5 wide tile times), against four wide ones.
+  // on the busiest multiprocessor (5 x (0.67 + 4 / 128) + 0.28 wide tile times), against four wide
+  // ones.
   const VocabSplit tp4 = plan_at(333, 8192, 38016);
   EXPECT_TRUE(tp4.rows_as_n);
   EXPECT_EQ(tp4.tile_cols, 128);
@@ -434,20 +436,57 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_EQ(tp4.row_tiles, 2);
   EXPECT_EQ(tp4.vocab_tiles, 297);
   EXPECT_EQ(fwd_plan_busiest_tiles(tp4, kH200.sm_count), 5);
-  EXPECT_NEAR(fwd_plan_time(tp4, kH200.sm_count), 3.5, 1e-9);
-  // A TP8 shard at 333 rows would run two tiles a block (1.40 by the tile's cost): the 128 x 192
-  // tiles run instead.
+  EXPECT_NEAR(fwd_plan_time(tp4, kH200.sm_count, 128), 5 * (0.67 + 4.0 / 128) + 0.28, 1e-9);
+  // A TP8 shard at 333 rows would run two tiles a block (1.70): the 128 x 192 tiles run instead
+  // (1.58).
   const VocabSplit tp8 = plan_at(333, 8192, 16032);
   EXPECT_FALSE(tp8.rows_as_n);
   EXPECT_EQ(tp8.tile_cols, 192);
-  for (std::int64_t n : {150, 300, 333}) EXPECT_TRUE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
-  for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) {
+  // llama3-8b's head: one row tile of 168 at 150 rows (8 tiles, 6.22, against 8 wide ones in two
+  // row tiles); at 300 and 333 rows 16 of them a multiprocessor (12.16) against 12 wide ones.
+  EXPECT_TRUE(plan_at(150, 4096, 128256).rows_as_n);
+  for (std::int64_t n : {1, 7, 64, 128, 256, 300, 333, 512, 4097}) {
     EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
   }
-  // The gpu tier's cases of the rule.
-  EXPECT_TRUE(plan_at(333, 2000, 24950).rows_as_n);
-  EXPECT_TRUE(plan_at(150, 512, 60000).rows_as_n);
-  EXPECT_TRUE(plan_at(300, 4096, 39967).rows_as_n);
+  // A short K: phi3-mini's head at 333 rows, four tiles of the rows as N (3.33) against three wide
+  // ones; at 150 rows two (1.81) against two wide ones.
+  EXPECT_FALSE(plan_at(333, 3072, 32064).rows_as_n);
+  EXPECT_TRUE(plan_at(150, 3072, 32064).rows_as_n);
+  // A padded shard; one row tile with a vocabulary tail of 31 columns.
+  EXPECT_TRUE(plan_at(333, 8192, 37967).rows_as_n);
+  EXPECT_TRUE(plan_at(150, 3000, 60000).rows_as_n);
+  EXPECT_TRUE(plan_at(150, 4096, 31903).rows_as_n);
+}
+
+// The cost of a tile of the rows as N falls with K towards kRowsAsNTileCost; a plan of it pays
+// kRowsAsNBlockEnd a block on its busiest multiprocessor, other plans nothing beyond their tiles.
+TEST(OtherTiles, TheRowsAsNCostByKSlicesAndBlockEnd) {
+  EXPECT_NEAR(fwd_tile_cost(128, true, 32), 0.795, 1e-12);
+  EXPECT_NEAR(fwd_tile_cost(128, true, 64), 0.7325, 1e-12);
+  EXPECT_NEAR(fwd_tile_cost(128, true, 128), 0.70125, 1e-12);
+  EXPECT_EQ(fwd_tile_cost(256, false, 64), 1.0);
+  EXPECT_EQ(fwd_tile_cost(192, false, 8), 0.79);
+  EXPECT_THROW(fwd_tile_cost(192, true, 64), Error);
+  VocabSplit plan;
+  plan.splits = 4;
+  plan.row_tiles = 1;
+  plan.vocab_tiles = 8;
+  plan.whole_units = 4;
+  plan.tile_cols = 256;
+  EXPECT_EQ(fwd_plan_busiest_blocks(plan, 132), 1);
+  EXPECT_NEAR(fwd_plan_time(plan, 132, 64), 2.0, 1e-12);
+  plan.tile_cols = 128;
+  plan.tile_rows = 168;
+  plan.rows_as_n = true;
+  EXPECT_NEAR(fwd_plan_time(plan, 132, 64), 2 * 0.7325 + 0.28, 1e-12);
+  // Two waves of whole units, then a wave of pieces: three blocks on the busiest multiprocessor.
+  plan.splits = 132;
+  plan.row_tiles = 2;
+  plan.vocab_tiles = 132 * 16;
+  plan.whole_units = 132;
+  plan.unit_pieces = 2;
+  EXPECT_EQ(fwd_plan_busiest_blocks(plan, 132), 3);
+  EXPECT_NEAR(fwd_plan_time(plan, 132, 64), (16 + 8 + 8) * 0.7325 + 3 * 0.28, 1e-12);
 }
 
 // Behind kept chunks the forward starts at a tile boundary of its own width: a tile that does not
