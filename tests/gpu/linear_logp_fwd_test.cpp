@@ -254,6 +254,9 @@ const FwdCase kCases[] = {
     {"n150_h512_v60000_rows_as_n_one_tile_fp16", 150, 512, 60000, 0, DType::kFP16, DType::kFP32, DType::kInt64, 1.2f,
      true},
     {"n300_h4096_v39967_rows_as_n_tail", 300, 4096, 39967, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false},
+    // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns.
+    {"n150_h4096_v31903_rows_as_n_by_rule", 150, 4096, 31903, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
+     true},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };

@@ -222,7 +222,7 @@ VocabSplit fixed_vocab_splits(std::int64_t n_rows, std::int64_t valid_local, con
 // A call's launch over the shard's columns from first_col on: choose_vocab_splits's plan in
 // `tile`, cut by cut_last_waves, or the same in one of `others` (the op's other tiles,
 // hopper_other_fwd_tiles) where the plan in `tile` runs one wave of whole units and other_tile_pays: of those, the
-// one whose busiest multiprocessor ends first at fwd_tile_cost a tile. A tile whose width does not
+// one whose busiest multiprocessor ends first (fwd_plan_time). A tile whose width does not
 // divide first_col (the end of the kept chunks) is left out.
 VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int64_t valid_local, const FwdTile& tile,
                            std::span<const FwdTile> others, const GpuShape& gpu, std::int64_t first_col = 0);
