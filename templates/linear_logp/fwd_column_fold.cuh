@@ -100,7 +100,7 @@ struct LogpColumnFoldEpilogue {
       const int e = j % 2;
       const float a0 = acc[4 * g + e] + b[0];
       const float a1 = acc[4 * g + 2 + e] + b[1];
-      const float y0 = valid[0] ? a0 * scale : neg_inf();
+      const float y0 = a0 * scale;  // column 0 is valid past the return above
       const float y1 = valid[1] ? a1 * scale : neg_inf();
       const float m = fmaxf(y0, y1);
       if (m > ref[j]) {
@@ -118,7 +118,7 @@ struct LogpColumnFoldEpilogue {
       const float p0 = exp2_approx(d0);
       const float p1 = exp2_approx(d1);
       sum[j] += p0 + p1;
-      if constexpr (ENTROPY) ent[j] += (valid[0] ? p0 * d0 : 0.0f) + (valid[1] ? p1 * d1 : 0.0f);
+      if constexpr (ENTROPY) ent[j] += p0 * d0 + (valid[1] ? p1 * d1 : 0.0f);
       // The target: at most one thread of the grid holds a row's target column.
       const int r = row_of(lane, j);
       const int t = target_col[r];
