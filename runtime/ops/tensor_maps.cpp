@@ -67,6 +67,11 @@ int short_box_rows(std::int64_t rows, int tile_rows) {
   return static_cast<int>((std::max<std::int64_t>(rows, 1) + 7) / 8 * 8);
 }
 
+int tail_box_rows(std::int64_t rows, int tile_rows) {
+  if (rows <= 0) return short_box_rows(rows, tile_rows);
+  return short_box_rows(rows - (rows - 1) / tile_rows * tile_rows, tile_rows);
+}
+
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
   check_dtype(dtype, "GEMM");
   const kernels::GemmArgs& args = params.args;
@@ -104,8 +109,15 @@ void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
 }
 
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, bn, "forward");
+                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
+  const int tail = tail_box_rows(x_rows, bm);
+  params.args.x_tail_box_rows = tail;
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, tail, bn, "forward");
+  params.x_tail_map = params.x_map;
+  // The whole row tiles' box, where there are whole tiles besides a shorter last one.
+  if (tail != bm && x_rows > bm) {
+    encode_2d(params.x_map, dtype, params.args.hidden, x_rows, h, params.args.hidden_stride, bm);
+  }
 }
 
 }  // namespace shardjit

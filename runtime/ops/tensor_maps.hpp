@@ -27,6 +27,11 @@ namespace shardjit {
 // past the operand, which the kernels never store.
 int short_box_rows(std::int64_t rows, int tile_rows);
 
+// The rows of the box of the last of the tile_rows-row tiles over `rows` rows: its rows rounded
+// up to 8 (short_box_rows of them), so that a call of 150 rows reads its second 128-row tile's 22
+// in a box of 24, not 128. A whole last tile keeps the tile's box.
+int tail_box_rows(std::int64_t rows, int tile_rows);
+
 // Fills params.a_map and params.b_map for params.args; dtype is A's and B's (bf16 or fp16). A
 // [m][k] goes in boxes of params.a_box_rows rows, A^T (a_trans) in 64 x 64 boxes.
 void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans);
@@ -50,9 +55,10 @@ void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, 
 // the next multiple of 8], row stride dz_stride), written in boxes of 16 rows x 64 columns.
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
-// The same two maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh), X's as
-// x_rows rows in boxes of x_box_rows (short_box_rows).
+// The forward's maps for the Hopper loop (templates/linear_logp/fwd_hopper.cuh): X's x_rows rows in
+// boxes of bm rows (the whole row tiles') and of tail_box_rows(x_rows, bm) (the last row tile's,
+// params.args.x_tail_box_rows, set here), W's valid rows in boxes of bn.
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
-                            std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn);
+                            std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
 
 }  // namespace shardjit

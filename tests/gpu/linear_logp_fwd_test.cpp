@@ -257,6 +257,9 @@ const FwdCase kCases[] = {
     // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns.
     {"n150_h4096_v31903_rows_as_n_by_rule", 150, 4096, 31903, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
      true},
+    // The last row tile in a box of its rows rounded up to 8 (tail_box_rows): 300 rows' third tile of
+    // 44 rows in a box of 48 (n4097_h2880_v25136_tp8_shard below: a last row in a box of 8).
+    {"n300_h1024_v20000_tail_box", 300, 1024, 20000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true, true},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };

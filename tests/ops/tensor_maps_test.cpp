@@ -45,5 +45,21 @@ TEST(TensorMaps, OperandsUnderATileAreReadInBoxesOfTheirRowsRoundedUpToEight) {
   EXPECT_EQ(short_box_rows(333, 128), 128);
 }
 
+// The last tile's rows rounded up to 8; a whole last tile keeps the tile's box.
+TEST(TensorMaps, TailBoxRowsAreTheLastTilesRowsRoundedUpTo8) {
+  EXPECT_EQ(tail_box_rows(0, 128), 8);
+  EXPECT_EQ(tail_box_rows(7, 128), 8);
+  EXPECT_EQ(tail_box_rows(128, 128), 128);
+  EXPECT_EQ(tail_box_rows(129, 128), 8);
+  EXPECT_EQ(tail_box_rows(150, 128), 24);
+  EXPECT_EQ(tail_box_rows(256, 128), 128);
+  EXPECT_EQ(tail_box_rows(300, 128), 48);
+  EXPECT_EQ(tail_box_rows(333, 128), 80);
+  EXPECT_EQ(tail_box_rows(4097, 128), 8);
+  EXPECT_EQ(tail_box_rows(300, 168), 136);
+  EXPECT_EQ(tail_box_rows(333, 168), 168);
+  EXPECT_EQ(tail_box_rows(150, 168), 152);
+}
+
 }  // namespace
 }  // namespace shardjit

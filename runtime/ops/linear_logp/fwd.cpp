@@ -332,9 +332,8 @@ void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLog
   kernels::LinearLogpFwdParams params{};
   params.args = args;
   if (tile.wgmma) {
-    params.args.x_box_rows = short_box_rows(args.n_rows, tile.bm);
     encode_fwd_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
-                           params.args.x_box_rows, tile.bn);
+                           tile.bm, tile.bn);
   }
   launch(kernel, shape, params, stream);
 }

@@ -286,7 +286,8 @@ bool fwd_merges_in_kernel(std::int64_t n_rows, int bm, int sources);
 
 // One block for each unit and piece of `plan` (VocabSplit::blocks), of the kernel built for `tile`
 // and `layout`, with linear_logp_fwd_smem's shared memory; the Hopper loop's TMA maps are encoded
-// here, from the arguments' pointers, X's in boxes of short_box_rows(n_rows, tile.bm) rows.
+// here, from the arguments' pointers (encode_fwd_tensor_maps: X's last row tile in a box of its
+// rows rounded up to 8).
 void launch_linear_logp_fwd(const LoadedKernel& kernel, const kernels::LinearLogpFwdArgs& args,
                             const VocabSplit& plan, const LinearLogpLayout& layout, const FwdTile& tile,
                             CUstream stream);
