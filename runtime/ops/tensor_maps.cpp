@@ -49,14 +49,22 @@ void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
-// X [x_rows][H] in boxes of bm rows and W's valid rows [V_VALID][H] in boxes of bn, for a kernel
-// that recomputes logit tiles (the forward's and the dZ kernel's parameters name them alike).
+// X [x_rows][H] in boxes of bm rows (x_map) and of the last row tile's (x_tail_map,
+// tail_box_rows), and W's valid rows [V_VALID][H] in boxes of bn, for a kernel that computes logit
+// tiles on the Hopper loop (the forward's and the dZ kernel's parameters name them alike;
+// templates/linear_logp/x_box.cuh).
 template <class Params>
 void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t v_valid, std::int64_t x_rows, int bm,
                        int bn, const char* what) {
   check_dtype(dtype, what);
   const auto& args = params.args;
-  encode_2d(params.x_map, dtype, args.hidden, x_rows, h, args.hidden_stride, bm);
+  params.x_tail_box_rows = tail_box_rows(x_rows, bm);
+  encode_2d(params.x_tail_map, dtype, args.hidden, x_rows, h, args.hidden_stride, params.x_tail_box_rows);
+  params.x_map = params.x_tail_map;
+  // The whole row tiles' box, where there are whole tiles besides a shorter last one.
+  if (params.x_tail_box_rows != bm && x_rows > bm) {
+    encode_2d(params.x_map, dtype, args.hidden, x_rows, h, args.hidden_stride, bm);
+  }
   encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
 }
 
@@ -97,8 +105,8 @@ void encode_gemm_output_map(kernels::GemmParams& params, DType dtype) {
 }
 
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
-                           std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn) {
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, x_box_rows, bn, "dZ kernel");
+                           std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, bm, bn, "dZ kernel");
 }
 
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
@@ -110,14 +118,7 @@ void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz) {
 
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
                             std::int64_t v_valid, std::int64_t x_rows, int bm, int bn) {
-  const int tail = tail_box_rows(x_rows, bm);
-  params.args.x_tail_box_rows = tail;
-  encode_logit_maps(params, dtype, h, v_valid, x_rows, tail, bn, "forward");
-  params.x_tail_map = params.x_map;
-  // The whole row tiles' box, where there are whole tiles besides a shorter last one.
-  if (tail != bm && x_rows > bm) {
-    encode_2d(params.x_map, dtype, params.args.hidden, x_rows, h, params.args.hidden_stride, bm);
-  }
+  encode_logit_maps(params, dtype, h, v_valid, x_rows, bm, bn, "forward");
 }
 
 }  // namespace shardjit

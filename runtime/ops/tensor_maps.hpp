@@ -45,19 +45,19 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
 // 16 rows x 64 columns.
 void encode_gemm_output_map(kernels::GemmParams& params, DType dtype);
 
-// Fills params.x_map and params.w_map for params.args, X's x_rows rows in boxes of x_box_rows
-// (short_box_rows) and W's in boxes of bn rows (bn <= 256); dtype is X's and W's (bf16 or fp16),
-// v_valid the rows of W read (the shard's valid columns), h the hidden size.
+// Fills params.x_map, params.x_tail_map, params.x_tail_box_rows and params.w_map for params.args
+// (templates/linear_logp/x_box.cuh): X's x_rows rows in boxes of bm rows for the whole row tiles
+// and of tail_box_rows(x_rows, bm) for a shorter last one, W's in boxes of bn rows (bn <= 256);
+// dtype is X's and W's (bf16 or fp16), v_valid the rows of W read (the shard's valid columns), h
+// the hidden size.
 void encode_dz_tensor_maps(kernels::LinearLogpBwdDzParams& params, DType dtype, std::int64_t h,
-                           std::int64_t v_valid, std::int64_t x_rows, int x_box_rows, int bn);
+                           std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
 
 // Fills params.dz_map for params.args' dZ buffer of 16-bit type dz ([n_rows][chunk columns up to
 // the next multiple of 8], row stride dz_stride), written in boxes of 16 rows x 64 columns.
 void encode_dz_output_map(kernels::LinearLogpBwdDzParams& params, DType dz);
 
-// The forward's maps for the Hopper loop (templates/linear_logp/fwd_hopper.cuh): X's x_rows rows in
-// boxes of bm rows (the whole row tiles') and of tail_box_rows(x_rows, bm) (the last row tile's,
-// params.args.x_tail_box_rows, set here), W's valid rows in boxes of bn.
+// The same maps for the forward's Hopper loop (templates/linear_logp/fwd_hopper.cuh).
 void encode_fwd_tensor_maps(kernels::LinearLogpFwdParams& params, DType dtype, std::int64_t h,
                             std::int64_t v_valid, std::int64_t x_rows, int bm, int bn);
 

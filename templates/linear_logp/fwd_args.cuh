@@ -38,23 +38,21 @@ struct LinearLogpFwdArgs {
                             // (fwd.cuh) has both compiled in
   float inv_temperature;
   // The Hopper kernel only (fwd_hopper.cuh):
-  int x_tail_box_rows;      // rows of X's TMA box in the last row tile where it has fewer than BM
-                            // rows (x_tail_map): its rows rounded up to 8 (tail_box_rows); the
-                            // whole row tiles' box (x_map) has BM
   unsigned int* arrivals;   // null, or a counter a row tile, zero between calls: the kernel then
                             // merges each row tile's partials itself (fwd_merge.cuh), with
   LogpCombineArgs combine;  // the combine kernel's arguments for the call's sources
 };
 
 // The kernels' parameter: the arguments and, for the Hopper kernel, the TMA maps of X [n_rows][H]
-// (in boxes of BM rows, and of x_tail_box_rows for the last row tile) and of W's valid rows
-// [V_VALID][H], encoded by the host for each launch (runtime/ops/tensor_maps.cpp); unused (zeros)
-// on the portable loops.
+// (in boxes of BM rows, and of x_tail_box_rows for a shorter last row tile: x_box.cuh) and of W's
+// valid rows [V_VALID][H], encoded by the host for each launch (runtime/ops/tensor_maps.cpp);
+// unused (zeros) on the portable loops.
 struct LinearLogpFwdParams {
   LinearLogpFwdArgs args;
   TmaDescriptor x_map;
   TmaDescriptor x_tail_map;
   TmaDescriptor w_map;
+  int x_tail_box_rows;
 };
 
 }  // namespace kernels

@@ -14,8 +14,8 @@
 // shard's valid rows from the TMA maps, the columns with logits from args.valid_local. The
 // kernels built on it are therefore compiled once per dtype and option set, not per shape.
 //
-// A call of fewer rows than BM reads X in place in boxes of its rows rounded up to 8
-// (params.x_box_rows); the stage's rows past the box hold stale shared memory. wgmma keeps
+// A last row tile of fewer rows than BM reads X in place in boxes of its rows rounded up to 8
+// (x_box.cuh); the stage's rows past the box hold stale shared memory. wgmma keeps
 // accumulator rows apart, so they reach only rows past n_rows, which the epilogues neither store
 // nor count: the dZ epilogue zeroes every column of a row without a target (bwd_row) before its
 // tile max, and the kept chunk's partials and stores are a row's own. For the same reason a
@@ -40,6 +40,7 @@
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
 #include "linear_logp/bwd_dz_tile.cuh"
+#include "linear_logp/x_box.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -74,17 +75,18 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     Ring::enter_producer();
     if (!Ring::is_producer(warp)) return;
     if (lane == 0) {
-      // X's box (of a call's rows rounded up to 8 where they are fewer than BM) and W's.
-      const unsigned int slice_bytes = static_cast<unsigned int>((params.x_box_rows + BN) * BK * kElem);
       TmaRingCursor<STAGES> at;
       for_each_segment(plan, [&](const TileSegment& segment) {
         const Tile tile(args, segment.tile, row_tiles, col_tiles);
         if (tile.n0 >= args.valid_local) return;  // no products: see below
+        // X's box (of the tile's rows rounded up to 8 where they are fewer than BM) and W's.
+        const XBox x = x_box<BM>(params, tile.rows);
+        const unsigned int slice_bytes = static_cast<unsigned int>((x.rows + BN) * BK * kElem);
         for (int slice = segment.begin; slice < segment.end; ++slice) {
           ring.produce(
               at,
               [&](unsigned int dst, unsigned int full) {
-                tma_load_2d(dst, &params.x_map, slice * BK, static_cast<int>(tile.row0), full);
+                tma_load_2d(dst, x.map, slice * BK, static_cast<int>(tile.row0), full);
                 tma_load_2d(dst + BM * BK * kElem, &params.w_map, slice * BK, tile.n0, full);
               },
               slice_bytes);

@@ -121,9 +121,8 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
     params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices);
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, true));
     shape.grid_y = 1;
-    params.x_box_rows = short_box_rows(args.n_rows, tile.bm);
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
-                          params.x_box_rows, tile.bn);
+                          tile.bm, tile.bn);
     if (dtype_size(dz) == 2) encode_dz_output_map(params, dz);
   }
   launch(kernel, shape, params, stream);

@@ -52,8 +52,8 @@ kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, co
 // split.resident_blocks() persistent blocks (the multiprocessors: one block each), splits a grid
 // of few tiles along K in `split` (templates/common/stream_k.cuh) and reads X and W, and writes
 // a 16-bit dZ (`dz`, the kernel's dZ type), through TMA maps encoded here from args and the
-// layout, X's in boxes of short_box_rows(args.n_rows, tile.bm) rows. Nothing is launched for
-// zero rows or columns.
+// layout (X's last row tile, where shorter, in a box of its rows rounded up to 8: tail_box_rows).
+// Nothing is launched for zero rows or columns.
 void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::LinearLogpBwdDzArgs& args,
                                const LinearLogpLayout& layout, const FwdTile& tile, DType dz,
                                const StreamKWorkspace& split, CUstream stream);
