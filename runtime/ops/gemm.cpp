@@ -158,9 +158,8 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
                                         "bytes apart and long (row stride " + std::to_string(args.out_stride) +
                                         ", n " + std::to_string(args.n) + ")");
     }
-    // A [m][k] of fewer rows than a tile (grad_hidden at decode sizes: dZ's few rows) in short boxes.
-    params.a_box_rows = kind.a_trans ? tile.bm : short_box_rows(params.args.m, tile.bm);
-    if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans);
+    // A [m][k]'s last row tile, where shorter (grad_hidden: dZ's rows), in a box of its rows.
+    if (params.args.k > 0) encode_gemm_tensor_maps(params, kind.a, kind.a_trans, tile.bm);
     // The tiles of the rows as N read their addend from global memory and store from the registers.
     params.stage_addend = !tile.rows_as_n && encode_gemm_addend_map(params, kind.addend, tile.bm) ? 1 : 0;
     if (kernels::gemm_tma_stages_output(static_cast<int>(out_elem), tile.rows_as_n)) {

@@ -49,43 +49,50 @@ void encode_2d(kernels::TmaDescriptor& map, DType dtype, const void* base, std::
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
-// X [x_rows][H] in boxes of bm rows (x_map) and of the last row tile's (x_tail_map,
-// tail_box_rows), and W's valid rows [V_VALID][H] in boxes of bn, for a kernel that computes logit
-// tiles on the Hopper loop (the forward's and the dZ kernel's parameters name them alike;
-// templates/linear_logp/x_box.cuh).
+// A row-major operand [rows][cols] read in row tiles of bm rows (templates/common/row_tile_box.cuh):
+// `whole` in boxes of bm rows, for the whole tiles, and `tail` in boxes of the last tile's rows
+// rounded up to 8 (tail_box_rows), returned. Where no tile is shorter, or none is whole, the two
+// maps are the same.
+int encode_row_tiles(kernels::TmaDescriptor& whole, kernels::TmaDescriptor& tail, DType dtype, const void* base,
+                     std::int64_t rows, std::int64_t cols, std::int64_t row_stride, int bm) {
+  const int tail_rows = tail_box_rows(rows, bm);
+  encode_2d(tail, dtype, base, rows, cols, row_stride, tail_rows);
+  whole = tail;
+  if (tail_rows != bm && rows > bm) encode_2d(whole, dtype, base, rows, cols, row_stride, bm);
+  return tail_rows;
+}
+
+// X [x_rows][H] in row tiles of bm rows (x_map, x_tail_map, x_tail_box_rows) and W's valid rows
+// [V_VALID][H] in boxes of bn, for a kernel that computes logit tiles on the Hopper loop (the
+// forward's and the dZ kernel's parameters name them alike).
 template <class Params>
 void encode_logit_maps(Params& params, DType dtype, std::int64_t h, std::int64_t v_valid, std::int64_t x_rows, int bm,
                        int bn, const char* what) {
   check_dtype(dtype, what);
   const auto& args = params.args;
-  params.x_tail_box_rows = tail_box_rows(x_rows, bm);
-  encode_2d(params.x_tail_map, dtype, args.hidden, x_rows, h, args.hidden_stride, params.x_tail_box_rows);
-  params.x_map = params.x_tail_map;
-  // The whole row tiles' box, where there are whole tiles besides a shorter last one.
-  if (params.x_tail_box_rows != bm && x_rows > bm) {
-    encode_2d(params.x_map, dtype, args.hidden, x_rows, h, args.hidden_stride, bm);
-  }
+  params.x_tail_box_rows =
+      encode_row_tiles(params.x_map, params.x_tail_map, dtype, args.hidden, x_rows, h, args.hidden_stride, bm);
   encode_2d(params.w_map, dtype, args.weight, v_valid, h, args.weight_stride, bn);
 }
 
 }  // namespace
 
-int short_box_rows(std::int64_t rows, int tile_rows) {
-  if (rows >= tile_rows) return tile_rows;
-  return static_cast<int>((std::max<std::int64_t>(rows, 1) + 7) / 8 * 8);
-}
-
 int tail_box_rows(std::int64_t rows, int tile_rows) {
-  if (rows <= 0) return short_box_rows(rows, tile_rows);
-  return short_box_rows(rows - (rows - 1) / tile_rows * tile_rows, tile_rows);
+  // The last tile's rows, 1 to tile_rows (one for an operand of none, whose box is never read).
+  const std::int64_t last = rows <= 0 ? 1 : rows - (rows - 1) / tile_rows * tile_rows;
+  return static_cast<int>(std::min<std::int64_t>((last + 7) / 8 * 8, tile_rows));
 }
 
-void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans) {
+void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans, int bm) {
   check_dtype(dtype, "GEMM");
   const kernels::GemmArgs& args = params.args;
-  // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in a_box_rows-row boxes.
-  encode_2d(params.a_map, dtype, args.a, a_trans ? args.k : args.m, args.a_cols, args.a_stride,
-            a_trans ? 64 : params.a_box_rows);
+  // A's storage: [k][a_cols] read as A^T in 64 x 64 boxes, or [m][a_cols] in row tiles of bm rows.
+  if (a_trans) {
+    encode_2d(params.a_map, dtype, args.a, args.k, args.a_cols, args.a_stride, 64);
+  } else {
+    params.a_tail_box_rows =
+        encode_row_tiles(params.a_map, params.a_tail_map, dtype, args.a, args.m, args.a_cols, args.a_stride, bm);
+  }
   encode_2d(params.b_map, dtype, args.b, args.b_rows, args.n, args.b_stride, 64);
 }
 

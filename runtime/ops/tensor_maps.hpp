@@ -17,24 +17,22 @@
 
 namespace shardjit {
 
-// The rows of a TMA box over an operand of `rows` rows that a kernel reads in tiles of tile_rows:
-// the tile's, or, for fewer rows than that, the rows rounded up to 8, so that a small call's
-// boxes lie (almost) inside the operand. A box past an operand's rows arrives as zeros, and a
+// The rows of the TMA box of the last of the tile_rows-row tiles over an operand of `rows` rows:
+// its rows rounded up to 8, so that its box lies (almost) inside the operand. A whole last tile
+// keeps the tile's box; a call of 150 rows reads its second 128-row tile's 22 in a box of 24, a
+// call of 7 rows its one tile in a box of 8. A box past an operand's rows arrives as zeros, and a
 // tile-high box over a few rows spends the TMA unit's requests on zeros: at 7 rows of X the
 // forward read W at 67 % of DRAM bandwidth with 128-row boxes, 87 % with 8-row boxes
 // (docs/perf-notes.md, "Calls of fewer rows than a tile"). The rows of the tile's stage past the
 // box then hold stale shared memory; wgmma keeps accumulator rows apart, so they reach only rows
-// past the operand, which the kernels never store.
-int short_box_rows(std::int64_t rows, int tile_rows);
-
-// The rows of the box of the last of the tile_rows-row tiles over `rows` rows: its rows rounded
-// up to 8 (short_box_rows of them), so that a call of 150 rows reads its second 128-row tile's 22
-// in a box of 24, not 128. A whole last tile keeps the tile's box.
+// past the operand, which the kernels never store (templates/common/row_tile_box.cuh).
 int tail_box_rows(std::int64_t rows, int tile_rows);
 
 // Fills params.a_map and params.b_map for params.args; dtype is A's and B's (bf16 or fp16). A
-// [m][k] goes in boxes of params.a_box_rows rows, A^T (a_trans) in 64 x 64 boxes.
-void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans);
+// [m][k] is read in row tiles of bm rows: a_map in boxes of bm rows, a_tail_map in boxes of
+// params.a_tail_box_rows (tail_box_rows, both set here) for a shorter last tile
+// (templates/common/row_tile_box.cuh); A^T (a_trans) in a_map's 64 x 64 boxes.
+void encode_gemm_tensor_maps(kernels::GemmParams& params, DType dtype, bool a_trans, int bm);
 
 // Fills params.addend_map for params.args' addend of type dtype, read in tiles of bm rows, where
 // TMA can read it (a 16-byte aligned base and row stride); returns whether it did. Without an
@@ -46,7 +44,7 @@ bool encode_gemm_addend_map(kernels::GemmParams& params, DType dtype, int bm);
 void encode_gemm_output_map(kernels::GemmParams& params, DType dtype);
 
 // Fills params.x_map, params.x_tail_map, params.x_tail_box_rows and params.w_map for params.args
-// (templates/linear_logp/x_box.cuh): X's x_rows rows in boxes of bm rows for the whole row tiles
+// (templates/common/row_tile_box.cuh): X's x_rows rows in boxes of bm rows for the whole row tiles
 // and of tail_box_rows(x_rows, bm) for a shorter last one, W's in boxes of bn rows (bn <= 256);
 // dtype is X's and W's (bf16 or fp16), v_valid the rows of W read (the shard's valid columns), h
 // the hidden size.

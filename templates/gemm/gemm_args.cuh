@@ -46,7 +46,10 @@ struct GemmArgs {
 // (templates/common/stream_k.cuh); unused (zeros) otherwise.
 struct GemmParams {
   GemmArgs args;
+  // A's storage: A^T in 64 x 64 boxes, or A [m][k] in boxes of the tile's rows, and (a_tail_map) of
+  // a shorter last row tile's, a_tail_box_rows (templates/common/row_tile_box.cuh).
   TmaDescriptor a_map;
+  TmaDescriptor a_tail_map;
   TmaDescriptor b_map;
   // The addend's map, when stage_addend: the addend tile is then brought into the ring by TMA
   // after the tile's K slices (templates/gemm/gemm_staged_addend.cuh); otherwise the epilogue
@@ -56,9 +59,7 @@ struct GemmParams {
   // (templates/common/fragment_box_store.cuh).
   TmaDescriptor out_map;
   int stage_addend;
-  // Rows of A's boxes without A_TRANS: the tile's 128, or fewer where A has fewer rows than a
-  // tile (runtime/ops/tensor_maps.hpp, short_box_rows); the stage's rows past them are stale.
-  int a_box_rows;
+  int a_tail_box_rows;
   StreamKPlan split;
 };
 

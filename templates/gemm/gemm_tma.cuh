@@ -6,10 +6,11 @@
 // contiguous operands as 64-wide column blocks of 64 K rows (128-byte swizzle, boxes of 128
 // bytes a row), K contiguous ones as 128-byte rows: what wgmma reads. Boxes past the tensors'
 // extents arrive as zeros, so columns past a_cols and rows of B past b_rows read as zeros as in
-// the cp.async copiers; so do rows past m, except that an A [m][k] of fewer rows than a tile is
-// read in boxes of its rows rounded up to 8 (a_box_rows), the stage's other rows stale: wgmma
-// keeps accumulator rows apart, and rows past m are never stored. A warpgroup whose 64 rows of a
-// tile all lie past m issues no products for it (TmaRing::consume_rows).
+// the cp.async copiers; so do rows past m, except that the last row tile of an A [m][k], where it
+// has fewer rows than the tile, is read in boxes of its rows rounded up to 8 (a_tail_map,
+// common/row_tile_box.cuh), the stage's other rows stale: wgmma keeps accumulator rows apart, and
+// rows past m are never stored. A warpgroup whose 64 rows of a tile all lie past m issues no
+// products for it (TmaRing::consume_rows).
 //
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
@@ -26,7 +27,7 @@
 //
 // ROWS_AS_N: the tile is BM output rows (a multiple of 32 up to 256) by 128 output columns, the
 // rows as wgmma's N: wgmma's A is B's 128 columns (two 64-column boxes, read M contiguous) and its
-// B is A's BM rows (K contiguous, in boxes of a_box_rows rows), so a product of a few hundred rows
+// B is A's BM rows (K contiguous, in boxes of BM rows or the last tile's), so a product of a few hundred rows
 // is covered by tiles of about its rows instead of 128-row tiles padded past them, and by twice
 // as many column tiles (grad_hidden at 333 rows: 2 x 192 rows, not 3 x 128; docs/perf-notes.md,
 // "GEMM tiles of the rows as N"). Such a tile is stored from the registers, its fragment's rows
@@ -44,6 +45,7 @@
 // stage only once every block is done with it (common/tma_ring.cuh), keep the blocks in step.
 #pragma once
 
+#include "common/row_tile_box.cuh"
 #include "common/stream_k.cuh"
 #include "common/stream_k_fixup.cuh"
 #include "common/tile_order.cuh"
@@ -125,14 +127,17 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       ring.exit();
       return;
     }
-    // A slice's bytes: A's box (short for A [m][k] of fewer rows than a tile) and B's.
-    const unsigned int slice_bytes = A_TRANS ? kStageBytes
-                                             : static_cast<unsigned int>(params.a_box_rows) * kBK * 2 +
-                                                   (ROWS_AS_N ? kWgmmaABytes : kBK * kBN * 2);
     TmaRingCursor<STAGES> at;
     for_each_segment(plan, [&](const TileSegment& segment) {
       int m0, n0;
       corner(segment, m0, n0);
+      // A [m][k]'s box (short in a shorter last row tile) and a slice's bytes: A's box and B's.
+      const long long rows_left = args.m - m0;
+      const RowTileBox a_box = row_tile_box<kBM>(params.a_map, params.a_tail_map, params.a_tail_box_rows,
+                                                 rows_left < kBM ? static_cast<int>(rows_left) : kBM);
+      const unsigned int slice_bytes = A_TRANS ? kStageBytes
+                                               : static_cast<unsigned int>(a_box.rows) * kBK * 2 +
+                                                     (ROWS_AS_N ? kWgmmaABytes : kBK * kBN * 2);
       // Lane 0 issues; the whole warp walks the loop so that it can ask L2 for the addend tile
       // together, kGemmAddendPrefetchSlices slices before the compute warps finish (the producer
       // runs about STAGES slices ahead of them).
@@ -166,16 +171,16 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
                   }
                 };
                 if constexpr (ROWS_AS_N) {
-                  // B's 128 columns are wgmma's A; A [m][k], a_box_rows rows of 128 bytes, its B.
+                  // B's 128 columns are wgmma's A; A [m][k], a_box.rows rows of 128 bytes, its B.
                   load_b(dst, 2);
-                  tma_load_2d(dst + kWgmmaABytes, &params.a_map, k0, m0, full);
+                  tma_load_2d(dst + kWgmmaABytes, a_box.map, k0, m0, full);
                 } else {
                   if constexpr (A_TRANS) {
                     // A^T [k][m]: two 64-column blocks of the tile's 128 M indices.
                     tma_load_2d(dst, &params.a_map, m0, k0, full);
                     tma_load_2d(dst + kBlockBytes, &params.a_map, m0 + kBox, k0, full);
                   } else {
-                    tma_load_2d(dst, &params.a_map, k0, m0, full);  // A [m][k]: a_box_rows rows of 128 bytes
+                    tma_load_2d(dst, a_box.map, k0, m0, full);  // A [m][k]: a_box.rows rows of 128 bytes
                   }
                   load_b(dst + kWgmmaABytes, kBN / kBox);
                 }

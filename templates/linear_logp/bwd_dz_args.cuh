@@ -48,8 +48,8 @@ struct LinearLogpBwdDzArgs {
 };
 
 // The kernel's parameter: the arguments and, on the Hopper loop (WGMMA), the TMA maps of X
-// [n_rows][H] (two: x_box.cuh), of W's valid rows [valid_local][H] and of a 16-bit dZ, encoded by
-// the host for each launch (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
+// [n_rows][H] (two: common/row_tile_box.cuh), of W's valid rows [valid_local][H] and of a 16-bit
+// dZ, encoded by the host for each launch (runtime/ops/tensor_maps.cpp); unused (zeros) otherwise.
 struct LinearLogpBwdDzParams {
   LinearLogpBwdDzArgs args;
   TmaDescriptor x_map;
@@ -57,7 +57,7 @@ struct LinearLogpBwdDzParams {
   TmaDescriptor w_map;
   TmaDescriptor dz_map;  // 16-bit dZ [n_rows][padded chunk columns], written in 16 x 64 boxes
   StreamKPlan split;  // the Hopper loop's tiles among its blocks (templates/common/stream_k.cuh)
-  // Rows of x_tail_map's boxes, for a last row tile of fewer rows than BM (x_box.cuh).
+  // Rows of x_tail_map's boxes, for a last row tile of fewer rows than BM.
   int x_tail_box_rows;
 };
 

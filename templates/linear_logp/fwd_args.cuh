@@ -44,9 +44,9 @@ struct LinearLogpFwdArgs {
 };
 
 // The kernels' parameter: the arguments and, for the Hopper kernel, the TMA maps of X [n_rows][H]
-// (in boxes of BM rows, and of x_tail_box_rows for a shorter last row tile: x_box.cuh) and of W's
-// valid rows [V_VALID][H], encoded by the host for each launch (runtime/ops/tensor_maps.cpp);
-// unused (zeros) on the portable loops.
+// (in boxes of BM rows, and of x_tail_box_rows for a shorter last row tile:
+// common/row_tile_box.cuh) and of W's valid rows [V_VALID][H], encoded by the host for each launch
+// (runtime/ops/tensor_maps.cpp); unused (zeros) on the portable loops.
 struct LinearLogpFwdParams {
   LinearLogpFwdArgs args;
   TmaDescriptor x_map;

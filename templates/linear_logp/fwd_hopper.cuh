@@ -21,9 +21,9 @@
 // (docs/perf-notes.md, "Why the forward is tiled this way").
 //
 // The last row tile, where it has fewer rows than the tile (a call of fewer rows than the tile, or
-// 150 rows' second tile of 22), reads X in place, in boxes of its rows rounded up to 8 (x_box.cuh);
-// the stage's rows past the box keep whatever the shared memory held and, like the rows past
-// n_rows, reach only accumulators of rows that are never stored. A warpgroup
+// 150 rows' second tile of 22), reads X in place, in boxes of its rows rounded up to 8
+// (common/row_tile_box.cuh); the stage's rows past the box keep whatever the shared memory held
+// and, like the rows past n_rows, reach only accumulators of rows that are never stored. A warpgroup
 // whose 64 rows all lie past the call's issues no products: at a few rows the tensor cores then
 // do half the tile's work a slice, which a block of a long K (a TP shard of H = 8192 at one tile a
 // block) otherwise spends more time on than on reading its W tile.
@@ -49,6 +49,7 @@
 #pragma once
 
 #include "common/ptx.cuh"
+#include "common/row_tile_box.cuh"
 #include "common/tma_ring.cuh"
 #include "common/wgmma_mainloop.cuh"
 #include "linear_logp/fwd_args.cuh"
@@ -58,7 +59,6 @@
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/fwd_merge.cuh"
 #include "linear_logp/logit_block_shape.cuh"
-#include "linear_logp/x_box.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -111,7 +111,8 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
       const unsigned long long w_policy = l2_policy<L2Priority::kEvictFirst>();
       TmaRingCursor<STAGES> at;
       // A box of fewer rows than the tile fills only the first rows of X's part (see above).
-      const XBox x = x_box<BM>(params, block.rows);
+      const RowTileBox x =
+          row_tile_box<BM>(params.x_map, params.x_tail_map, params.x_tail_box_rows, block.rows);
       const unsigned int stage_bytes = static_cast<unsigned int>((x.rows + BN) * BK * kElem);
       constexpr unsigned int kXOffset = ROWS_AS_N ? BN * BK * kElem : 0;
       constexpr unsigned int kWOffset = ROWS_AS_N ? 0 : BM * BK * kElem;

@@ -15,7 +15,7 @@
 // kernels built on it are therefore compiled once per dtype and option set, not per shape.
 //
 // A last row tile of fewer rows than BM reads X in place in boxes of its rows rounded up to 8
-// (x_box.cuh); the stage's rows past the box hold stale shared memory. wgmma keeps
+// (common/row_tile_box.cuh); the stage's rows past the box hold stale shared memory. wgmma keeps
 // accumulator rows apart, so they reach only rows past n_rows, which the epilogues neither store
 // nor count: the dZ epilogue zeroes every column of a row without a target (bwd_row) before its
 // tile max, and the kept chunk's partials and stores are a row's own. For the same reason a
@@ -32,6 +32,7 @@
 
 #include "common/fragment_store_layout.cuh"
 #include "common/ptx_memory.cuh"
+#include "common/row_tile_box.cuh"
 #include "common/stream_k.cuh"
 #include "common/stream_k_fixup.cuh"
 #include "common/tma_ring.cuh"
@@ -40,7 +41,6 @@
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
 #include "linear_logp/bwd_dz_tile.cuh"
-#include "linear_logp/x_box.cuh"
 
 namespace shardjit {
 namespace kernels {
@@ -80,7 +80,8 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
         const Tile tile(args, segment.tile, row_tiles, col_tiles);
         if (tile.n0 >= args.valid_local) return;  // no products: see below
         // X's box (of the tile's rows rounded up to 8 where they are fewer than BM) and W's.
-        const XBox x = x_box<BM>(params, tile.rows);
+        const RowTileBox x =
+            row_tile_box<BM>(params.x_map, params.x_tail_map, params.x_tail_box_rows, tile.rows);
         const unsigned int slice_bytes = static_cast<unsigned int>((x.rows + BN) * BK * kElem);
         for (int slice = segment.begin; slice < segment.end; ++slice) {
           ring.produce(

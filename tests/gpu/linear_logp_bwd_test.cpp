@@ -311,7 +311,7 @@ constexpr std::optional<DType> kNoBias = std::nullopt;
 
 const BwdCase kCases[] = {
     {"n1_h64_v300", 1, 64, 300},
-    // Fewer rows than a tile: grad_hidden reads dZ's rows in place in short boxes (short_box_rows),
+    // Fewer rows than a tile: grad_hidden reads dZ's rows in place in short boxes (tail_box_rows),
     // its stages' other rows stale. One chunk at a TP8 shard's shape; several chunks, the fp32
     // accumulator their addend, at 33 rows and at 65 (the second warpgroup's first row).
     {"n7_h4096_v16032_short_a_box", 7, 4096, 16032, 0, DType::kBF16, kNoBias, DType::kInt64, 1.0f, kBoth},

@@ -31,24 +31,16 @@ TEST(TensorMaps, AddendsTmaCannotDescribeStayOnGlobalReads) {
   EXPECT_FALSE(encode_gemm_addend_map(odd_stride_bf16, DType::kBF16, 128)) << "516 x 2 bytes a row";
 }
 
-// The forward's X and the GEMM's A [m][k] of fewer rows than a tile: boxes of the rows rounded up
-// to 8; from a tile's rows on, the tile's.
-TEST(TensorMaps, OperandsUnderATileAreReadInBoxesOfTheirRowsRoundedUpToEight) {
-  EXPECT_EQ(short_box_rows(0, 128), 8);
-  EXPECT_EQ(short_box_rows(1, 128), 8);
-  EXPECT_EQ(short_box_rows(7, 128), 8);
-  EXPECT_EQ(short_box_rows(8, 128), 8);
-  EXPECT_EQ(short_box_rows(65, 128), 72);
-  EXPECT_EQ(short_box_rows(121, 128), 128);
-  EXPECT_EQ(short_box_rows(127, 128), 128);
-  EXPECT_EQ(short_box_rows(128, 128), 128);
-  EXPECT_EQ(short_box_rows(333, 128), 128);
-}
-
-// The last tile's rows rounded up to 8; a whole last tile keeps the tile's box.
-TEST(TensorMaps, TailBoxRowsAreTheLastTilesRowsRoundedUpTo8) {
+// The last row tile's rows rounded up to 8 (a call of fewer rows than a tile: its rows); a whole
+// last tile keeps the tile's box.
+TEST(TensorMaps, TheLastRowTileIsReadInABoxOfItsRowsRoundedUpToEight) {
   EXPECT_EQ(tail_box_rows(0, 128), 8);
+  EXPECT_EQ(tail_box_rows(1, 128), 8);
   EXPECT_EQ(tail_box_rows(7, 128), 8);
+  EXPECT_EQ(tail_box_rows(8, 128), 8);
+  EXPECT_EQ(tail_box_rows(65, 128), 72);
+  EXPECT_EQ(tail_box_rows(121, 128), 128);
+  EXPECT_EQ(tail_box_rows(127, 128), 128);
   EXPECT_EQ(tail_box_rows(128, 128), 128);
   EXPECT_EQ(tail_box_rows(129, 128), 8);
   EXPECT_EQ(tail_box_rows(150, 128), 24);
@@ -59,6 +51,7 @@ TEST(TensorMaps, TailBoxRowsAreTheLastTilesRowsRoundedUpTo8) {
   EXPECT_EQ(tail_box_rows(300, 168), 136);
   EXPECT_EQ(tail_box_rows(333, 168), 168);
   EXPECT_EQ(tail_box_rows(150, 168), 152);
+  EXPECT_EQ(tail_box_rows(333, 192), 144);
 }
 
 }  // namespace
