@@ -54,7 +54,7 @@ TEST_P(RegisteredTemplates, CompileToCubin) {
   // The forward kernel of this dtype, in the op's tile and its other tiles (sm_90a), and the combine
   // kernel; together every registered template.
   std::vector<const KernelSpec*> specs{&kernels.fwd, &kernels.combine};
-  for (const KernelSpec& other : kernels.other_fwd) specs.push_back(&other);
+  for (const OtherFwdSpec& other : kernels.other_fwd) specs.push_back(&other.spec);
   for (const KernelSpec* spec : specs) {
     KernelSource source{spec->canonical_text(), spec->name_expression(), sources.flatten(spec->def().file)};
     CompiledKernel compiled = compiler.compile(source, c.arch);

@@ -93,6 +93,7 @@ struct LinearLogp::Impl {
   FwdTile tile;
   std::shared_ptr<const LoadedKernel> fwd;
   std::vector<FwdKernel> other_fwd;  // kernels.other_fwd, loaded
+  std::vector<FwdTile> plan_tiles;   // the tiles of other_fwd that choose_fwd_plan may pick
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]

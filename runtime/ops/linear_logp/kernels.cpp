@@ -10,14 +10,13 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
   const LinearLogpConfig& c = layout.config;
   const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), logp_combine_spec(c.target_dtype, c.want_entropy),
-                            std::nullopt, std::nullopt, {}, {}};
+                            std::nullopt, std::nullopt, {}};
   if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
   if (tp == 1 && !fwd_tile) {
     for (const FwdTile& other : hopper_other_fwd_tiles(c.dtype, arch, hopper_path)) {
-      kernels.other_tiles.push_back(other);
-      kernels.other_fwd.push_back(linear_logp_fwd_spec(layout, other));
+      kernels.other_fwd.push_back({other, linear_logp_fwd_spec(layout, other)});
     }
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path, tp);

@@ -12,6 +12,12 @@
 
 namespace shardjit {
 
+// The forward of one of the other Hopper tiles (hopper_other_fwd_tiles).
+struct OtherFwdSpec {
+  FwdTile tile;
+  KernelSpec spec;
+};
+
 struct LinearLogpKernels {
   FwdTile tile;
   KernelSpec fwd;
@@ -24,8 +30,7 @@ struct LinearLogpKernels {
   // A single-GPU op on the default Hopper tile also loads the forwards of the other Hopper tiles
   // (hopper_other_fwd_tiles), for the calls choose_fwd_plan gives them (fwd.hpp); an op pinned to
   // a tile (a tuning record, SHARDJIT_FWD_TILE) runs that tile at every call.
-  std::vector<FwdTile> other_tiles;
-  std::vector<KernelSpec> other_fwd;  // other_tiles[i]'s forward
+  std::vector<OtherFwdSpec> other_fwd;
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).

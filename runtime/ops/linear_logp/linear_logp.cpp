@@ -55,7 +55,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
                            const std::string& arch, int tp_degree) {
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
-  specs.insert(specs.end(), kernels.other_fwd.begin(), kernels.other_fwd.end());
+  for (const OtherFwdSpec& other : kernels.other_fwd) specs.push_back(other.spec);
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -90,9 +90,11 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   const std::string hint = prewarm_command(layout, device.arch(), rt.config.hopper_path, tp_degree);
   fwd = runtime.load(kernels.fwd, c.device, hint);
   allow_dynamic_smem(*fwd, smem_bytes);
-  for (std::size_t i = 0; i < kernels.other_fwd.size(); ++i) {
-    other_fwd.push_back({kernels.other_tiles[i], runtime.load(kernels.other_fwd[i], c.device, hint)});
-    allow_dynamic_smem(*other_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, other_fwd.back().tile));
+  for (const OtherFwdSpec& other : kernels.other_fwd) {
+    other_fwd.push_back({other.tile, runtime.load(other.spec, c.device, hint)});
+    allow_dynamic_smem(*other_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, other.tile));
+    // SHARDJIT_FWD_ROWS_AS_N=0 keeps the rows-as-N tile out of the rule's choice, not out of the op.
+    if (runtime.config.fwd_rows_as_n || !other.tile.rows_as_n) plan_tiles.push_back(other.tile);
   }
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
@@ -168,12 +170,8 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  // The tile of the rows as N comes last among the other tiles (hopper_other_fwd_tiles).
-  std::span<const FwdTile> others = kernels.other_tiles;
-  if (!runtime.config.fwd_rows_as_n && !others.empty() && others.back().rows_as_n) {
-    others = others.first(others.size() - 1);
-  }
-  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, others, gpu, first_col);
+  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, plan_tiles, gpu,
+                         first_col);
 }
 
 FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan) const {

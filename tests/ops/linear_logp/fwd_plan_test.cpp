@@ -523,16 +523,15 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   const LinearLogpLayout layout = resolve_layout(c);
   const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
   ASSERT_EQ(hopper.other_fwd.size(), 3u);
-  ASSERT_EQ(hopper.other_tiles.size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(hopper.other_fwd[i].template_name(),
-              hopper.other_tiles[i].rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper");
-    EXPECT_EQ(hopper.other_fwd[i].int_param("BM"), hopper.other_tiles[i].bm);
-    EXPECT_EQ(hopper.other_fwd[i].int_param("BN"), hopper.other_tiles[i].bn);
+  for (const OtherFwdSpec& other : hopper.other_fwd) {
+    EXPECT_EQ(other.spec.template_name(),
+              other.tile.rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper");
+    EXPECT_EQ(other.spec.int_param("BM"), other.tile.bm);
+    EXPECT_EQ(other.spec.int_param("BN"), other.tile.bn);
   }
-  EXPECT_EQ(hopper.other_tiles[0], (FwdTile{128, 128, 64, 4, true}));
-  EXPECT_EQ(hopper.other_tiles[1], (FwdTile{128, 192, 64, 4, true}));
-  EXPECT_EQ(hopper.other_tiles[2], (FwdTile{168, 128, 64, 4, true, true}));
+  EXPECT_EQ(hopper.other_fwd[0].tile, (FwdTile{128, 128, 64, 4, true}));
+  EXPECT_EQ(hopper.other_fwd[1].tile, (FwdTile{128, 192, 64, 4, true}));
+  EXPECT_EQ(hopper.other_fwd[2].tile, (FwdTile{168, 128, 64, 4, true, true}));
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").other_fwd.empty()) << "the portable loop";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).other_fwd.empty()) << "tensor parallelism";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";
