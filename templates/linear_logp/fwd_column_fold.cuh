@@ -140,8 +140,8 @@ struct LogpColumnFoldEpilogue {
       if constexpr (ENTROPY) en = ent[j];
 #pragma unroll
       for (int offset = 4; offset < 32; offset <<= 1) {
-        merge_base2(r, s, en, __shfl_xor_sync(0xffffffffu, r, offset), __shfl_xor_sync(0xffffffffu, s, offset),
-                    __shfl_xor_sync(0xffffffffu, en, offset));
+        merge_stats<ENTROPY, true>(r, s, en, __shfl_xor_sync(0xffffffffu, r, offset),
+                                   __shfl_xor_sync(0xffffffffu, s, offset), __shfl_xor_sync(0xffffffffu, en, offset));
       }
       if (lane < 4) {
         float* const slot = warp_stats + (warp * BM + row_of(lane, j)) * 3;
@@ -158,7 +158,7 @@ struct LogpColumnFoldEpilogue {
       float en = 0.0f;
       for (int w = 0; w < 8; ++w) {
         const float* const slot = warp_stats + (w * BM + row) * 3;
-        merge_base2(r, s, en, slot[0], slot[1], slot[2]);
+        merge_stats<ENTROPY, true>(r, s, en, slot[0], slot[1], slot[2]);
       }
       // Natural units: max = ref ln 2, ent = sum p (z - max) = ln 2 sum p (y - ref).
       RowPartial p;
@@ -172,29 +172,6 @@ struct LogpColumnFoldEpilogue {
 
  private:
   static constexpr float kLn2 = 0.6931471805599453f;
-
-  // Merges (r2, s2, e2) into (r, s, e), both in base 2 (as merge_stats does in natural units).
-  static __device__ __forceinline__ void merge_base2(float& r, float& s, float& e, float r2, float s2, float e2) {
-    const float m = fmaxf(r, r2);
-    if (m == neg_inf()) return;
-    float ms = 0.0f;
-    float me = 0.0f;
-    if (r != neg_inf()) {
-      const float shift = r - m;
-      const float f = exp2f(shift);
-      ms = s * f;
-      if (ENTROPY) me = f * (e + shift * s);
-    }
-    if (r2 != neg_inf()) {
-      const float shift = r2 - m;
-      const float f = exp2f(shift);
-      ms += s2 * f;
-      if (ENTROPY) me += f * (e2 + shift * s2);
-    }
-    r = m;
-    s = ms;
-    e = me;
-  }
 };
 
 }  // namespace kernels

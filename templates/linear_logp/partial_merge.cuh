@@ -28,28 +28,38 @@ __device__ __forceinline__ void store_empty_partials(RowPartial* out, long long 
   }
 }
 
-// Folds (max, sum, ent) of one set into `run`; the target field is left alone.
-template <bool ENTROPY>
-__device__ __forceinline__ void merge_stats(RowPartial& run, float max, float sum, float ent) {
-  const float m = fmaxf(run.max, max);
+// Folds (max, sum, ent) of one set into (run_max, run_sum, run_ent): in natural units, or with
+// BASE2 in base 2 (maxima in units of ln 2, scales by exp2f; the forward's column fold,
+// fwd_column_fold.cuh).
+template <bool ENTROPY, bool BASE2 = false>
+__device__ __forceinline__ void merge_stats(float& run_max, float& run_sum, float& run_ent, float max, float sum,
+                                            float ent) {
+  const float m = fmaxf(run_max, max);
   if (m == neg_inf()) return;
+  auto scale_of = [](float shift) { return BASE2 ? exp2f(shift) : expf(shift); };
   float merged_sum = 0.0f;
   float merged_ent = 0.0f;
-  if (run.max != neg_inf()) {
-    const float shift = run.max - m;
-    const float scale = expf(shift);
-    merged_sum = run.sum * scale;
-    if (ENTROPY) merged_ent = scale * (run.ent + shift * run.sum);
+  if (run_max != neg_inf()) {
+    const float shift = run_max - m;
+    const float scale = scale_of(shift);
+    merged_sum = run_sum * scale;
+    if (ENTROPY) merged_ent = scale * (run_ent + shift * run_sum);
   }
   if (max != neg_inf()) {
     const float shift = max - m;
-    const float scale = expf(shift);
+    const float scale = scale_of(shift);
     merged_sum += sum * scale;
     if (ENTROPY) merged_ent += scale * (ent + shift * sum);
   }
-  run.max = m;
-  run.sum = merged_sum;
-  run.ent = merged_ent;
+  run_max = m;
+  run_sum = merged_sum;
+  run_ent = merged_ent;
+}
+
+// Folds (max, sum, ent) of one set into `run`; the target field is left alone.
+template <bool ENTROPY>
+__device__ __forceinline__ void merge_stats(RowPartial& run, float max, float sum, float ent) {
+  merge_stats<ENTROPY>(run.max, run.sum, run.ent, max, sum, ent);
 }
 
 }  // namespace kernels
