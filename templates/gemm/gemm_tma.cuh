@@ -27,13 +27,13 @@
 //
 // ROWS_AS_N: the tile is BM output rows (a multiple of 32 up to 256) by 128 output columns, the
 // rows as wgmma's N: wgmma's A is B's 128 columns (two 64-column boxes, read M contiguous) and its
-// B is A's BM rows (K contiguous, in boxes of BM rows or the last tile's), so a product of a few hundred rows
-// is covered by tiles of about its rows instead of 128-row tiles padded past them, and by twice
-// as many column tiles (grad_hidden at 333 rows: 2 x 192 rows, not 3 x 128; docs/perf-notes.md,
-// "GEMM tiles of the rows as N"). Such a tile is stored from the registers, its fragment's rows
-// being the output's columns (GemmEpilogue::store_tile_rows_as_n), with its addend from global
-// memory. Its plans cut every tile into the same runs of K, so that the blocks that run at once
-// read the same K slices of A and B, and run its row tiles in clusters (plan_rows_as_n,
+// B is A's BM rows (K contiguous, in boxes of BM rows or of the last tile's), so a product of a few
+// hundred rows is covered by tiles of about its rows instead of 128-row tiles padded past them, and
+// by twice as many column tiles (grad_hidden at 333 rows: 2 x 192 rows, not 3 x 128;
+// docs/perf-notes.md, "GEMM tiles of the rows as N"). Such a tile is stored from the registers, its
+// fragment's rows being the output's columns (GemmEpilogue::store_tile_rows_as_n), with its addend
+// from global memory. Its plans cut every tile into the same runs of K, so that the blocks that run
+// at once read the same K slices of A and B, and run its row tiles in clusters (plan_rows_as_n,
 // common/stream_k.cuh) whose blocks share B's two boxes a slice as below.
 //
 // A plan split whole over a few row tiles, or over the row tiles of a grid of less than a wave,

@@ -668,35 +668,41 @@ TEST_F(LinearLogpBwdDeviceTest, TooSmallAWorkspaceIsAClearError) {
 }
 
 // Rows of a short box's stage past the box hold what shared memory held before: here a backward
-// of 128 rows whose rows 8 to 127 are NaN, so that their dZ fills the GEMM's A stages with NaN. A
-// backward of 7 rows after it (boxes of 8 rows) must give the same bits as before it.
+// of 300 rows whose rows 8 on are NaN, so that their dZ fills the GEMM's A stages with NaN. A
+// backward of 7 rows (one tile, in boxes of 8 rows), of 136 (a last tile of 8 rows) or of 249 (121
+// rows in a whole box) after it must give the same bits as before it.
 TEST_F(LinearLogpBwdDeviceTest, StaleRowsOfShortBoxesNeverReachTheGradients) {
-  Small poisoned(128);
-  std::vector<std::uint16_t> x_bits = poisoned.x.to_vector<std::uint16_t>(128 * 64);
+  const std::int64_t big = 300;
+  Small poisoned(big);
+  std::vector<std::uint16_t> x_bits = poisoned.x.to_vector<std::uint16_t>(static_cast<std::size_t>(big * 64));
   for (std::size_t i = 8 * 64; i < x_bits.size(); ++i) x_bits[i] = 0x7fc0;  // bf16 NaN
   poisoned.x.upload(x_bits.data(), x_bits.size() * 2);
-  std::vector<std::int64_t> targets(128);
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(big));
   for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>(i * 11 % 300);
   poisoned.t.upload(targets.data(), targets.size() * 8);
-  Small small(7);
-  small.t.upload(targets.data(), 7 * 8);
-  DeviceArray logp(128 * 4);
-  auto run_small = [&] {
-    small.op.forward(small.inputs(), {{logp.data(), DType::kFP32, 7}, {small.lse.data(), DType::kFP32, 7}, {}},
-                     nullptr);
-    small.gx.fill_bytes(0xff);
-    small.gw.fill_bytes(0xff);
-    small.backward(small.grads());
-    return std::pair{small.gx.to_vector<std::uint16_t>(7 * 64), small.gw.to_vector<std::uint16_t>(300 * 64)};
-  };
-  const auto before = run_small();
-  for (std::uint16_t bits : before.first) ASSERT_NE(bits & 0x7f80, 0x7f80) << "grad_hidden not finite";
-  poisoned.op.forward(poisoned.inputs(), {{logp.data(), DType::kFP32, 128}, {poisoned.lse.data(), DType::kFP32, 128}, {}},
-                      nullptr);
-  poisoned.backward(poisoned.grads());
-  const auto after = run_small();
-  EXPECT_EQ(after.first, before.first) << "grad_hidden changed after the NaN rows";
-  EXPECT_EQ(after.second, before.second) << "grad_weight changed after the NaN rows";
+  DeviceArray logp(static_cast<std::size_t>(big * 4));
+  for (const std::int64_t rows : {7, 136, 249}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    Small small(rows);
+    small.t.upload(targets.data(), static_cast<std::size_t>(rows * 8));
+    auto run_small = [&] {
+      small.op.forward(small.inputs(),
+                       {{logp.data(), DType::kFP32, rows}, {small.lse.data(), DType::kFP32, rows}, {}}, nullptr);
+      small.gx.fill_bytes(0xff);
+      small.gw.fill_bytes(0xff);
+      small.backward(small.grads());
+      return std::pair{small.gx.to_vector<std::uint16_t>(static_cast<std::size_t>(rows * 64)),
+                       small.gw.to_vector<std::uint16_t>(300 * 64)};
+    };
+    const auto before = run_small();
+    for (std::uint16_t bits : before.first) ASSERT_NE(bits & 0x7f80, 0x7f80) << "grad_hidden not finite";
+    poisoned.op.forward(poisoned.inputs(),
+                        {{logp.data(), DType::kFP32, big}, {poisoned.lse.data(), DType::kFP32, big}, {}}, nullptr);
+    poisoned.backward(poisoned.grads());
+    const auto after = run_small();
+    EXPECT_EQ(after.first, before.first) << "grad_hidden changed after the NaN rows";
+    EXPECT_EQ(after.second, before.second) << "grad_weight changed after the NaN rows";
+  }
 }
 
 TEST_F(LinearLogpBwdDeviceTest, ZeroRowsGiveZeroParameterGradients) {

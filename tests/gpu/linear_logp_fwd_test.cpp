@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/runtime_impl.hpp"
@@ -327,23 +328,24 @@ std::vector<float> forward_outputs(LinearLogp& op, const DeviceArray& x, const D
   return all;
 }
 
-// A call of fewer rows than the forward tile leaves the tile's other rows stale on the Hopper
-// loop: the forward kernel's stages past its X box hold whatever the shared memory held, and the
-// kept chunk's kernel's staging buffer of X an earlier call's rows. They must not reach the
-// results, which come out bit for bit as from an op that never ran a larger call. Through the
-// forward kernel, and with want_backward through the kept chunk's kernel (the whole shard is one
-// chunk).
-class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest, public ::testing::WithParamInterface<bool> {};
+// A last row tile of fewer rows than the forward tile leaves the tile's other rows stale on the
+// Hopper loop: the stages past its X box (tail_box_rows) hold whatever the shared memory held, here
+// a larger call's rows of large logits. They must not reach the results, which come out bit for
+// bit as from an op that never ran the larger call. Calls of 5 rows (one tile), of 136 (a last
+// tile of 8 rows in a box of 8) and of 249 (121 rows in a whole box); through the forward kernel,
+// and with want_backward through the kept chunk's kernel (the whole shard is one chunk).
+class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest,
+                                 public ::testing::WithParamInterface<std::tuple<bool, std::int64_t>> {};
 
 TEST_P(SmallCallAfterALargerOne, MatchesAFreshOp) {
   LinearLogpConfig config;
   config.hidden = 256;
   config.vocab_local = 3001;
   config.want_entropy = true;
-  config.want_backward = GetParam();
+  config.want_backward = std::get<0>(GetParam());
   LinearLogp used(shared_runtime(), config);
   LinearLogp fresh(shared_runtime(), config);
-  const std::int64_t big = 120, small = 5;
+  const std::int64_t big = 300, small = std::get<1>(GetParam());
   std::vector<std::uint8_t> x_big, x_small, w_bytes;
   testing::random_values(21, big * 256, 30.0f, DType::kBF16, x_big);  // large logits in the stale rows
   testing::random_values(22, small * 256, 1.0f, DType::kBF16, x_small);
@@ -439,9 +441,11 @@ INSTANTIATE_TEST_SUITE_P(Merge, CallsOfEveryRowTileCount, ::testing::Bool(),
                            return std::string(param.param ? "InTheKernelEverywhere" : "ByTheRule");
                          });
 
-INSTANTIATE_TEST_SUITE_P(KeptOrNot, SmallCallAfterALargerOne, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return std::string(param.param ? "WantBackward" : "ForwardOnly");
+INSTANTIATE_TEST_SUITE_P(KeptOrNot, SmallCallAfterALargerOne,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(std::int64_t{5}, std::int64_t{136}, std::int64_t{249})),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, std::int64_t>>& param) {
+                           return std::string(std::get<0>(param.param) ? "WantBackward" : "ForwardOnly") +
+                                  std::to_string(std::get<1>(param.param)) + "Rows";
                          });
 
 // Outputs on top of each other or of an input would be overwritten in the kernels' own order:

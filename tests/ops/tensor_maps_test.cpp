@@ -1,7 +1,7 @@
 // The host side of the TMA maps (runtime/ops/tensor_maps.cpp), decided before the driver is asked,
 // so it runs on the CPU: the GEMM's addend map, which an addend TMA cannot describe (a base or a
 // row stride that is not a multiple of 16 bytes) or no addend at all leaves unencoded, the kernel
-// on its global reads; and the rows of the short boxes over operands of fewer rows than a tile.
+// on its global reads; and the rows of the box of an operand's last row tile (tail_box_rows).
 #include <gtest/gtest.h>
 
 #include <cstdint>
