@@ -23,11 +23,12 @@ struct RowTileBox {
   int rows;  // the box's rows: a stage's part for the operand receives rows x 128 bytes
 };
 
-// The box of a row tile with tile_rows rows (at most BM).
+// The box of the row tile whose first row has rows_left rows of the operand from it on (the tile's
+// rows, or any count from BM up: a whole tile).
 template <int BM>
 __device__ __forceinline__ RowTileBox row_tile_box(const TmaDescriptor& whole_map, const TmaDescriptor& tail_map,
-                                                   int tail_box_rows, int tile_rows) {
-  if (tile_rows < BM) return RowTileBox{&tail_map, tail_box_rows};
+                                                   int tail_box_rows, long long rows_left) {
+  if (rows_left < BM) return RowTileBox{&tail_map, tail_box_rows};
   return RowTileBox{&whole_map, BM};
 }
 

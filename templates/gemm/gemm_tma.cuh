@@ -132,9 +132,7 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
       int m0, n0;
       corner(segment, m0, n0);
       // A [m][k]'s box (short in a shorter last row tile) and a slice's bytes: A's box and B's.
-      const long long rows_left = args.m - m0;
-      const RowTileBox a_box = row_tile_box<kBM>(params.a_map, params.a_tail_map, params.a_tail_box_rows,
-                                                 rows_left < kBM ? static_cast<int>(rows_left) : kBM);
+      const RowTileBox a_box = row_tile_box<kBM>(params.a_map, params.a_tail_map, params.a_tail_box_rows, args.m - m0);
       const unsigned int slice_bytes = A_TRANS ? kStageBytes
                                                : static_cast<unsigned int>(a_box.rows) * kBK * 2 +
                                                      (ROWS_AS_N ? kWgmmaABytes : kBK * kBN * 2);
