@@ -422,7 +422,7 @@ TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
 // tile, nor where 128-row tiles pad nothing, nor at a short K.
 TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
-  ASSERT_TRUE(hopper.back().rows_as_n) << "last, so that SHARDJIT_FWD_ROWS_AS_N=0 can leave it out";
+  ASSERT_TRUE(hopper.back().rows_as_n) << "the Hopper tiles include the rows as N, last";
   const auto plan_at = [&](std::int64_t n, std::int64_t hidden, std::int64_t valid) {
     return choose_fwd_plan(n, hidden * 2, valid, kWide, hopper, kH200);
   };
