@@ -148,10 +148,12 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
     }
   } else {
     epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
-    if (!Mainloop::warpgroup_holds_rows(warp, block.rows)) {
+    if (args.row_tiles == 1 && !Mainloop::warpgroup_holds_rows(warp, block.rows)) {
       // All of this warpgroup's rows lie past the call's (a call of 64 rows or fewer): no products,
       // so that the other warpgroup has the tensor cores alone. Its statistics stay empty and are
-      // never stored.
+      // never stored. Not in a last row tile after whole ones: alone, its block would run ahead of
+      // its split's other row tiles, which read the same W tiles, and read W from memory by
+      // itself (W comes in evict-first), where in step they share it in L2.
       ring.pass(at, (block.tiles.end - block.tiles.begin) * k_slices, lane);
     } else {
       Mainloop mainloop;
