@@ -23,10 +23,11 @@
 // The last row tile, where it has fewer rows than the tile (a call of fewer rows than the tile, or
 // 150 rows' second tile of 22), reads X in place, in boxes of its rows rounded up to 8
 // (common/row_tile_box.cuh); the stage's rows past the box keep whatever the shared memory held
-// and, like the rows past n_rows, reach only accumulators of rows that are never stored. A warpgroup
-// whose 64 rows all lie past the call's issues no products: at a few rows the tensor cores then
-// do half the tile's work a slice, which a block of a long K (a TP shard of H = 8192 at one tile a
-// block) otherwise spends more time on than on reading its W tile.
+// and, like the rows past n_rows, reach only accumulators of rows that are never stored. In a call
+// of one row tile, a warpgroup whose 64 rows all lie past the call's issues no products: at a few
+// rows the tensor cores then do half the tile's work a slice, which a block of a long K (a TP shard
+// of H = 8192 at one tile a block) otherwise spends more time on than on reading its W tile. After
+// whole row tiles it computes anyway (see the consumer below).
 //
 // Where args.arrivals is set, the block that stores a row tile's last partials merges them into
 // the call's outputs (fwd_merge.cuh) instead of a combine kernel after this one.
