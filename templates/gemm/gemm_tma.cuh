@@ -9,8 +9,8 @@
 // the cp.async copiers; so do rows past m, except that the last row tile of an A [m][k], where it
 // has fewer rows than the tile, is read in boxes of its rows rounded up to 8 (a_tail_map,
 // common/row_tile_box.cuh), the stage's other rows stale: wgmma keeps accumulator rows apart, and
-// rows past m are never stored. A warpgroup whose 64 rows of a tile all lie past m issues no
-// products for it (TmaRing::consume_rows).
+// rows past m are never stored. In a call of one row tile, a warpgroup whose 64 rows of a tile all
+// lie past m issues no products for it (TmaRing::consume_rows).
 //
 // An addend (grad_hidden's fp32 accumulator over vocabulary chunks, an accumulated grad_weight)
 // comes into the ring after a whole tile's K slices, where the host could describe it to TMA
@@ -231,7 +231,11 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     const int rows = extent < 128 ? static_cast<int>(extent) : 128;
     Mainloop mainloop;
     mainloop.clear();
-    ring.template consume_rows<TA>(mainloop, at, count, rows, warp, lane);
+    // A warpgroup without rows computes anyway where the call has whole row tiles too: alone, its
+    // tile would end early and its block run ahead of the row tiles it shares B's slices with
+    // (linear_logp/fwd_hopper.cuh says what that cost the forward).
+    const bool one_row_tile = (ROWS_AS_N ? args.n : args.m) <= 128;
+    ring.template consume_rows<TA>(mainloop, at, count, one_row_tile ? rows : 128, warp, lane);
     if constexpr (ROWS_AS_N) {
       if (Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, rows))) {
         Epilogue::of(args).store_tile_rows_as_n(mainloop, m0, n0, warp, lane);

@@ -18,8 +18,8 @@
 // (common/row_tile_box.cuh); the stage's rows past the box hold stale shared memory. wgmma keeps
 // accumulator rows apart, so they reach only rows past n_rows, which the epilogues neither store
 // nor count: the dZ epilogue zeroes every column of a row without a target (bwd_row) before its
-// tile max, and the kept chunk's partials and stores are a row's own. For the same reason a
-// warpgroup whose 64 rows of a tile all lie past n_rows issues no products for it
+// tile max, and the kept chunk's partials and stores are a row's own. For the same reason, in a
+// call of one row tile, a warpgroup whose 64 rows all lie past n_rows issues no products
 // (TmaRing::consume_rows).
 //
 // The epilogue (DzFragmentEpilogue, or KeptLogitsEpilogue for the kept chunk) names its main loop
@@ -119,8 +119,11 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
+    // After whole row tiles a warpgroup without rows computes anyway, keeping its block in step
+    // with the row tiles that share its W slices (linear_logp/fwd_hopper.cuh).
     ring.template consume_rows<T>(mainloop, at, segment.end - segment.begin,
-                                  Tile(args, segment.tile, row_tiles, col_tiles).rows, warp, lane);
+                                  row_tiles == 1 ? Tile(args, segment.tile, row_tiles, col_tiles).rows : BM, warp,
+                                  lane);
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
     if (!Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, tile.rows))) return;
