@@ -111,16 +111,18 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
   check_hopper_tile("linear_logp_fwd_hopper", spec, "T", true);
 }
 
-// The forward's tile of the rows as N (templates/linear_logp/fwd_hopper.cuh): 168 rows of X by
-// 128 vocabulary columns by 64, on four stages, of 16-bit inputs.
+// The forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh): 136, 152 or 168
+// rows of X (the widths wgmma_takes_n gives them; the host's kFwdRowsAsNRows) by 128 vocabulary
+// columns by 64, on four stages, of 16-bit inputs.
 void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
-  if (spec.type_param("T") == "fp32" || spec.int_param("BM") != 168 || spec.int_param("BN") != 128 ||
+  const std::int64_t bm = spec.int_param("BM");
+  if (spec.type_param("T") == "fp32" || (bm != 136 && bm != 152 && bm != 168) || spec.int_param("BN") != 128 ||
       spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
     throw Error(ErrorCode::kInvalidArgument,
                 "kernel template linear_logp_fwd_rows_as_n: T = " + spec.type_param("T") + ", BM x BN x BK = " +
                     std::to_string(spec.int_param("BM")) + " x " + std::to_string(spec.int_param("BN")) + " x " +
                     std::to_string(spec.int_param("BK")) + ", STAGES = " + std::to_string(spec.int_param("STAGES")) +
-                    "; expected bf16 or fp16 and 168 x 128 x 64 on four stages");
+                    "; expected bf16 or fp16 and BM x 128 x 64 on four stages, BM one of 136, 152, 168");
   }
 }
 
@@ -283,7 +285,7 @@ std::vector<TemplateDef> linear_logp_templates() {
       "linear_logp/fwd_hopper.cuh",
       "shardjit::kernels::linear_logp_fwd_rows_as_n",
       concat({hopper_linear_logp_types(),
-              {int_param("BM", 168, 168, 8, "rows of X per tile, wgmma's N"),
+              {int_param("BM", 136, 168, 8, "rows of X per tile, wgmma's N (136, 152 or 168)"),
                int_param("BN", 128, 128, 128, "vocabulary columns per tile, wgmma's M (128)"),
                int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
                int_param("STAGES", 4, 4, 1, "TMA ring depth")},

@@ -64,6 +64,8 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
 
 GemmTile gemm_rows_as_n_tile(int bm) { return GemmTile{bm, 128, 64, 4, true, true, true}; }
 
+double rows_as_n_slice_work(int bm) { return bm / 256.0 * std::max(1.0, (8192.0 / bm + 96.0) / 128.0); }
+
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
   if (plan.workers > 0) return plan.whole_tiles == 0 ? plan.workers : resident;  // a last wave split evens out
   if (plan.tiles <= 0 || resident <= 0) return 1.0;
@@ -93,12 +95,7 @@ int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resi
     return 0;
   }
   const int bm = static_cast<int>(std::max<std::int64_t>(((m + row_tiles - 1) / row_tiles + 31) / 32 * 32, 160));
-  // A K slice's products of a tile, in 128 x 256 tiles: its columns' share, times the shared
-  // memory it moves a cycle over the 128 bytes the multiprocessor delivers, where it moves more.
-  // Both warpgroups read the tile's B operand (A's bm rows): reads 2 x 8 KiB + 2 x bm x 128 bytes
-  // and writes 16 KiB + bm x 128 bytes over 4 bm cycles of products, 8192 / bm + 96 bytes a
-  // cycle (128 at bm = 256, as the 128 x 256 tile).
-  const double work = bm / 256.0 * std::max(1.0, (8192.0 / bm + 96.0) / 128.0);
+  const double work = rows_as_n_slice_work(bm);
   const kernels::StreamKPlan usual = kernels::cluster_stream_k(
       kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices), resident,
                              static_cast<int>(usual_row_tiles), partial_waves),

@@ -4,6 +4,7 @@
 // compiled for sm_90a instantiate them.
 #pragma once
 
+#include "common/host_device.cuh"
 #include "common/types.cuh"
 
 namespace shardjit {
@@ -71,7 +72,12 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor_128b(unsigned int
 #define SHARDJIT_WGMMA_OUTS_5 "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
 #define SHARDJIT_WGMMA_OUTS_6 "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
 #define SHARDJIT_WGMMA_OUTS_7 "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-// The first 4 of part 5 (N = 168: 84 registers).
+// The first 4 and 12 of part 4 (N = 136: 68 registers; N = 152: 76), the first 4 of part 5
+// (N = 168: 84 registers).
+#define SHARDJIT_WGMMA_OUTS_4_FIRST4 "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+#define SHARDJIT_WGMMA_OUTS_4_FIRST12 \
+  SHARDJIT_WGMMA_OUTS_4_FIRST4, "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), \
+      "+f"(d[74]), "+f"(d[75])
 #define SHARDJIT_WGMMA_OUTS_5_FIRST4 "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83])
 #define SHARDJIT_WGMMA_COMMA ,
 
@@ -89,19 +95,26 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor_128b(unsigned int
                : OUTS                                                                                  \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
 
-// D[64 x N] (+)= A[64 x 16] * B[16 x N]^T for N a multiple of 32 up to 256 or 168, both operands in
+// The widths of N these wrappers issue: the multiples of 32 up to 256, and 136, 152 and 168, the
+// heights of the forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh).
+SHARDJIT_HOST_DEVICE constexpr bool wgmma_takes_n(int n) {
+  return (n % 32 == 0 && n >= 32 && n <= 256) || n == 136 || n == 152 || n == 168;
+}
+
+// D[64 x N] (+)= A[64 x 16] * B[16 x N]^T for N as wgmma_takes_n, both operands in
 // shared memory (descriptors above), K contiguous where TRANS_A / TRANS_B is 0 and M / N
 // contiguous where it is 1; fp32 accumulators in the fragment order of the PTX ISA: register
 // 4 j + i of lane l of warp w (of the warpgroup) holds row 16 w + l / 4 + 8 (i / 2), column
 // 8 j + 2 (l % 4) + i % 2. accumulate = 0 overwrites D instead of adding to it. N = 256 and 128
 // serve the logit kernels and the GEMM's usual tile, the others the tiles that take the output's
-// rows as N: the GEMM's (templates/gemm/gemm_tma.cuh) and, at 168, the forward's (two of them
-// cover 336 rows, where 128-row tiles would pad 333 rows to 384; fwd_hopper.cuh).
+// rows as N: the GEMM's (templates/gemm/gemm_tma.cuh) and, at 136, 152 and 168, the forward's (two
+// of 152 cover 300 rows in 304, two of 168 333 in 336, where 128-row tiles pad both to 384;
+// fwd_hopper.cuh).
 template <class T, int N, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], unsigned long long desc_a,
                                                unsigned long long desc_b, int accumulate) {
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value, "wgmma takes bf16 or fp16 here");
-  static_assert((N % 32 == 0 && N >= 32 && N <= 256) || N == 168, "wgmma n of a multiple of 32 up to 256, or 168");
+  static_assert(wgmma_takes_n(N), "wgmma n of a multiple of 32 up to 256, or 136, 152 or 168");
   static_assert((TRANS_A == 0 || TRANS_A == 1) && (TRANS_B == 0 || TRANS_B == 1), "a transpose flag is 0 or 1");
   constexpr bool kBf16 = is_same_type<T, bf16>::value;
   // Operands: the N / 2 accumulators, then desc_a, desc_b, accumulate and the two flags.
@@ -121,6 +134,14 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], unsigned long 
   SHARDJIT_WGMMA_M64NK16("m64n128k16", TYPE, SHARDJIT_WGMMA_REGS_0 ", " SHARDJIT_WGMMA_REGS_1 ", " SHARDJIT_WGMMA_REGS_2 ", " SHARDJIT_WGMMA_REGS_3, \
                          SHARDJIT_WGMMA_OUTS_0 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_1 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_2 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_3, \
                          "%66", "%64, %65", "%67, %68")
+#define SHARDJIT_WGMMA_N136(TYPE) \
+  SHARDJIT_WGMMA_M64NK16("m64n136k16", TYPE, SHARDJIT_WGMMA_REGS_0 ", " SHARDJIT_WGMMA_REGS_1 ", " SHARDJIT_WGMMA_REGS_2 ", " SHARDJIT_WGMMA_REGS_3 ", %64, %65, %66, %67", \
+                         SHARDJIT_WGMMA_OUTS_0 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_1 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_2 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_3 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_4_FIRST4, \
+                         "%70", "%68, %69", "%71, %72")
+#define SHARDJIT_WGMMA_N152(TYPE) \
+  SHARDJIT_WGMMA_M64NK16("m64n152k16", TYPE, SHARDJIT_WGMMA_REGS_0 ", " SHARDJIT_WGMMA_REGS_1 ", " SHARDJIT_WGMMA_REGS_2 ", " SHARDJIT_WGMMA_REGS_3 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75", \
+                         SHARDJIT_WGMMA_OUTS_0 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_1 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_2 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_3 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_4_FIRST12, \
+                         "%78", "%76, %77", "%79, %80")
 #define SHARDJIT_WGMMA_N160(TYPE) \
   SHARDJIT_WGMMA_M64NK16("m64n160k16", TYPE, SHARDJIT_WGMMA_REGS_0 ", " SHARDJIT_WGMMA_REGS_1 ", " SHARDJIT_WGMMA_REGS_2 ", " SHARDJIT_WGMMA_REGS_3 ", " SHARDJIT_WGMMA_REGS_4, \
                          SHARDJIT_WGMMA_OUTS_0 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_1 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_2 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_3 SHARDJIT_WGMMA_COMMA SHARDJIT_WGMMA_OUTS_4, \
@@ -165,6 +186,18 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], unsigned long 
     } else {
       SHARDJIT_WGMMA_N128("f16")
     }
+  } else if constexpr (N == 136) {
+    if constexpr (kBf16) {
+      SHARDJIT_WGMMA_N136("bf16")
+    } else {
+      SHARDJIT_WGMMA_N136("f16")
+    }
+  } else if constexpr (N == 152) {
+    if constexpr (kBf16) {
+      SHARDJIT_WGMMA_N152("bf16")
+    } else {
+      SHARDJIT_WGMMA_N152("f16")
+    }
   } else if constexpr (N == 160) {
     if constexpr (kBf16) {
       SHARDJIT_WGMMA_N160("bf16")
@@ -200,6 +233,8 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], unsigned long 
 #undef SHARDJIT_WGMMA_N64
 #undef SHARDJIT_WGMMA_N96
 #undef SHARDJIT_WGMMA_N128
+#undef SHARDJIT_WGMMA_N136
+#undef SHARDJIT_WGMMA_N152
 #undef SHARDJIT_WGMMA_N160
 #undef SHARDJIT_WGMMA_N168
 #undef SHARDJIT_WGMMA_N192
@@ -220,6 +255,8 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], unsigned long 
 #undef SHARDJIT_WGMMA_OUTS_4
 #undef SHARDJIT_WGMMA_REGS_5
 #undef SHARDJIT_WGMMA_OUTS_5
+#undef SHARDJIT_WGMMA_OUTS_4_FIRST4
+#undef SHARDJIT_WGMMA_OUTS_4_FIRST12
 #undef SHARDJIT_WGMMA_OUTS_5_FIRST4
 #undef SHARDJIT_WGMMA_REGS_6
 #undef SHARDJIT_WGMMA_OUTS_6

@@ -9,8 +9,8 @@
 // fragments in registers): BN / 2 fp32 accumulators a thread, 128 at BN = 256 as the mma.sync
 // loop's 64 x 64 warp blocks. BN = 128 and 192 serve the forward at calls whose 128 x 256 tiles
 // would leave a wave partly idle (docs/perf-notes.md, "Forward tiles per call"), other multiples of
-// 32 the GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh), 168 the
-// forward's (templates/linear_logp/fwd_hopper.cuh); the other kernels run 256.
+// 32 the GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh), 136, 152 and
+// 168 the forward's (templates/linear_logp/fwd_hopper.cuh); the other kernels run 256.
 // The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
 // 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage
 // must start on a 1024-byte boundary (checked once per block by the kernels, see
@@ -86,9 +86,8 @@ struct WgmmaTileMainloop {
 #endif
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the wgmma main loop takes bf16 or fp16");
-  static_assert(BM == 128 && ((BN % 32 == 0 && BN >= 32 && BN <= 256) || BN == 168) && BK == 64,
-                "the wgmma main loop runs 128 x BN tiles, BN a multiple of 32 up to 256 or 168, of 64-wide K "
-                "slices (128-byte rows)");
+  static_assert(BM == 128 && wgmma_takes_n(BN) && BK == 64,
+                "the wgmma main loop runs 128 x BN tiles, BN as wgmma_takes_n, of 64-wide K slices (128-byte rows)");
   static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
   static constexpr int kThreads = 256;
   static constexpr int kSlicesInFlight = IN_FLIGHT;

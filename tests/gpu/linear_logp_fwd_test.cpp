@@ -193,7 +193,9 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
   for (const auto& [name, label] : {std::pair{"128x128x64x4-wgmma", ", 128 x 128 tiles"},
                                     std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"},
-                                    std::pair{"168x128x64x4-wgmma-rows-as-n", ", the rows as N"}}) {
+                                    std::pair{"136x128x64x4-wgmma-rows-as-n", ", the rows as N in 136-row tiles"},
+                                    std::pair{"152x128x64x4-wgmma-rows-as-n", ", the rows as N in 152-row tiles"},
+                                    std::pair{"168x128x64x4-wgmma-rows-as-n", ", the rows as N in 168-row tiles"}}) {
     expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label);
   }
 }

@@ -6,6 +6,7 @@
 
 #include "linear_logp/fwd_layout.cuh"
 #include "runtime/arch/arch.hpp"
+#include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/tensor_maps.hpp"
 #include "runtime/sched/launch.hpp"
@@ -20,7 +21,9 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
   if (!wgmma_applies(dtype, arch, hopper_path)) return {};
-  return {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}, FwdTile{168, 128, 64, 4, true, true}};
+  std::vector<FwdTile> tiles = {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}};
+  for (const int bm : kFwdRowsAsNRows) tiles.push_back(FwdTile{bm, 128, 64, 4, true, true});
+  return tiles;
 }
 
 FwdTile default_fwd_tile(DType dtype, const std::string& arch, bool hopper_path) {
@@ -223,13 +226,16 @@ std::int64_t fwd_plan_busiest_blocks(const VocabSplit& plan, int sm_count) {
   return waves.whole + waves.pieces;
 }
 
-double fwd_tile_cost(int tile_cols, bool rows_as_n, std::int64_t k_slices) {
+double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices) {
   if (rows_as_n) {
-    if (tile_cols == 128) {
-      return kRowsAsNTileCost + kRowsAsNSliceCost / static_cast<double>(std::max<std::int64_t>(1, k_slices));
+    if (tile_cols == 128 && std::ranges::find(kFwdRowsAsNRows, tile_rows) != std::end(kFwdRowsAsNRows)) {
+      const double rows = static_cast<double>(tile_rows) / kRowsAsNFittedRows;
+      return kRowsAsNTileCost * rows_as_n_slice_work(tile_rows) / rows_as_n_slice_work(kRowsAsNFittedRows) +
+             rows * kRowsAsNSliceCost / static_cast<double>(std::max<std::int64_t>(1, k_slices));
     }
     throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a tile of the rows as N of " +
-                                          std::to_string(tile_cols) + " columns; expected 128");
+                                          std::to_string(tile_rows) + " x " + std::to_string(tile_cols) +
+                                          "; expected 136, 152 or 168 x 128");
   }
   switch (tile_cols) {
     case 128: return 0.64;
@@ -242,10 +248,11 @@ double fwd_tile_cost(int tile_cols, bool rows_as_n, std::int64_t k_slices) {
 }
 
 double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices) {
-  const double tiles = fwd_tile_cost(plan.tile_cols, plan.rows_as_n, k_slices) *
+  const double tiles = fwd_tile_cost(plan.tile_rows, plan.tile_cols, plan.rows_as_n, k_slices) *
                        static_cast<double>(fwd_plan_busiest_tiles(plan, sm_count));
   if (!plan.rows_as_n) return tiles;
-  return tiles + kRowsAsNBlockEnd * static_cast<double>(fwd_plan_busiest_blocks(plan, sm_count));
+  const double block_end = kRowsAsNBlockEnd * plan.tile_rows / kRowsAsNFittedRows;
+  return tiles + block_end * static_cast<double>(fwd_plan_busiest_blocks(plan, sm_count));
 }
 
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,

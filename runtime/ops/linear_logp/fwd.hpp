@@ -28,12 +28,14 @@ struct FwdTile {
   int bn = 128;  // vocabulary columns
   int bk = 64;
   int stages = 3;
-  // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192, 128 x 128 or 168 x 128 x 64
-  // tiles of 16-bit inputs) instead of the portable one (templates/linear_logp/logit_mainloop.cuh).
+  // The Hopper main loop (wgmma, sm_90a only; 128 x 256, 128 x 192, 128 x 128, or 136, 152 or
+  // 168 x 128 x 64 tiles of 16-bit inputs) instead of the portable one
+  // (templates/linear_logp/logit_mainloop.cuh).
   bool wgmma = false;
-  // On the Hopper loop, the rows as wgmma's N (168 x 128 x 64: linear_logp_fwd_rows_as_n), so
-  // that a call of a few hundred rows is covered by tiles of about its rows rather than by
-  // 128-row tiles padded past them (333 rows: 2 x 168, not 3 x 128).
+  // On the Hopper loop, the rows as wgmma's N (bm x 128 x 64, bm one of kFwdRowsAsNRows:
+  // linear_logp_fwd_rows_as_n), so that a call of a few hundred rows is covered by tiles of about
+  // its rows rather than by 128-row tiles padded past them (300 rows: 2 x 152, 333: 2 x 168, not
+  // 3 x 128).
   bool rows_as_n = false;
 
   bool operator==(const FwdTile&) const = default;
@@ -43,9 +45,14 @@ struct FwdTile {
 // `stages` slots (what the kernel's shared memory leaves room for).
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
 
+// The rows of X in the forward's tiles of the rows as N: steps of 16 rows, so that two tiles cover
+// any call of 257 to 336 rows (and one any of 129 to 168) with at most 15 rows a tile past it.
+constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
+
 // The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
-// with four stages, narrowest first, then (last) the tile of the rows as N, 168 x 128 x 64. An op on the
-// default tile also loads these, for the calls choose_fwd_plan gives them (other_tile_pays).
+// with four stages, narrowest first, then (last) the tiles of the rows as N, bm x 128 x 64 for bm
+// in kFwdRowsAsNRows. An op on the default tile also loads these, for the calls choose_fwd_plan
+// gives them (other_tile_pays).
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's
@@ -71,7 +78,7 @@ KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLog
                                         std::vector<std::pair<std::string, ParamValue>> own);
 
 // The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), or
-// linear_logp_fwd_rows_as_n for the tile of the rows as N, built once per dtype; else
+// linear_logp_fwd_rows_as_n for a tile of the rows as N, built once per dtype; else
 // linear_logp_fwd, specialized for the shard.
 KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
 
@@ -137,14 +144,17 @@ struct VocabSplit {
 //   calls of 333 rows on an H100, the tiles of the rows as N against those of the rows as M (two
 //   sweeps, 2026-12-06, corrected for the later start's 1.4 % at the calls whose plan was the same;
 //   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges.
-// docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another width.
+// - 136 or 152 x 128, the rows as N: the products scaled from 168's by rows_as_n_slice_work (each
+//   row of a narrower tile moves more shared memory), the fold by the rows (not yet measured).
+// docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
 inline constexpr double kRowsAsNTileCost = 0.67;
 inline constexpr double kRowsAsNSliceCost = 4.0;
-double fwd_tile_cost(int tile_cols, bool rows_as_n, std::int64_t k_slices);
+inline constexpr int kRowsAsNFittedRows = 168;
+double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices);
 
 // What a block of the tiles of the rows as N costs beyond its tiles, in 128 x 256 tile times: its
 // end, where its rows' statistics are merged through shared memory (fwd_column_fold.cuh), against
-// the wide tile's merge in registers (fit above).
+// the wide tile's merge in registers (fit above, at 168 rows; scaled by the rows).
 inline constexpr double kRowsAsNBlockEnd = 0.28;
 
 // The blocks a plan's busiest multiprocessor runs, one after another: a wave of whole units each,

@@ -175,13 +175,16 @@ VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first
 }
 
 FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan) const {
-  const auto runs = [&](const FwdTile& t) { return t.bn == plan.tile_cols && t.rows_as_n == plan.rows_as_n; };
+  const auto runs = [&](const FwdTile& t) {
+    return t.bm == plan.tile_rows && t.bn == plan.tile_cols && t.rows_as_n == plan.rows_as_n;
+  };
   if (runs(tile)) return {tile, fwd};
   for (const FwdKernel& other : other_fwd) {
     if (runs(other.tile)) return other;
   }
-  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_cols) +
-                                        "-column tiles" + (plan.rows_as_n ? " of the rows as N" : "") +
+  throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_rows) + " x " +
+                                        std::to_string(plan.tile_cols) + " tiles" +
+                                        (plan.rows_as_n ? " of the rows as N" : "") +
                                         ", which the op has no kernel for");
 }
 

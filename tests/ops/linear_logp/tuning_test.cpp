@@ -85,13 +85,14 @@ TEST(FwdTuning, InputSetsSpanTwiceTheL2) {
 
 TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
   const std::vector<FwdTile> candidates = forceable_fwd_tiles(DType::kBF16, "sm_90a", true);
-  EXPECT_EQ(candidates.size(), 9u) << "five wgmma tiles and the four portable ones";
+  EXPECT_EQ(candidates.size(), 11u) << "seven wgmma tiles and the four portable ones";
   const FwdTile small = forced_fwd_tile("64x256x32x3-mma", candidates);
   EXPECT_EQ(small, (FwdTile{64, 256, 32, 3, false}));
   EXPECT_EQ(forced_fwd_tile("128x256x64x3-wgmma", candidates), (FwdTile{128, 256, 64, 3, true}));
   EXPECT_EQ(forced_fwd_tile("128x128x64x4-wgmma", candidates), (FwdTile{128, 128, 64, 4, true}));
   EXPECT_EQ(forced_fwd_tile("128x192x64x4-wgmma", candidates), (FwdTile{128, 192, 64, 4, true}));
   EXPECT_EQ(forced_fwd_tile("168x128x64x4-wgmma-rows-as-n", candidates), (FwdTile{168, 128, 64, 4, true, true}));
+  EXPECT_EQ(forced_fwd_tile("136x128x64x4-wgmma-rows-as-n", candidates), (FwdTile{136, 128, 64, 4, true, true}));
   EXPECT_EQ(fwd_tile_name(FwdTile{168, 128, 64, 4, true, true}), "168x128x64x4-wgmma-rows-as-n");
   for (const char* bad : {"64x256x32x3-wgmma", "128x128x64x9-mma", "fast", ""}) {
     try {
