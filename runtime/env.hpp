@@ -45,7 +45,7 @@ struct RuntimeConfig {
   // Where the Hopper forward merges its partials (SHARDJIT_FWD_MERGE): -1 the rule's
   // (fwd_merges_in_kernel), 1 always in the forward kernel, 0 always in the combine kernel.
   int fwd_merge = -1;
-  // The single-GPU forward on the tile of the rows as N where choose_fwd_plan finds it faster:
+  // The single-GPU forward on the tiles of the rows as N where choose_fwd_plan finds them faster:
   // false keeps the tiles of the rows as M (SHARDJIT_FWD_ROWS_AS_N=0), for A/B runs of the rule.
   bool fwd_rows_as_n = true;
   // The Hopper backward kernels' split along K (templates/common/stream_k.cuh): false keeps it to

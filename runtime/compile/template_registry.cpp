@@ -63,7 +63,7 @@ void check_block_tile(const char* name, const KernelSpec& spec, bool fma_loop) {
 
 // The Hopper main loop takes 128 x 256 x 64 tiles of 16-bit inputs, and the forward also
 // 128 x 128 and 128 x 192 (templates/common/wgmma_mainloop.cuh; runtime/ops/linear_logp/fwd.hpp,
-// hopper_other_fwd_tiles; its tile of the rows as N is linear_logp_fwd_rows_as_n's, checked
+// hopper_other_fwd_tiles; its tiles of the rows as N are linear_logp_fwd_rows_as_n's, checked
 // below). `type` names the parameter that holds the input type.
 void check_hopper_tile(const char* name, const KernelSpec& spec, const char* type = "T", bool other_tiles_too = false) {
   const std::int64_t bn = spec.int_param("BN");

@@ -39,11 +39,11 @@
 // Shared memory (linear_logp_fwd_smem_bytes): the ring, then its mbarriers; the epilogue works
 // on the accumulators in registers (LogpFragmentEpilogue).
 //
-// linear_logp_fwd_rows_as_n is the same kernel in tiles of the rows as wgmma's N: 168 rows of X by
-// 128 vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few hundred rows is
-// covered by tiles of about its rows (333 rows: two tiles of 168, where 128-row tiles compute 384),
-// as cuBLAS's kernels at such calls do (128 x 168 tiles; docs/perf-notes.md, "Forward tiles per
-// call"). Its fold goes by vocabulary columns (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which
+// linear_logp_fwd_rows_as_n is the same kernel in tiles of the rows as wgmma's N: BM = 136, 152 or
+// 168 rows of X by 128 vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few
+// hundred rows is covered by tiles of about its rows (300 rows: two tiles of 152, 333 two of 168,
+// where 128-row tiles compute 384), as cuBLAS's kernels at such calls do (128 x 168 tiles;
+// docs/perf-notes.md, "Forward tiles per call"). Its fold goes by vocabulary columns (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which
 // merges a row's 64 threads through shared memory after the ring's mbarriers
 // (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds 64 of the tile's vocabulary
 // columns for all its rows, so neither is ever idle as at a call of 64 rows or fewer.
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
                                                                                      linear_logp_fwd_hopper_smem);
 }
 
-// The forward in tiles of the rows as N: BM rows of X (168) by BN = 128 vocabulary columns.
+// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 vocabulary columns.
 template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_rows_as_n(const __grid_constant__ LinearLogpFwdParams params) {

@@ -46,7 +46,7 @@ struct FwdTile {
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
 
 // The rows of X in the forward's tiles of the rows as N: steps of 16 rows, so that two tiles cover
-// any call of 257 to 336 rows (and one any of 129 to 168) with at most 15 rows a tile past it.
+// any call of 257 to 336 rows with at most 31 rows past it (one, 129 to 168 rows, with 15).
 constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
 
 // The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
@@ -169,7 +169,7 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 // Whether a call whose `wide` plan (in the op's 128 x 256 tile) runs one wave of whole units runs
 // `other` (a plan in one of the op's other tiles) instead, each as the op would launch it:
 // - at one row tile, where `other` is the narrowest of the op's tiles of the rows as M (`narrowest`;
-//   never the tile of the rows as N, whose 168 rows would only pad more). Such a call reads W at the
+//   never a tile of the rows as N, whose 136 or more rows would only pad more). Such a call reads W at the
 //   memory's pace (at most 128 flop a byte of W, under the tensor cores' ~180 a byte of HBM on an
 //   H200), and narrow tiles never give its busiest multiprocessor more of W to read (a split of
 //   ceil(2 T / S) narrow tiles against ceil(T / S) wide ones): 149 wide tiles of a 38016-column

@@ -93,7 +93,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
   for (const OtherFwdSpec& other : kernels.other_fwd) {
     other_fwd.push_back({other.tile, runtime.load(other.spec, c.device, hint)});
     allow_dynamic_smem(*other_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, other.tile));
-    // SHARDJIT_FWD_ROWS_AS_N=0 keeps the rows-as-N tile out of the rule's choice, not out of the op.
+    // SHARDJIT_FWD_ROWS_AS_N=0 keeps the rows-as-N tiles out of the rule's choice, not out of the op.
     if (runtime.config.fwd_rows_as_n || !other.tile.rows_as_n) plan_tiles.push_back(other.tile);
   }
   combine = runtime.load(kernels.combine, c.device, hint);

@@ -416,10 +416,10 @@ TEST(OtherTiles, ThePlanIsInTheChosenTilesAndWithoutOthersInTheOpsOwn) {
   EXPECT_EQ(fwd_plan_busiest_tiles(wide, kH200.sm_count), 2);
 }
 
-// The tile of the rows as N (168 x 128) where 128-row tiles would pad a call's rows enough to pay
-// for its dearer fold (fwd_tile_cost by K slices) and block end (kRowsAsNBlockEnd): 150 rows in one
-// row tile rather than two, 333 rows of a long K in two rather than three. Not at one 128-row
-// tile, nor where 128-row tiles pad nothing, nor at a short K.
+// The tiles of the rows as N (136, 152 or 168 x 128) where 128-row tiles would pad a call's rows
+// enough to pay for their dearer fold (fwd_tile_cost by K slices) and block end (kRowsAsNBlockEnd):
+// 150 rows in one row tile rather than two, 260-333 rows of a long K in two rather than three. Not
+// at one 128-row tile, nor where 128-row tiles pad nothing, nor at a short K.
 TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
   ASSERT_TRUE(hopper.back().rows_as_n) << "the Hopper tiles include the rows as N, last";
