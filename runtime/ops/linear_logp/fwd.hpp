@@ -145,7 +145,9 @@ struct VocabSplit {
 //   sweeps, 2026-12-06, corrected for the later start's 1.4 % at the calls whose plan was the same;
 //   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges.
 // - 136 or 152 x 128, the rows as N: the products scaled from 168's by rows_as_n_slice_work (each
-//   row of a narrower tile moves more shared memory), the fold by the rows (not yet measured).
+//   row of a narrower tile moves more shared memory), the fold by the rows. H100 A/B against 168 or
+//   the wide tile: 260 and 300 rows of 3584- and 4096-wide heads 11 % and 8 % faster, 150 rows
+//   within 1 to 3 % faster (2026-12-07).
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
 inline constexpr double kRowsAsNTileCost = 0.67;
 inline constexpr double kRowsAsNSliceCost = 4.0;
@@ -180,8 +182,13 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 //   kOtherTileGain sooner than the wide plan's (fwd_plan_time at k_slices). The wide tile's one
 //   wave leaves multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column
 //   shard take two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill
-//   them in finer steps.
+//   them in finer steps. A plan of the rows as N counts only where its busiest multiprocessor runs
+//   kRowsAsNFittedBlockTiles tiles or more, the blocks its costs were fitted to: at one tile a
+//   block (150 rows of the TP8 shards of 16032 and 16160 columns, 127 tiles of 152 rows where the
+//   wide plan ran 128 of 128 x 256) it ran 7 to 9 % slower than the wide plan, not the 9 % faster
+//   the costs give (H100 sweeps, 2026-12-07).
 inline constexpr double kOtherTileGain = 0.03;
+inline constexpr std::int64_t kRowsAsNFittedBlockTiles = 2;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
                      std::int64_t k_slices);
 

@@ -465,6 +465,21 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_TRUE(plan_at(333, 8192, 37967).rows_as_n);
   EXPECT_TRUE(plan_at(150, 3000, 60000).rows_as_n);
   EXPECT_TRUE(plan_at(150, 4096, 31903).rows_as_n);
+  // One tile a block (kRowsAsNFittedBlockTiles): 150 rows of the TP8 shards would run 126 or 127
+  // tiles of 152 rows, one a multiprocessor (0.91 wide tile times at 112 or 128 K slices), against
+  // one wide tile a multiprocessor in two row tiles; the wide tiles run.
+  const auto rows152 = std::ranges::find_if(hopper, [](const FwdTile& t) { return t.rows_as_n && t.bm == 152; });
+  ASSERT_NE(rows152, hopper.end());
+  for (const std::int64_t hidden : {7168, 8192}) {
+    const std::int64_t valid = hidden == 7168 ? 16160 : 16032;
+    const VocabSplit at150 = plan_at(150, hidden, valid);
+    EXPECT_FALSE(at150.rows_as_n) << "H " << hidden;
+    EXPECT_EQ(at150.tile_cols, 256) << "H " << hidden;
+    EXPECT_EQ(at150.row_tiles, 2) << "H " << hidden;
+    const VocabSplit as_n = choose_vocab_splits(150, hidden * 2, valid, *rows152, kH200);
+    EXPECT_EQ(fwd_plan_busiest_tiles(as_n, kH200.sm_count), 1) << "H " << hidden;
+    EXPECT_LT(fwd_plan_time(as_n, kH200.sm_count, hidden / 64), 0.95) << "the costs alone would take it";
+  }
 }
 
 // The cost of a tile of the rows as N falls with K towards kRowsAsNTileCost; a plan of it pays
