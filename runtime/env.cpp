@@ -65,7 +65,7 @@ constexpr std::array<EnvKnob, 20> kKnobs{{
     {"SHARDJIT_FWD_ROWS_AS_N", "bool", "1",
      "For experiments: 0 runs the single-GPU LinearLogp forward on tiles of 128 rows at every call, "
      "instead of the 136-, 152- and 168-row tiles that take the rows as wgmma's N where the rule finds them faster "
-     "(an op still prepares their kernels, as prewarm does; an op pinned to that tile by "
+     "(an op still prepares their kernels, as prewarm does; an op pinned to one of those tiles by "
      "SHARDJIT_FWD_TILE runs it regardless)."},
     {"SHARDJIT_SPLIT_PARTIAL_WAVES", "bool", "1",
      "For experiments: 0 splits the Hopper backward kernels' tiles along K only where they fill at "

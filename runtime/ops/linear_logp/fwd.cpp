@@ -258,7 +258,7 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
                      std::int64_t k_slices) {
   if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
-  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNFittedBlockTiles) return false;
+  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNFittedBusiestTiles) return false;
   return fwd_plan_time(other, sm_count, k_slices) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count, k_slices);
 }
 

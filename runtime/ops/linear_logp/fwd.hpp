@@ -120,7 +120,7 @@ struct VocabSplit {
   // other_tile_pays): vocab_tiles counts tiles of this width.
   int tile_cols = 256;
   int tile_rows = 128;     // the tile's rows of X (row_tiles counts tiles of this height)
-  bool rows_as_n = false;  // the tile of the rows as N (FwdTile::rows_as_n)
+  bool rows_as_n = false;  // a tile of the rows as N (FwdTile::rows_as_n)
 
   int units() const { return row_tiles * splits; }
   // Partial sources the combine merges a row.
@@ -183,12 +183,12 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 //   wave leaves multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column
 //   shard take two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill
 //   them in finer steps. A plan of the rows as N counts only where its busiest multiprocessor runs
-//   kRowsAsNFittedBlockTiles tiles or more, the blocks its costs were fitted to: at one tile a
-//   block (150 rows of the TP8 shards of 16032 and 16160 columns, 127 tiles of 152 rows where the
+//   kRowsAsNFittedBusiestTiles tiles or more, as in the calls its costs were fitted to: at one tile
+//   a multiprocessor (150 rows of the TP8 shards of 16032 and 16160 columns, 127 tiles of 152 rows where the
 //   wide plan ran 128 of 128 x 256) it ran 7 to 9 % slower than the wide plan, not the 9 % faster
 //   the costs give (H100 sweeps, 2026-12-07).
 inline constexpr double kOtherTileGain = 0.03;
-inline constexpr std::int64_t kRowsAsNFittedBlockTiles = 2;
+inline constexpr std::int64_t kRowsAsNFittedBusiestTiles = 2;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
                      std::int64_t k_slices);
 

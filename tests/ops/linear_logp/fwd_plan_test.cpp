@@ -457,7 +457,7 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
     EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
   }
   // A short K: phi3-mini's head at 333 rows, four tiles of the rows as N (3.29) against three wide
-  // ones; at 150 rows two (1.79) against two wide ones.
+  // ones; at 150 rows two of 152 rows (1.66) against two wide ones.
   EXPECT_FALSE(plan_at(333, 3072, 32064).rows_as_n);
   EXPECT_TRUE(plan_at(150, 3072, 32064).rows_as_n);
   // A padded shard; one row tile; the gpu tier's case of the rule (n150_h4096_v31903_rows_as_n_by_rule:
@@ -465,7 +465,7 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_TRUE(plan_at(333, 8192, 37967).rows_as_n);
   EXPECT_TRUE(plan_at(150, 3000, 60000).rows_as_n);
   EXPECT_TRUE(plan_at(150, 4096, 31903).rows_as_n);
-  // One tile a block (kRowsAsNFittedBlockTiles): 150 rows of the TP8 shards would run 126 or 127
+  // One tile a multiprocessor (kRowsAsNFittedBusiestTiles): 150 rows of the TP8 shards would run 126 or 127
   // tiles of 152 rows, one a multiprocessor (0.91 wide tile times at 112 or 128 K slices), against
   // one wide tile a multiprocessor in two row tiles; the wide tiles run.
   const auto rows152 = std::ranges::find_if(hopper, [](const FwdTile& t) { return t.rows_as_n && t.bm == 152; });
