@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/tile_order.cuh"
@@ -470,8 +471,7 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   // one wide tile a multiprocessor in two row tiles; the wide tiles run.
   const auto rows152 = std::ranges::find_if(hopper, [](const FwdTile& t) { return t.rows_as_n && t.bm == 152; });
   ASSERT_NE(rows152, hopper.end());
-  for (const std::int64_t hidden : {7168, 8192}) {
-    const std::int64_t valid = hidden == 7168 ? 16160 : 16032;
+  for (const auto& [hidden, valid] : {std::pair<std::int64_t, std::int64_t>{7168, 16160}, {8192, 16032}}) {
     const VocabSplit at150 = plan_at(150, hidden, valid);
     EXPECT_FALSE(at150.rows_as_n) << "H " << hidden;
     EXPECT_EQ(at150.tile_cols, 256) << "H " << hidden;
