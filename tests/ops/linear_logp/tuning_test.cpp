@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "runtime/ops/linear_logp/fwd.hpp"
 #include "shardjit/error.hpp"
 
@@ -91,8 +93,10 @@ TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
   EXPECT_EQ(forced_fwd_tile("128x256x64x3-wgmma", candidates), (FwdTile{128, 256, 64, 3, true}));
   EXPECT_EQ(forced_fwd_tile("128x128x64x4-wgmma", candidates), (FwdTile{128, 128, 64, 4, true}));
   EXPECT_EQ(forced_fwd_tile("128x192x64x4-wgmma", candidates), (FwdTile{128, 192, 64, 4, true}));
-  EXPECT_EQ(forced_fwd_tile("168x128x64x4-wgmma-rows-as-n", candidates), (FwdTile{168, 128, 64, 4, true, true}));
-  EXPECT_EQ(forced_fwd_tile("136x128x64x4-wgmma-rows-as-n", candidates), (FwdTile{136, 128, 64, 4, true, true}));
+  for (const int rows : {136, 152, 168}) {
+    EXPECT_EQ(forced_fwd_tile(std::to_string(rows) + "x128x64x4-wgmma-rows-as-n", candidates),
+              (FwdTile{rows, 128, 64, 4, true, true}));
+  }
   EXPECT_EQ(fwd_tile_name(FwdTile{168, 128, 64, 4, true, true}), "168x128x64x4-wgmma-rows-as-n");
   for (const char* bad : {"64x256x32x3-wgmma", "128x128x64x9-mma", "fast", ""}) {
     try {
