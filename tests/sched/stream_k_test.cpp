@@ -110,6 +110,32 @@ TEST(StreamK, EverySliceOfEveryTileOnce) {
   }
 }
 
+// Behind full waves, with two row tiles or more, every split tile takes the same number of runs,
+// each within the tile and at the same K offsets in every tile, so that a column's row tiles start
+// each K slice together: the kept chunk's 333 x 8192 x 16032 (3 x 63 tiles of 128 slices, 57 in
+// the last wave) on 114 workers, not 132 whose runs would start 55.3 slices apart.
+TEST(StreamK, TheLastWaveSplitsEveryTileAlike) {
+  for (const auto& [tiles, slices, row_tiles, workers] :
+       {std::tuple{189, 128, 3, 114}, {192, 131, 3, 120}, {144, 2004, 9, 132}, {160, 80, 8, 112},
+        {297, 64, 3, 132}, {272, 1002, 17, 128}}) {
+    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, 132, row_tiles);
+    const int split = tiles - plan.whole_tiles;
+    ASSERT_EQ(plan.workers, workers) << tiles << " tiles";
+    ASSERT_EQ(plan.workers % split, 0) << tiles << " tiles";
+    const int runs = plan.workers / split;
+    for (int worker = 0; worker < plan.workers; ++worker) {
+      const long long begin = kernels::stream_k_run_begin(plan, worker);
+      const long long end = kernels::stream_k_run_begin(plan, worker + 1);
+      EXPECT_EQ(begin / slices, (end - 1) / slices) << "worker " << worker << " stays in its tile";
+      EXPECT_EQ(begin % slices, static_cast<long long>(slices) * (worker % runs) / runs) << "worker " << worker;
+    }
+  }
+  // One run a tile would be the tiles whole: such a plan keeps its runs across tiles. So does a
+  // grid of one row tile, whose split tiles share only the small operand.
+  EXPECT_EQ(kernels::plan_stream_k(144, 11, 132, 9).workers, 12 * 11 / 8);
+  EXPECT_EQ(kernels::plan_stream_k(189, 128, 132, 1).workers, 132);
+}
+
 // The rule: below one wave, at most half the blocks' tiles, all split; above it, where the
 // unsplit launch's last wave would leave a quarter of its block-time idle, that is (132 blocks)
 // a full wave and at most 66 more, or two and at most 33 more; never three waves or more.

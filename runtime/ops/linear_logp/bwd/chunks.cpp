@@ -235,7 +235,7 @@ BackwardChunks backward_chunks_reserve(const BackwardChunksInput& input) {
 }
 
 BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
-                                 int resident, bool partial_waves, bool row_tiles,
+                                 int resident, bool partial_waves, bool gemm,
                                  const kernels::StreamKClusters& clusters) {
   BwdGridSplit grid;
   const std::int64_t tile_rows = ceil_div(rows, tile.rows);
@@ -243,8 +243,8 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
   if (grid.tiles > std::numeric_limits<int>::max()) return grid;  // never splits (stream_k_splits)
   const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
   grid.plan = kernels::plan_stream_k(static_cast<int>(grid.tiles), static_cast<int>(slices), resident,
-                                     row_tiles ? static_cast<int>(tile_rows) : 1, partial_waves);
-  if (row_tiles) grid.plan = kernels::cluster_stream_k(grid.plan, static_cast<int>(tile_rows), resident, clusters);
+                                     static_cast<int>(tile_rows), partial_waves);
+  if (gemm) grid.plan = kernels::cluster_stream_k(grid.plan, static_cast<int>(tile_rows), resident, clusters);
   return grid;
 }
 

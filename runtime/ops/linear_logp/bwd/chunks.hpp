@@ -88,17 +88,16 @@ std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_col
 
 // The split along K (templates/common/stream_k.cuh, by its rule `partial_waves`) of a Hopper
 // backward kernel over [rows x cols] outputs and K = k in `tile`s on `resident` blocks: its tile
-// count and plan (workspace pointers unset). `row_tiles`: the plan's workers a multiple of the
-// row tiles, as the GEMM's launch asks (dZ's does not). A grid of more tiles than an int holds
-// is never split.
+// count and plan (workspace pointers unset), over its row tiles as both launches plan it. A grid
+// of more tiles than an int holds is never split.
 struct BwdGridSplit {
   std::int64_t tiles = 0;
   kernels::StreamKPlan plan{};
 };
-// `clusters` (those the GEMMs may run in, StreamKWorkspace::clusters): with `row_tiles`, the
-// plan in clusters where cluster_stream_k finds some, as launch_gemm makes it.
+// `clusters` (those the GEMMs may run in, StreamKWorkspace::clusters): for a `gemm`, the plan in
+// clusters where cluster_stream_k finds some, as launch_gemm makes it.
 BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int64_t k, const BwdTileShape& tile,
-                                 int resident, bool partial_waves, bool row_tiles,
+                                 int resident, bool partial_waves, bool gemm,
                                  const kernels::StreamKClusters& clusters = {});
 
 // Whether a Hopper kernel of a call of n_rows rows splits its tiles along K (templates/common/
