@@ -67,7 +67,13 @@ GemmTile gemm_rows_as_n_tile(int bm) { return GemmTile{bm, 128, 64, 4, true, tru
 double rows_as_n_slice_work(int bm) { return bm / 256.0 * std::max(1.0, (8192.0 / bm + 96.0) / 128.0); }
 
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
-  if (plan.workers > 0) return plan.whole_tiles == 0 ? plan.workers : resident;  // a last wave split evens out
+  if (plan.workers > 0 && plan.whole_tiles == 0) return plan.workers;
+  if (plan.workers > 0) {
+    // Full waves of whole tiles, then the last wave's runs of (split tiles / workers) tiles each.
+    const double waves = static_cast<double>(plan.whole_tiles) / resident +
+                         static_cast<double>(plan.tiles - plan.whole_tiles) / plan.workers;
+    return plan.tiles / waves;
+  }
   if (plan.tiles <= 0 || resident <= 0) return 1.0;
   const int waves = (plan.tiles + resident - 1) / resident;
   return static_cast<double>(plan.tiles) / waves;
@@ -97,8 +103,9 @@ int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resi
   const int bm = static_cast<int>(std::max<std::int64_t>(((m + row_tiles - 1) / row_tiles + 31) / 32 * 32, 160));
   const double work = rows_as_n_slice_work(bm);
   const kernels::StreamKPlan usual = kernels::cluster_stream_k(
-      kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices), resident,
-                             static_cast<int>(usual_row_tiles), partial_waves),
+      kernels::split_last_wave_alike(kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices),
+                                                            resident, static_cast<int>(usual_row_tiles), partial_waves),
+                                     static_cast<int>(usual_row_tiles)),
       static_cast<int>(usual_row_tiles), resident, clusters);
   const kernels::StreamKPlan rows_as_n = gemm_rows_as_n_plan(m, n, k, bm, resident, partial_waves, clusters);
   const double usual_time = static_cast<double>(usual_tiles * slices) / gemm_busy_blocks(usual, resident);
@@ -170,7 +177,7 @@ void launch_gemm(const LoadedKernel& kernel, const kernels::GemmArgs& args, cons
       // row tiles skip different slices, so its blocks could not keep in step).
       params.split = split.rows_as_n(tiles, slices, kind.filter ? 1 : row_tiles);
     } else {
-      params.split = split.plan(tiles, slices, row_tiles);
+      params.split = split.plan(tiles, slices, row_tiles, true);
       // Split whole over a few row tiles, in clusters that share B's slices (gemm/gemm_tma.cuh); a
       // filter skips different slices in each row tile, so its blocks could not keep in step.
       if (!kind.filter) params.split = split.clustered(params.split, row_tiles);

@@ -70,8 +70,8 @@ kernels::StreamKPlan gemm_rows_as_n_plan(std::int64_t m, std::int64_t n, std::in
                                          bool partial_waves, const kernels::StreamKClusters& clusters);
 
 // The blocks a plan keeps busy on average: a plan split whole, its workers (runs of equal length);
-// one whose last wave is split among all the blocks, every block; one of whole tiles, its tiles
-// over its waves.
+// one whose last wave is split, its tiles over its full waves and its runs (every block where the
+// runs are as many as the blocks); one of whole tiles, its tiles over its waves.
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident);
 
 // What a GEMM kernel is specialized for, besides its tile.

@@ -27,9 +27,11 @@ class StreamKWorkspace {
   void allocate();
   bool allocated() const { return buffer_.bytes() > 0; }
 
-  // The plan of a launch of `tiles` tiles of `slices` K slices each; unsplit until allocated.
-  // `row_tiles`: plan_stream_k's, for a kernel that walks split plans row after row.
-  kernels::StreamKPlan plan(int tiles, int slices, int row_tiles = 1) const;
+  // The plan of a launch of `tiles` tiles of `slices` K slices each over `row_tiles` row tiles;
+  // unsplit until allocated. A last wave split behind full waves cuts every split tile alike
+  // (split_last_wave_alike); `row_major`: a kernel that walks plans split whole row after row (the
+  // GEMM's), whose workers plan_stream_k then makes a multiple of the row tiles.
+  kernels::StreamKPlan plan(int tiles, int slices, int row_tiles, bool row_major) const;
 
   // Counts, once at op build, the clusters of 1 to kStreamKMaxClusterBlocks blocks of a kernel
   // launched as `shape` that the device runs at once (resident_clusters); until then, and with

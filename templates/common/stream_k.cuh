@@ -12,11 +12,12 @@
 //
 // Unsplit, every tile is whole. A grid of at most half as many tiles as the blocks that run at
 // once is split whole (no whole tiles); one of more than a wave keeps its full waves whole and
-// splits the tiles of its last wave among the blocks (as many as give each tile the same number
-// of runs), which reach them together after the full waves, where the unsplit launch would leave
-// at least a quarter of its block-time idle (stream_k_splits): a few waves whose last is mostly
-// empty, never a grid of many waves, whose split runs would start at scattered K offsets and stop
-// sharing their operands' K slices in L2 (docs/perf-notes.md, "Stream-K", has what was measured).
+// splits the tiles of its last wave among the blocks (over two row tiles or more, as many as give
+// each tile the same number of runs: split_last_wave_alike), which reach them together after the
+// full waves, where the unsplit launch would leave at least a quarter of its block-time idle
+// (stream_k_splits): a few waves whose last is mostly empty, never a grid of many waves, whose
+// split runs would start at scattered K offsets and stop sharing their operands' K slices in L2
+// (docs/perf-notes.md, "Stream-K", has what was measured).
 //
 // A run covers parts of one to a few tiles. A tile cut between runs (its pieces) is finished by
 // the last of its pieces to arrive (templates/common/stream_k_fixup.cuh): every piece stores its
@@ -96,25 +97,33 @@ SHARDJIT_HOST_DEVICE inline bool stream_k_splits(int tiles, int slices, int resi
          static_cast<long long>(last) * slices >= 2 * kStreamKMinSlices;
 }
 
-// The plan of such a launch; the caller sets the workspace pointers. `row_tiles`: the grid's row
-// tiles. Split whole, the workers are a multiple of them where there are at least as many (a
-// GEMM split whole walks its tiles row after row, row_major_tile_index). Behind full waves, with
-// two row tiles or more, every split tile takes the same number of runs where that is two or
-// more: a column's row tiles, which read the same K slices of its operand, then start each slice
-// together, where runs that straddle tiles would start them at scattered offsets and read the
-// operand from memory once a row tile. (With one row tile the split tiles share only the small
-// one, and the plan keeps all its runs.)
+// The plan of such a launch; the caller sets the workspace pointers. `row_tiles`: the row tiles
+// of a kernel that walks a plan split whole row after row (row_major_tile_index); the workers
+// are a multiple of them where there are at least as many.
 SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int resident, int row_tiles = 1,
                                                       bool partial_waves = true) {
   StreamKPlan plan{tiles, slices, tiles, 0, nullptr, nullptr, 1, 0};
   if (!stream_k_splits(tiles, slices, resident, partial_waves)) return plan;
   plan.whole_tiles = stream_k_full_waves(tiles, resident) * resident;
-  const int split = tiles - plan.whole_tiles;
-  const long long most = static_cast<long long>(split) * slices / kStreamKMinSlices;
+  const long long most = static_cast<long long>(tiles - plan.whole_tiles) * slices / kStreamKMinSlices;
   int workers = static_cast<int>(most < resident ? most : resident);
   if (plan.whole_tiles == 0 && row_tiles > 1 && workers >= row_tiles) workers -= workers % row_tiles;
-  if (plan.whole_tiles > 0 && row_tiles > 1 && workers / split >= 2) workers -= workers % split;
   plan.workers = workers;
+  return plan;
+}
+
+// `plan` with a last wave split behind full waves, in a grid of `row_tiles` row tiles (two or
+// more), cut into the same number of runs on every split tile where that is two or more (the
+// workers a multiple of the split tiles): a column's row tiles, which read the same K slices of
+// its operand, then start each slice together, where runs that straddle tiles would start them at
+// scattered offsets and read the operand from memory once a row tile. With one row tile the split
+// tiles share only the small operand, and the plan keeps all its runs. What both the GEMM's and
+// the dZ kernels' launches plan (StreamKWorkspace::plan).
+SHARDJIT_HOST_DEVICE inline StreamKPlan split_last_wave_alike(StreamKPlan plan, int row_tiles) {
+  const int split = plan.tiles - plan.whole_tiles;
+  if (plan.whole_tiles > 0 && plan.workers > 0 && row_tiles > 1 && plan.workers / split >= 2) {
+    plan.workers -= plan.workers % split;
+  }
   return plan;
 }
 

@@ -118,7 +118,7 @@ TEST(StreamK, TheLastWaveSplitsEveryTileAlike) {
   for (const auto& [tiles, slices, row_tiles, workers] :
        {std::tuple{189, 128, 3, 114}, {192, 131, 3, 120}, {144, 2004, 9, 132}, {160, 80, 8, 112},
         {297, 64, 3, 132}, {272, 1002, 17, 128}}) {
-    const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, 132, row_tiles);
+    const kernels::StreamKPlan plan = kernels::split_last_wave_alike(kernels::plan_stream_k(tiles, slices, 132), row_tiles);
     const int split = tiles - plan.whole_tiles;
     ASSERT_EQ(plan.workers, workers) << tiles << " tiles";
     ASSERT_EQ(plan.workers % split, 0) << tiles << " tiles";
@@ -132,8 +132,11 @@ TEST(StreamK, TheLastWaveSplitsEveryTileAlike) {
   }
   // One run a tile would be the tiles whole: such a plan keeps its runs across tiles. So does a
   // grid of one row tile, whose split tiles share only the small operand.
-  EXPECT_EQ(kernels::plan_stream_k(144, 11, 132, 9).workers, 12 * 11 / 8);
-  EXPECT_EQ(kernels::plan_stream_k(189, 128, 132, 1).workers, 132);
+  EXPECT_EQ(kernels::split_last_wave_alike(kernels::plan_stream_k(144, 11, 132), 9).workers, 12 * 11 / 8);
+  EXPECT_EQ(kernels::split_last_wave_alike(kernels::plan_stream_k(189, 128, 132), 1).workers, 132);
+  // Plans split whole are left as they are.
+  const kernels::StreamKPlan whole = kernels::plan_stream_k(60, 128, 132);
+  EXPECT_EQ(kernels::split_last_wave_alike(whole, 3).workers, whole.workers);
 }
 
 // The rule: below one wave, at most half the blocks' tiles, all split; above it, where the

@@ -202,7 +202,8 @@ nlohmann::json h200_backward_plan(const SweepPoint& p) {
   const LinearLogpBwdKernels specs = linear_logp_bwd_kernels(layout, "sm_90a", true, 1);
   const BackwardChunks chunks = backward_chunks(backward_chunks_input(config, specs, kSms, true, p.c.n, true));
   const std::int64_t cols = chunks.chunk(0).cols;
-  // As the launches plan them: the GEMM's workers a multiple of its row tiles and in clusters, dZ's not.
+  // As the launches plan them: a split last wave cut alike on every tile; the GEMM's plans split
+  // whole on a multiple of its row tiles and in clusters, dZ's not.
   const kernels::StreamKClusters h100_clusters{{0, 132, 66, 39, 30, 22, 17, 15, 15}, 0};  // 2026-12-06
   auto grid = [&](std::int64_t rows, std::int64_t columns, std::int64_t k, const BwdTileShape& tile, bool gemm) {
     const BwdGridSplit split = backward_grid_split(rows, columns, k, tile, kSms, true, gemm, h100_clusters);

@@ -88,8 +88,8 @@ std::int64_t kept_band_rows_for(std::int64_t hidden, int tile_rows, int tile_col
 
 // The split along K (templates/common/stream_k.cuh, by its rule `partial_waves`) of a Hopper
 // backward kernel over [rows x cols] outputs and K = k in `tile`s on `resident` blocks: its tile
-// count and plan (workspace pointers unset), over its row tiles as both launches plan it. A grid
-// of more tiles than an int holds is never split.
+// count and plan (workspace pointers unset), as its launch plans it (StreamKWorkspace::plan, the
+// GEMM's `row_major`). A grid of more tiles than an int holds is never split.
 struct BwdGridSplit {
   std::int64_t tiles = 0;
   kernels::StreamKPlan plan{};

@@ -118,7 +118,7 @@ void launch_linear_logp_bwd_dz(const LoadedKernel& kernel, const kernels::Linear
   params.args = args;
   if (tile.wgmma) {
     const int slices = static_cast<int>((layout.config.hidden + tile.bk - 1) / tile.bk);
-    params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices, static_cast<int>(row_tiles));
+    params.split = split.plan(static_cast<int>(row_tiles * col_tiles), slices, static_cast<int>(row_tiles), false);
     shape.grid_x = static_cast<unsigned>(split.grid(params.split, true));
     shape.grid_y = 1;
     encode_dz_tensor_maps(params, layout.config.dtype, layout.config.hidden, layout.valid_local, args.n_rows,
