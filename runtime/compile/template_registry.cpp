@@ -1,5 +1,7 @@
 #include "runtime/compile/template_registry.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -111,18 +113,18 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
   check_hopper_tile("linear_logp_fwd_hopper", spec, "T", true);
 }
 
-// The forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh): 136, 152 or 168
-// rows of X (the widths wgmma_takes_n gives them; the host's kFwdRowsAsNRows) by 128 vocabulary
-// columns by 64, on four stages, of 16-bit inputs.
+// The forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh): kFwdRowsAsNRows rows
+// of X by 128 vocabulary columns by 64, on four stages, of 16-bit inputs.
 void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
   const std::int64_t bm = spec.int_param("BM");
-  if (spec.type_param("T") == "fp32" || (bm != 136 && bm != 152 && bm != 168) || spec.int_param("BN") != 128 ||
+  if (spec.type_param("T") == "fp32" || std::ranges::find(kFwdRowsAsNRows, bm) == std::end(kFwdRowsAsNRows) ||
+      spec.int_param("BN") != 128 ||
       spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
     throw Error(ErrorCode::kInvalidArgument,
                 "kernel template linear_logp_fwd_rows_as_n: T = " + spec.type_param("T") + ", BM x BN x BK = " +
                     std::to_string(spec.int_param("BM")) + " x " + std::to_string(spec.int_param("BN")) + " x " +
                     std::to_string(spec.int_param("BK")) + ", STAGES = " + std::to_string(spec.int_param("STAGES")) +
-                    "; expected bf16 or fp16 and BM x 128 x 64 on four stages, BM one of 136, 152, 168");
+                    "; expected bf16 or fp16 and BM x 128 x 64 on four stages, BM one of " + fwd_rows_as_n_rows_text());
   }
 }
 
@@ -392,6 +394,12 @@ std::vector<TemplateDef> make_registry() {
 std::span<const TemplateDef> template_registry() {
   static const std::vector<TemplateDef> registry = make_registry();
   return registry;
+}
+
+std::string fwd_rows_as_n_rows_text() {
+  std::string text;
+  for (const int rows : kFwdRowsAsNRows) text += (text.empty() ? "" : ", ") + std::to_string(rows);
+  return text;
 }
 
 const TemplateDef& find_template(const std::string& name) {

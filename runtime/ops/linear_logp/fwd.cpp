@@ -235,7 +235,7 @@ double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t 
     }
     throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a tile of the rows as N of " +
                                           std::to_string(tile_rows) + " x " + std::to_string(tile_cols) +
-                                          "; expected 136, 152 or 168 x 128");
+                                          "; expected BM x 128, BM one of " + fwd_rows_as_n_rows_text());
   }
   switch (tile_cols) {
     case 128: return 0.64;

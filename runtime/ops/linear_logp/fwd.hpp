@@ -17,6 +17,7 @@
 #include "linear_logp/fwd_block_order.cuh"
 #include "runtime/arch/arch.hpp"
 #include "runtime/compile/kernel_spec.hpp"
+#include "runtime/compile/template_registry.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
@@ -44,10 +45,6 @@ struct FwdTile {
 // The Hopper main loop's tile where it applies (wgmma_applies): 128 x 256 x 64 with a ring of
 // `stages` slots (what the kernel's shared memory leaves room for).
 std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, bool hopper_path, int stages);
-
-// The rows of X in the forward's tiles of the rows as N: steps of 16 rows, so that two tiles cover
-// any call of 257 to 336 rows with at most 31 rows past it (one, 129 to 168 rows, with 15).
-constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
 
 // The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
 // with four stages, narrowest first, then (last) the tiles of the rows as N, bm x 128 x 64 for bm
