@@ -159,18 +159,29 @@ struct TmaRing {
     if (held >= 0 && lane == 0) arrive_empty(held);
   }
 
-  // consume for a tile of which only the first `rows` rows exist (rows past the operand's, which
-  // no epilogue stores): a warpgroup whose 64 rows all lie past them issues no products and passes
-  // the slices on, so that the other warpgroup has the tensor cores alone; its accumulators keep
-  // what they held (zeros after clear()). At a few rows the tile's products then take half the
-  // tensor cores' time, which a tile of a long K otherwise spends beside reading its B slices.
+  // Whether warp's warpgroup leaves out its products on a tile of which only the first `rows` rows
+  // exist (rows past the operand's, which no epilogue stores), in a call of `row_tiles` row tiles:
+  // where all its 64 rows lie past them and the call has one row tile. At a few rows the other
+  // warpgroup then has the tensor cores alone, and the tile's products take half their time, which
+  // a tile of a long K otherwise spends beside reading its B slices. After whole row tiles it
+  // computes anyway: alone, its tile would end early and its block run ahead of the row tiles that
+  // share its B slices, reading them from memory by itself where in step they share them in L2
+  // (fwd+bwd at 300 rows 2.48-2.50 -> 2.55 ms; docs/perf-notes.md, "Rejected ideas").
+  template <class Mainloop>
+  __device__ static __forceinline__ bool warpgroup_passes(int warp, int rows, int row_tiles) {
+    return row_tiles == 1 && !Mainloop::warpgroup_holds_rows(warp, rows);
+  }
+
+  // consume for a tile of `rows` rows in a call of `row_tiles` row tiles: a warpgroup that
+  // warpgroup_passes issues no products and passes the slices on; its accumulators keep what they
+  // held (zeros after clear()).
   template <class T, class Mainloop>
   __device__ __forceinline__ void consume_rows(Mainloop& mainloop, TmaRingCursor<STAGES>& at, int count, int rows,
-                                               int warp, int lane) const {
-    if (Mainloop::warpgroup_holds_rows(warp, rows)) {
-      consume<T>(mainloop, at, count, warp, lane);
-    } else {
+                                               int row_tiles, int warp, int lane) const {
+    if (warpgroup_passes<Mainloop>(warp, rows, row_tiles)) {
       pass(at, count, lane);
+    } else {
+      consume<T>(mainloop, at, count, warp, lane);
     }
   }
 

@@ -229,13 +229,10 @@ __device__ __forceinline__ void gemm_tma(const GemmParams& params, unsigned char
     // tile of a call may hold fewer than a warpgroup's.
     const long long extent = ROWS_AS_N ? args.n - n0 : args.m - m0;
     const int rows = extent < 128 ? static_cast<int>(extent) : 128;
+    const int row_tiles = static_cast<int>(((ROWS_AS_N ? args.n : args.m) + 127) / 128);  // the call's
     Mainloop mainloop;
     mainloop.clear();
-    // A warpgroup without rows computes anyway where the call has whole row tiles too: alone, its
-    // tile would end early and its block run ahead of the row tiles it shares B's slices with
-    // (linear_logp/fwd_hopper.cuh says what that cost the forward).
-    const bool one_row_tile = (ROWS_AS_N ? args.n : args.m) <= 128;
-    ring.template consume_rows<TA>(mainloop, at, count, one_row_tile ? rows : 128, warp, lane);
+    ring.template consume_rows<TA>(mainloop, at, count, rows, row_tiles, warp, lane);
     if constexpr (ROWS_AS_N) {
       if (Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, rows))) {
         Epilogue::of(args).store_tile_rows_as_n(mainloop, m0, n0, warp, lane);

@@ -27,7 +27,7 @@
 // of one row tile, a warpgroup whose 64 rows all lie past the call's issues no products: at a few
 // rows the tensor cores then do half the tile's work a slice, which a block of a long K (a TP shard
 // of H = 8192 at one tile a block) otherwise spends more time on than on reading its W tile. After
-// whole row tiles it computes anyway (see the consumer below).
+// whole row tiles it computes anyway (TmaRing::warpgroup_passes says why).
 //
 // Where args.arrivals is set, the block that stores a row tile's last partials merges them into
 // the call's outputs (fwd_merge.cuh) instead of a combine kernel after this one.
@@ -150,12 +150,10 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
     }
   } else {
     epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
-    if (args.row_tiles == 1 && !Mainloop::warpgroup_holds_rows(warp, block.rows)) {
-      // All of this warpgroup's rows lie past the call's (a call of 64 rows or fewer): no products,
-      // so that the other warpgroup has the tensor cores alone. Its statistics stay empty and are
-      // never stored. Not in a last row tile after whole ones: alone, its block would run ahead of
-      // its split's other row tiles, which read the same W tiles, and read W from memory by
-      // itself (W comes in evict-first), where in step they share it in L2.
+    if (Ring::template warpgroup_passes<Mainloop>(warp, block.rows, args.row_tiles)) {
+      // A call of 64 rows or fewer: this warpgroup passes every slice of the block's tiles
+      // (TmaRing::warpgroup_passes) and leaves out its fold too; its statistics stay empty and
+      // are never stored.
       ring.pass(at, (block.tiles.end - block.tiles.begin) * k_slices, lane);
     } else {
       Mainloop mainloop;

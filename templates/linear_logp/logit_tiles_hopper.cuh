@@ -119,11 +119,8 @@ __device__ __forceinline__ void logit_tiles_hopper(const LinearLogpBwdDzParams& 
     if constexpr (FILTER) bar_sync(1, Ring::kComputeThreads);  // publishes the cleared tile max
     Mainloop mainloop;
     mainloop.clear();
-    // After whole row tiles a warpgroup without rows computes anyway, keeping its block in step
-    // with the row tiles that share its W slices (linear_logp/fwd_hopper.cuh).
     ring.template consume_rows<T>(mainloop, at, segment.end - segment.begin,
-                                  row_tiles == 1 ? Tile(args, segment.tile, row_tiles, col_tiles).rows : BM, warp,
-                                  lane);
+                                  Tile(args, segment.tile, row_tiles, col_tiles).rows, row_tiles, warp, lane);
     // Placed again rather than kept across the main loop, whose registers are all taken.
     const Tile tile(args, segment.tile, row_tiles, col_tiles);
     if (!Fixup::finish(plan, segment, mainloop.acc, tid, Mainloop::holds_rows(warp, lane, tile.rows))) return;
