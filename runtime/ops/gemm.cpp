@@ -102,11 +102,11 @@ int gemm_rows_as_n_rows(std::int64_t m, std::int64_t n, std::int64_t k, int resi
   }
   const int bm = static_cast<int>(std::max<std::int64_t>(((m + row_tiles - 1) / row_tiles + 31) / 32 * 32, 160));
   const double work = rows_as_n_slice_work(bm);
-  const kernels::StreamKPlan usual = kernels::cluster_stream_k(
-      kernels::split_last_wave_alike(kernels::plan_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices),
-                                                            resident, static_cast<int>(usual_row_tiles), partial_waves),
-                                     static_cast<int>(usual_row_tiles)),
-      static_cast<int>(usual_row_tiles), resident, clusters);
+  const kernels::StreamKPlan usual =
+      kernels::cluster_stream_k(kernels::plan_launch_stream_k(static_cast<int>(usual_tiles), static_cast<int>(slices),
+                                                              resident, static_cast<int>(usual_row_tiles), true,
+                                                              partial_waves),
+                                static_cast<int>(usual_row_tiles), resident, clusters);
   const kernels::StreamKPlan rows_as_n = gemm_rows_as_n_plan(m, n, k, bm, resident, partial_waves, clusters);
   const double usual_time = static_cast<double>(usual_tiles * slices) / gemm_busy_blocks(usual, resident);
   const double time = static_cast<double>(tiles * slices) * work / gemm_busy_blocks(rows_as_n, resident);

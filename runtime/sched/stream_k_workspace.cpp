@@ -42,9 +42,8 @@ kernels::StreamKPlan StreamKWorkspace::with_workspace(kernels::StreamKPlan plan)
 }
 
 kernels::StreamKPlan StreamKWorkspace::plan(int tiles, int slices, int row_tiles, bool row_major) const {
-  const kernels::StreamKPlan plan = kernels::plan_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0,
-                                                           row_major ? row_tiles : 1, partial_waves_);
-  return with_workspace(kernels::split_last_wave_alike(plan, row_tiles));
+  return with_workspace(kernels::plan_launch_stream_k(tiles, slices, allocated() ? resident_blocks_ : 0, row_tiles,
+                                                      row_major, partial_waves_));
 }
 
 void StreamKWorkspace::measure_clusters(const LoadedKernel& kernel, const LaunchShape& shape) {

@@ -27,10 +27,9 @@ class StreamKWorkspace {
   void allocate();
   bool allocated() const { return buffer_.bytes() > 0; }
 
-  // The plan of a launch of `tiles` tiles of `slices` K slices each over `row_tiles` row tiles;
-  // unsplit until allocated. A last wave split behind full waves cuts every split tile alike
-  // (split_last_wave_alike); `row_major`: a kernel that walks plans split whole row after row (the
-  // GEMM's), whose workers plan_stream_k then makes a multiple of the row tiles.
+  // The plan of a launch of `tiles` tiles of `slices` K slices each over `row_tiles` row tiles
+  // (kernels::plan_launch_stream_k; `row_major`: the GEMM's walk), with the workspace; unsplit
+  // until allocated.
   kernels::StreamKPlan plan(int tiles, int slices, int row_tiles, bool row_major) const;
 
   // Counts, once at op build, the clusters of 1 to kStreamKMaxClusterBlocks blocks of a kernel

@@ -118,13 +118,24 @@ SHARDJIT_HOST_DEVICE inline StreamKPlan plan_stream_k(int tiles, int slices, int
 // its operand, then start each slice together, where runs that straddle tiles would start them at
 // scattered offsets and read the operand from memory once a row tile. With one row tile the split
 // tiles share only the small operand, and the plan keeps all its runs. What both the GEMM's and
-// the dZ kernels' launches plan (StreamKWorkspace::plan).
+// the dZ kernels' launches plan (plan_launch_stream_k).
 SHARDJIT_HOST_DEVICE inline StreamKPlan split_last_wave_alike(StreamKPlan plan, int row_tiles) {
   const int split = plan.tiles - plan.whole_tiles;
   if (plan.whole_tiles > 0 && plan.workers > 0 && row_tiles > 1 && plan.workers / split >= 2) {
     plan.workers -= plan.workers % split;
   }
   return plan;
+}
+
+// The plan of a GEMM or dZ launch of `row_tiles` row tiles: plan_stream_k, split whole on a
+// multiple of the row tiles where the kernel walks such a plan row after row (`row_major`: the
+// GEMM), then its last wave cut alike on every tile. The launches (StreamKWorkspace::plan), the
+// backward's plan estimates (backward_grid_split) and the GEMM's choice of tiles
+// (gemm_rows_as_n_rows) all plan through it.
+SHARDJIT_HOST_DEVICE inline StreamKPlan plan_launch_stream_k(int tiles, int slices, int resident, int row_tiles,
+                                                             bool row_major, bool partial_waves) {
+  return split_last_wave_alike(plan_stream_k(tiles, slices, resident, row_major ? row_tiles : 1, partial_waves),
+                               row_tiles);
 }
 
 // Whether every tile of the plan is split (none whole): the form whose GEMM walks its tiles row

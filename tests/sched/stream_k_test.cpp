@@ -113,14 +113,20 @@ TEST(StreamK, EverySliceOfEveryTileOnce) {
 // Behind full waves, with two row tiles or more, every split tile takes the same number of runs,
 // each within the tile and at the same K offsets in every tile, so that a column's row tiles start
 // each K slice together: the kept chunk's 333 x 8192 x 16032 (3 x 63 tiles of 128 slices, 57 in
-// the last wave) on 114 workers, not 132 whose runs would start 55.3 slices apart.
+// the last wave) on 114 workers, not 132 whose runs would start 55.3 slices apart. A launch plans
+// so whether or not its kernel walks plans split whole row after row (the GEMM's does).
 TEST(StreamK, TheLastWaveSplitsEveryTileAlike) {
   for (const auto& [tiles, slices, row_tiles, workers] :
        {std::tuple{189, 128, 3, 114}, {192, 131, 3, 120}, {144, 2004, 9, 132}, {160, 80, 8, 112},
         {297, 64, 3, 132}, {272, 1002, 17, 128}}) {
-    const kernels::StreamKPlan plan = kernels::split_last_wave_alike(kernels::plan_stream_k(tiles, slices, 132), row_tiles);
+    const kernels::StreamKPlan plan = kernels::plan_launch_stream_k(tiles, slices, 132, row_tiles, false, true);
+    const kernels::StreamKPlan gemm_plan = kernels::plan_launch_stream_k(tiles, slices, 132, row_tiles, true, true);
+    EXPECT_EQ(gemm_plan.workers, plan.workers) << tiles << " tiles: the row-major walk splits whole only";
+    EXPECT_EQ(gemm_plan.whole_tiles, plan.whole_tiles) << tiles << " tiles";
     const int split = tiles - plan.whole_tiles;
     ASSERT_EQ(plan.workers, workers) << tiles << " tiles";
+    ASSERT_LE(plan.workers, 132);
+    check_walk(plan, 132);
     ASSERT_EQ(plan.workers % split, 0) << tiles << " tiles";
     const int runs = plan.workers / split;
     for (int worker = 0; worker < plan.workers; ++worker) {
@@ -137,6 +143,10 @@ TEST(StreamK, TheLastWaveSplitsEveryTileAlike) {
   // Plans split whole are left as they are.
   const kernels::StreamKPlan whole = kernels::plan_stream_k(60, 128, 132);
   EXPECT_EQ(kernels::split_last_wave_alike(whole, 3).workers, whole.workers);
+  // A launch's plan split whole: the GEMM's workers a multiple of its row tiles (126 of 132 over
+  // 7), dZ's all the blocks.
+  EXPECT_EQ(kernels::plan_launch_stream_k(60, 128, 132, 7, true, true).workers, 126);
+  EXPECT_EQ(kernels::plan_launch_stream_k(60, 128, 132, 7, false, true).workers, whole.workers);
 }
 
 // The rule: below one wave, at most half the blocks' tiles, all split; above it, where the

@@ -6,6 +6,7 @@
 
 #include "linear_logp/fwd_layout.cuh"
 #include "runtime/arch/arch.hpp"
+#include "runtime/compile/template_registry.hpp"
 #include "runtime/ops/gemm.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/tensor_maps.hpp"

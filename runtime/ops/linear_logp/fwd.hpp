@@ -17,7 +17,6 @@
 #include "linear_logp/fwd_block_order.cuh"
 #include "runtime/arch/arch.hpp"
 #include "runtime/compile/kernel_spec.hpp"
-#include "runtime/compile/template_registry.hpp"
 #include "runtime/driver/module.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"

@@ -242,10 +242,8 @@ BwdGridSplit backward_grid_split(std::int64_t rows, std::int64_t cols, std::int6
   grid.tiles = tile_rows * ceil_div(cols, tile.cols);
   if (grid.tiles > std::numeric_limits<int>::max()) return grid;  // never splits (stream_k_splits)
   const std::int64_t slices = std::min<std::int64_t>(ceil_div(k, tile.k), std::int64_t{1} << 30);
-  grid.plan = kernels::split_last_wave_alike(
-      kernels::plan_stream_k(static_cast<int>(grid.tiles), static_cast<int>(slices), resident,
-                             gemm ? static_cast<int>(tile_rows) : 1, partial_waves),
-      static_cast<int>(tile_rows));
+  grid.plan = kernels::plan_launch_stream_k(static_cast<int>(grid.tiles), static_cast<int>(slices), resident,
+                                            static_cast<int>(tile_rows), gemm, partial_waves);
   if (gemm) grid.plan = kernels::cluster_stream_k(grid.plan, static_cast<int>(tile_rows), resident, clusters);
   return grid;
 }
