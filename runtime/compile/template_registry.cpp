@@ -118,8 +118,7 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
 void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
   const std::int64_t bm = spec.int_param("BM");
   if (spec.type_param("T") == "fp32" || std::ranges::find(kFwdRowsAsNRows, bm) == std::end(kFwdRowsAsNRows) ||
-      spec.int_param("BN") != 128 ||
-      spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
+      spec.int_param("BN") != 128 || spec.int_param("BK") != 64 || spec.int_param("STAGES") != 4) {
     throw Error(ErrorCode::kInvalidArgument,
                 "kernel template linear_logp_fwd_rows_as_n: T = " + spec.type_param("T") + ", BM x BN x BK = " +
                     std::to_string(spec.int_param("BM")) + " x " + std::to_string(spec.int_param("BN")) + " x " +
