@@ -15,8 +15,11 @@
 // of the grid that holds a row's target column writes its z there, and store puts it in the
 // row's partial.
 //
-// Shared memory (linear_logp_fwd_column_fold_bytes, fwd_layout.cuh): the targets and target
-// logits of the BM rows, then eight warps' statistics of each row for the merge.
+// Shared memory: the targets and target logits of the BM rows (linear_logp_fwd_column_fold_bytes,
+// fwd_layout.cuh, after the ring's mbarriers), and for the merge eight warps' statistics of each
+// row in the ring's first stage, which no slice needs once the block's tiles are done (a stage
+// holds them: linear_logp_fwd_column_fold_merge_bytes), so that the ring can take the stages the
+// shared memory leaves room for.
 #pragma once
 
 #include "common/math.cuh"
@@ -45,18 +48,19 @@ struct LogpColumnFoldEpilogue {
   float ent[ENTROPY ? kRows : 1];
   int* target_col;       // [BM] the row's target in shard columns, or -1 (shared memory)
   float* target_logit;   // [BM] its z where this block holds it, else -inf (shared memory)
-  float* warp_stats;     // [8][BM][3] (shared memory)
+  float* warp_stats;     // [8][BM][3] (shared memory: the ring's first stage, used in store only)
   int valid_cols;
 
   // Row j of the thread's rows: fragment column (j / 2, j % 2).
   static __device__ __forceinline__ int row_of(int lane, int j) { return Mainloop::fragment_col(lane, j / 2, j % 2); }
 
-  __device__ __forceinline__ void init(unsigned char* smem, const void* targets, long long row0, long long n_rows,
-                                       long long vocab_start, int valid_local, int tid) {
+  // smem: the rows' targets (linear_logp_fwd_column_fold_bytes); merge: the ring's first stage.
+  __device__ __forceinline__ void init(unsigned char* smem, unsigned char* merge, const void* targets, long long row0,
+                                       long long n_rows, long long vocab_start, int valid_local, int tid) {
     valid_cols = valid_local;
     target_col = reinterpret_cast<int*>(smem);
     target_logit = reinterpret_cast<float*>(smem + BM * 4);
-    warp_stats = reinterpret_cast<float*>(smem + BM * 8);
+    warp_stats = reinterpret_cast<float*>(merge);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       ref[j] = neg_inf();
@@ -132,6 +136,9 @@ struct LogpColumnFoldEpilogue {
   __device__ __forceinline__ void store(RowPartial* out, long long row0, long long n_rows, int tid) const {
     const int warp = tid / 32;
     const int lane = tid % 32;
+    // The merge's slots lie in the ring's first stage, which the other warpgroup's last products
+    // may still be reading.
+    bar_sync(kColumnFoldBarrier, kThreads);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       float r = ref[j];

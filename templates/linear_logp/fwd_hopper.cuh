@@ -44,8 +44,8 @@
 // hundred rows is covered by tiles of about its rows (300 rows: two tiles of 152, 333 two of 168,
 // where 128-row tiles compute 384), as cuBLAS's kernels at such calls do (128 x 168 tiles;
 // docs/perf-notes.md, "Forward tiles per call"). Its fold goes by vocabulary columns
-// (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through shared
-// memory after the ring's mbarriers (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds
+// (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through the ring's
+// first stage once the block's tiles are done (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds
 // 64 of the tile's vocabulary columns for all its rows, so neither is ever idle as at a call of 64
 // rows or fewer.
 #pragma once
@@ -139,9 +139,12 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
   Epilogue epilogue;
   TmaRingCursor<STAGES> at;
   if constexpr (ROWS_AS_N) {
-    // The fold's region follows the ring's mbarriers (linear_logp_fwd_rows_as_n_smem_bytes).
+    // The fold's targets follow the ring's mbarriers (linear_logp_fwd_rows_as_n_smem_bytes); its
+    // merge takes the ring's first stage once the tiles are done.
+    static_assert(linear_logp_fwd_column_fold_merge_bytes(BM) <= linear_logp_fwd_stage_bytes(kElem, BM, BN, BK),
+                  "a stage holds the fold's merge");
     unsigned char* const fold = smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true);
-    epilogue.init(fold, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
+    epilogue.init(fold, smem, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();
