@@ -17,6 +17,8 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/ops/linear_logp/fwd.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "shardjit/shardjit.hpp"
 #include "support/device_array.hpp"
@@ -191,12 +193,12 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   const FwdCase& c = GetParam();
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
   if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
-  for (const auto& [name, label] : {std::pair{"128x128x64x4-wgmma", ", 128 x 128 tiles"},
-                                    std::pair{"128x192x64x4-wgmma", ", 128 x 192 tiles"},
-                                    std::pair{"136x128x64x4-wgmma-rows-as-n", ", the rows as N in 136-row tiles"},
-                                    std::pair{"152x128x64x4-wgmma-rows-as-n", ", the rows as N in 152-row tiles"},
-                                    std::pair{"168x128x64x4-wgmma-rows-as-n", ", the rows as N in 168-row tiles"}}) {
-    expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label);
+  const std::vector<FwdTile> others = hopper_other_fwd_tiles(c.dtype, "sm_90a", true);
+  ASSERT_EQ(others.size(), 5u) << "128 x 128, 128 x 192 and the rows as N in 136, 152 and 168 rows";
+  for (const FwdTile& tile : others) {
+    const std::string name = fwd_tile_name(tile);
+    const std::string label = ", tile " + name;
+    expect_accurate(c, run_case(c, case_seed(c), runtime_with("SHARDJIT_FWD_TILE", name)), label.c_str());
   }
 }
 

@@ -23,7 +23,7 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
   if (!wgmma_applies(dtype, arch, hopper_path)) return {};
   std::vector<FwdTile> tiles = {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}};
-  for (const int bm : kFwdRowsAsNRows) tiles.push_back(FwdTile{bm, 128, 64, 4, true, true});
+  for (const int bm : kFwdRowsAsNRows) tiles.push_back(FwdTile{bm, 128, 64, kFwdRowsAsNStages, true, true});
   return tiles;
 }
 

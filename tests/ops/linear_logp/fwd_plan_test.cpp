@@ -11,8 +11,11 @@
 
 #include "common/tile_order.cuh"
 #include "linear_logp/fwd_block_order.cuh"
-#include "runtime/ops/linear_logp/kernels.hpp"
+#include "runtime/arch/arch.hpp"
+#include "runtime/compile/template_registry.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
+#include "runtime/ops/linear_logp/kernels.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
 #include "runtime/prewarm/plan.hpp"
 #include "shardjit/error.hpp"
 
@@ -548,6 +551,26 @@ TEST(OtherTiles, TheBusiestMultiprocessorRunsTheWholeWavesThenThePieceWaves) {
   EXPECT_EQ(fwd_plan_busiest_tiles(cut, 132), 6 * 63 + 15 * 8);
 }
 
+// The tiles of the rows as N take the most stages their kernel's shared memory holds, at every
+// height: their slices take the tensor cores less time than the 128 x 256 tiles', so more of them
+// in flight cover the loads' latency (docs/perf-notes.md, "Forward tiles per call").
+TEST(OtherTiles, TheRowsAsNTakeTheMostStagesThatFit) {
+  const unsigned limit = smem_limit_for_arch("sm_90a");
+  for (const DType dtype : {DType::kBF16, DType::kFP16}) {
+    int rows_as_n = 0;
+    for (const FwdTile& tile : hopper_other_fwd_tiles(dtype, "sm_90a", true)) {
+      if (!tile.rows_as_n) continue;
+      ++rows_as_n;
+      EXPECT_EQ(tile.stages, kFwdRowsAsNStages) << fwd_tile_name(tile);
+      EXPECT_LE(linear_logp_fwd_smem(dtype, tile), limit) << fwd_tile_name(tile);
+      FwdTile deeper = tile;
+      ++deeper.stages;
+      EXPECT_GT(linear_logp_fwd_smem(dtype, deeper), limit) << fwd_tile_name(tile) << " leaves room for a stage";
+    }
+    EXPECT_EQ(rows_as_n, 3);
+  }
+}
+
 TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   LinearLogpConfig c;
   c.hidden = 4096;
@@ -563,9 +586,9 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   }
   EXPECT_EQ(hopper.other_fwd[0].tile, (FwdTile{128, 128, 64, 4, true}));
   EXPECT_EQ(hopper.other_fwd[1].tile, (FwdTile{128, 192, 64, 4, true}));
-  EXPECT_EQ(hopper.other_fwd[2].tile, (FwdTile{136, 128, 64, 4, true, true}));
-  EXPECT_EQ(hopper.other_fwd[3].tile, (FwdTile{152, 128, 64, 4, true, true}));
-  EXPECT_EQ(hopper.other_fwd[4].tile, (FwdTile{168, 128, 64, 4, true, true}));
+  EXPECT_EQ(hopper.other_fwd[2].tile, (FwdTile{136, 128, 64, 6, true, true}));
+  EXPECT_EQ(hopper.other_fwd[3].tile, (FwdTile{152, 128, 64, 6, true, true}));
+  EXPECT_EQ(hopper.other_fwd[4].tile, (FwdTile{168, 128, 64, 6, true, true}));
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").other_fwd.empty()) << "the portable loop";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).other_fwd.empty()) << "tensor parallelism";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";

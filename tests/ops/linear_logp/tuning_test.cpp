@@ -94,10 +94,11 @@ TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
   EXPECT_EQ(forced_fwd_tile("128x128x64x4-wgmma", candidates), (FwdTile{128, 128, 64, 4, true}));
   EXPECT_EQ(forced_fwd_tile("128x192x64x4-wgmma", candidates), (FwdTile{128, 192, 64, 4, true}));
   for (const int rows : {136, 152, 168}) {
-    EXPECT_EQ(forced_fwd_tile(std::to_string(rows) + "x128x64x4-wgmma-rows-as-n", candidates),
-              (FwdTile{rows, 128, 64, 4, true, true}));
+    EXPECT_EQ(forced_fwd_tile(std::to_string(rows) + "x128x64x6-wgmma-rows-as-n", candidates),
+              (FwdTile{rows, 128, 64, 6, true, true}));
   }
-  EXPECT_EQ(fwd_tile_name(FwdTile{168, 128, 64, 4, true, true}), "168x128x64x4-wgmma-rows-as-n");
+  EXPECT_EQ(fwd_tile_name(FwdTile{168, 128, 64, 6, true, true}), "168x128x64x6-wgmma-rows-as-n");
+  EXPECT_THROW(forced_fwd_tile("152x128x64x4-wgmma-rows-as-n", candidates), Error) << "their rings are deeper";
   for (const char* bad : {"64x256x32x3-wgmma", "128x128x64x9-mma", "fast", ""}) {
     try {
       forced_fwd_tile(bad, candidates);
