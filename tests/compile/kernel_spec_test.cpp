@@ -102,10 +102,10 @@ TEST(KernelSpec, TheHopperForwardTakesTwoTilesOf16BitInputsAndNoShape) {
   }, "H");
 }
 
-KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm) {
+KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = kFwdRowsAsNStages) {
   return KernelSpec("linear_logp_fwd_rows_as_n", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}},
                                                   {"TargetT", TypeArg{"int64"}}, {"BM", bm}, {"BN", std::int64_t{128}},
-                                                  {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{4}},
+                                                  {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{stages}},
                                                   {"ENTROPY", false}});
 }
 
@@ -120,6 +120,7 @@ TEST(KernelSpec, TheForwardOfTheRowsAsNTakesItsThreeHeights) {
     expect_invalid([bm] { fwd_rows_as_n_spec("bf16", bm); }, "BM one of 136, 152, 168");
   }
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 128); }, "BM");
+  expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 4); }, "STAGES");
 }
 
 }  // namespace
