@@ -139,13 +139,15 @@ struct VocabSplit {
 //   tile's (0.73 at H = 4096, 0.80 at 2048, 0.70 at 8192). Fitted, with kRowsAsNBlockEnd, to 18
 //   calls of 333 rows on an H100, the tiles of the rows as N against those of the rows as M (two
 //   sweeps, 2026-12-06, corrected for the later start's 1.4 % at the calls whose plan was the same;
-//   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges.
+//   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges. That was
+//   0.67 on a ring of four stages; six (kFwdRowsAsNStages) took 4.5 to 9 % off calls of two row
+//   tiles (H100 A/B, 2026-12-07, median 7 %): 0.62.
 // - 136 or 152 x 128, the rows as N: the products scaled from 168's by rows_as_n_slice_work (each
 //   row of a narrower tile moves more shared memory), the fold by the rows. H100 A/B against 168 or
 //   the wide tile: 260 and 300 rows of 3584- and 4096-wide heads 11 % and 8 % faster, 150 rows
 //   within 1 to 3 % faster (2026-12-07).
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
-inline constexpr double kRowsAsNTileCost = 0.67;
+inline constexpr double kRowsAsNTileCost = 0.62;
 inline constexpr double kRowsAsNSliceCost = 4.0;
 inline constexpr int kRowsAsNFittedRows = 168;
 double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices);
