@@ -44,10 +44,10 @@
 // hundred rows is covered by tiles of about its rows (300 rows: two tiles of 152, 333 two of 168,
 // where 128-row tiles compute 384), as cuBLAS's kernels at such calls do (128 x 168 tiles;
 // docs/perf-notes.md, "Forward tiles per call"). Its fold goes by vocabulary columns
-// (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through the ring's
-// first stage once the block's tiles are done (linear_logp_fwd_rows_as_n_smem_bytes). Each warpgroup holds
-// 64 of the tile's vocabulary columns for all its rows, so neither is ever idle as at a call of 64
-// rows or fewer.
+// (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through the
+// ring's first stage once the block's tiles are done (linear_logp_fwd_rows_as_n_smem_bytes). Each
+// warpgroup holds 64 of the tile's vocabulary columns for all its rows, so neither is ever idle as
+// at a call of 64 rows or fewer.
 #pragma once
 
 #include "common/ptx.cuh"

@@ -1,7 +1,7 @@
 // Launch shape and dynamic shared-memory layout of the forward kernels: linear_logp_fwd
 // (templates/linear_logp/fwd.cuh), linear_logp_fwd_hopper and linear_logp_fwd_rows_as_n
-// (fwd_hopper.cuh; the latter's stage holds W's tile first, and its fold's region follows the
-// mbarriers: linear_logp_fwd_rows_as_n_smem_bytes).
+// (fwd_hopper.cuh; the latter's stage holds W's tile first, its rows' targets follow the
+// mbarriers and its fold merges in the ring's first stage: linear_logp_fwd_rows_as_n_smem_bytes).
 // Read by the host (plain C++) to size the launch and by the kernel to place its buffers, so
 // both agree by construction; only built-in types and constexpr functions appear here.
 //

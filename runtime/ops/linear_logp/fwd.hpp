@@ -47,8 +47,8 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 
 // The Hopper loop's other forward tiles, where that loop applies: 128 x 128 x 64 and 128 x 192 x 64
 // with four stages, narrowest first, then (last) the tiles of the rows as N, bm x 128 x 64 for bm
-// in kFwdRowsAsNRows, with kFwdRowsAsNStages. An op on the default tile also loads these, for the calls choose_fwd_plan
-// gives them (other_tile_pays).
+// in kFwdRowsAsNRows, with kFwdRowsAsNStages. An op on the default tile also loads these, for the
+// calls choose_fwd_plan gives them (other_tile_pays).
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path);
 
 // The forward's tile for a dtype on an arch ("sm_80", "sm_90a", ...): the Hopper main loop's

@@ -561,7 +561,6 @@ TEST(OtherTiles, TheRowsAsNTakeTheMostStagesThatFit) {
     for (const FwdTile& tile : hopper_other_fwd_tiles(dtype, "sm_90a", true)) {
       if (!tile.rows_as_n) continue;
       ++rows_as_n;
-      EXPECT_EQ(tile.stages, kFwdRowsAsNStages) << fwd_tile_name(tile);
       EXPECT_LE(linear_logp_fwd_smem(dtype, tile), limit) << fwd_tile_name(tile);
       FwdTile deeper = tile;
       ++deeper.stages;
