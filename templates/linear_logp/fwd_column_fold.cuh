@@ -8,18 +8,22 @@
 //
 // The statistics are kept in base 2: ref (the largest z log2(e) so far), sum = sum 2^(y - ref)
 // and ent = sum 2^(y - ref) (y - ref), y = z log2(e); store turns them into a RowPartial's natural
-// units. A row's reference moves only when a tile holds a larger logit, so a term is a multiply, a
-// subtraction and one ex2 (the other tiles' fold, fwd_fragment_epilogue.cuh, fuses the first two).
+// units. A row's reference moves only when a tile holds a larger logit; a term is one FFMA and one
+// ex2, as in the other tiles' fold (fwd_fragment_epilogue.cuh). Only the shard's last tile checks
+// its columns against the valid ones, and only a bias is added.
 //
-// The target's logit: the block's rows' target columns sit in shared memory (init); the one thread
-// of the grid that holds a row's target column writes its z there, and store puts it in the
-// row's partial.
+// The target's logit: init lists the block's rows whose target column lies in the block's tiles
+// (a handful: a row's target is in one tile of the shard), and each tile looks only at those; the
+// one thread of the grid that holds a row's target column writes its z to shared memory, and
+// store puts it in the row's partial.
 //
-// Shared memory: the targets and target logits of the BM rows (linear_logp_fwd_column_fold_bytes,
-// fwd_layout.cuh, after the ring's mbarriers), and for the merge eight warps' statistics of each
-// row in the ring's first stage, which no slice needs once the block's tiles are done (a stage
-// holds them: linear_logp_fwd_column_fold_merge_bytes), so that the ring can take the stages the
-// shared memory leaves room for.
+// The merge: the eight lanes of a warp that share a row take the largest reference among them,
+// scale their sums to it and add them, by shuffles; then the eight warps' statistics, through the
+// ring's first stage (which no slice needs once the block's tiles are done: a stage holds them,
+// linear_logp_fwd_column_fold_merge_bytes), in warp order.
+//
+// Shared memory after the ring's mbarriers (linear_logp_fwd_column_fold_bytes): the target list
+// and the BM rows' target logits.
 #pragma once
 
 #include "common/math.cuh"
@@ -39,27 +43,37 @@ template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
 struct LogpColumnFoldEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
   static_assert(kGroups * 8 == BM, "the fragment's columns are the tile's rows");
+  static_assert(BM <= 256, "a target list entry keeps its row in a byte");
   static constexpr int kRows = 2 * kGroups;  // rows of X a thread holds
+  static constexpr int kTileCols = Mainloop::kTileRows;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
   static constexpr int kThreads = 256;
 
   float ref[kRows];
   float sum[kRows];
   float ent[ENTROPY ? kRows : 1];
-  int* target_col;       // [BM] the row's target in shard columns, or -1 (shared memory)
-  float* target_logit;   // [BM] its z where this block holds it, else -inf (shared memory)
-  float* warp_stats;     // [8][BM][3] (shared memory: the ring's first stage, used in store only)
+  // Shared memory: the list of the rows whose target column the block's tiles hold (its length,
+  // each entry's shard column and row), and each row's target z where this block holds it, else -inf.
+  int* target_count;
+  int* target_cols;            // [BM]
+  unsigned char* target_rows;  // [BM]
+  float* target_logit;         // [BM]
+  float* warp_stats;           // [8][BM][3] (the ring's first stage, used in store only)
   int valid_cols;
 
   // Row j of the thread's rows: fragment column (j / 2, j % 2).
   static __device__ __forceinline__ int row_of(int lane, int j) { return Mainloop::fragment_col(lane, j / 2, j % 2); }
 
-  // smem: the rows' targets (linear_logp_fwd_column_fold_bytes); merge: the ring's first stage.
-  __device__ __forceinline__ void init(unsigned char* smem, unsigned char* merge, const void* targets, long long row0,
-                                       long long n_rows, long long vocab_start, int valid_local, int tid) {
+  // smem: the target list (linear_logp_fwd_column_fold_bytes); merge: the ring's first stage. The
+  // block's tiles hold the shard columns [col_begin, col_end).
+  __device__ __forceinline__ void init(unsigned char* smem, unsigned char* merge, const void* targets_in,
+                                       long long row0, long long n_rows, long long vocab_start, int valid_local,
+                                       int col_begin, int col_end, int tid) {
     valid_cols = valid_local;
-    target_col = reinterpret_cast<int*>(smem);
-    target_logit = reinterpret_cast<float*>(smem + BM * 4);
+    target_count = reinterpret_cast<int*>(smem);
+    target_logit = reinterpret_cast<float*>(smem + 16);
+    target_cols = reinterpret_cast<int*>(smem + 16 + BM * 4);
+    target_rows = smem + 16 + BM * 8;
     warp_stats = reinterpret_cast<float*>(merge);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
@@ -67,14 +81,18 @@ struct LogpColumnFoldEpilogue {
       sum[j] = 0.0f;
       if constexpr (ENTROPY) ent[j] = 0.0f;
     }
+    if (tid == 0) *target_count = 0;
+    bar_sync(kColumnFoldBarrier, kThreads);
+    // The list's order depends on timing; each entry is looked at alone, so the results do not.
     for (int r = tid; r < BM; r += kThreads) {
-      int col = -1;
-      if (row0 + r < n_rows) {
-        const long long t = static_cast<long long>(static_cast<const TargetT*>(targets)[row0 + r]);
-        if (t >= vocab_start && t - vocab_start < valid_local) col = static_cast<int>(t - vocab_start);
-      }
-      target_col[r] = col;
       target_logit[r] = neg_inf();
+      if (row0 + r >= n_rows) continue;
+      const long long t = static_cast<long long>(static_cast<const TargetT*>(targets_in)[row0 + r]) - vocab_start;
+      if (t >= col_begin && t < col_end && t < valid_local) {
+        const int i = atomicAdd(target_count, 1);
+        target_cols[i] = static_cast<int>(t);
+        target_rows[i] = static_cast<unsigned char>(r);
+      }
     }
     bar_sync(kColumnFoldBarrier, kThreads);
   }
@@ -95,39 +113,11 @@ struct LogpColumnFoldEpilogue {
       b[h] = 0.0f;
       if constexpr (kBias) b[h] = valid[h] ? to_float(static_cast<const BiasT*>(bias)[col[h]]) : 0.0f;
     }
-    // A thread whose two columns are both past the valid ones (the shard's last tile) folds nothing.
-    if (!valid[0]) return;
-    const float scale = inv_temperature * kLog2e;
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const int g = j / 2;
-      const int e = j % 2;
-      const float a0 = acc[4 * g + e] + b[0];
-      const float a1 = acc[4 * g + 2 + e] + b[1];
-      const float y0 = a0 * scale;  // column 0 is valid past the return above
-      const float y1 = valid[1] ? a1 * scale : neg_inf();
-      const float m = fmaxf(y0, y1);
-      if (m > ref[j]) {
-        // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
-        if (ref[j] != neg_inf()) {
-          const float shift = ref[j] - m;
-          const float f = exp2_approx(shift);
-          if constexpr (ENTROPY) ent[j] = f * (ent[j] + shift * sum[j]);
-          sum[j] *= f;
-        }
-        ref[j] = m;
-      }
-      const float d0 = y0 - ref[j];
-      const float d1 = y1 - ref[j];
-      const float p0 = exp2_approx(d0);
-      const float p1 = exp2_approx(d1);
-      sum[j] += p0 + p1;
-      if constexpr (ENTROPY) ent[j] += p0 * d0 + (valid[1] ? p1 * d1 : 0.0f);
-      // The target: at most one thread of the grid holds a row's target column.
-      const int r = row_of(lane, j);
-      const int t = target_col[r];
-      if (t == col[0]) target_logit[r] = a0 * inv_temperature;
-      if (t == col[1]) target_logit[r] = a1 * inv_temperature;
+    take_targets(acc, n0, b, inv_temperature, warp, lane);
+    if (n0 + kTileCols <= valid_cols) {
+      fold<false>(acc, b, inv_temperature, true);
+    } else if (valid[0]) {  // a thread whose two columns are both past the valid ones folds nothing
+      fold<true>(acc, b, inv_temperature, valid[1]);
     }
   }
 
@@ -141,14 +131,22 @@ struct LogpColumnFoldEpilogue {
     bar_sync(kColumnFoldBarrier, kThreads);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
+      // The eight lanes' largest reference, each lane's sums scaled to it, then added.
       float r = ref[j];
-      float s = sum[j];
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1) r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, offset));
+      float s = 0.0f;
       float en = 0.0f;
-      if constexpr (ENTROPY) en = ent[j];
+      if (ref[j] != neg_inf()) {
+        const float shift = ref[j] - r;
+        const float f = exp2_approx(shift);
+        s = sum[j] * f;
+        if constexpr (ENTROPY) en = f * (ent[j] + shift * sum[j]);
+      }
 #pragma unroll
       for (int offset = 4; offset < 32; offset <<= 1) {
-        merge_stats<ENTROPY, true>(r, s, en, __shfl_xor_sync(0xffffffffu, r, offset),
-                                   __shfl_xor_sync(0xffffffffu, s, offset), __shfl_xor_sync(0xffffffffu, en, offset));
+        s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if constexpr (ENTROPY) en += __shfl_xor_sync(0xffffffffu, en, offset);
       }
       if (lane < 4) {
         float* const slot = warp_stats + (warp * BM + row_of(lane, j)) * 3;
@@ -179,6 +177,64 @@ struct LogpColumnFoldEpilogue {
 
  private:
   static constexpr float kLn2 = 0.6931471805599453f;
+
+  // Folds the tile's terms: MASKED (the shard's last tile) leaves out the thread's second column
+  // where valid1 is false (its first is valid there).
+  template <bool MASKED>
+  __device__ __forceinline__ void fold(const float* acc, const float (&b)[2], float inv_temperature, bool valid1) {
+    const float scale = inv_temperature * kLog2e;
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int g = j / 2;
+      const int e = j % 2;
+      float a0 = acc[4 * g + e];
+      float a1 = acc[4 * g + 2 + e];
+      if constexpr (kBias) {
+        a0 += b[0];
+        a1 += b[1];
+      }
+      // scale > 0 keeps the order, so the larger y is the larger accumulator's.
+      const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
+      if (m > ref[j]) {
+        // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
+        if (ref[j] != neg_inf()) {
+          const float shift = ref[j] - m;
+          const float f = exp2_approx(shift);
+          if constexpr (ENTROPY) ent[j] = f * (ent[j] + shift * sum[j]);
+          sum[j] *= f;
+        }
+        ref[j] = m;
+      }
+      const float d0 = fmaf(a0, scale, -ref[j]);
+      const float d1 = fmaf(a1, scale, -ref[j]);
+      const float p0 = exp2_approx(d0);
+      const float p1 = MASKED && !valid1 ? 0.0f : exp2_approx(d1);
+      sum[j] += p0 + p1;
+      if constexpr (ENTROPY) ent[j] += p0 * d0 + p1 * d1;
+    }
+  }
+
+  // Writes the target logits this thread holds in the tile at shard column n0: the list's entries
+  // of the tile's columns, each held by one thread, whose accumulator is picked by a compile-time
+  // index (a runtime one would put acc in local memory).
+  __device__ __forceinline__ void take_targets(const float* acc, int n0, const float (&b)[2], float inv_temperature,
+                                               int warp, int lane) const {
+    const int count = *target_count;
+    for (int i = 0; i < count; ++i) {
+      const int c = target_cols[i] - n0;
+      const int r = target_rows[i];
+      if (c < 0 || c >= kTileCols) continue;
+      const int h = (c >> 3) & 1;
+      if (Mainloop::fragment_row(warp, lane, h) != c || Mainloop::fragment_col(lane, r >> 3, r & 1) != r) continue;
+      const int index = 4 * (r >> 3) + 2 * h + (r & 1);
+      float a = 0.0f;
+#pragma unroll
+      for (int k = 0; k < Mainloop::kAccumulators; ++k) {
+        if (k == index) a = acc[k];
+      }
+      target_logit[r] = (a + (h != 0 ? b[1] : b[0])) * inv_temperature;
+    }
+  }
 };
 
 }  // namespace kernels

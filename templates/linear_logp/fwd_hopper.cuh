@@ -144,7 +144,8 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
     static_assert(linear_logp_fwd_column_fold_merge_bytes(BM) <= linear_logp_fwd_stage_bytes(kElem, BM, BN, BK),
                   "a stage holds the fold's merge");
     unsigned char* const fold = smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true);
-    epilogue.init(fold, smem, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
+    epilogue.init(fold, smem, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local,
+                  block.tiles.begin * BN, block.tiles.end * BN, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();

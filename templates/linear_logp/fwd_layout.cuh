@@ -72,9 +72,10 @@ linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, b
 }
 
 // The tiles of the rows as N (linear_logp_fwd_rows_as_n) keep, after the ring and its mbarriers,
-// the bm rows' target columns and target logits; their merge puts eight warps' base-2 statistics
-// of each row in the ring's first stage (LogpColumnFoldEpilogue, fwd_column_fold.cuh).
-SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_bytes(int bm) { return bm * 8; }
+// the length of a list of up to bm target entries (16 bytes with its padding), the bm rows' target
+// logits, and the entries' columns (4 bytes) and rows (1); their merge puts eight warps' base-2
+// statistics of each row in the ring's first stage (LogpColumnFoldEpilogue, fwd_column_fold.cuh).
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_bytes(int bm) { return (16 + bm * 9 + 15) / 16 * 16; }
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_merge_bytes(int bm) { return 8 * bm * 12; }
 
 SHARDJIT_HOST_DEVICE constexpr int
