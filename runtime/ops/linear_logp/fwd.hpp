@@ -141,21 +141,25 @@ struct VocabSplit {
 //   sweeps, 2026-12-06, corrected for the later start's 1.4 % at the calls whose plan was the same;
 //   A/B runs): within 4 %, but +4 to +5 % at two tiles a block, which the fit overcharges. That was
 //   0.67 on a ring of four stages; six (kFwdRowsAsNStages) took 4.5 to 9 % off calls of two row
-//   tiles (H100 A/B, 2026-12-07, median 7 %): 0.62.
+//   tiles (H100 A/B, 2026-12-07, median 7 %): 0.62. The fold's instructions cut (fwd_column_fold.cuh;
+//   ncu, H100, 2026-12-07: two tiles a block at K = 128 -5.6 %, 18 at K = 56 -2.3 %) fit 3.4 for
+//   kRowsAsNSliceCost (4 before) and 0.20 for kRowsAsNBlockEnd (0.28); 3.5, since at 3.0 gemma2-2b's
+//   333 rows (K = 36, 256000 columns) would take the rows as N, which measured 4 % slower there,
+//   where the calls that 3.5 moves from the wide and 128 x 192 tiles measured 3.8 to 7.4 % faster.
 // - 136 or 152 x 128, the rows as N: the products scaled from 168's by rows_as_n_slice_work (each
 //   row of a narrower tile moves more shared memory), the fold by the rows. H100 A/B against 168 or
 //   the wide tile: 260 and 300 rows of 3584- and 4096-wide heads 11 % and 8 % faster, 150 rows
 //   within 1 to 3 % faster (2026-12-07).
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
 inline constexpr double kRowsAsNTileCost = 0.62;
-inline constexpr double kRowsAsNSliceCost = 4.0;
+inline constexpr double kRowsAsNSliceCost = 3.5;
 inline constexpr int kRowsAsNFittedRows = 168;
 double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices);
 
 // What a block of the tiles of the rows as N costs beyond its tiles, in 128 x 256 tile times: its
 // end, where its rows' statistics are merged through shared memory (fwd_column_fold.cuh), against
 // the wide tile's merge in registers (fit above, at 168 rows; scaled by the rows).
-inline constexpr double kRowsAsNBlockEnd = 0.28;
+inline constexpr double kRowsAsNBlockEnd = 0.20;
 
 // The blocks a plan's busiest multiprocessor runs, one after another: a wave of whole units each,
 // then a wave of pieces each.
