@@ -10,7 +10,7 @@
 // and ent = sum 2^(y - ref) (y - ref), y = z log2(e); store turns them into a RowPartial's natural
 // units. A row's reference moves only when a tile holds a larger logit; a term is one FFMA and one
 // ex2, as in the other tiles' fold (fwd_fragment_epilogue.cuh). Only the shard's last tile checks
-// its columns against the valid ones, and only a bias is added.
+// its columns against the valid ones, and a bias is added only where the op has one.
 //
 // The target's logit: init lists the block's rows whose target column lies in the block's tiles
 // (a handful: a row's target is in one tile of the shard), and each tile looks only at those; the

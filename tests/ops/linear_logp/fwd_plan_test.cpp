@@ -448,8 +448,8 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_EQ(tp8.tile_rows, 168);
   EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 2);
   // llama3-8b's head, 16 tiles a multiprocessor in two row tiles against 12 wide ones in three:
-  // at 260 rows of 136 (9.70 wide tile times), at 300 of 152 (10.45), at 333 of 168 (11.20). At 150
-  // rows one row tile of 152 (8 tiles, 5.35, against 8 wide ones in two row tiles).
+  // at 260 rows of 136 (9.54 wide tile times), at 300 of 152 (10.27), at 333 of 168 (11.00). At 150
+  // rows one row tile of 152 (8 tiles, 5.22, against 8 wide ones in two row tiles).
   EXPECT_EQ(plan_at(150, 4096, 128256).tile_rows, 152);
   EXPECT_EQ(plan_at(260, 4096, 128256).tile_rows, 136);
   const VocabSplit at300 = plan_at(300, 4096, 128256);
@@ -471,7 +471,7 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_TRUE(plan_at(150, 3000, 60000).rows_as_n);
   EXPECT_TRUE(plan_at(150, 4096, 31903).rows_as_n);
   // One tile a multiprocessor (kRowsAsNFittedBusiestTiles): 150 rows of the TP8 shards would run 126 or 127
-  // tiles of 152 rows, one a multiprocessor (0.91 wide tile times at 112 or 128 K slices), against
+  // tiles of 152 rows, one a multiprocessor (0.79 wide tile times at 112 or 128 K slices), against
   // one wide tile a multiprocessor in two row tiles; the wide tiles run.
   const auto rows152 = std::ranges::find_if(hopper, [](const FwdTile& t) { return t.rows_as_n && t.bm == 152; });
   ASSERT_NE(rows152, hopper.end());
