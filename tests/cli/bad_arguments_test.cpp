@@ -55,6 +55,8 @@ std::vector<BadCase> bad_cases() {
        "--vocab '99999999999999999999'"},
       {"HiddenNotANumber", {"prewarm", "--hidden", "4k", "--vocab", "300", "--arch", "sm_80"}, "--hidden '4k'"},
       {"HiddenWithoutVocab", {"prewarm", "--hidden", "64", "--arch", "sm_80"}, "--hidden requires --vocab"},
+      {"SplitLeavingARankNoRows", {"prewarm", "--hidden", "64", "--vocab", "9", "--tp", "4", "--arch", "sm_80"},
+       "cannot be split evenly over 4 ranks"},
       {"NoModel", {"prewarm", "--arch", "sm_80"}, "no model given"},
       {"UnknownOption", {"prewarm", kTiny, "--arch", "sm_80", "--fast"}, "--fast"},
       {"UnknownCommand", {"compile", kTiny}, "compile"},
