@@ -115,6 +115,11 @@ Command add_prewarm_command(CLI::App& app, const GlobalOptions& globals) {
   CLI::App* sub = app.add_subcommand("prewarm", "Compile the kernels of models into the cache ahead of use");
   add_model_options(*sub, *args);
   add_kernel_options(*sub, *args);
+  // LinearLogp's settings mean nothing to the collectives alone: refused rather than ignored.
+  CLI::Option* collectives_only = sub->get_option("--collectives-only");
+  for (const char* name : {"--valid-vocab", "--shard", "--targets", "--bias", "--entropy", "--backward", "--tune"}) {
+    collectives_only->excludes(sub->get_option(name));
+  }
   return Command{sub, [&globals, args] { return run(globals, *args); }};
 }
 
