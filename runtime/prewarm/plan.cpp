@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/ops/linear_logp/kernels.hpp"
+#include "runtime/ops/linear_logp/tuning.hpp"
 #include "shardjit/error.hpp"
 
 namespace shardjit {
@@ -75,7 +76,7 @@ bool same_forward_tuning(const LinearLogpConfig& a, const LinearLogpConfig& b) {
   return a.hidden == b.hidden && a.vocab_start == b.vocab_start && a.vocab_local == b.vocab_local &&
          a.vocab_global == b.vocab_global && a.valid_vocab == b.valid_vocab && a.dtype == b.dtype &&
          a.bias_dtype == b.bias_dtype && a.target_dtype == b.target_dtype && a.want_entropy == b.want_entropy &&
-         a.max_rows == b.max_rows;
+         fwd_tuning_rows(a) == fwd_tuning_rows(b);
 }
 
 }  // namespace
@@ -141,7 +142,16 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
             std::vector<TunableForward> tunables;
-            if (tp == 1) tunables.push_back({config, origin});
+            for (std::int64_t max_rows : request.tune_max_rows) {
+              if (tp != 1) break;
+              LinearLogpConfig tuned = config;
+              tuned.max_rows = max_rows;
+              const bool known = std::any_of(tunables.begin(), tunables.end(), [&](const TunableForward& t) {
+                return same_forward_tuning(t.config, tuned);
+              });
+              if (known) continue;
+              tunables.push_back({tuned, max_rows > 0 ? origin + " max_rows=" + std::to_string(max_rows) : origin});
+            }
             add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
             for (const OtherFwdSpec& other : kernels.other_fwd) add(other.spec, arch, origin);

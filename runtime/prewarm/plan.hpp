@@ -46,6 +46,10 @@ struct PrewarmRequest {
   bool collectives = false;
   bool linear_logp = true;
   std::optional<ShardRange> shard;  // one explicit shard instead of the TP split
+  // The max_rows of the single-GPU ops whose forwards `prewarm --tune` times, one tuning record
+  // (fwd_tuning_rows) each, those that share one once; 0: ops built without max_rows (the 4096-row
+  // record).
+  std::vector<std::int64_t> tune_max_rows = {0};
   bool hopper_path = true;          // RuntimeConfig::hopper_path of the ops that will load them
 };
 

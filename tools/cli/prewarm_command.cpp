@@ -53,9 +53,13 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
   sub.add_flag("--collectives-only", o.collectives_only,
                "Only those (then --hidden H is enough; no --vocab)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
-  sub.add_flag("--tune", o.tune,
-               "Then time the forward tile candidates of each single-GPU op on GPU 0 and record the fastest "
-               "in the cache (needs a GPU; ops with a record keep it)");
+  CLI::Option* tune = sub.add_flag("--tune", o.tune,
+                                   "Then time the forward tile candidates of each single-GPU op on GPU 0 and record "
+                                   "the fastest in the cache (needs a GPU; ops with a record keep it)");
+  add_list_option(sub, "--max-rows", o.max_rows,
+                  "With --tune: the max_rows of the servers' ops, comma separated; a record for each one's row "
+                  "count (default: ops without max_rows, 4096 rows)")
+      ->needs(tune);
 }
 
 void print_summary(const PrewarmSummary& summary) {

@@ -49,6 +49,19 @@ std::optional<std::int64_t> parse_size(const char* option, const std::optional<s
   return value;
 }
 
+// --max-rows: the servers' max_rows, each a whole number from 1 (the plan tunes those that share a
+// tuning record once). None given: {0}, ops without max_rows.
+std::vector<std::int64_t> parse_tune_max_rows(const std::vector<std::string>& words) {
+  constexpr const char* kExpected = "the max_rows of the servers' ops, whole numbers from 1, separated by commas";
+  std::vector<std::int64_t> max_rows;
+  for (const std::string& text : list_items("--max-rows", words, kExpected)) {
+    auto value = parse_integer(text);
+    if (!value || *value < 1) bad_option("--max-rows", text, kExpected);
+    max_rows.push_back(*value);
+  }
+  return max_rows.empty() ? std::vector<std::int64_t>{0} : max_rows;
+}
+
 constexpr const char* kTpExpected = "TP degrees from 1 to 1024, separated by commas, e.g. --tp 1,2,4,8";
 
 std::vector<int> parse_tp(const std::vector<std::string>& words) {
@@ -207,6 +220,7 @@ std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const
   base.collectives = options.collectives || options.collectives_only;
   base.linear_logp = !options.collectives_only;
   base.shard = parse_shard(options.shard);
+  base.tune_max_rows = parse_tune_max_rows(options.max_rows);
   const std::vector<ModelRequest> models = model_requests(options);
   base.archs = target_archs(options, config);
   base.hopper_path = config.hopper_path;

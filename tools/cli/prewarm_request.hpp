@@ -34,6 +34,7 @@ struct PrewarmOptions {
   bool collectives_only = false;         // only those (a model needs --hidden alone)
   std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
   bool tune = false;                     // then time the single-GPU forwards' tiles on GPU 0
+  std::vector<std::string> max_rows;     // with tune: the servers' max_rows, a record each
 };
 
 // The number of compile threads --jobs asks for. Throws Error(kInvalidArgument) when it is not a

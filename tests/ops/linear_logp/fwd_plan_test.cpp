@@ -753,6 +753,28 @@ TEST(PrewarmPlan, EveryForwardShapeStaysTunable) {
   EXPECT_EQ(shapes["sm_80"], both) << "one kernel a shape";
 }
 
+// `prewarm --tune --max-rows`: one tunable op a tuning record, for each max_rows asked for, those
+// that share a record (the same power of two of rows: 300 and 500, 3000 and 4096) once.
+TEST(PrewarmPlan, TunesOnceForEachMaxRowsRecord) {
+  PrewarmRequest request;
+  request.models = {{"m", 64, 300, 0}};
+  request.archs = {"sm_90a"};
+  request.tune_max_rows = {300, 500, 3000, 4096, 20000};
+  std::vector<std::int64_t> tuned;
+  for (const PrewarmItem& item : prewarm_items(request)) {
+    for (const TunableForward& tunable : item.tunables) {
+      tuned.push_back(tunable.config.max_rows);
+      EXPECT_NE(tunable.origin.find("max_rows=" + std::to_string(tunable.config.max_rows)), std::string::npos)
+          << tunable.origin;
+    }
+  }
+  EXPECT_EQ(tuned, (std::vector<std::int64_t>{300, 3000, 20000}));
+  request.tune_max_rows = {0};
+  std::size_t default_tunables = 0;
+  for (const PrewarmItem& item : prewarm_items(request)) default_tunables += item.tunables.size();
+  EXPECT_EQ(default_tunables, 1u) << "without --max-rows: the 4096-row record of ops built without max_rows";
+}
+
 // Ops built with dz_fp32 or gradient filtering load other dZ and GEMM kernels: prewarm builds
 // them when asked (--dz-fp32, --grad-filter), so that such ops start cache-only too.
 TEST(PrewarmPlan, BuildsTheDzVariantsAskedFor) {
