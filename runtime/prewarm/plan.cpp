@@ -79,6 +79,14 @@ bool same_forward_tuning(const LinearLogpConfig& a, const LinearLogpConfig& b) {
          fwd_tuning_rows(a) == fwd_tuning_rows(b);
 }
 
+// Appends `tunable` unless an op of the same tuning record is already there.
+void add_tunable(std::vector<TunableForward>& tunables, TunableForward tunable) {
+  const bool known = std::any_of(tunables.begin(), tunables.end(), [&](const TunableForward& t) {
+    return same_forward_tuning(t.config, tunable.config);
+  });
+  if (!known) tunables.push_back(std::move(tunable));
+}
+
 }  // namespace
 
 void PrewarmItemSet::add(PrewarmItem item) {
@@ -88,12 +96,7 @@ void PrewarmItemSet::add(PrewarmItem item) {
     return;
   }
   std::vector<TunableForward>& tunables = items_[at->second].tunables;
-  for (TunableForward& tunable : item.tunables) {
-    const bool known = std::any_of(tunables.begin(), tunables.end(), [&](const TunableForward& t) {
-      return same_forward_tuning(t.config, tunable.config);
-    });
-    if (!known) tunables.push_back(std::move(tunable));
-  }
+  for (TunableForward& tunable : item.tunables) add_tunable(tunables, std::move(tunable));
 }
 
 std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
@@ -142,15 +145,12 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
           for (const std::string& arch : request.archs) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
             std::vector<TunableForward> tunables;
+            // Only single-GPU ops are tuned (tensor-parallel ones take the default tile).
             for (std::int64_t max_rows : request.tune_max_rows) {
               if (tp != 1) break;
               LinearLogpConfig tuned = config;
               tuned.max_rows = max_rows;
-              const bool known = std::any_of(tunables.begin(), tunables.end(), [&](const TunableForward& t) {
-                return same_forward_tuning(t.config, tuned);
-              });
-              if (known) continue;
-              tunables.push_back({tuned, max_rows > 0 ? origin + " max_rows=" + std::to_string(max_rows) : origin});
+              add_tunable(tunables, {tuned, max_rows > 0 ? origin + " max_rows=" + std::to_string(max_rows) : origin});
             }
             add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
