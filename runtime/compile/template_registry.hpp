@@ -41,10 +41,15 @@ std::span<const TemplateDef> template_registry();
 // the registry accepts them and the host's plans choose among them.
 inline constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
 
-// The stages of their TMA ring: the most the shared memory holds at every height. A slice of these
-// tiles takes the tensor cores 40 % less time than one of the 128 x 256 tiles, so the four stages
-// of those covered too little of the loads' latency (docs/perf-notes.md, "Forward tiles per call").
-inline constexpr int kFwdRowsAsNStages = 6;
+// Their vocabulary columns, wgmma's M: 128, or 256 (each warpgroup two m64 blocks of them), whose
+// products move fewer shared-memory bytes each (rows_as_n_slice_work, runtime/ops/gemm.hpp).
+inline constexpr int kFwdRowsAsNCols[] = {128, 256};
+
+// The stages of their TMA ring: the most the shared memory holds at every height, 6 of 128
+// columns, 4 of 256. A slice of the 128-column tiles takes the tensor cores 40 % less time than one
+// of the 128 x 256 tiles, so the four stages of those covered too little of the loads' latency
+// (docs/perf-notes.md, "Forward tiles per call").
+constexpr int fwd_rows_as_n_stages(int cols) { return cols == 256 ? 4 : 6; }
 
 // kFwdRowsAsNRows as text, for errors: "136, 152, 168".
 std::string fwd_rows_as_n_rows_text();

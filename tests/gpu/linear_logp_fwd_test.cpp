@@ -194,7 +194,7 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
   if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
   const std::vector<FwdTile> others = hopper_other_fwd_tiles(c.dtype, "sm_90a", true);
-  ASSERT_EQ(others.size(), 5u) << "128 x 128, 128 x 192 and the rows as N in 136, 152 and 168 rows";
+  ASSERT_EQ(others.size(), 8u) << "128 x 128, 128 x 192 and the rows as N in 136, 152 and 168 rows by 128 and 256";
   for (const FwdTile& tile : others) {
     const std::string name = fwd_tile_name(tile);
     const std::string label = ", tile " + name;
@@ -251,11 +251,11 @@ const FwdCase kCases[] = {
     // One row tile of a shard of 197 wide tiles: 132 splits of three narrow tiles each (a split on
     // every multiprocessor), merged in the forward kernel (7 rows of 16 lanes).
     {"n7_h1024_v50257_every_multiprocessor", 7, 1024, 50257, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
-    // For the tiles of the rows as N (136, 152 and 168 rows by 128 columns,
+    // For the tiles of the rows as N (136, 152 and 168 rows by 128 and 256 columns,
     // MatchesFp64ReferenceInTheOtherTiles): 333 rows, in 168-row tiles two, the second of 165 rows
     // (in 136: three, the last of 61), a padded shard with a bias, temperature, entropy and ignored
-    // rows; 150 rows, one row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31
-    // columns.
+    // rows (its last 256-column tile of 118 valid columns: one warpgroup with none); 150 rows, one
+    // row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31 columns.
     {"n333_h2000_v25000_rows_as_n_pad", 333, 2000, 25000, 24950, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f, true,
      true},
     {"n150_h512_v60000_rows_as_n_one_tile_fp16", 150, 512, 60000, 0, DType::kFP16, DType::kFP32, DType::kInt64, 1.2f,
