@@ -35,7 +35,7 @@ struct TemplateDef {
 
 std::span<const TemplateDef> template_registry();
 
-// The rows of X in the forward's tiles of the rows as N (linear_logp_fwd_rows_as_n, BM x 128 x 64):
+// The rows of X in the forward's tiles of the rows as N (linear_logp_fwd_rows_as_n, BM x BN x 64):
 // steps of 16 rows, so that two tiles cover any call of 257 to 336 rows with at most 31 rows past
 // it (one, 129 to 168 rows, with 15). wgmma issues these widths of N (templates/common/ptx_wgmma.cuh);
 // the registry accepts them and the host's plans choose among them.

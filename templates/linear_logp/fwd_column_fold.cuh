@@ -347,7 +347,6 @@ struct LogpColumnFoldEpilogue {
     halve<kPaddedRows / 2, 8>(m, s, e, lane);
     halve<kPaddedRows / 4, 4>(m, s, e, lane);
 #pragma unroll
-#pragma unroll
     for (int t = 0; t < kKept; ++t) {
       merge_finite(ref[t], sum[t], ent[ENTROPY ? t : 0], m[t], s[t], ENTROPY ? e[t] : 0.0f);
     }

@@ -40,7 +40,7 @@
 // on the accumulators in registers (LogpFragmentEpilogue).
 //
 // linear_logp_fwd_rows_as_n is the same kernel in tiles of the rows as wgmma's N: BM = 136, 152 or
-// 168 rows of X by 128 vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few
+// 168 rows of X by 128 (or 256, below) vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few
 // hundred rows is covered by tiles of about its rows (300 rows: two tiles of 152, 333 two of 168,
 // where 128-row tiles compute 384), as cuBLAS's kernels at such calls do (128 x 168 tiles;
 // docs/perf-notes.md, "Forward tiles per call"). Its fold goes by vocabulary columns
@@ -80,7 +80,7 @@ struct FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, true> {
 };
 
 // The kernel's body, BM x BN tiles (rows of X by vocabulary columns). ROWS_AS_N: wgmma's M is
-// the tile's BN = 128 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
+// the tile's BN = 128 or 256 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
 // (X's box after it), folded by LogpColumnFoldEpilogue; else its M is the rows, folded by
 // LogpFragmentEpilogue.
 template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N>

@@ -255,13 +255,15 @@ const FwdCase kCases[] = {
     // MatchesFp64ReferenceInTheOtherTiles): 333 rows, in 168-row tiles two, the second of 165 rows
     // (in 136: three, the last of 61), a padded shard with a bias, temperature, entropy and ignored
     // rows (its last 256-column tile of 118 valid columns: one warpgroup with none); 150 rows, one
-    // row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31 columns.
+    // row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31 columns (159 in
+    // 256-column tiles).
     {"n333_h2000_v25000_rows_as_n_pad", 333, 2000, 25000, 24950, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f, true,
      true},
     {"n150_h512_v60000_rows_as_n_one_tile_fp16", 150, 512, 60000, 0, DType::kFP16, DType::kFP32, DType::kInt64, 1.2f,
      true},
     {"n300_h4096_v39967_rows_as_n_tail", 300, 4096, 39967, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false},
-    // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns.
+    // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns
+    // (159 in 256-column tiles).
     {"n150_h4096_v31903_rows_as_n_by_rule", 150, 4096, 31903, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
      true},
     // The last row tile in a box of its rows rounded up to 8 (tail_box_rows): 300 rows' third tile of
