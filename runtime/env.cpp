@@ -29,7 +29,8 @@ constexpr std::array<EnvKnob, 20> kKnobs{{
      "Write the source, PTX, CUBIN and NVRTC's phase times (.time.csv) of every compile into this folder "
      "(created 0700; refused, with one warning, where the cache folder would be; compiles go on without dumps)."},
     {"SHARDJIT_LOG_LEVEL", "level", "warn",
-     "Level of the 'shardjit' logger: trace, debug, info, warn, error, critical, off."},
+     "Level of the 'shardjit' logger, the process's one: trace, debug, info, warn, error, critical, off. A "
+     "runtime made under it (or with a log level) sets it; one made without leaves it as it is."},
     {"SHARDJIT_ARCH", "string", "(the device's)",
      "Default compile target of `shardjit prewarm`, such as sm_80 or sm_90a (default: the arch of the "
      "current device). Ops always compile for the arch of their own device."},
@@ -196,10 +197,12 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.cache_max_bytes = option_or_env(options.cache_max_bytes, "SHARDJIT_CACHE_MAX_BYTES", parse_bytes,
                                          "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
-  config.log_level = option_or_env<std::string>(
-      options.log_level, "SHARDJIT_LOG_LEVEL",
-      [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
-      "trace, debug, info, warn, error, critical or off", "warn");
+  if (options.log_level || env("SHARDJIT_LOG_LEVEL")) {
+    config.log_level = option_or_env<std::string>(
+        options.log_level, "SHARDJIT_LOG_LEVEL",
+        [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
+        "trace, debug, info, warn, error, critical or off", "warn");
+  }
   config.arch = env("SHARDJIT_ARCH");
   constexpr const char* kCompileJobsExpected = "a thread count from 0 (one per hardware thread) to 4096";
   static_assert(kMaxCompileJobs == 4096, "kCompileJobsExpected and parse_block_count say 4096");

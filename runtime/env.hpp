@@ -30,7 +30,9 @@ struct RuntimeConfig {
   std::optional<std::string> template_dir;
   std::uint64_t cache_max_bytes = 0;
   std::optional<std::string> dump_dir;
-  std::string log_level;
+  // The option, else SHARDJIT_LOG_LEVEL; none where neither is set. The level is the process's
+  // (one logger, created at warn): a Runtime sets it only where it was asked to (runtime.cpp).
+  std::optional<std::string> log_level;
   std::optional<std::string> arch;  // SHARDJIT_ARCH, the CLI prewarm's default target; empty: the device's own
   int compile_jobs = 0;             // SHARDJIT_COMPILE_JOBS; 0: one per hardware thread
   int peer_blocks = 0;              // 0: one block per SM for the peer-memory kernels

@@ -10,7 +10,8 @@ namespace {
 
 RuntimeConfig configure(const RuntimeOptions& options) {
   RuntimeConfig config = resolve_config(options);
-  set_log_level(config.log_level);
+  // One logger for the process: a Runtime made with defaults leaves the level another chose.
+  if (config.log_level) set_log_level(*config.log_level);
   return config;
 }
 

@@ -96,7 +96,8 @@ struct LinearLogpConfig {
 struct LinearLogpInputs {
   MatrixView hidden;   // [N, H], config.dtype, rows 16-byte aligned
   MatrixView weight;   // [V_local, H], config.dtype, rows 16-byte aligned
-  VectorView bias;     // [V_local], config.bias_dtype; data null when the op has no bias
+  VectorView bias;     // [V_local], config.bias_dtype; data null when the op has no bias. Entries must be
+                       // finite: -inf (a token forbidden by a mask) can give NaN entropies and gradients
   VectorView targets;  // [N], config.target_dtype, global ids
 };
 

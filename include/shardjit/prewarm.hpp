@@ -28,7 +28,7 @@ struct PrewarmConfig {
   bool backward = false;     // also the kernels of LinearLogp::backward
   bool dz_fp32 = false;      // with backward: also those of ops built with dz_fp32
   bool grad_filter = false;  // with backward: also those of ops that filter gradient tiles
-  bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree 2..8 (more: error)
+  bool collectives = false;  // also ReduceScatter's and MoeCombine's, for each TP degree up to 8 (more: error)
   int jobs = 0;              // kernels compiled at once; 0: one per hardware thread, as the CLI
 };
 
@@ -46,10 +46,15 @@ struct PrewarmResult {
 
 // Compiles into runtime's cache what the config asks for and is not there yet. The kernels are
 // those of ops built with the runtime's settings (its Hopper switch, SHARDJIT_HOPPER_PATH).
-// Error(kInvalidArgument) for a config with an empty list (archs, tp, dtypes, target_dtypes,
-// bias_dtypes, entropy), fewer than one job, an impossible TP degree or shape, or a runtime
-// with JIT off; a kernel that fails to compile is reported in
-// failures, not thrown.
+// Error(kInvalidArgument) for a config check_prewarm_config refuses, an impossible TP degree or
+// shape, or a runtime with JIT off; a kernel that fails to compile is reported in failures, not
+// thrown.
 PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config);
+
+// What prewarm refuses before it plans anything, without a Runtime: Error(kInvalidArgument) for
+// an empty list (archs, tp, dtypes, target_dtypes, bias_dtypes, entropy), jobs below 0, dz_fp32
+// or grad_filter without backward (variants of the backward's kernels), or an arch this NVRTC
+// cannot build for.
+void check_prewarm_config(const PrewarmConfig& config);
 
 }  // namespace shardjit

@@ -7,7 +7,9 @@ so a rebuild costs the workspace allocation, not a compile.
 
 A shardjit op serves one call at a time and keeps its calls in order on the GPU. Each entry has
 a lock, held while a call is enqueued (microseconds), and the stream of its last call
-(shardjit.torch's _enqueue.py orders a call on another stream behind it).
+(shardjit.torch's _enqueue.py orders a call on another stream behind it). A call takes its entry
+through OpCache.locked, never by get and then the lock: between those, another thread's miss may
+evict the entry and close its op.
 """
 
 import itertools
@@ -46,7 +48,7 @@ def set_runtime(value):
 class CachedOp:
     """One op of the cache with what orders its calls: a lock and the stream of its last call."""
 
-    __slots__ = ("op", "lock", "last_stream", "last_stream_handle", "last_use")
+    __slots__ = ("op", "lock", "last_stream", "last_stream_handle", "last_use", "evicted")
 
     def __init__(self, op):
         self.op = op
@@ -54,6 +56,14 @@ class CachedOp:
         self.last_stream = None  # a torch.cuda.Stream
         self.last_stream_handle = None  # its cudaStream_t, as an int
         self.last_use = 0  # the cache's use count at this entry's last lookup
+        self.evicted = False  # set under the lock, before the op is closed
+
+    # `with cache.locked(key, build) as entry:` ends by releasing the lock locked() took.
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
 
 
 class OpCache:
@@ -84,6 +94,17 @@ class OpCache:
         entry.last_use = next(self._uses)
         return entry
 
+    def locked(self, key, build):
+        """The entry of `key`, as get() gives it, with its lock held until the `with` block that
+        takes it ends. An entry that another thread's miss evicted between the lookup and the lock
+        is looked up again (and so rebuilt), never used: its op is closed."""
+        while True:
+            entry = self.get(key, build)
+            entry.lock.acquire()
+            if not entry.evicted:
+                return entry
+            entry.lock.release()
+
     def set_capacity(self, capacity):
         with self._lock:
             self._capacity = _checked_capacity(capacity)
@@ -107,6 +128,7 @@ class OpCache:
             oldest = min(self._entries, key=lambda key: self._entries[key].last_use)
             entry = self._entries.pop(oldest)
             with entry.lock:
+                entry.evicted = True
                 close = getattr(entry.op, "close", None)
                 if close is not None:
                     close()

@@ -163,13 +163,6 @@ PrewarmConfig prewarm_config(const PrewarmArgs& a) {
   config.grad_filter = flag("grad_filter", a.grad_filter);
   config.collectives = flag("collectives", a.collectives);
   config.jobs = integer<int>("jobs", a.jobs, kIntMin, kIntMax);
-  // As the CLI's --dz-fp32 and --grad-filter: variants of the backward, meaningless without it.
-  for (const auto& [name, on] : {std::pair{"dz_fp32", config.dz_fp32}, std::pair{"grad_filter", config.grad_filter}}) {
-    if (on && !config.backward) {
-      throw nb::value_error(
-          (std::string(name) + "=True adds variants of the backward kernels; expected backward=True with it").c_str());
-    }
-  }
   return config;
 }
 
@@ -232,10 +225,11 @@ void bind_runtime(nb::module_& m) {
          nb::object backward, nb::object dz_fp32, nb::object grad_filter, nb::object collectives,
          nb::object cache_dir, nb::object jobs, nb::object hopper_path) {
         // Types are checked here, by name; the values by shardjit::prewarm (InvalidArgumentError,
-        // a ValueError).
+        // a ValueError), what it can check without a Runtime before the cache folder is made.
         const PrewarmConfig config =
             prewarm_config({hidden, vocab, archs, tp, dtypes, valid_vocab, target_dtypes, bias_dtypes, entropy,
                             backward, dz_fp32, grad_filter, collectives, jobs});
+        check_prewarm_config(config);
         RuntimeOptions options;
         options.cache_dir = optional_path("cache_dir", cache_dir);
         options.jit = true;                                               // prewarm compiles whatever is missing
@@ -258,7 +252,8 @@ void bind_runtime(nb::module_& m) {
       nb::arg("jobs").none() = 0, nb::arg("hopper_path").none() = nb::none(),
       "Compiles the LinearLogp kernels of a model (hidden, vocab) for each TP degree, dtype and arch "
       "into the cache (with backward, dz_fp32 and grad_filter: also those of ops with these options; "
-      "with collectives: also ReduceScatter's and MoeCombine's for each degree of tp from 2 to 8); hopper_path "
+      "with collectives: also ReduceScatter's and MoeCombine's for each degree of tp up to 8, MoeCombine's "
+      "only at 1); hopper_path "
       "(None: SHARDJIT_HOPPER_PATH) as the serving Runtime's; jobs: kernels compiled at once (0: one per hardware "
       "thread, as the CLI). Returns a dict: total, compiled, prebuilt (built with the library, copied into the cache), cached, failed, "
       "failures (messages), missing (messages of kernels built or found but not in the cache folder at the end, "

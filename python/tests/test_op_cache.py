@@ -1,5 +1,6 @@
 """cpu tier: the op cache of shardjit.torch (bounded, least recently used, closes what it drops,
-builds a key once under concurrent misses) and the Runtime it hands to the ops it builds."""
+builds a key once under concurrent misses, never hands a call an op it closed) and the Runtime it
+hands to the ops it builds."""
 
 import threading
 import time
@@ -74,6 +75,53 @@ def test_concurrent_misses_build_a_key_once():
         t.join()
     assert len(built) == 1
     assert all(r is results[0] for r in results)
+
+
+class EvictingBetweenLookupAndLock(_op_cache.OpCache):
+    """An op cache where, right after the first lookup of `key`, another caller's miss evicts it:
+    what a thread between get() and the entry's lock can meet."""
+
+    def __init__(self, key):
+        super().__init__(capacity=1)
+        self._key = key
+        self.evicted = []
+
+    def get(self, key, build):
+        entry = super().get(key, build)
+        if key == self._key and not self.evicted:
+            self.evicted.append(entry)
+            super().get("another key", lambda: FakeOp("another"))  # capacity 1: evicts `key`
+        return entry
+
+
+def test_a_locked_entry_is_never_one_that_was_evicted():
+    cache = EvictingBetweenLookupAndLock("k")
+    with cache.locked("k", lambda: FakeOp("k")) as entry:
+        assert entry.lock.locked()
+        assert not entry.op.closed and not entry.evicted
+        stale = cache.evicted[0]
+        assert stale is not entry and stale.op.closed and stale.evicted
+    assert not entry.lock.locked()
+    assert cache.keys() == ["k"]
+
+
+def test_threads_never_use_a_closed_op():
+    cache = _op_cache.OpCache(capacity=2)
+    used_closed = []
+
+    def calls(name):
+        for i in range(300):
+            key = (name, i % 3)
+            with cache.locked(key, lambda: FakeOp(key)) as entry:
+                if entry.op.closed:
+                    used_closed.append(key)
+
+    threads = [threading.Thread(target=calls, args=(name,)) for name in "abcd"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert used_closed == []
 
 
 def test_set_runtime_takes_a_runtime_only(tmp_path, monkeypatch):

@@ -7,7 +7,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="shardjit.torch's custom-op tests need PyTorch")
 
-from shardjit import _op_cache  # noqa: E402
 import shardjit.torch as sjt  # noqa: E402  (registers the ops)
 from shardjit.torch import _functional, _linear_logp_ops  # noqa: E402
 
@@ -204,22 +203,20 @@ def test_no_gradient_asked_of_the_backward_gives_none():
 def test_eager_function_uses_the_same_formula(monkeypatch):
     # Outside torch.compile linear_logp runs EagerLinearLogp: the same bodies without the
     # dispatcher and without the checks (linear_logp made them, and the op key it passes). With
-    # the bodies swapped for the fake implementations and the op for a stand-in, meta tensors go
-    # through its setup and backward as through the custom op's.
+    # the bodies swapped for the fake implementations, meta tensors go through its setup and
+    # backward as through the custom op's, both on the op of the key linear_logp passed.
     recorded = []
 
-    def forward_body(entry, hidden, weight, targets, bias, want_lse, want_entropy):
-        recorded.append(("forward", entry.op, want_lse))
+    def forward_body(key, hidden, weight, targets, bias, want_lse, want_entropy):
+        recorded.append(("forward", key, want_lse))
         n = hidden.shape[0]
         return (hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32),
                 hidden.new_empty(n, dtype=torch.float32) if want_entropy else None)
 
-    def backward_body(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
-        recorded.append((entry.op, grad_logp is not None, grad_lse is not None, grad_entropy is not None, wants))
+    def backward_body(key, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy, *wants):
+        recorded.append((key, grad_logp is not None, grad_lse is not None, grad_entropy is not None, wants))
         return torch.empty_like(hidden), torch.empty_like(weight), hidden.new_empty(0)
 
-    monkeypatch.setattr(_op_cache, "_ops", _op_cache.OpCache())
-    monkeypatch.setattr(_linear_logp_ops, "_build", lambda key: f"op of {key}")
     monkeypatch.setattr(_linear_logp_ops, "_forward", forward_body)
     monkeypatch.setattr(_linear_logp_ops, "_backward", backward_body)
     hidden, weight = meta(N, H).requires_grad_(), meta(V, H).requires_grad_()
@@ -231,7 +228,7 @@ def test_eager_function_uses_the_same_formula(monkeypatch):
     # lse is made (the backward reads it) but was not returned: no gradient for it; entropy was:
     # its gradient goes down; the flags (want_grad_hidden, want_grad_weight, want_grad_bias,
     # reduce_grad_hidden) as asked.
-    assert recorded == [("forward", "op of key", True), ("op of key", True, False, True, (True, True, False, False))]
+    assert recorded == [("forward", "key", True), ("key", True, False, True, (True, True, False, False))]
 
     # Without entropy in the spec the Function returns logp and lse alone (logp's gradient, unused
     # here, comes as None, which the op takes as zero: no tensor of zeros is made for it).
@@ -241,4 +238,4 @@ def test_eager_function_uses_the_same_formula(monkeypatch):
                                                      meta(N, dtype=torch.int64), None)
     assert len(outputs) == 2
     outputs[1].sum().backward()
-    assert recorded == [("forward", "op of key", True), ("op of key", False, True, False, (True, True, False, True))]
+    assert recorded == [("forward", "key", True), ("key", False, True, False, (True, True, False, True))]

@@ -18,6 +18,14 @@ std::vector<ShardRange> even_shards(std::int64_t vocab, int tp) {
                                                  " cannot be split over " + std::to_string(tp) + " ranks");
   }
   const std::int64_t per_rank = (vocab + tp - 1) / tp;
+  // ceil(V / tp) rows a rank can leave the last ranks none (9 over 4: 3, 3, 3 and 0), a shard no
+  // LinearLogp takes.
+  if (per_rank * (tp - 1) >= vocab) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "vocabulary of " + std::to_string(vocab) + " cannot be split evenly over " + std::to_string(tp) +
+                    " ranks: ceil(" + std::to_string(vocab) + " / " + std::to_string(tp) + ") = " +
+                    std::to_string(per_rank) + " rows a rank leaves the last rank none");
+  }
   std::vector<ShardRange> shards;
   for (std::int64_t start = 0; start < vocab; start += per_rank) {
     shards.push_back({start, std::min(per_rank, vocab - start)});
@@ -113,7 +121,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
 
   for (const ModelShape& model : request.models) {
     for (int tp : request.tp) {
-      if (request.collectives && tp >= 2) {
+      if (request.collectives) {
         for (DType dtype : request.dtypes) {
           const std::string origin = model.name + " tp=" + std::to_string(tp) + " " + dtype_name(dtype) + " collectives";
           for (const std::string& arch : request.archs) {

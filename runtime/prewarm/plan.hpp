@@ -41,7 +41,8 @@ struct PrewarmRequest {
   bool dz_fp32 = false;
   bool grad_filter = false;
   // Also (or, with linear_logp false, only) ReduceScatter's and MoeCombine's kernels for each
-  // model's hidden size, dtype and TP degree of 2 or more (up to 8; a larger one is an error).
+  // model's hidden size, dtype and TP degree up to 8 (a larger one is an error; a group of one
+  // rank loads MoeCombine's only: collective_kernels).
   bool collectives = false;
   bool linear_logp = true;
   std::optional<ShardRange> shard;  // one explicit shard instead of the TP split

@@ -3,8 +3,10 @@
 #include "shardjit/prewarm.hpp"
 
 #include <string>
+#include <utility>
 
 #include "runtime/compile/compile_pool.hpp"
+#include "runtime/compile/nvrtc_compiler.hpp"
 #include "runtime/prewarm/build.hpp"
 #include "runtime/prewarm/plan.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -17,7 +19,7 @@ void bad_config(const std::string& what) { throw Error(ErrorCode::kInvalidArgume
 
 }  // namespace
 
-PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
+void check_prewarm_config(const PrewarmConfig& config) {
   // An empty list would make a prewarm of nothing that reports success, and a server started
   // cache-only after it fails at its first op.
   struct List {
@@ -36,6 +38,24 @@ PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
   }
   if (config.jobs < 0) bad_config("jobs: expected 1 or more, or 0 for one per hardware thread, got " +
                                   std::to_string(config.jobs));
+  // As the CLI's --dz-fp32 and --grad-filter: variants of the backward, meaningless without it.
+  for (const auto& [name, on] : {std::pair{"dz_fp32", config.dz_fp32}, std::pair{"grad_filter", config.grad_filter}}) {
+    if (on && !config.backward) {
+      bad_config(std::string(name) + " adds variants of the backward's kernels; expected backward with it");
+    }
+  }
+  // An arch NVRTC cannot build for would fail every kernel, each as a failure, not an error.
+  for (const std::string& arch : config.archs) {
+    try {
+      NvrtcCompiler::check_arch(arch);
+    } catch (const Error& error) {
+      bad_config(std::string("archs: ") + error.what());
+    }
+  }
+}
+
+PrewarmResult prewarm(Runtime& runtime, const PrewarmConfig& config) {
+  check_prewarm_config(config);
   Runtime::Impl& impl = runtime.impl();
   if (!impl.config.jit) {
     bad_config("the Runtime has JIT off (cache-only, SHARDJIT_JIT=0); expected one that may compile into its cache");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/driver/device.hpp"
+#include "runtime/ops/collective/kernels.hpp"
 #include "runtime/ops/linear_logp/layout.hpp"
 #include "support/temp_dir.hpp"
 #include "tests/cli/cli_runner.hpp"
@@ -179,14 +180,25 @@ TEST_F(CliPrewarm, TuneWithoutAGpuIsRefusedBeforeAnyCompile) {
   EXPECT_TRUE(cache_entries(cache_).empty());
 }
 
-TEST_F(CliPrewarm, CollectivesNeedATpDegreeOfTwoOrMore) {
-  CliResult result = run_cli({"--cache-dir", cache_.string(), "prewarm", "--collectives-only", "--hidden", "64",
-                              "--arch", kTinyArch},
-                             scratch_);
-  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
-  EXPECT_NE(result.err.find("--collectives-only"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("degree of 2 or more"), std::string::npos) << result.err;
-  EXPECT_TRUE(cache_entries(cache_).empty());
+// A group of one rank runs both ops on NCCL's path: ReduceScatter is a copy and loads no kernel,
+// while MoeCombine still loads its combine, with and without gates. The command a one-rank
+// MoeCombine names in its cache-only error compiles those two.
+TEST_F(CliPrewarm, OneRankCollectivesAreMoeCombinesTwoKernels) {
+  const std::string command = collective_prewarm_command(DType::kBF16, 1, 64, kTinyArch);
+  std::istringstream words(command);
+  std::vector<std::string> args = {"--cache-dir", cache_.string()};
+  std::string word;
+  words >> word;
+  ASSERT_EQ(word, "shardjit") << command;
+  while (words >> word) args.push_back(word);
+  args.insert(args.end(), {"--jobs", "2"});
+  CliResult result = run_cli(args, scratch_);
+  ASSERT_EQ(result.exit_code, 0) << command << "\n" << result.out << result.err;
+  EXPECT_NE(result.out.find(prewarm_summary(2, 2, 0, 0)), std::string::npos) << result.out;
+  EXPECT_EQ(cache_entries(cache_).size(), 2u);
+  const std::vector<KernelSpec> specs = collective_kernels(DType::kBF16, 1, 64);
+  ASSERT_EQ(specs.size(), 2u);
+  for (const KernelSpec& spec : specs) EXPECT_EQ(spec.template_name(), "moe_combine");
 }
 
 }  // namespace

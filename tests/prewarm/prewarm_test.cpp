@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "shardjit/error.hpp"
@@ -72,6 +73,26 @@ void expect_invalid(Runtime& runtime, const PrewarmConfig& config, const char* s
   }
 }
 
+// The kernels `collectives` adds to a prewarm of small_model at one TP degree.
+std::size_t collective_kernels_added(Runtime& runtime, int tp) {
+  PrewarmConfig config = small_model();
+  config.tp = {tp};
+  const std::size_t without = prewarm(runtime, config).total;
+  config.collectives = true;
+  const PrewarmResult with = prewarm(runtime, config);
+  EXPECT_TRUE(with.failures.empty()) << with.failures.front();
+  return with.total - without;
+}
+
+// A group of one rank loads MoeCombine's kernels (with and without gates) but no ReduceScatter
+// kernel (its one-rank reduce-scatter is a copy); two ranks load all three.
+TEST(Prewarm, CollectivesAtEveryTpDegree) {
+  TempDir temp;
+  Runtime runtime = runtime_in(temp);
+  EXPECT_EQ(collective_kernels_added(runtime, 1), 2u);
+  EXPECT_EQ(collective_kernels_added(runtime, 2), 3u);
+}
+
 TEST(Prewarm, BadConfigsAreClearErrors) {
   TempDir temp;
   Runtime runtime = runtime_in(temp);
@@ -94,6 +115,19 @@ TEST(Prewarm, BadConfigsAreClearErrors) {
   config = small_model();
   config.jobs = -1;
   expect_invalid(runtime, config, "jobs: expected 1 or more, or 0 for one per hardware thread, got -1");
+  // Variants of the backward without it, and an arch NVRTC cannot build for: refused, not a
+  // prewarm of nothing or of failures only.
+  config = small_model();
+  config.dz_fp32 = true;
+  expect_invalid(runtime, config, "dz_fp32 adds variants of the backward's kernels; expected backward with it");
+  config = small_model();
+  config.grad_filter = true;
+  expect_invalid(runtime, config, "grad_filter adds variants of the backward's kernels; expected backward with it");
+  for (const char* arch : {"sm_75", "bogus"}) {
+    config = small_model();
+    config.archs = {"sm_80", arch};
+    expect_invalid(runtime, config, (std::string("archs: unknown or unsupported compile target '") + arch + "'").c_str());
+  }
   config = small_model();
   config.hidden = 0;
   expect_invalid(runtime, config, "hidden");

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -12,6 +13,8 @@
 #include "shardjit/c_api.h"
 #include "shardjit/error.hpp"
 #include "shardjit/logging.hpp"
+#include "shardjit/runtime.hpp"
+#include "support/temp_dir.hpp"
 
 namespace shardjit {
 namespace {
@@ -52,6 +55,26 @@ TEST_F(LogHandlerTest, TakesTheLinesAtOrAboveTheLevelWithTheirLevelAndText) {
   EXPECT_EQ(lines(), (Lines{{LogLevel::kInfo, "compiles 3 of its 10 kernels"},
                             {LogLevel::kWarn, "the kernel cache '/x' is not writable"},
                             {LogLevel::kError, "failed"}}));
+}
+
+// The level is the process's: a Runtime made with a level sets it, one made with neither a level
+// nor SHARDJIT_LOG_LEVEL leaves it, so that building one with defaults (a library's, a tool's)
+// never silences another's lines.
+TEST_F(LogHandlerTest, ARuntimeWithoutALevelLeavesTheProcesssLevel) {
+  if (std::getenv("SHARDJIT_LOG_LEVEL") != nullptr) GTEST_SKIP() << "SHARDJIT_LOG_LEVEL is set for this run";
+  testing::TempDir temp;
+  RuntimeOptions chosen;
+  chosen.cache_dir = (temp.path() / "cache").string();
+  chosen.log_level = "info";
+  Runtime informative(chosen);
+  EXPECT_EQ(log().level(), spdlog::level::info);
+  RuntimeOptions defaults;
+  defaults.cache_dir = chosen.cache_dir;
+  Runtime plain(defaults);
+  EXPECT_EQ(log().level(), spdlog::level::info);
+  chosen.log_level = "error";
+  Runtime quiet(chosen);
+  EXPECT_EQ(log().level(), spdlog::level::err);
 }
 
 TEST_F(LogHandlerTest, AnEmptyHandlerGivesTheLinesBackToStderr) {

@@ -12,7 +12,7 @@ RuntimeOptions runtime_options(const GlobalOptions& globals) {
 
 RuntimeConfig resolve_cli_config(const GlobalOptions& globals) {
   RuntimeConfig config = resolve_config(runtime_options(globals));
-  set_log_level(config.log_level);
+  if (config.log_level) set_log_level(*config.log_level);
   return config;
 }
 

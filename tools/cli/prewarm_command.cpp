@@ -48,7 +48,8 @@ void add_kernel_options(CLI::App& sub, PrewarmOptions& o) {
                "With --backward: also those of ops that filter gradient tiles (grad_filter_threshold > 0)")
       ->needs(backward);
   sub.add_flag("--collectives", o.collectives,
-               "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp of 2 to 8");
+               "Also ReduceScatter's and MoeCombine's kernels for each hidden size, dtype and --tp up to 8 (at "
+               "--tp 1, MoeCombine's only)");
   sub.add_flag("--collectives-only", o.collectives_only,
                "Only those (then --hidden H is enough; no --vocab)");
   sub.add_option("--jobs,-j", o.jobs, "Parallel compiles (default: one per hardware thread)");
@@ -114,6 +115,11 @@ Command add_prewarm_command(CLI::App& app, const GlobalOptions& globals) {
   CLI::App* sub = app.add_subcommand("prewarm", "Compile the kernels of models into the cache ahead of use");
   add_model_options(*sub, *args);
   add_kernel_options(*sub, *args);
+  // LinearLogp's settings mean nothing to the collectives alone: refused rather than ignored.
+  CLI::Option* collectives_only = sub->get_option("--collectives-only");
+  for (const char* name : {"--valid-vocab", "--shard", "--targets", "--bias", "--entropy", "--backward", "--tune"}) {
+    collectives_only->excludes(sub->get_option(name));
+  }
   return Command{sub, [&globals, args] { return run(globals, *args); }};
 }
 

@@ -206,10 +206,6 @@ std::vector<PrewarmItem> kernels_to_prewarm(const PrewarmOptions& options, const
   base.grad_filter = options.grad_filter;
   base.collectives = options.collectives || options.collectives_only;
   base.linear_logp = !options.collectives_only;
-  if (base.collectives && std::none_of(base.tp.begin(), base.tp.end(), [](int tp) { return tp >= 2; })) {
-    bad_option(options.collectives_only ? "--collectives-only" : "--collectives", "on",
-               "a --tp list with a degree of 2 or more (the cross-GPU ops need peers)");
-  }
   base.shard = parse_shard(options.shard);
   const std::vector<ModelRequest> models = model_requests(options);
   base.archs = target_archs(options, config);

@@ -30,7 +30,7 @@ struct PrewarmOptions {
   bool backward = false;                 // also the kernels of LinearLogp::backward
   bool dz_fp32 = false;                  // with backward: also those of ops with dz_fp32
   bool grad_filter = false;              // with backward: also those of ops that filter gradient tiles
-  bool collectives = false;              // also ReduceScatter's and MoeCombine's (TP degrees 2..8)
+  bool collectives = false;              // also ReduceScatter's and MoeCombine's (TP degrees up to 8)
   bool collectives_only = false;         // only those (a model needs --hidden alone)
   std::optional<std::string> jobs;       // parallel compiles; default: one per hardware thread
   bool tune = false;                     // then time the single-GPU forwards' tiles on GPU 0

@@ -27,9 +27,8 @@ def reduce_scatter_op(input: torch.Tensor, group_name: str, rows_per_rank: List[
                                        hidden=int(input.shape[1]), rows_per_rank=list(rows_per_rank),
                                        dtype=dtype_name(input.dtype), path=path)
 
-    entry = _op_cache.ops().get(key, build)
     output = input.new_empty(rows_per_rank[rank], input.shape[1])
-    with entry.lock:
+    with _op_cache.ops().locked(key, build) as entry:
         entry.op.run(input, output, _enqueue.ordered_stream(entry, device))
     return output
 
@@ -52,9 +51,8 @@ def moe_combine_op(rows: torch.Tensor, positions: torch.Tensor, gates: Optional[
                                     hidden=int(rows.shape[1]), capacity=int(capacity), dtype=dtype_name(rows.dtype),
                                     gates=gates is not None, path=path)
 
-    entry = _op_cache.ops().get(key, build)
     output = rows.new_empty(positions.shape[0], rows.shape[1])
-    with entry.lock:
+    with _op_cache.ops().locked(key, build) as entry:
         entry.op.run(rows, positions, output, gates=gates, stream=_enqueue.ordered_stream(entry, device))
     return output
 

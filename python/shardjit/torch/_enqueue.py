@@ -27,7 +27,7 @@ def ordered_stream(entry, device):
     the previous call of `entry` (a _op_cache.CachedOp). The caller holds entry.lock and enqueues
     its call of entry.op on this stream before letting it go:
 
-        with entry.lock:
+        with _op_cache.ops().locked(key, build) as entry:
             entry.op._forward_at(..., _enqueue.ordered_stream(entry, device))
 
     (A function the call is handed to would cost the hottest path a call and a closure more.)"""

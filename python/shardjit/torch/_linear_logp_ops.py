@@ -64,11 +64,6 @@ def _build(key):
     return _shardjit.LinearLogp(_op_cache.runtime(), comm, vocab_start=start, vocab_global=vocab_global, **config)
 
 
-def _cached_op(hidden, weight, targets, bias, spec, want_backward):
-    key = op_key(hidden, weight, targets, bias, spec, want_backward)
-    return _op_cache.ops().get(key, lambda: _build(key))
-
-
 def _address(tensor):
     return 0 if tensor is None else tensor.data_ptr()
 
@@ -108,8 +103,8 @@ def _expect_inputs(op_name, hidden, weight, targets, bias):
     return n
 
 
-def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
-    """Enqueues the forward of `entry`'s op on the current stream into new fp32 [N] outputs:
+def _forward(key, hidden, weight, targets, bias, want_lse, want_entropy):
+    """Enqueues the forward of the op of `key` (op_key) on the current stream into new fp32 [N] outputs:
     (logp, lse, entropy), lse None unless want_lse, entropy None unless want_entropy (which the
     op's key says). The tensors go as addresses (their dtypes and shapes are the op's key, and
     contiguous)."""
@@ -119,7 +114,7 @@ def _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy):
     entropy = hidden.new_empty(n, dtype=torch.float32) if want_entropy else None
 
     # The addresses inline rather than through _address: every eager call passes here.
-    with entry.lock:
+    with _op_cache.ops().locked(key, lambda: _build(key)) as entry:
         entry.op._forward_at(n, hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), logp.data_ptr(),
                              0 if lse is None else lse.data_ptr(), 0 if entropy is None else entropy.data_ptr(),
                              0 if bias is None else bias.data_ptr(), _enqueue.ordered_stream(entry, hidden.get_device()))
@@ -136,14 +131,14 @@ def forward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     summed over the group)."""
     _expect_inputs("shardjit::linear_logp", hidden, weight, targets, bias)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    return _op_outputs(_cached_op(hidden, weight, targets, bias, spec, want_backward), hidden, weight, targets, bias,
+    return _op_outputs(op_key(hidden, weight, targets, bias, spec, want_backward), hidden, weight, targets, bias,
                        want_entropy)
 
 
-def _op_outputs(entry, hidden, weight, targets, bias, want_entropy):
-    """The forward op's outputs, enqueued on `entry`'s op: lse always (the backward reads it),
+def _op_outputs(key, hidden, weight, targets, bias, want_entropy):
+    """The forward op's outputs, enqueued on the op of `key`: lse always (the backward reads it),
     entropy empty unless want_entropy (a custom op returns tensors only)."""
-    logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
+    logp, lse, entropy = _forward(key, hidden, weight, targets, bias, True, want_entropy)
     return logp, lse, entropy if entropy is not None else hidden.new_empty(0, dtype=torch.float32)
 
 
@@ -151,8 +146,7 @@ def forward_no_grad(key, hidden, weight, targets, bias, want_lse, want_entropy):
     """The forward of linear_logp() calls with nothing to differentiate, whose arguments
     linear_logp() has checked and whose op key (`op_key`, want_backward False) it has made: only
     the outputs asked for are made, the others come back as None."""
-    entry = _op_cache.ops().get(key, lambda: _build(key))
-    return _forward(entry, hidden, weight, targets, bias, want_lse, want_entropy)
+    return _forward(key, hidden, weight, targets, bias, want_lse, want_entropy)
 
 
 linear_logp_forward = torch.library.custom_op("shardjit::linear_logp", forward_impl, mutates_args=(),
@@ -185,20 +179,20 @@ def backward_impl(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         if vector is not None:
             _expect(op_name, name, vector, (n,), _FP32, device)
     spec = (vocab_start, valid_vocab, ignore_index, temperature, want_entropy, group_name, max_rows, keep_logits_bytes)
-    return _backward(_cached_op(hidden, weight, targets, bias, spec, True), hidden, weight, targets, bias, lse,
+    return _backward(op_key(hidden, weight, targets, bias, spec, True), hidden, weight, targets, bias, lse,
                      entropy, grad_logp, grad_lse, grad_entropy, want_grad_hidden, want_grad_weight, want_grad_bias,
                      reduce_grad_hidden)
 
 
-def _backward(entry, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
+def _backward(key, hidden, weight, targets, bias, lse, entropy, grad_logp, grad_lse, grad_entropy,
               want_grad_hidden, want_grad_weight, want_grad_bias, reduce_grad_hidden):
-    """Enqueues the backward of `entry`'s op into new gradients: (grad_hidden, grad_weight,
-    grad_bias), each one not wanted empty."""
+    """Enqueues the backward of the op of `key` (op_key) into new gradients: (grad_hidden,
+    grad_weight, grad_bias), each one not wanted empty."""
     grad_hidden = torch.empty_like(hidden) if want_grad_hidden else hidden.new_empty(0)
     grad_weight = torch.empty_like(weight) if want_grad_weight else weight.new_empty(0)
     grad_bias = torch.empty_like(bias) if want_grad_bias and bias is not None else hidden.new_empty(0)
 
-    with entry.lock:
+    with _op_cache.ops().locked(key, lambda: _build(key)) as entry:
         entry.op._backward_at(hidden.shape[0], hidden.data_ptr(), weight.data_ptr(), targets.data_ptr(), _address(bias),
                               lse.data_ptr(), _address(entropy if grad_entropy is not None else None),
                               _address(grad_logp), _address(grad_lse), _address(grad_entropy),
@@ -309,8 +303,7 @@ class EagerLinearLogp(torch.autograd.Function):
         # upstream gradient as zero, and materializing one costs an allocation and a kernel launch
         # of host time between the forward and the backward, where a small call's GPU waits on it.
         ctx.set_materialize_grads(False)
-        entry = _op_cache.ops().get(key, lambda: _build(key))
-        logp, lse, entropy = _forward(entry, hidden, weight, targets, bias, True, want_entropy)
+        logp, lse, entropy = _forward(key, hidden, weight, targets, bias, True, want_entropy)
         _keep_for_backward(ctx, hidden, weight, targets, bias, lse, entropy, spec, return_lse, reduce_grad_hidden)
         ctx.key = key
         return (logp, lse, entropy) if want_entropy else (logp, lse)
@@ -329,7 +322,7 @@ def _eager_backward_op(ctx, hidden, weight, targets, bias, lse, entropy, grad_lo
     autograd's gradients of its outputs (of their shapes and dtypes), and the op is the one of
     the forward's key (which has the backward: a gradient is asked only of an op built for it)."""
     key = ctx.key
-    return _backward(_op_cache.ops().get(key, lambda: _build(key)), hidden, weight, targets, bias, lse, entropy,
+    return _backward(key, hidden, weight, targets, bias, lse, entropy,
                      grad_logp, grad_lse, grad_entropy, *wants, ctx.reduce_grad_hidden)
 
 

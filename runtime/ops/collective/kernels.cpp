@@ -29,8 +29,10 @@ int collective_vector_bytes(std::int64_t row_bytes, const std::string& what) {
 
 std::vector<KernelSpec> collective_kernels(DType dtype, int world, std::int64_t hidden) {
   const int vec = collective_vector_bytes(hidden * static_cast<std::int64_t>(dtype_size(dtype)), "collective kernels");
-  return {reduce_scatter_spec(dtype, world, vec), moe_combine_spec(dtype, world, hidden, vec, false),
-          moe_combine_spec(dtype, world, hidden, vec, true)};
+  std::vector<KernelSpec> specs = {moe_combine_spec(dtype, world, hidden, vec, false),
+                                   moe_combine_spec(dtype, world, hidden, vec, true)};
+  if (world >= 2) specs.insert(specs.begin(), reduce_scatter_spec(dtype, world, vec));
+  return specs;
 }
 
 std::string collective_prewarm_command(DType dtype, int world, std::int64_t hidden, const std::string& arch) {

@@ -21,7 +21,9 @@ KernelSpec moe_combine_spec(DType dtype, int world, std::int64_t hidden, int vec
 int collective_vector_bytes(std::int64_t row_bytes, const std::string& what);
 
 // Every kernel a ReduceScatter and a MoeCombine (with and without gates) of hidden size `hidden`
-// load on `world` ranks (2 to 8): what `shardjit prewarm --collectives` compiles.
+// load on `world` ranks (1 to 8): what `shardjit prewarm --collectives` compiles. A group of one
+// rank runs both on NCCL's path, where ReduceScatter is a copy and loads no kernel, but MoeCombine
+// still combines its rows with its kernel.
 std::vector<KernelSpec> collective_kernels(DType dtype, int world, std::int64_t hidden);
 
 // The `shardjit prewarm` command that puts those kernels into the cache, for cache-only errors.

@@ -697,6 +697,15 @@ TEST(PrewarmPlan, EvenShardsCoverTheVocabulary) {
   auto uneven = even_shards(151937, 2);
   EXPECT_EQ(uneven[0].size, 75969);
   EXPECT_EQ(uneven[1].size, 75968);
+  // Every rank gets rows or the split is refused: 9 over 4 would be 3, 3, 3 and none.
+  EXPECT_EQ(even_shards(10, 4).size(), 4u);  // 3, 3, 3, 1
+  try {
+    even_shards(9, 4);
+    ADD_FAILURE() << "a split that leaves a rank no rows was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("cannot be split evenly over 4 ranks"), std::string::npos) << error.what();
+  }
 }
 
 TEST(PrewarmPlan, DeduplicatesSharedKernels) {
