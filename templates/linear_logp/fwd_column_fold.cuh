@@ -29,6 +29,7 @@
 #include "common/math.cuh"
 #include "common/ptx_memory.cuh"
 #include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
@@ -111,7 +112,7 @@ struct LogpColumnFoldEpilogue {
       col[h] = n0 + Mainloop::fragment_row(warp, lane, h);
       valid[h] = col[h] < valid_cols;
       b[h] = 0.0f;
-      if constexpr (kBias) b[h] = valid[h] ? to_float(static_cast<const BiasT*>(bias)[col[h]]) : 0.0f;
+      if constexpr (kBias) b[h] = valid[h] ? read_bias<BiasT>(bias, col[h], bias_floor(inv_temperature)) : 0.0f;
     }
     take_targets(acc, n0, b, inv_temperature, warp, lane);
     if (n0 + kTileCols <= valid_cols) {
