@@ -151,6 +151,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared
   std::vector<std::int64_t> rows;
   const std::int64_t sampled = std::min<std::int64_t>(c.n, 96);
   for (std::int64_t j = 0; j < sampled; ++j) rows.push_back(c.n <= 96 ? j : (j * (c.n - 1)) / (sampled - 1));
+  if (c.forbid_every > 0 && c.n > 96) rows.push_back(2);  // the forbidden target
   auto ref = testing::reference_logp_rows(p, rows);
 
   Outcome o;
@@ -277,13 +278,15 @@ const FwdCase kCases[] = {
     // 44 rows in a box of 48 (n4097_h2880_v25136_tp8_shard below: a last row in a box of 8).
     {"n300_h1024_v20000_tail_box", 300, 1024, 20000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true, true},
     // Forbidden tokens (bias -inf: a logit mask folded into the bias) at every 7th, 5th or 3rd
-    // column and in whole tiles, row 2's target among them: probability 0, a finite entropy and a
-    // logp below -1e29, at a temperature, with ignored rows and padding; fp32 with an fp16 bias.
-    {"n150_h512_v20000_forbidden_tokens", 150, 512, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.7f, true,
+    // column and in runs of whole tiles, row 2's target among them: probability 0, a finite entropy
+    // and a logp below -1e29, with ignored rows and padding; fp32 with an fp16 bias. At 1.0, 1.2 and
+    // 2.0, temperatures where an inexact floor * log2(e) / T gave a whole forbidden tile a term of
+    // +inf (bias_read.cuh).
+    {"n150_h512_v20000_forbidden_tokens", 150, 512, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 1.2f, true,
      true, 0, 0.0f, 7},
     {"n7_h256_v5000_forbidden_tokens_fp16", 7, 256, 5000, 0, DType::kFP16, DType::kFP32, DType::kInt32, 1.0f, true, false,
      0, 0.0f, 3},
-    {"n129_h200_v3001_forbidden_tokens_fp32", 129, 200, 3001, 0, DType::kFP32, DType::kFP16, DType::kInt64, 1.2f, true,
+    {"n129_h200_v3001_forbidden_tokens_fp32", 129, 200, 3001, 0, DType::kFP32, DType::kFP16, DType::kInt64, 2.0f, true,
      false, 0, 0.0f, 5},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},

@@ -44,9 +44,11 @@ void random_targets_and_grads(LogpProblem& p, std::uint64_t seed, std::int64_t i
 
 void forbid_tokens(LogpProblem& p, DType dtype, std::vector<std::uint8_t>& bytes, std::int64_t every) {
   const float minus_inf = -std::numeric_limits<float>::infinity();
-  const std::int64_t block = p.vocab_local / 2;
+  const std::int64_t middle = p.vocab_local / 2;
   for (std::int64_t v = 0; v < p.vocab_local; ++v) {
-    if (v % every != kFirstForbidden % every && (v < block || v >= block + 1024)) continue;
+    const bool spaced = v >= kFirstForbidden && (v - kFirstForbidden) % every == 0;
+    const bool run = (v >= 256 && v < 768) || (v >= middle && v < middle + 1024);
+    if (!spaced && !run) continue;
     p.bias_values[static_cast<std::size_t>(v)] = minus_inf;
     if (dtype == DType::kBF16) {
       const std::uint16_t bits = float_to_bf16(minus_inf);

@@ -50,8 +50,8 @@ constexpr std::int64_t kFirstForbidden = 3;
 constexpr float kForbiddenLogp = -1e29f;
 
 // Forbids tokens as a logit mask folded into the bias does: bias -inf at every `every`-th column
-// from kFirstForbidden on and at 1024 columns from the middle of the shard on (whole tiles), in
-// p.bias_values and in `bytes`, the bias of type `dtype`.
+// from kFirstForbidden on and in two runs of whole tiles, columns [256, 768) and 1024 columns from
+// the middle of the shard on, in p.bias_values and in `bytes`, the bias of type `dtype`.
 void forbid_tokens(LogpProblem& p, DType dtype, std::vector<std::uint8_t>& bytes, std::int64_t every);
 
 }  // namespace shardjit::testing
