@@ -38,6 +38,7 @@
 #include "common/math.cuh"
 #include "common/ptx_memory.cuh"
 #include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
@@ -125,7 +126,7 @@ struct LogpColumnFoldEpilogue {
       const int col = n0 + Mainloop::fragment_row(warp, lane, slot);
       valid[slot] = col < valid_cols;
       b[slot] = 0.0f;
-      if constexpr (kBias) b[slot] = valid[slot] ? to_float(static_cast<const BiasT*>(bias)[col]) : 0.0f;
+      if constexpr (kBias) b[slot] = valid[slot] ? read_bias<BiasT>(bias, col, bias_floor(inv_temperature)) : 0.0f;
     }
     take_targets(acc, n0, b, inv_temperature, warp, lane);
     const bool whole = n0 + kTileCols <= valid_cols;
