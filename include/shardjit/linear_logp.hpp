@@ -96,8 +96,8 @@ struct LinearLogpConfig {
 struct LinearLogpInputs {
   MatrixView hidden;   // [N, H], config.dtype, rows 16-byte aligned
   MatrixView weight;   // [V_local, H], config.dtype, rows 16-byte aligned
-  VectorView bias;     // [V_local], config.bias_dtype; data null when the op has no bias. Entries must be
-                       // finite: -inf (a token forbidden by a mask) can give NaN entropies and gradients
+  VectorView bias;     // [V_local], config.bias_dtype; data null when the op has no bias. -inf forbids its
+                       // token: probability 0, and a target on it gets a finite logp below -1e29
   VectorView targets;  // [N], config.target_dtype, global ids
 };
 

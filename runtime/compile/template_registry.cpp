@@ -114,13 +114,22 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
 }
 
 // The forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh): kFwdRowsAsNRows rows
-// of X, of 16-bit inputs. BN = 128, BK = 64 and kFwdRowsAsNStages stages are the registry's ranges.
+// of X by kFwdRowsAsNCols vocabulary columns, of 16-bit inputs, on fwd_rows_as_n_stages(BN) stages.
+// BK = 64 is the registry's range.
 void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
   const std::int64_t bm = spec.int_param("BM");
+  const std::int64_t bn = spec.int_param("BN");
+  const std::int64_t stages = spec.int_param("STAGES");
   if (spec.type_param("T") == "fp32" || std::ranges::find(kFwdRowsAsNRows, bm) == std::end(kFwdRowsAsNRows)) {
     throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd_rows_as_n: T = " +
                                                  spec.type_param("T") + ", BM = " + std::to_string(bm) +
                                                  "; expected bf16 or fp16 and BM one of " + fwd_rows_as_n_rows_text());
+  }
+  if (stages != fwd_rows_as_n_stages(static_cast<int>(bn))) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd_rows_as_n: BN = " + std::to_string(bn) +
+                                                 ", STAGES = " + std::to_string(stages) + "; expected STAGES = " +
+                                                 std::to_string(fwd_rows_as_n_stages(static_cast<int>(bn))) +
+                                                 " (6 at BN = 128, 4 at 256)");
   }
 }
 
@@ -285,9 +294,10 @@ std::vector<TemplateDef> linear_logp_templates() {
       concat({hopper_linear_logp_types(),
               {int_param("BM", kFwdRowsAsNRows[0], std::end(kFwdRowsAsNRows)[-1], 8,
                          "rows of X per tile, wgmma's N (one of " + fwd_rows_as_n_rows_text() + ")"),
-               int_param("BN", 128, 128, 128, "vocabulary columns per tile, wgmma's M (128)"),
+               int_param("BN", 128, 256, 128, "vocabulary columns per tile, wgmma's M (128 or 256)"),
                int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
-               int_param("STAGES", kFwdRowsAsNStages, kFwdRowsAsNStages, 1, "TMA ring depth")},
+               int_param("STAGES", fwd_rows_as_n_stages(256), fwd_rows_as_n_stages(128), 2,
+                         "TMA ring depth (6 at BN = 128, 4 at 256)")},
               {entropy()}}),
       check_linear_logp_fwd_rows_as_n});
   registry.push_back(TemplateDef{

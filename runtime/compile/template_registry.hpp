@@ -35,16 +35,21 @@ struct TemplateDef {
 
 std::span<const TemplateDef> template_registry();
 
-// The rows of X in the forward's tiles of the rows as N (linear_logp_fwd_rows_as_n, BM x 128 x 64):
+// The rows of X in the forward's tiles of the rows as N (linear_logp_fwd_rows_as_n, BM x BN x 64):
 // steps of 16 rows, so that two tiles cover any call of 257 to 336 rows with at most 31 rows past
 // it (one, 129 to 168 rows, with 15). wgmma issues these widths of N (templates/common/ptx_wgmma.cuh);
 // the registry accepts them and the host's plans choose among them.
 inline constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
 
-// The stages of their TMA ring: the most the shared memory holds at every height. A slice of these
-// tiles takes the tensor cores 40 % less time than one of the 128 x 256 tiles, so the four stages
-// of those covered too little of the loads' latency (docs/perf-notes.md, "Forward tiles per call").
-inline constexpr int kFwdRowsAsNStages = 6;
+// Their vocabulary columns, wgmma's M: 128, or 256 (each warpgroup two m64 blocks of them), whose
+// products move fewer shared-memory bytes each (rows_as_n_slice_work, runtime/ops/gemm.hpp).
+inline constexpr int kFwdRowsAsNCols[] = {128, 256};
+
+// The stages of their TMA ring: the most the shared memory holds at every height, 6 of 128
+// columns, 4 of 256. A slice of the 128-column tiles takes the tensor cores 40 % less time than one
+// of the 128 x 256 tiles, so the four stages of those covered too little of the loads' latency
+// (docs/perf-notes.md, "Forward tiles per call").
+constexpr int fwd_rows_as_n_stages(int cols) { return cols == 256 ? 4 : 6; }
 
 // kFwdRowsAsNRows as text, for errors: "136, 152, 168".
 std::string fwd_rows_as_n_rows_text();

@@ -64,7 +64,9 @@ GemmTile default_gemm_tile(DType a, DType b, const std::string& arch, bool hoppe
 
 GemmTile gemm_rows_as_n_tile(int bm) { return GemmTile{bm, 128, 64, 4, true, true, true}; }
 
-double rows_as_n_slice_work(int bm) { return bm / 256.0 * std::max(1.0, (8192.0 / bm + 96.0) / 128.0); }
+double rows_as_n_slice_work(int bm, int cols) {
+  return bm * cols / 32768.0 * std::max(1.0, (8192.0 / bm + 64.0 + 4096.0 / cols) / 128.0);
+}
 
 double gemm_busy_blocks(const kernels::StreamKPlan& plan, int resident) {
   if (plan.workers > 0 && plan.whole_tiles == 0) return plan.workers;

@@ -41,13 +41,14 @@ constexpr std::int64_t kGemmRowsAsNMaxRows = 512;
 // The TMA tile of bm output rows by 128 columns with the rows as wgmma's N.
 GemmTile gemm_rows_as_n_tile(int bm);
 
-// A K slice's products of a Hopper tile of bm rows as wgmma's N by 128 columns, in 128 x 256
-// tiles' time: its share of the columns times the shared memory it moves a cycle over the 128 bytes
-// a multiprocessor delivers, where it moves more. Both warpgroups read the bm-row B operand: reads
-// of 2 x 8 KiB + 2 x bm x 128 bytes and writes of 16 KiB + bm x 128 bytes over 4 bm cycles of
-// products, 8192 / bm + 96 bytes a cycle (128 at bm = 256, as the 128 x 256 tile). The GEMM's and
+// A K slice's products of a Hopper tile of bm rows as wgmma's N by `cols` columns (wgmma's M, 128
+// or 256), in 128 x 256 tiles' time: its share of the products times the shared memory it moves a
+// cycle over the 128 bytes a multiprocessor delivers, where it moves more. Each m64 block of the
+// columns reads the bm-row B operand: a slice's cols / 64 wgmma of bm / 2 cycles read cols / 64 x
+// (8 KiB + bm x 128 bytes), and the ring writes (cols + bm) x 128 bytes, 8192 / bm + 64 + 4096 / cols
+// bytes a cycle (128 at 128 x 256 as at 256 x 256; 150 at 152 x 128, 134 at 152 x 256). The GEMM's and
 // the forward's tiles of the rows as N (runtime/ops/linear_logp/fwd.hpp, fwd_tile_cost).
-double rows_as_n_slice_work(int bm);
+double rows_as_n_slice_work(int bm, int cols = 128);
 
 // The rows of the tile that takes the m rows of a product [m x n] over k as wgmma's N, 0 for the
 // 128 x 256 tiles: those whose estimate is at least 5 % below the 128 x 256 tiles', or within 5 %

@@ -8,6 +8,9 @@ namespace kernels {
 // log2(e): exp(x) = 2^(x * log2(e)), the form the multi-function unit computes (exp2_approx).
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The largest finite fp16.
+constexpr float kFp16Max = 65504.0f;
+
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // The quiet NaN written into outputs poisoned by bad input (a target id out of range).

@@ -142,7 +142,7 @@ struct TmaRing {
                                           int lane) const {
     static_assert(Mainloop::kSlicesInFlight == 1, "the ring releases a stage one slice after its products");
     int held = -1;  // the stage whose products may still run
-    // Not unrolled: a copy of the loop is 4 wgmma over 128 accumulators with their fences, and the
+    // Not unrolled: a copy of the loop is 4 (or 8) wgmma over 128 or more accumulators with their fences, and the
     // compilers' copies (4 or more a call) made NVVM and ptxas take two to five times as long
     // while the tensor cores set the pace here, not the loop's integer work.
 #pragma unroll 1

@@ -7,10 +7,13 @@
 // The block's two warpgroups each own 64 rows of the 128 x BN tile and issue, per 64-wide K
 // slice, four wgmma m64nBNk16 that read A and B straight from shared memory (no ldmatrix, no
 // fragments in registers): BN / 2 fp32 accumulators a thread, 128 at BN = 256 as the mma.sync
-// loop's 64 x 64 warp blocks. BN = 128 and 192 serve the forward at calls whose 128 x 256 tiles
-// would leave a wave partly idle (docs/perf-notes.md, "Forward tiles per call"), other multiples of
-// 32 the GEMM's tiles that take the output's rows as N (templates/gemm/gemm_tma.cuh), 136, 152 and
-// 168 the forward's (templates/linear_logp/fwd_hopper.cuh); the other kernels run 256.
+// loop's 64 x 64 warp blocks. A 256 x BN tile (the forward's tiles of the rows as N, 256
+// vocabulary columns by BN rows of X) gives each warpgroup 128 rows, two m64 blocks of them, and
+// a thread BN accumulators: each k16 step issues both blocks' wgmma on the same B. BN = 128 and
+// 192 serve the forward at calls whose 128 x 256 tiles would leave a wave partly idle
+// (docs/perf-notes.md, "Forward tiles per call"), other multiples of 32 the GEMM's tiles that take
+// the output's rows as N (templates/gemm/gemm_tma.cuh), 136, 152 and 168 the forward's
+// (templates/linear_logp/fwd_hopper.cuh); the other kernels run 256.
 // The tiles' layouts (swizzled_chunk_any, templates/common/swizzle.cuh) are wgmma's
 // 128-byte swizzle in both orientations (WgmmaOperandTile), so the copiers are shared; the stage
 // must start on a 1024-byte boundary (checked once per block by the kernels, see
@@ -26,7 +29,9 @@
 //
 // Accumulator layout (the fragment of wgmma's m64nN D, as mma.sync's m16n8 per warp): thread
 // (warp, lane) holds acc[4 g + 2 h + e] = tile element (fragment_row(warp, lane, h),
-// fragment_col(lane, g, e)) for column group g < BN / 8, row half h < 2 and e < 2.
+// fragment_col(lane, g, e)) for column group g < BN / 8, row half h < 2 and e < 2. In a 256-row
+// tile, block b's fragment follows block 0's, BN / 2 accumulators later, as row slots 2 b + h
+// (accumulator_index, fragment_row).
 #pragma once
 
 #include "common/host_device.cuh"
@@ -60,6 +65,8 @@ struct WgmmaOperandTile {
   static constexpr unsigned int kAtomBytes = kBlocks ? 128u * BK : 1024u;
   // Descriptor units (16 bytes) a k16 step moves the start address.
   static constexpr unsigned long long kStep = kKContiguous ? 32 / 16 : 2 * kGroupBytes / 16;
+  // Descriptor units 64 indices of M / N move the start address (descriptor's `first`).
+  static constexpr unsigned long long kBlockStep = (kKContiguous ? 64u * 128u : kAtomBytes) / 16;
 
   // The descriptor of the tile's M / N indices from `first` on (a multiple of 64).
   static __device__ __forceinline__ unsigned long long descriptor(const void* tile, int first) {
@@ -86,8 +93,9 @@ struct WgmmaTileMainloop {
 #endif
   static_assert(is_same_type<T, bf16>::value || is_same_type<T, fp16>::value,
                 "the wgmma main loop takes bf16 or fp16");
-  static_assert(BM == 128 && wgmma_takes_n(BN) && BK == 64,
-                "the wgmma main loop runs 128 x BN tiles, BN as wgmma_takes_n, of 64-wide K slices (128-byte rows)");
+  static_assert((BM == 128 || BM == 256) && wgmma_takes_n(BN) && BK == 64,
+                "the wgmma main loop runs 128 or 256 x BN tiles, BN as wgmma_takes_n, of 64-wide K slices "
+                "(128-byte rows)");
   static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "at most one slice of wgmma is left in flight");
   static constexpr int kThreads = 256;
   static constexpr int kSlicesInFlight = IN_FLIGHT;
@@ -95,8 +103,12 @@ struct WgmmaTileMainloop {
   static constexpr bool kAsyncProxyReads = true;
   static constexpr int kTileRows = BM;
   static constexpr int kTileCols = BN;
-  static constexpr int kWarpGroupRows = 64;
-  static constexpr int kAccumulators = BN / 2;  // 64 x BN per warpgroup of 128 threads
+  static constexpr int kWarpGroupRows = BM / 2;
+  // m64 blocks of rows a warpgroup owns, and the row slots (block, half) a thread holds.
+  static constexpr int kMBlocks = BM / 128;
+  static constexpr int kRowSlots = 2 * kMBlocks;
+  static constexpr int kBlockAccumulators = BN / 2;  // 64 x BN per block, over 128 threads
+  static constexpr int kAccumulators = kMBlocks * kBlockAccumulators;
   static constexpr int kColumnGroups = BN / 8;
 
   float acc[kAccumulators];
@@ -120,8 +132,11 @@ struct WgmmaTileMainloop {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      wgmma_m64nNk16<T, BN, ATile::kTranspose, BTile::kTranspose>(acc, a_desc + kk * ATile::kStep,
-                                                                  b_desc + kk * BTile::kStep, 1);
+#pragma unroll
+      for (int b = 0; b < kMBlocks; ++b) {
+        wgmma_m64nNk16<T, BN, ATile::kTranspose, BTile::kTranspose>(
+            block_accumulators(b), a_desc + b * ATile::kBlockStep + kk * ATile::kStep, b_desc + kk * BTile::kStep, 1);
+      }
     }
     wgmma_commit_group();
     between();
@@ -137,8 +152,14 @@ struct WgmmaTileMainloop {
     }
   }
 
-  __device__ static __forceinline__ int fragment_row(int warp, int lane, int half) {
-    return (warp / 4) * kWarpGroupRows + (warp % 4) * 16 + (lane >> 2) + 8 * half;
+  // The tile row of the thread's row slot (block slot / 2, half slot % 2; the half alone where
+  // kMBlocks is 1).
+  __device__ static __forceinline__ int fragment_row(int warp, int lane, int slot) {
+    return (warp / 4) * kWarpGroupRows + (slot / 2) * 64 + (warp % 4) * 16 + (lane >> 2) + 8 * (slot % 2);
+  }
+  // The accumulator of row slot `slot`, column group g and column e < 2.
+  __device__ static constexpr int accumulator_index(int slot, int group, int e) {
+    return (slot / 2) * kBlockAccumulators + 4 * group + 2 * (slot % 2) + e;
   }
   __device__ static __forceinline__ int fragment_col(int lane, int group, int e) {
     return group * 8 + (lane & 3) * 2 + e;
@@ -160,6 +181,7 @@ struct WgmmaTileMainloop {
   // The first column of pair i's column group: pair i's column less its lane's offset (< 8).
   __device__ static constexpr int pair_group_col(int i) { return (i / 2) * 8; }
   __device__ __forceinline__ AccumulatorPair pair(int i, int warp, int lane) const {
+    static_assert(kMBlocks == 1, "pairs of a 128-row tile");
     const int g = i / 2;
     const int h = i % 2;
     return {fragment_row(warp, lane, h), fragment_col(lane, g, 0), acc[4 * g + 2 * h], acc[4 * g + 2 * h + 1]};
@@ -170,7 +192,8 @@ struct WgmmaTileMainloop {
   // holds 16 rows of every column, so every warp stores in every chunk.
   template <int COLS>
   __device__ __forceinline__ void store_columns(float* tile, int ld, int chunk, int warp, int lane) const {
-    static_assert(BN % COLS == 0 && COLS % 8 == 0, "chunks hold whole n8 column groups");
+    static_assert(kMBlocks == 1 && BN % COLS == 0 && COLS % 8 == 0,
+                  "chunks of a 128-row tile hold whole n8 column groups");
     const int row = fragment_row(warp, lane, 0);
     const int col = fragment_col(lane, 0, 0);
     constexpr int kGroups = COLS / 8;
@@ -184,6 +207,12 @@ struct WgmmaTileMainloop {
   }
 
  private:
+  // Block b's accumulators as the array wgmma's wrapper takes (b a compile-time index once the
+  // caller's loop is unrolled, so they stay in registers).
+  __device__ __forceinline__ float (&block_accumulators(int b))[kBlockAccumulators] {
+    return *reinterpret_cast<float(*)[kBlockAccumulators]>(acc + b * kBlockAccumulators);
+  }
+
   __device__ __forceinline__ void fence_accumulators() {
 #pragma unroll
     for (int i = 0; i < kAccumulators; ++i) fence_register(acc[i]);

@@ -19,6 +19,7 @@
 
 #include "common/math.cuh"
 #include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/bwd_dz_layout.cuh"
 
@@ -205,7 +206,7 @@ struct DzEpilogue {
       valid[j] = n0 + c + j < V_VALID && c0 + c + j < args.chunk_cols;
       b[j] = 0.0f;
       if constexpr (kBias) {
-        if (valid[j]) b[j] = to_float(static_cast<const BiasT*>(args.bias)[n0 + c + j]);
+        if (valid[j]) b[j] = read_bias<BiasT>(args.bias, n0 + c + j, bias_floor(args.inv_temperature));
       }
     }
     // The dZ buffer's columns up to the next multiple of 8 are written (zeros past the chunk).

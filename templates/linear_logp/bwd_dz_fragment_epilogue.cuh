@@ -94,7 +94,8 @@ struct DzFragmentEpilogue {
     const bool entropy = bwd_has_entropy(args);
     // dZ in place of column groups [first, first + count) of the accumulators.
     auto to_dz = [&](int first, int count) {
-      if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, first, count, n0, valid_cols, args.bias, lane);
+      if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, first, count, n0, valid_cols, args.bias,
+                                                                args.inv_temperature, lane);
       const float scale = args.inv_temperature * kLog2e;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

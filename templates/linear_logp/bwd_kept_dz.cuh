@@ -5,7 +5,9 @@
 //   p_iv = exp(z_iv - lse_i),   z_iv = kept + m,
 // zeros at columns in the shard's padding (from args.valid_local) or past the chunk (up to the
 // next multiple of 8), for ignored rows and rows whose target is out of range. dZ has the kept
-// values' size (16 bits), so each thread reads and writes the same 16 bytes.
+// values' size (16 bits), so each thread reads and writes the same 16 bytes. A kept -inf (a logit
+// more than 65504 below m, a forbidden token's among them) is read as -65504: its term is 0 either
+// way, and the entropy's p (z - ...) would otherwise be 0 * inf.
 //
 // Parameters: the dZ kernel's arguments (LinearLogpBwdDzArgs) of chunk 0, with tile_partials the
 // kept chunk's partials. Grid: n_rows x linear_logp_bwd_kept_dz_row_blocks blocks (bwd_dz_layout.cuh),
@@ -49,7 +51,7 @@ __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_b
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int col = c + 2 * w + e;
-        const float d = to_float(fp16{static_cast<unsigned short>(words[w] >> (16 * e))});
+        const float d = fmaxf(to_float(fp16{static_cast<unsigned short>(words[w] >> (16 * e))}), -kFp16Max);
         const float u = fmaf(d, kLog2e, offset);  // (z - lse) log2(e)
         float dz = (entropy ? fmaf(coef_u, u, r.coef_p) : r.coef_p) * exp2_approx(u);
         if (col == target_col) dz += r.coef_t;

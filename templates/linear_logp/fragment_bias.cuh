@@ -3,23 +3,24 @@
 // dZ epilogue and the kept chunk's epilogue each do first.
 #pragma once
 
-#include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 
 namespace shardjit {
 namespace kernels {
 
 // Adds the bias of the tile's columns in column groups [first, first + count) to both rows; the
 // tile's column 0 is shard column n0, and columns at or past valid_cols get nothing (their bias
-// may not exist).
+// may not exist). A forbidden token's -inf is read as the floor for inv_temperature (bias_read.cuh).
 template <class BiasT, class Mainloop>
 __device__ __forceinline__ void add_fragment_bias(float* acc, int first, int count, int n0, int valid_cols,
-                                                  const void* bias, int lane) {
+                                                  const void* bias, float inv_temperature, int lane) {
+  const float bias_min = bias_floor(inv_temperature);
 #pragma unroll
   for (int g = first; g < first + count; ++g)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int col = Mainloop::fragment_col(lane, g, e);
-      const float b = col < valid_cols ? to_float(static_cast<const BiasT*>(bias)[n0 + col]) : 0.0f;
+      const float b = col < valid_cols ? read_bias<BiasT>(bias, n0 + col, bias_min) : 0.0f;
       acc[4 * g + e] += b;
       acc[4 * g + 2 + e] += b;
     }

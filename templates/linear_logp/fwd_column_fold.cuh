@@ -1,26 +1,35 @@
 // Online log-sum-exp epilogue of the forward's tiles of the rows as N (linear_logp_fwd_rows_as_n,
-// fwd_hopper.cuh): wgmma's M is the tile's 128 vocabulary columns and its N the tile's BM rows of
-// X, so a thread's accumulators hold two vocabulary columns (fragment rows h = 0, 1) of each of
-// its BM / 4 rows of X (fragment columns). Each finished tile is folded into running statistics
-// a row of X in the thread's registers; the 64 threads that share a row (eight lanes of each of
-// the block's eight warps) are merged once, in store, in a fixed order, so the result does not
-// depend on timing.
+// fwd_hopper.cuh): wgmma's M is the tile's 128 or 256 vocabulary columns and its N the tile's BM
+// rows of X, so a thread's accumulators hold two or four vocabulary columns (the mainloop's row
+// slots) of each of its BM / 4 rows of X (fragment columns). The 64 threads that share a row
+// (eight lanes of each of the block's eight warps) are merged in a fixed order, so the result
+// does not depend on timing:
+// - 128 columns: each finished tile is folded into running statistics of all the thread's rows
+//   in its registers, and the eight lanes are merged once, in store;
+// - 256 columns, whose accumulators leave no registers for that: each tile's terms are taken
+//   relative to the thread's own largest logit of the row, and the eight lanes' statistics are
+//   merged at once, by halves (a reduce-scatter: each shuffle step hands half of the rows to the
+//   partner lane, so a row costs three merges, not three per lane), leaving a lane the running
+//   statistics of an eighth of the rows.
 //
 // The statistics are kept in base 2: ref (the largest z log2(e) so far), sum = sum 2^(y - ref)
 // and ent = sum 2^(y - ref) (y - ref), y = z log2(e); store turns them into a RowPartial's natural
-// units. A row's reference moves only when a tile holds a larger logit; a term is one FFMA and one
-// ex2, as in the other tiles' fold (fwd_fragment_epilogue.cuh). Only the shard's last tile checks
-// its columns against the valid ones, and a bias is added only where the op has one.
+// units. On 128 columns a row's reference moves only when a tile holds a larger logit; a term is
+// one FFMA and one ex2, as in the other tiles' fold (fwd_fragment_epilogue.cuh). Only the shard's
+// last tile checks its columns against the valid ones, and a bias is added only where the op has
+// one. On 256 columns an empty set's reference is kEmptyRef, finite, so that the merges need no
+// tests (an empty set's terms are selected away, never multiplied by an infinite shift).
 //
 // The target's logit: init lists the block's rows whose target column lies in the block's tiles
 // (a handful: a row's target is in one tile of the shard), and each tile looks only at those; the
 // one thread of the grid that holds a row's target column writes its z to shared memory, and
 // store puts it in the row's partial.
 //
-// The merge: the eight lanes of a warp that share a row take the largest reference among them,
-// scale their sums to it and add them, by shuffles; then the eight warps' statistics, through the
-// ring's first stage (which no slice needs once the block's tiles are done: a stage holds them,
-// linear_logp_fwd_column_fold_merge_bytes), in warp order.
+// The merge at the block's end: on 128 columns, the eight lanes of a warp that share a row take
+// the largest reference among them, scale their sums to it and add them, by shuffles; then (both
+// widths) the eight warps' statistics, through the ring's first stage (which no slice needs once
+// the block's tiles are done: a stage holds them, linear_logp_fwd_column_fold_merge_bytes), in
+// warp order.
 //
 // Shared memory after the ring's mbarriers (linear_logp_fwd_column_fold_bytes): the target list
 // and the BM rows' target logits.
@@ -29,6 +38,7 @@
 #include "common/math.cuh"
 #include "common/ptx_memory.cuh"
 #include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
 
@@ -45,13 +55,19 @@ struct LogpColumnFoldEpilogue {
   static_assert(kGroups * 8 == BM, "the fragment's columns are the tile's rows");
   static_assert(BM <= 256, "a target list entry keeps its row in a byte");
   static constexpr int kRows = 2 * kGroups;  // rows of X a thread holds
+  static constexpr int kSlots = Mainloop::kRowSlots;  // vocabulary columns of a row a thread holds
   static constexpr int kTileCols = Mainloop::kTileRows;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
   static constexpr int kThreads = 256;
+  // 256 columns: the lanes merge every tile, a lane keeping rows q kKept + t (t < kKept) of its
+  // rows, q = lane / 4; the rows are padded to a multiple of 8 with empty ones for the halving.
+  static constexpr bool kLaneMerge = Mainloop::kMBlocks > 1;
+  static constexpr int kPaddedRows = (kRows + 7) / 8 * 8;
+  static constexpr int kKept = kLaneMerge ? kPaddedRows / 8 : kRows;
 
-  float ref[kRows];
-  float sum[kRows];
-  float ent[ENTROPY ? kRows : 1];
+  float ref[kKept];
+  float sum[kKept];
+  float ent[ENTROPY ? kKept : 1];
   // Shared memory: the list of the rows whose target column the block's tiles hold (its length,
   // each entry's shard column and row), and each row's target z where this block holds it, else -inf.
   int* target_count;
@@ -76,8 +92,8 @@ struct LogpColumnFoldEpilogue {
     target_rows = smem + 16 + BM * 8;
     warp_stats = reinterpret_cast<float*>(merge);
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      ref[j] = neg_inf();
+    for (int j = 0; j < kKept; ++j) {
+      ref[j] = kLaneMerge ? kEmptyRef : neg_inf();
       sum[j] = 0.0f;
       if constexpr (ENTROPY) ent[j] = 0.0f;
     }
@@ -103,57 +119,53 @@ struct LogpColumnFoldEpilogue {
                                                int warp, int lane) {
     mainloop.finish();
     const float* const acc = mainloop.acc;
-    int col[2];
-    bool valid[2];
-    float b[2];
+    bool valid[kSlots];
+    float b[kSlots];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      col[h] = n0 + Mainloop::fragment_row(warp, lane, h);
-      valid[h] = col[h] < valid_cols;
-      b[h] = 0.0f;
-      if constexpr (kBias) b[h] = valid[h] ? to_float(static_cast<const BiasT*>(bias)[col[h]]) : 0.0f;
+    for (int slot = 0; slot < kSlots; ++slot) {
+      const int col = n0 + Mainloop::fragment_row(warp, lane, slot);
+      valid[slot] = col < valid_cols;
+      b[slot] = 0.0f;
+      if constexpr (kBias) b[slot] = valid[slot] ? read_bias<BiasT>(bias, col, bias_floor(inv_temperature)) : 0.0f;
     }
     take_targets(acc, n0, b, inv_temperature, warp, lane);
-    if (n0 + kTileCols <= valid_cols) {
+    const bool whole = n0 + kTileCols <= valid_cols;
+    if constexpr (kLaneMerge) {
+      // Every lane takes part in the merge's shuffles, whatever its columns.
+      if (whole) {
+        fold_merging_lanes<false>(acc, b, inv_temperature, valid, lane);
+      } else {
+        fold_merging_lanes<true>(acc, b, inv_temperature, valid, lane);
+      }
+    } else if (whole) {
       fold<false>(acc, b, inv_temperature, true);
     } else if (valid[0]) {  // a thread whose two columns are both past the valid ones folds nothing
       fold<true>(acc, b, inv_temperature, valid[1]);
     }
   }
 
-  // Merges the 64 threads of each row (the eight lanes of a warp by shuffles, then the eight warps
-  // through shared memory, in warp order) and writes the rows that exist to out[row0 + r].
+  // Merges the 64 threads of each row (the eight lanes of a warp by shuffles, on 256 columns done
+  // already, then the eight warps through shared memory, in warp order) and writes the rows that
+  // exist to out[row0 + r].
   __device__ __forceinline__ void store(RowPartial* out, long long row0, long long n_rows, int tid) const {
     const int warp = tid / 32;
     const int lane = tid % 32;
     // The merge's slots lie in the ring's first stage, which the other warpgroup's last products
     // may still be reading.
     bar_sync(kColumnFoldBarrier, kThreads);
+    if constexpr (kLaneMerge) {
+      // The lanes' statistics are merged already: each lane writes the rows it keeps.
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      // The eight lanes' largest reference, each lane's sums scaled to it, then added.
-      float r = ref[j];
-#pragma unroll
-      for (int offset = 4; offset < 32; offset <<= 1) r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, offset));
-      float s = 0.0f;
-      float en = 0.0f;
-      if (ref[j] != neg_inf()) {
-        const float shift = ref[j] - r;
-        const float f = exp2_approx(shift);
-        s = sum[j] * f;
-        if constexpr (ENTROPY) en = f * (ent[j] + shift * sum[j]);
-      }
-#pragma unroll
-      for (int offset = 4; offset < 32; offset <<= 1) {
-        s += __shfl_xor_sync(0xffffffffu, s, offset);
-        if constexpr (ENTROPY) en += __shfl_xor_sync(0xffffffffu, en, offset);
-      }
-      if (lane < 4) {
+      for (int t = 0; t < kKept; ++t) {
+        const int j = (lane >> 2) * kKept + t;
+        if (j >= kRows) continue;
         float* const slot = warp_stats + (warp * BM + row_of(lane, j)) * 3;
-        slot[0] = r;
-        slot[1] = s;
-        slot[2] = en;
+        slot[0] = ref[t] == kEmptyRef ? neg_inf() : ref[t];
+        slot[1] = sum[t];
+        slot[2] = ENTROPY ? ent[t] : 0.0f;
       }
+    } else {
+      write_lane_merged_stats(warp, lane);
     }
     bar_sync(kColumnFoldBarrier, kThreads);
     for (int row = tid; row < BM; row += kThreads) {
@@ -177,18 +189,53 @@ struct LogpColumnFoldEpilogue {
 
  private:
   static constexpr float kLn2 = 0.6931471805599453f;
+  // The reference of an empty set on 256 columns: far below any logit in base-2 units, yet finite,
+  // so that two empty sets merge to an empty one (2^0 x 0) and a set merged into one with logits
+  // scales by 2^-1e30 = 0.
+  static constexpr float kEmptyRef = -1.0e30f;
+
+  // The kept-rows fold's lane merge (128 columns), in store: for each of the thread's rows the
+  // eight lanes' largest reference, each lane's sums scaled to it, then added; the lanes of
+  // q = lane / 4 = 0 write the warp's statistics.
+  __device__ __forceinline__ void write_lane_merged_stats(int warp, int lane) const {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      float r = ref[j];
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1) r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, offset));
+      float s = 0.0f;
+      float en = 0.0f;
+      if (ref[j] != neg_inf()) {
+        s = sum[j];
+        if constexpr (ENTROPY) en = ent[j];
+        rescale(ref[j], s, en, r);
+      }
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1) {
+        s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if constexpr (ENTROPY) en += __shfl_xor_sync(0xffffffffu, en, offset);
+      }
+      if (lane < 4) {
+        float* const slot = warp_stats + (warp * BM + row_of(lane, j)) * 3;
+        slot[0] = r;
+        slot[1] = s;
+        slot[2] = en;
+      }
+    }
+  }
 
   // Folds the tile's terms: MASKED (the shard's last tile) leaves out the thread's second column
   // where valid1 is false (its first is valid there).
   template <bool MASKED>
-  __device__ __forceinline__ void fold(const float* acc, const float (&b)[2], float inv_temperature, bool valid1) {
+  __device__ __forceinline__ void fold(const float* acc, const float (&b)[kSlots], float inv_temperature,
+                                       bool valid1) {
     const float scale = inv_temperature * kLog2e;
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int g = j / 2;
       const int e = j % 2;
-      float a0 = acc[4 * g + e];
-      float a1 = acc[4 * g + 2 + e];
+      float a0 = acc[Mainloop::accumulator_index(0, g, e)];
+      float a1 = acc[Mainloop::accumulator_index(1, g, e)];
       if constexpr (kBias) {
         a0 += b[0];
         a1 += b[1];
@@ -197,12 +244,7 @@ struct LogpColumnFoldEpilogue {
       const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
       if (m > ref[j]) {
         // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
-        if (ref[j] != neg_inf()) {
-          const float shift = ref[j] - m;
-          const float f = exp2_approx(shift);
-          if constexpr (ENTROPY) ent[j] = f * (ent[j] + shift * sum[j]);
-          sum[j] *= f;
-        }
+        if (ref[j] != neg_inf()) rescale(ref[j], sum[j], ent[ENTROPY ? j : 0], m);
         ref[j] = m;
       }
       const float d0 = fmaf(a0, scale, -ref[j]);
@@ -214,25 +256,128 @@ struct LogpColumnFoldEpilogue {
     }
   }
 
+  // Scales (sum, ent), relative to ref, to the reference to >= ref: 2^(ref - to) sum, and
+  // sum 2^(y - to) (y - to) = 2^(ref - to) (ent + (ref - to) sum).
+  static __device__ __forceinline__ void rescale(float ref, float& sum, float& ent, float to) {
+    const float shift = ref - to;
+    const float f = exp2_approx(shift);
+    if constexpr (ENTROPY) ent = f * (ent + shift * sum);
+    sum *= f;
+  }
+
+  // Merges (m2, s2, e2) into (m, s, e), both finite references (kEmptyRef for an empty set): the
+  // smaller's statistics are scaled to the larger reference, one ex2.
+  static __device__ __forceinline__ void merge_finite(float& m, float& s, float& e, float m2, float s2, float e2) {
+    const bool first_larger = m >= m2;
+    const float shift = -fabsf(m - m2);
+    const float f = exp2_approx(shift);
+    const float s_large = first_larger ? s : s2;
+    const float s_small = first_larger ? s2 : s;
+    if constexpr (ENTROPY) {
+      const float e_large = first_larger ? e : e2;
+      const float e_small = first_larger ? e2 : e;
+      e = fmaf(f, fmaf(shift, s_small, e_small), e_large);
+    }
+    s = fmaf(f, s_small, s_large);
+    m = fmaxf(m, m2);
+  }
+
+  // One halving of the lanes' merge: of the thread's n row statistics, the lane whose bit OFFSET
+  // is set keeps the upper half and hands the lower to its partner (lane ^ OFFSET), the other the
+  // reverse; each merges what it keeps with what it is handed, into its first n / 2.
+  template <int N, int OFFSET>
+  static __device__ __forceinline__ void halve(float (&m)[kPaddedRows], float (&s)[kPaddedRows],
+                                               float (&e)[ENTROPY ? kPaddedRows : 1], int lane) {
+    const bool upper = (lane & OFFSET) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const int kept = N / 2 + i;
+      const float m_keep = upper ? m[kept] : m[i];
+      const float s_keep = upper ? s[kept] : s[i];
+      const float m_in = __shfl_xor_sync(0xffffffffu, upper ? m[i] : m[kept], OFFSET);
+      const float s_in = __shfl_xor_sync(0xffffffffu, upper ? s[i] : s[kept], OFFSET);
+      float e_keep = 0.0f;
+      float e_in = 0.0f;
+      if constexpr (ENTROPY) {
+        e_keep = upper ? e[kept] : e[i];
+        e_in = __shfl_xor_sync(0xffffffffu, upper ? e[i] : e[kept], OFFSET);
+      }
+      m[i] = m_keep;
+      s[i] = s_keep;
+      merge_finite(m[i], s[i], e_keep, m_in, s_in, e_in);
+      if constexpr (ENTROPY) e[i] = e_keep;
+    }
+  }
+
+  // The 256-column fold: the tile's statistics of each of the thread's rows relative to its own
+  // largest logit there, the eight lanes' merged by three halvings (lanes q = lane / 4 apart by 4,
+  // 2 and 1: shuffle offsets 16, 8, 4), then each of the lane's kKept into its running
+  // statistics. MASKED (the shard's last tile) leaves out the columns past the valid ones.
+  template <bool MASKED>
+  __device__ __forceinline__ void fold_merging_lanes(const float* acc, const float (&b)[kSlots],
+                                                     float inv_temperature, const bool (&valid)[kSlots], int lane) {
+    const float scale = inv_temperature * kLog2e;
+    float m[kPaddedRows];
+    float s[kPaddedRows];
+    float e[ENTROPY ? kPaddedRows : 1];
+#pragma unroll
+    for (int j = 0; j < kPaddedRows; ++j) {
+      m[j] = kEmptyRef;
+      s[j] = 0.0f;
+      if constexpr (ENTROPY) e[j] = 0.0f;
+      if (j >= kRows) continue;
+      float a[kSlots];
+      float top = -3.0e38f;
+#pragma unroll
+      for (int slot = 0; slot < kSlots; ++slot) {
+        a[slot] = acc[Mainloop::accumulator_index(slot, j / 2, j % 2)];
+        if constexpr (kBias) a[slot] += b[slot];
+        top = fmaxf(top, MASKED && !valid[slot] ? -3.0e38f : a[slot]);
+      }
+      // scale > 0 keeps the order; a thread with no valid column keeps the empty set.
+      m[j] = MASKED ? fmaxf(top * scale, kEmptyRef) : top * scale;
+#pragma unroll
+      for (int slot = 0; slot < kSlots; ++slot) {
+        const float d = fmaf(a[slot], scale, -m[j]);
+        const float p = MASKED && !valid[slot] ? 0.0f : exp2_approx(d);
+        s[j] += p;
+        if constexpr (ENTROPY) e[j] = fmaf(p, d, e[j]);
+      }
+    }
+    halve<kPaddedRows, 16>(m, s, e, lane);
+    halve<kPaddedRows / 2, 8>(m, s, e, lane);
+    halve<kPaddedRows / 4, 4>(m, s, e, lane);
+#pragma unroll
+    for (int t = 0; t < kKept; ++t) {
+      merge_finite(ref[t], sum[t], ent[ENTROPY ? t : 0], m[t], s[t], ENTROPY ? e[t] : 0.0f);
+    }
+  }
+
   // Writes the target logits this thread holds in the tile at shard column n0: the list's entries
   // of the tile's columns, each held by one thread, whose accumulator is picked by a compile-time
   // index (a runtime one would put acc in local memory).
-  __device__ __forceinline__ void take_targets(const float* acc, int n0, const float (&b)[2], float inv_temperature,
-                                               int warp, int lane) const {
+  __device__ __forceinline__ void take_targets(const float* acc, int n0, const float (&b)[kSlots],
+                                               float inv_temperature, int warp, int lane) const {
     const int count = *target_count;
     for (int i = 0; i < count; ++i) {
       const int c = target_cols[i] - n0;
       const int r = target_rows[i];
       if (c < 0 || c >= kTileCols) continue;
-      const int h = (c >> 3) & 1;
-      if (Mainloop::fragment_row(warp, lane, h) != c || Mainloop::fragment_col(lane, r >> 3, r & 1) != r) continue;
-      const int index = 4 * (r >> 3) + 2 * h + (r & 1);
+      // The row slot of tile column c: its m64 block in the warpgroup's rows, and its half.
+      const int slot = 2 * ((c % Mainloop::kWarpGroupRows) >> 6) + ((c >> 3) & 1);
+      if (Mainloop::fragment_row(warp, lane, slot) != c || Mainloop::fragment_col(lane, r >> 3, r & 1) != r) continue;
+      const int index = Mainloop::accumulator_index(slot, r >> 3, r & 1);
       float a = 0.0f;
+      float bias = 0.0f;
 #pragma unroll
       for (int k = 0; k < Mainloop::kAccumulators; ++k) {
         if (k == index) a = acc[k];
       }
-      target_logit[r] = (a + (h != 0 ? b[1] : b[0])) * inv_temperature;
+#pragma unroll
+      for (int k = 0; k < kSlots; ++k) {
+        if (k == slot) bias = b[k];
+      }
+      target_logit[r] = (a + bias) * inv_temperature;
     }
   }
 };

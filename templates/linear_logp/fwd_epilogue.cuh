@@ -15,6 +15,7 @@
 
 #include "common/math.cuh"
 #include "common/types.cuh"
+#include "linear_logp/bias_read.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/partial_merge.cuh"
 #include "linear_logp/partials.cuh"
@@ -102,7 +103,7 @@ struct LogpEpilogue {
         b[v][e] = 0.0f;
         if constexpr (kBias) {
           if (32 * v + e < limit) {
-            b[v][e] = to_float(static_cast<const BiasT*>(bias)[n0 + 32 * v + 4 * part + e]);
+            b[v][e] = read_bias<BiasT>(bias, n0 + 32 * v + 4 * part + e, bias_floor(inv_temperature));
           }
         }
       }

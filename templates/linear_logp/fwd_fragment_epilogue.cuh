@@ -56,7 +56,7 @@ struct LogpFragmentEpilogue {
     mainloop.finish();
     float* const acc = mainloop.acc;
     const int limit = valid_cols - n0;
-    if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, limit, bias, lane);
+    if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, limit, bias, inv_temperature, lane);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (limit >= kCols) {

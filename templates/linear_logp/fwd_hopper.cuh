@@ -40,14 +40,17 @@
 // on the accumulators in registers (LogpFragmentEpilogue).
 //
 // linear_logp_fwd_rows_as_n is the same kernel in tiles of the rows as wgmma's N: BM = 136, 152 or
-// 168 rows of X by 128 vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few
+// 168 rows of X by 128 (or 256, below) vocabulary columns, W's box wgmma's A and X's its B, so that a call of a few
 // hundred rows is covered by tiles of about its rows (300 rows: two tiles of 152, 333 two of 168,
 // where 128-row tiles compute 384), as cuBLAS's kernels at such calls do (128 x 168 tiles;
 // docs/perf-notes.md, "Forward tiles per call"). Its fold goes by vocabulary columns
 // (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through the
 // ring's first stage once the block's tiles are done (linear_logp_fwd_rows_as_n_smem_bytes). Each
 // warpgroup holds 64 of the tile's vocabulary columns for all its rows, so neither is ever idle as
-// at a call of 64 rows or fewer.
+// at a call of 64 rows or fewer. In tiles of 256 vocabulary columns (BN = 256) each warpgroup holds
+// two m64 blocks of them: per slice twice the products on the same X box, 16 fewer shared-memory
+// bytes a cycle (134 at 152 rows, against 150 at 128 columns; docs/perf-notes.md, "Forward limits
+// and next steps"), and a fold that merges a row's lanes every tile (fwd_column_fold.cuh).
 #pragma once
 
 #include "common/ptx.cuh"
@@ -77,13 +80,14 @@ struct FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, true> {
 };
 
 // The kernel's body, BM x BN tiles (rows of X by vocabulary columns). ROWS_AS_N: wgmma's M is
-// the tile's BN = 128 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
+// the tile's BN = 128 or 256 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
 // (X's box after it), folded by LogpColumnFoldEpilogue; else its M is the rows, folded by
 // LogpFragmentEpilogue.
 template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N>
 __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdParams& params, unsigned char* smem) {
   if constexpr (ROWS_AS_N) {
-    static_assert(BN == 128 && BK == 64, "the rows as N: BN = 128 vocabulary columns, wgmma's M");
+    static_assert((BN == 128 || BN == 256) && BK == 64,
+                  "the rows as N: BN = 128 or 256 vocabulary columns, wgmma's M");
   } else {
     static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
   }
@@ -93,7 +97,7 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
   using Ring = TmaRing<STAGES, (BM + BN) * BK * kElem, kABytes>;
   static_assert(Ring::kComputeThreads == linear_logp_fwd_threads,
                 "the host's merge rule (fwd_merges_in_kernel) counts the merging threads as linear_logp_fwd_threads");
-  using Mainloop = WgmmaTileMainloop<T, 128, ROWS_AS_N ? BM : BN, BK, 1>;
+  using Mainloop = WgmmaTileMainloop<T, ROWS_AS_N ? BN : 128, ROWS_AS_N ? BM : BN, BK, 1>;
   using Epilogue = typename FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, ROWS_AS_N>::type;
 
   const LinearLogpFwdArgs& args = params.args;
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
                                                                                      linear_logp_fwd_hopper_smem);
 }
 
-// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 vocabulary columns.
+// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 or 256 vocabulary columns.
 template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_rows_as_n(const __grid_constant__ LinearLogpFwdParams params) {

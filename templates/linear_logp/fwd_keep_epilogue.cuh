@@ -12,7 +12,7 @@
 // Why fp16 and relative to the tile max: z - m lies in (-inf, 0], where fp16 keeps 11 bits, so
 // exp(z - m) is within 2^-11 relative where it matters (|z - m| < 1; bf16 dZ itself rounds to
 // 2^-9) and within 0.4 % for |z - m| < 16, whose terms are below e^-8 of the row's largest. A
-// logit below m - 65504 becomes -inf: a term of exactly 0.
+// logit below m - 65504 becomes -inf: a term of exactly 0 (bwd_kept_dz.cuh reads it as -65504).
 //
 // Same interface as DzFragmentEpilogue (bwd_dz_fragment_epilogue.cuh), for logit_tiles_hopper
 // (logit_tiles_hopper.cuh).
@@ -70,8 +70,10 @@ struct KeptLogitsEpilogue {
     float* const acc = mainloop.acc;
     // Chunks are whole tiles, so a tile is partial only where the shard's columns with logits end.
     const int valid_cols = min_int(args.valid_local - n0, args.chunk_cols - c0);
-    if constexpr (kBias) add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, valid_cols, args.bias, lane);
     const float inv_temperature = args.inv_temperature;
+    if constexpr (kBias) {
+      add_fragment_bias<BiasT, Mainloop>(acc, 0, kGroups, n0, valid_cols, args.bias, inv_temperature, lane);
+    }
     float tile_max[2];
     float target_z[2];
 #pragma unroll

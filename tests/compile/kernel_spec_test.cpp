@@ -102,9 +102,10 @@ TEST(KernelSpec, TheHopperForwardTakesTwoTilesOf16BitInputsAndNoShape) {
   }, "H");
 }
 
-KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = kFwdRowsAsNStages) {
+KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = fwd_rows_as_n_stages(128),
+                              std::int64_t bn = 128) {
   return KernelSpec("linear_logp_fwd_rows_as_n", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}},
-                                                  {"TargetT", TypeArg{"int64"}}, {"BM", bm}, {"BN", std::int64_t{128}},
+                                                  {"TargetT", TypeArg{"int64"}}, {"BM", bm}, {"BN", bn},
                                                   {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{stages}},
                                                   {"ENTROPY", false}});
 }
@@ -121,6 +122,17 @@ TEST(KernelSpec, TheForwardOfTheRowsAsNTakesItsThreeHeights) {
   }
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 128); }, "BM");
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 4); }, "STAGES");
+}
+
+// 256 columns on four stages (six would not fit), 128 on six; no other width.
+TEST(KernelSpec, TheForwardOfTheRowsAsNTakes128Or256ColumnsOnTheirStages) {
+  for (const std::int64_t bm : {136, 152, 168}) {
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm, 4, 256)) << bm;
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("fp16", bm, 4, 256)) << bm;
+  }
+  expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 6, 256); }, "expected STAGES = 4");
+  expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 5, 256); }, "STAGES");
+  expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 4, 192); }, "BN");
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ struct BwdCase : testing::LogpCase {
   float filter = 0;            // grad_filter_threshold
   bool quiet_rows = false;     // rows [128, 256) get upstream gradients 1e-4 times smaller
   std::int64_t keep = 0;       // keep_logits_bytes
+  std::int64_t forbid_every = 0;  // forbidden tokens (bias -inf, testing::forbid_tokens); 0: none
 };
 
 Runtime& shared_runtime() {
@@ -107,6 +108,10 @@ Problem make_problem(const BwdCase& c, std::uint64_t seed, std::vector<std::uint
   }
   if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
   if (c.n > 0) p.targets[0] = 0;
+  if (c.forbid_every > 0) {
+    testing::forbid_tokens(p, *c.bias, b_bytes, c.forbid_every);
+    if (c.n > 2) p.targets[2] = testing::kFirstForbidden;
+  }
   for (std::int64_t v = 0; v < c.vocab; v += std::max<std::int64_t>(1, c.vocab / 300)) pr.sampled.push_back(v);
   // Also the last valid row, the last (maybe padding) row and a target's row; an ignored row's
   // target (-100) is no row at all.
@@ -150,7 +155,11 @@ void expect_forward_matches(const testing::LogpProblem& p, const DeviceArray& lo
   const std::vector<testing::LogpRow> ref = testing::reference_logp_rows(p, rows);
   for (std::size_t i = 0; i < n; ++i) {
     if (p.targets[i] == p.ignore_index) continue;
-    EXPECT_NEAR(got_logp[i], ref[i].logp, 2e-3) << "logp of row " << i;
+    if (ref[i].logp == -INFINITY) {
+      EXPECT_LT(got_logp[i], testing::kForbiddenLogp) << "logp of row " << i << ", whose target is forbidden";
+    } else {
+      EXPECT_NEAR(got_logp[i], ref[i].logp, 2e-3) << "logp of row " << i;
+    }
     EXPECT_NEAR(got_lse[i], ref[i].lse, 2e-3) << "lse of row " << i;
     if (entropy != nullptr) {
       EXPECT_NEAR(got_entropy[i], ref[i].entropy, 2e-3) << "entropy of row " << i;
@@ -365,6 +374,19 @@ const BwdCase kCases[] = {
      true, true, false, false, 301 * 2 * 2560, 1.0, 0, 0, false, 301 * 2560 * 2 * 6},
     {"n300_h128_v20000_whole_in_both_budgets", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 0.8f,
      kAll, true, false, false, false, 300 * 2 * 2560, 1.0, 0, 0, false, 300 * 20096 * 2},
+    // Forbidden tokens (bias -inf: a logit mask folded into the bias, testing::forbid_tokens: spaced
+    // and in runs of whole tiles), every output's gradient, row 2's target among them, at
+    // temperatures where an inexact floor gave a whole forbidden tile a term of +inf: chunks of 2560
+    // columns, the first kept by the forward on the Hopper loop (fp16 z - m, where a forbidden
+    // token's is -inf) and holding the run [256, 768), with ignored rows and padding columns; the
+    // whole shard one kept chunk (runs 0 and 1) or recomputed in the Hopper loop's dZ epilogue (run
+    // 2), fp16; and the fp32 loop's.
+    {"n300_h128_v20000_forbidden_tokens_kept", 300, 128, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 1.2f,
+     kAll, true, false, false, false, 300 * 2 * 2560, 1.0, 0, 0, false, 0, 7},
+    {"n200_h256_v5000_forbidden_tokens_fp16", 200, 256, 5000, 0, DType::kFP16, DType::kFP16, DType::kInt32, 1.0f, kAll,
+     false, false, false, false, 0, 1.0, 0, 0, false, 0, 3},
+    {"n129_h72_v3001_forbidden_tokens_fp32", 129, 72, 3001, 0, DType::kFP32, DType::kFP32, DType::kInt64, 2.0f, kAll,
+     false, false, false, false, 0, 1.0, 0, 0, false, 0, 5},
     {"n129_h64_v300_dz_fp32", 129, 64, 300, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, kBoth, false, false, true,
      true, 0, 1.0, 1e-2},
     {"n1_h200_v50257_fp16", 1, 200, 50257, 0, DType::kFP16, kNoBias, DType::kInt64, 1.0f, kLogp},

@@ -35,6 +35,7 @@ struct FwdCase : testing::LogpCase {
   bool ignore_rows = false;
   std::int64_t row_stride = 0;  // hidden row stride; 0: packed
   float bias_offset = 0;         // added to every bias value (an fp32 bias)
+  std::int64_t forbid_every = 0;  // forbidden tokens (bias -inf, testing::forbid_tokens); 0: none
 };
 
 Runtime& shared_runtime() {
@@ -95,6 +96,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared
     b_bytes.resize(p.bias_values.size() * sizeof(float));
     std::memcpy(b_bytes.data(), p.bias_values.data(), b_bytes.size());
   }
+  if (c.forbid_every > 0) testing::forbid_tokens(p, *c.bias, b_bytes, c.forbid_every);
 
   std::mt19937_64 rng(seed + 3);
   std::uniform_int_distribution<std::int64_t> pick(0, p.valid_vocab - 1);
@@ -105,6 +107,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared
   }
   if (c.n > 1) p.targets[1] = p.valid_vocab - 1;  // the last valid column (tail tile)
   if (c.n > 0) p.targets[0] = 0;
+  if (c.forbid_every > 0 && c.n > 2) p.targets[2] = testing::kFirstForbidden;
 
   LinearLogpConfig config = testing::logp_config(c);
   config.want_entropy = c.entropy;
@@ -148,6 +151,7 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared
   std::vector<std::int64_t> rows;
   const std::int64_t sampled = std::min<std::int64_t>(c.n, 96);
   for (std::int64_t j = 0; j < sampled; ++j) rows.push_back(c.n <= 96 ? j : (j * (c.n - 1)) / (sampled - 1));
+  if (c.forbid_every > 0 && c.n > 96) rows.push_back(2);  // the forbidden target
   auto ref = testing::reference_logp_rows(p, rows);
 
   Outcome o;
@@ -155,6 +159,12 @@ Outcome run_case(const FwdCase& c, std::uint64_t seed, Runtime& runtime = shared
   double err2 = 0, ref2 = 0;
   for (std::size_t j = 0; j < rows.size(); ++j) {
     const auto k = static_cast<std::size_t>(rows[j]);
+    if (ref[j].logp == -INFINITY) {  // a forbidden target: probability 0, its z read as a finite floor
+      EXPECT_LT(got_logp[k], testing::kForbiddenLogp) << "logp of a forbidden target at row " << rows[j];
+      o.max_abs_lse = std::max(o.max_abs_lse, std::abs(got_lse[k] - ref[j].lse));
+      if (c.entropy) o.max_abs_entropy = std::max(o.max_abs_entropy, std::abs(got_entropy[k] - ref[j].entropy));
+      continue;
+    }
     const double e_logp = std::abs(got_logp[k] - ref[j].logp);
     const double e_lse = std::abs(got_lse[k] - ref[j].lse);
     o.max_abs_logp = std::max(o.max_abs_logp, e_logp);
@@ -194,7 +204,7 @@ TEST_P(LinearLogpFwdTest, MatchesFp64ReferenceInTheOtherTiles) {
   if (c.dtype == DType::kFP32) GTEST_SKIP() << "the Hopper loop takes 16-bit inputs";
   if (shared_runtime().impl().device(0).arch() != "sm_90a") GTEST_SKIP() << "the other tiles are the Hopper loop's";
   const std::vector<FwdTile> others = hopper_other_fwd_tiles(c.dtype, "sm_90a", true);
-  ASSERT_EQ(others.size(), 5u) << "128 x 128, 128 x 192 and the rows as N in 136, 152 and 168 rows";
+  ASSERT_EQ(others.size(), 8u) << "128 x 128, 128 x 192 and the rows as N in 136, 152 and 168 rows by 128 and 256";
   for (const FwdTile& tile : others) {
     const std::string name = fwd_tile_name(tile);
     const std::string label = ", tile " + name;
@@ -251,22 +261,35 @@ const FwdCase kCases[] = {
     // One row tile of a shard of 197 wide tiles: 132 splits of three narrow tiles each (a split on
     // every multiprocessor), merged in the forward kernel (7 rows of 16 lanes).
     {"n7_h1024_v50257_every_multiprocessor", 7, 1024, 50257, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
-    // For the tiles of the rows as N (136, 152 and 168 rows by 128 columns,
+    // For the tiles of the rows as N (136, 152 and 168 rows by 128 and 256 columns,
     // MatchesFp64ReferenceInTheOtherTiles): 333 rows, in 168-row tiles two, the second of 165 rows
     // (in 136: three, the last of 61), a padded shard with a bias, temperature, entropy and ignored
-    // rows; 150 rows, one row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31
-    // columns.
+    // rows (its last 256-column tile of 118 valid columns: one warpgroup with none); 150 rows, one
+    // row tile of 168 or 152 (two of 136), an fp32 bias; a vocabulary tail of 31 columns (159 in
+    // 256-column tiles).
     {"n333_h2000_v25000_rows_as_n_pad", 333, 2000, 25000, 24950, DType::kBF16, DType::kBF16, DType::kInt32, 0.8f, true,
      true},
     {"n150_h512_v60000_rows_as_n_one_tile_fp16", 150, 512, 60000, 0, DType::kFP16, DType::kFP32, DType::kInt64, 1.2f,
      true},
     {"n300_h4096_v39967_rows_as_n_tail", 300, 4096, 39967, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, false},
-    // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns.
+    // One the rule gives them (fwd_tile_cost by K): one row tile of 150 rows, a tail of 31 columns
+    // (159 in 256-column tiles).
     {"n150_h4096_v31903_rows_as_n_by_rule", 150, 4096, 31903, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f,
      true},
     // The last row tile in a box of its rows rounded up to 8 (tail_box_rows): 300 rows' third tile of
     // 44 rows in a box of 48 (n4097_h2880_v25136_tp8_shard below: a last row in a box of 8).
     {"n300_h1024_v20000_tail_box", 300, 1024, 20000, 0, DType::kBF16, DType::kBF16, DType::kInt64, 1.0f, true, true},
+    // Forbidden tokens (bias -inf: a logit mask folded into the bias) at every 7th, 5th or 3rd
+    // column and in runs of whole tiles, row 2's target among them: probability 0, a finite entropy
+    // and a logp below -1e29, with ignored rows and padding; fp32 with an fp16 bias. At 1.0, 1.2 and
+    // 2.0, temperatures where an inexact floor * log2(e) / T gave a whole forbidden tile a term of
+    // +inf (bias_read.cuh).
+    {"n150_h512_v20000_forbidden_tokens", 150, 512, 20000, 19990, DType::kBF16, DType::kBF16, DType::kInt64, 1.2f, true,
+     true, 0, 0.0f, 7},
+    {"n7_h256_v5000_forbidden_tokens_fp16", 7, 256, 5000, 0, DType::kFP16, DType::kFP32, DType::kInt32, 1.0f, true, false,
+     0, 0.0f, 3},
+    {"n129_h200_v3001_forbidden_tokens_fp32", 129, 200, 3001, 0, DType::kFP32, DType::kFP16, DType::kInt64, 2.0f, true,
+     false, 0, 0.0f, 5},
     // A sweep head's odd shape: gpt-oss-20b's TP8 shard (hidden 2880, 201088 / 8 rows) at N = 4097.
     {"n4097_h2880_v25136_tp8_shard", 4097, 2880, 25136, 0, DType::kBF16, std::nullopt, DType::kInt64, 1.0f, true},
 };

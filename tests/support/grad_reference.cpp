@@ -58,7 +58,9 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
     for (double value : z) sum += std::exp(value - m);
     const double lse = m + std::log(sum);
     double entropy = lse;  // H = lse - sum_v p_v z_v
-    for (double value : z) entropy -= std::exp(value - lse) * value;
+    for (double value : z) {
+      if (value > -INFINITY) entropy -= std::exp(value - lse) * value;  // a forbidden token adds nothing
+    }
     const double gi = g[static_cast<std::size_t>(i)], hi = h[static_cast<std::size_t>(i)];
     const double ei = e.empty() ? 0.0 : e[static_cast<std::size_t>(i)];
     double* dx = r.dx.data() + i * H;
@@ -66,8 +68,8 @@ ReferenceGrads reference_gradients(const LogpProblem& p, const std::vector<float
     for (std::int64_t v = 0; v < valid; ++v) {
       const double zv = z[static_cast<std::size_t>(v)];
       const double pv = std::exp(zv - lse);
-      const double dz = ((v == t - p.vocab_start ? gi : 0.0) + (hi - gi) * pv - ei * pv * (zv - (lse - entropy))) /
-                        p.temperature;
+      const double entropy_term = pv > 0 ? ei * pv * (zv - (lse - entropy)) : 0.0;  // 0 where z = -inf
+      const double dz = ((v == t - p.vocab_start ? gi : 0.0) + (hi - gi) * pv - entropy_term) / p.temperature;
       db[static_cast<std::size_t>(v)] += dz;
       const float* w = p.weight_values.data() + v * H;
       for (std::int64_t k = 0; k < H; ++k) dx[k] += dz * w[k];

@@ -1,5 +1,7 @@
 #include "support/logp_case.hpp"
 
+#include <cstring>
+#include <limits>
 #include <random>
 
 namespace shardjit::testing {
@@ -38,6 +40,26 @@ void random_targets_and_grads(LogpProblem& p, std::uint64_t seed, std::int64_t i
   }
   p.targets[0] = 0;
   p.targets[1] = p.valid_vocab - 1;
+}
+
+void forbid_tokens(LogpProblem& p, DType dtype, std::vector<std::uint8_t>& bytes, std::int64_t every) {
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const std::int64_t middle = p.vocab_local / 2;
+  for (std::int64_t v = 0; v < p.vocab_local; ++v) {
+    const bool spaced = v >= kFirstForbidden && (v - kFirstForbidden) % every == 0;
+    const bool run = (v >= 256 && v < 768) || (v >= middle && v < middle + 1024);
+    if (!spaced && !run) continue;
+    p.bias_values[static_cast<std::size_t>(v)] = minus_inf;
+    if (dtype == DType::kBF16) {
+      const std::uint16_t bits = float_to_bf16(minus_inf);
+      std::memcpy(bytes.data() + 2 * v, &bits, 2);
+    } else if (dtype == DType::kFP16) {
+      const std::uint16_t bits = float_to_fp16(minus_inf);
+      std::memcpy(bytes.data() + 2 * v, &bits, 2);
+    } else {
+      std::memcpy(bytes.data() + 4 * v, &minus_inf, 4);
+    }
+  }
 }
 
 }  // namespace shardjit::testing

@@ -42,4 +42,16 @@ LogpProblem logp_problem(const LogpCase& c);
 void random_targets_and_grads(LogpProblem& p, std::uint64_t seed, std::int64_t ignore_every, std::int64_t ignore_at,
                               std::vector<float>& g, std::vector<float>& h);
 
+// The first column forbid_tokens forbids.
+constexpr std::int64_t kFirstForbidden = 3;
+
+// The op reads a forbidden token's z as about -1e30 (templates/linear_logp/bias_read.cuh): a
+// target on one gets a finite logp below this.
+constexpr float kForbiddenLogp = -1e29f;
+
+// Forbids tokens as a logit mask folded into the bias does: bias -inf at every `every`-th column
+// from kFirstForbidden on and in two runs of whole tiles, columns [256, 768) and 1024 columns from
+// the middle of the shard on, in p.bias_values and in `bytes`, the bias of type `dtype`.
+void forbid_tokens(LogpProblem& p, DType dtype, std::vector<std::uint8_t>& bytes, std::int64_t every);
+
 }  // namespace shardjit::testing

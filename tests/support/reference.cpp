@@ -109,7 +109,7 @@ LogpRow row_from_logits(const LogpProblem& p, std::int64_t row, const std::vecto
   for (double value : z) {
     double e = std::exp(value - max);
     sum += e;
-    weighted += e * (value - max);
+    if (e > 0) weighted += e * (value - max);  // a forbidden token (z = -inf) adds nothing
   }
   LogpRow out;
   out.lse = max + std::log(sum);

@@ -23,7 +23,9 @@ std::optional<FwdTile> hopper_logit_tile(DType dtype, const std::string& arch, b
 std::vector<FwdTile> hopper_other_fwd_tiles(DType dtype, const std::string& arch, bool hopper_path) {
   if (!wgmma_applies(dtype, arch, hopper_path)) return {};
   std::vector<FwdTile> tiles = {FwdTile{128, 128, 64, 4, true}, FwdTile{128, 192, 64, 4, true}};
-  for (const int bm : kFwdRowsAsNRows) tiles.push_back(FwdTile{bm, 128, 64, kFwdRowsAsNStages, true, true});
+  for (const int bn : kFwdRowsAsNCols) {
+    for (const int bm : kFwdRowsAsNRows) tiles.push_back(FwdTile{bm, bn, 64, fwd_rows_as_n_stages(bn), true, true});
+  }
   return tiles;
 }
 
@@ -229,14 +231,17 @@ std::int64_t fwd_plan_busiest_blocks(const VocabSplit& plan, int sm_count) {
 
 double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices) {
   if (rows_as_n) {
-    if (tile_cols == 128 && std::ranges::find(kFwdRowsAsNRows, tile_rows) != std::end(kFwdRowsAsNRows)) {
+    if (std::ranges::find(kFwdRowsAsNCols, tile_cols) != std::end(kFwdRowsAsNCols) &&
+        std::ranges::find(kFwdRowsAsNRows, tile_rows) != std::end(kFwdRowsAsNRows)) {
       const double rows = static_cast<double>(tile_rows) / kRowsAsNFittedRows;
-      return kRowsAsNTileCost * rows_as_n_slice_work(tile_rows) / rows_as_n_slice_work(kRowsAsNFittedRows) +
-             rows * kRowsAsNSliceCost / static_cast<double>(std::max<std::int64_t>(1, k_slices));
+      const double fold = tile_cols == 256 ? kRowsAsNWideFold : 1.0;
+      return kRowsAsNTileCost * rows_as_n_slice_work(tile_rows, tile_cols) /
+                 rows_as_n_slice_work(kRowsAsNFittedRows, 128) +
+             rows * fold * kRowsAsNSliceCost / static_cast<double>(std::max<std::int64_t>(1, k_slices));
     }
     throw Error(ErrorCode::kInternal, "fwd_tile_cost: no cost for a tile of the rows as N of " +
                                           std::to_string(tile_rows) + " x " + std::to_string(tile_cols) +
-                                          "; expected BM x 128, BM one of " + fwd_rows_as_n_rows_text());
+                                          "; expected BM x 128 or BM x 256, BM one of " + fwd_rows_as_n_rows_text());
   }
   switch (tile_cols) {
     case 128: return 0.64;
@@ -259,7 +264,10 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
                      std::int64_t k_slices) {
   if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
-  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNFittedBusiestTiles) return false;
+  // In 128-column tiles: a 256-column tile a multiprocessor does the work of two.
+  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) * other.tile_cols / 128 < kRowsAsNFittedBusiestTiles) {
+    return false;
+  }
   return fwd_plan_time(other, sm_count, k_slices) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count, k_slices);
 }
 

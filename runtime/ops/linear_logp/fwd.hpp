@@ -150,10 +150,15 @@ struct VocabSplit {
 //   row of a narrower tile moves more shared memory), the fold by the rows. H100 A/B against 168 or
 //   the wide tile: 260 and 300 rows of 3584- and 4096-wide heads 11 % and 8 % faster, 150 rows
 //   within 1 to 3 % faster (2026-12-07).
+// - BM x 256, the rows as N: the products scaled from 168 x 128's likewise (a 256-column tile moves
+//   16 bytes a cycle less shared memory: 134 at 152 rows, against 150), and kRowsAsNWideFold times
+//   168 x 128's fold by the rows, from counting its instructions: twice the columns, plus the merge
+//   of a row's lanes every tile (fwd_column_fold.cuh). Not yet fitted to measurements.
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
 inline constexpr double kRowsAsNTileCost = 0.62;
 inline constexpr double kRowsAsNSliceCost = 3.5;
 inline constexpr int kRowsAsNFittedRows = 168;
+inline constexpr double kRowsAsNWideFold = 2.5;
 double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices);
 
 // What a block of the tiles of the rows as N costs beyond its tiles, in 128 x 256 tile times: its
@@ -185,10 +190,10 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 //   wave leaves multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column
 //   shard take two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill
 //   them in finer steps. A plan of the rows as N counts only where its busiest multiprocessor runs
-//   kRowsAsNFittedBusiestTiles tiles or more, as in the calls its costs were fitted to: at one tile
-//   a multiprocessor (150 rows of the TP8 shards of 16032 and 16160 columns, 127 tiles of 152 rows where the
-//   wide plan ran 128 of 128 x 256) it ran 7 to 9 % slower than the wide plan, not the 9 % faster
-//   the costs give (H100 sweeps, 2026-12-07).
+//   kRowsAsNFittedBusiestTiles tiles of 128 columns or more (a 256-column tile counting two), as in
+//   the calls its costs were fitted to: at one tile a multiprocessor (150 rows of the TP8 shards of
+//   16032 and 16160 columns, 127 tiles of 152 x 128 where the wide plan ran 128 of 128 x 256) it ran
+//   7 to 9 % slower than the wide plan, not the 9 % faster the costs give (H100 sweeps, 2026-12-07).
 inline constexpr double kOtherTileGain = 0.03;
 inline constexpr std::int64_t kRowsAsNFittedBusiestTiles = 2;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,

@@ -442,11 +442,13 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_EQ(fwd_plan_busiest_tiles(tp4, kH200.sm_count), 5);
   EXPECT_NEAR(fwd_plan_time(tp4, kH200.sm_count, 128),
               5 * (kRowsAsNTileCost + kRowsAsNSliceCost / 128) + kRowsAsNBlockEnd, 1e-9);
-  // A TP8 shard at 333 rows: two tiles a block (1.49), over 3 % under the 128 x 192 tiles' 1.58.
+  // A TP8 shard at 333 rows: one 168 x 256 tile a block (1.37 wide tile times, as two of 168 x 128
+  // with less shared memory a product), against two of 168 x 128 (1.49) and the 128 x 192 tiles' 1.58.
   const VocabSplit tp8 = plan_at(333, 8192, 16032);
   EXPECT_TRUE(tp8.rows_as_n);
   EXPECT_EQ(tp8.tile_rows, 168);
-  EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 2);
+  EXPECT_EQ(tp8.tile_cols, 256);
+  EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 1);
   // llama3-8b's head, 16 tiles a multiprocessor in two row tiles against 12 wide ones in three:
   // at 260 rows of 136 (9.54 wide tile times), at 300 of 152 (10.27), at 333 of 168 (11.00). At 150
   // rows one row tile of 152 (8 tiles, 5.22, against 8 wide ones in two row tiles).
@@ -456,14 +458,16 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_TRUE(at300.rows_as_n);
   EXPECT_EQ(at300.tile_rows, 152);
   EXPECT_EQ(at300.row_tiles, 2);
-  EXPECT_EQ(fwd_plan_busiest_tiles(at300, kH200.sm_count), 16);
+  EXPECT_EQ(at300.tile_cols, 256);
+  EXPECT_EQ(fwd_plan_busiest_tiles(at300, kH200.sm_count), 8);
   EXPECT_EQ(plan_at(333, 4096, 128256).tile_rows, 168);
   for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) {
     EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
   }
-  // A short K: phi3-mini's head at 333 rows, four tiles of the rows as N (2.97) against three wide
-  // ones; at 150 rows two of 152 rows (1.47) against two wide ones.
-  EXPECT_FALSE(plan_at(333, 3072, 32064).rows_as_n);
+  // A short K: phi3-mini's head at 333 rows, two tiles of 168 x 256 (2.77), where four of 168 x 128
+  // (2.97) lost to three wide ones; at 150 rows one of 152 x 256 against two wide ones.
+  EXPECT_TRUE(plan_at(333, 3072, 32064).rows_as_n);
+  EXPECT_EQ(plan_at(333, 3072, 32064).tile_cols, 256);
   EXPECT_TRUE(plan_at(150, 3072, 32064).rows_as_n);
   // A padded shard; one row tile; the gpu tier's case of the rule (n150_h4096_v31903_rows_as_n_by_rule:
   // a vocabulary tail of 31 columns).
@@ -501,6 +505,10 @@ TEST(OtherTiles, TheRowsAsNCostByKSlicesAndBlockEnd) {
   // by the rows.
   EXPECT_NEAR(fwd_tile_cost(152, 128, true, 64), 0.62 * 0.695313 / 0.742188 + 152.0 / 168 * 3.5 / 64, 1e-5);
   EXPECT_NEAR(fwd_tile_cost(136, 128, true, 64), 0.62 * 0.648438 / 0.742188 + 136.0 / 168 * 3.5 / 64, 1e-5);
+  // 256 columns: twice the products, at 16 bytes a cycle less shared memory (rows_as_n_slice_work:
+  // 1.320 at 168 rows, 1.242 at 152), and kRowsAsNWideFold times the fold.
+  EXPECT_NEAR(fwd_tile_cost(168, 256, true, 64), 0.62 * 1.320313 / 0.742188 + 2.5 * 3.5 / 64, 1e-5);
+  EXPECT_NEAR(fwd_tile_cost(152, 256, true, 64), 0.62 * 1.242188 / 0.742188 + 152.0 / 168 * 2.5 * 3.5 / 64, 1e-5);
   VocabSplit plan;
   plan.splits = 4;
   plan.row_tiles = 1;
@@ -567,7 +575,7 @@ TEST(OtherTiles, TheRowsAsNTakeTheMostStagesThatFit) {
       ++deeper.stages;
       EXPECT_GT(linear_logp_fwd_smem(dtype, deeper), limit) << fwd_tile_name(tile) << " leaves room for a stage";
     }
-    EXPECT_EQ(rows_as_n, 3);
+    EXPECT_EQ(rows_as_n, 6);
   }
 }
 
@@ -577,7 +585,7 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   c.vocab_local = 128256;
   const LinearLogpLayout layout = resolve_layout(c);
   const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
-  ASSERT_EQ(hopper.other_fwd.size(), 5u);
+  ASSERT_EQ(hopper.other_fwd.size(), 8u);
   for (const OtherFwdSpec& other : hopper.other_fwd) {
     EXPECT_EQ(other.spec.template_name(),
               other.tile.rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper");
@@ -589,6 +597,8 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   EXPECT_EQ(hopper.other_fwd[2].tile, (FwdTile{136, 128, 64, 6, true, true}));
   EXPECT_EQ(hopper.other_fwd[3].tile, (FwdTile{152, 128, 64, 6, true, true}));
   EXPECT_EQ(hopper.other_fwd[4].tile, (FwdTile{168, 128, 64, 6, true, true}));
+  EXPECT_EQ(hopper.other_fwd[5].tile, (FwdTile{136, 256, 64, 4, true, true}));
+  EXPECT_EQ(hopper.other_fwd[7].tile, (FwdTile{168, 256, 64, 4, true, true}));
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").other_fwd.empty()) << "the portable loop";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).other_fwd.empty()) << "tensor parallelism";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";

@@ -87,7 +87,7 @@ TEST(FwdTuning, InputSetsSpanTwiceTheL2) {
 
 TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
   const std::vector<FwdTile> candidates = forceable_fwd_tiles(DType::kBF16, "sm_90a", true);
-  EXPECT_EQ(candidates.size(), 11u) << "seven wgmma tiles and the four portable ones";
+  EXPECT_EQ(candidates.size(), 14u) << "ten wgmma tiles and the four portable ones";
   const FwdTile small = forced_fwd_tile("64x256x32x3-mma", candidates);
   EXPECT_EQ(small, (FwdTile{64, 256, 32, 3, false}));
   EXPECT_EQ(forced_fwd_tile("128x256x64x3-wgmma", candidates), (FwdTile{128, 256, 64, 3, true}));
@@ -96,6 +96,8 @@ TEST(FwdTuning, AForcedTileIsOneOfTheCandidatesByName) {
   for (const int rows : {136, 152, 168}) {
     EXPECT_EQ(forced_fwd_tile(std::to_string(rows) + "x128x64x6-wgmma-rows-as-n", candidates),
               (FwdTile{rows, 128, 64, 6, true, true}));
+    EXPECT_EQ(forced_fwd_tile(std::to_string(rows) + "x256x64x4-wgmma-rows-as-n", candidates),
+              (FwdTile{rows, 256, 64, 4, true, true}));
   }
   EXPECT_EQ(fwd_tile_name(FwdTile{168, 128, 64, 6, true, true}), "168x128x64x6-wgmma-rows-as-n");
   EXPECT_THROW(forced_fwd_tile("152x128x64x4-wgmma-rows-as-n", candidates), Error) << "their rings are deeper";
