@@ -264,10 +264,7 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,
                      std::int64_t k_slices) {
   if (wide.row_tiles == 1) return narrowest && !other.rows_as_n;
-  // In 128-column tiles: a 256-column tile a multiprocessor does the work of two.
-  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) * other.tile_cols / 128 < kRowsAsNFittedBusiestTiles) {
-    return false;
-  }
+  if (other.rows_as_n && fwd_plan_busiest_tiles(other, sm_count) < kRowsAsNFittedBusiestTiles) return false;
   return fwd_plan_time(other, sm_count, k_slices) <= (1.0 - kOtherTileGain) * fwd_plan_time(wide, sm_count, k_slices);
 }
 

@@ -152,13 +152,15 @@ struct VocabSplit {
 //   within 1 to 3 % faster (2026-12-07).
 // - BM x 256, the rows as N: the products scaled from 168 x 128's likewise (a 256-column tile moves
 //   16 bytes a cycle less shared memory: 134 at 152 rows, against 150), and kRowsAsNWideFold times
-//   168 x 128's fold by the rows, from counting its instructions: twice the columns, plus the merge
-//   of a row's lanes every tile (fwd_column_fold.cuh). Not yet fitted to measurements.
+//   168 x 128's fold by the rows: twice the columns, plus the merge of a row's lanes every tile
+//   (fwd_column_fold.cuh). 2.5 by counting instructions; 3.0 fits the calls of many tiles a
+//   multiprocessor (H100 A/B against 152 and 168 x 128 pinned, 2026-12-07: 300 x 3584 x 152064 and
+//   333 x 4096 x 128256 measured -6.1 and -6.0 %, 3.0 gives -5.2 and -6.0 %).
 // docs/perf-notes.md, "Forward tiles per call". Throws Error(kInternal) for another tile.
 inline constexpr double kRowsAsNTileCost = 0.62;
 inline constexpr double kRowsAsNSliceCost = 3.5;
 inline constexpr int kRowsAsNFittedRows = 168;
-inline constexpr double kRowsAsNWideFold = 2.5;
+inline constexpr double kRowsAsNWideFold = 3.0;
 double fwd_tile_cost(int tile_rows, int tile_cols, bool rows_as_n, std::int64_t k_slices);
 
 // What a block of the tiles of the rows as N costs beyond its tiles, in 128 x 256 tile times: its
@@ -190,10 +192,13 @@ double fwd_plan_time(const VocabSplit& plan, int sm_count, std::int64_t k_slices
 //   wave leaves multiprocessors idle there (189 tiles of 128 x 256 at 333 rows of a 16032-column
 //   shard take two tile times on 132 multiprocessors where 1.43 would do), and narrower tiles fill
 //   them in finer steps. A plan of the rows as N counts only where its busiest multiprocessor runs
-//   kRowsAsNFittedBusiestTiles tiles of 128 columns or more (a 256-column tile counting two), as in
-//   the calls its costs were fitted to: at one tile a multiprocessor (150 rows of the TP8 shards of
-//   16032 and 16160 columns, 127 tiles of 152 x 128 where the wide plan ran 128 of 128 x 256) it ran
-//   7 to 9 % slower than the wide plan, not the 9 % faster the costs give (H100 sweeps, 2026-12-07).
+//   kRowsAsNFittedBusiestTiles tiles or more, as in the calls its costs were fitted to: at one tile a
+//   multiprocessor (150 rows of the TP8 shards of 16032 and 16160 columns, 127 tiles of 152 x 128
+//   where the wide plan ran 128 of 128 x 256) it ran 7 to 9 % slower than the wide plan, not the 9 %
+//   faster the costs give (H100 sweeps, 2026-12-07). So too in 256-column tiles: one a
+//   multiprocessor against two of 128 columns, the costs' 7 % gain measured -1.7 to -2.9 % at
+//   300 and 333 rows of 7168- and 8192-wide TP8 shards, +6.6 % at 150 rows of a 3072-wide head
+//   (H100 A/B, 2026-12-07).
 inline constexpr double kOtherTileGain = 0.03;
 inline constexpr std::int64_t kRowsAsNFittedBusiestTiles = 2;
 bool other_tile_pays(const VocabSplit& wide, const VocabSplit& other, bool narrowest, int sm_count,

@@ -442,13 +442,14 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   EXPECT_EQ(fwd_plan_busiest_tiles(tp4, kH200.sm_count), 5);
   EXPECT_NEAR(fwd_plan_time(tp4, kH200.sm_count, 128),
               5 * (kRowsAsNTileCost + kRowsAsNSliceCost / 128) + kRowsAsNBlockEnd, 1e-9);
-  // A TP8 shard at 333 rows: one 168 x 256 tile a block (1.37 wide tile times, as two of 168 x 128
-  // with less shared memory a product), against two of 168 x 128 (1.49) and the 128 x 192 tiles' 1.58.
+  // A TP8 shard at 333 rows: two tiles of 168 x 128 a block (1.49 wide tile times), against the 128
+  // x 192 tiles' 1.58 and two wide ones. One 168 x 256 tile a block (1.39) would count only from two
+  // a multiprocessor (kRowsAsNFittedBusiestTiles).
   const VocabSplit tp8 = plan_at(333, 8192, 16032);
   EXPECT_TRUE(tp8.rows_as_n);
   EXPECT_EQ(tp8.tile_rows, 168);
-  EXPECT_EQ(tp8.tile_cols, 256);
-  EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 1);
+  EXPECT_EQ(tp8.tile_cols, 128);
+  EXPECT_EQ(fwd_plan_busiest_tiles(tp8, kH200.sm_count), 2);
   // llama3-8b's head, 16 tiles a multiprocessor in two row tiles against 12 wide ones in three:
   // at 260 rows of 136 (9.54 wide tile times), at 300 of 152 (10.27), at 333 of 168 (11.00). At 150
   // rows one row tile of 152 (8 tiles, 5.22, against 8 wide ones in two row tiles).
@@ -464,11 +465,13 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   for (std::int64_t n : {1, 7, 64, 128, 256, 512, 4097}) {
     EXPECT_FALSE(plan_at(n, 4096, 128256).rows_as_n) << n << " rows";
   }
-  // A short K: phi3-mini's head at 333 rows, two tiles of 168 x 256 (2.77), where four of 168 x 128
-  // (2.97) lost to three wide ones; at 150 rows one of 152 x 256 against two wide ones.
+  // A short K: phi3-mini's head at 333 rows, two tiles of 168 x 256 (2.84), where four of 168 x 128
+  // (2.97) lost to three wide ones; at 150 rows two of 152 x 128 (1.48) against two wide ones, one
+  // of 152 x 256 counting only from two a multiprocessor.
   EXPECT_TRUE(plan_at(333, 3072, 32064).rows_as_n);
   EXPECT_EQ(plan_at(333, 3072, 32064).tile_cols, 256);
   EXPECT_TRUE(plan_at(150, 3072, 32064).rows_as_n);
+  EXPECT_EQ(plan_at(150, 3072, 32064).tile_cols, 128);
   // A padded shard; one row tile; the gpu tier's case of the rule (n150_h4096_v31903_rows_as_n_by_rule:
   // a vocabulary tail of 31 columns).
   EXPECT_TRUE(plan_at(333, 8192, 37967).rows_as_n);
@@ -507,8 +510,8 @@ TEST(OtherTiles, TheRowsAsNCostByKSlicesAndBlockEnd) {
   EXPECT_NEAR(fwd_tile_cost(136, 128, true, 64), 0.62 * 0.648438 / 0.742188 + 136.0 / 168 * 3.5 / 64, 1e-5);
   // 256 columns: twice the products, at 16 bytes a cycle less shared memory (rows_as_n_slice_work:
   // 1.320 at 168 rows, 1.242 at 152), and kRowsAsNWideFold times the fold.
-  EXPECT_NEAR(fwd_tile_cost(168, 256, true, 64), 0.62 * 1.320313 / 0.742188 + 2.5 * 3.5 / 64, 1e-5);
-  EXPECT_NEAR(fwd_tile_cost(152, 256, true, 64), 0.62 * 1.242188 / 0.742188 + 152.0 / 168 * 2.5 * 3.5 / 64, 1e-5);
+  EXPECT_NEAR(fwd_tile_cost(168, 256, true, 64), 0.62 * 1.320313 / 0.742188 + 3.0 * 3.5 / 64, 1e-5);
+  EXPECT_NEAR(fwd_tile_cost(152, 256, true, 64), 0.62 * 1.242188 / 0.742188 + 152.0 / 168 * 3.0 * 3.5 / 64, 1e-5);
   VocabSplit plan;
   plan.splits = 4;
   plan.row_tiles = 1;
