@@ -288,7 +288,7 @@ std::vector<TemplateDef> linear_logp_templates() {
                int_param("BN", 128, 128, 128, "vocabulary columns per tile, wgmma's M (128)"),
                int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
                int_param("STAGES", kFwdRowsAsNStages, kFwdRowsAsNStages, 1, "TMA ring depth")},
-              {entropy()}}),
+              {entropy(), bool_param("KEEP", "whether each tile also keeps its logits for the backward's one chunk")}}),
       check_linear_logp_fwd_rows_as_n});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",

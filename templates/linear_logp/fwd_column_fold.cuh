@@ -39,6 +39,31 @@ namespace kernels {
 // merge's after it).
 constexpr unsigned int kColumnFoldBarrier = 2;
 
+// The thread's two columns (fragment rows h) of the tile whose fragment row 0 is shard column n0:
+// the shard column, whether it is a valid one, its bias (0 past the valid ones), and whether every
+// column of the tile is valid (all but the shard's last tile). The fold's and the kept chunk's
+// (KeptColumnTiles, fwd_column_keep.cuh).
+template <class BiasT, class Mainloop>
+struct FwdTileColumns {
+  static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  int n0;
+  int col[2];
+  bool valid[2];
+  float b[2];
+  bool whole;
+
+  __device__ __forceinline__ FwdTileColumns(int tile_n0, int valid_cols, const void* bias, int warp, int lane)
+      : n0(tile_n0), whole(tile_n0 + Mainloop::kTileRows <= valid_cols) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      col[h] = n0 + Mainloop::fragment_row(warp, lane, h);
+      valid[h] = col[h] < valid_cols;
+      b[h] = 0.0f;
+      if constexpr (kBias) b[h] = valid[h] ? to_float(static_cast<const BiasT*>(bias)[col[h]]) : 0.0f;
+    }
+  }
+};
+
 template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
 struct LogpColumnFoldEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
@@ -48,6 +73,7 @@ struct LogpColumnFoldEpilogue {
   static constexpr int kTileCols = Mainloop::kTileRows;
   static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
   static constexpr int kThreads = 256;
+  using Columns = FwdTileColumns<BiasT, Mainloop>;
 
   float ref[kRows];
   float sum[kRows];
@@ -101,23 +127,22 @@ struct LogpColumnFoldEpilogue {
   // ones are left out. Rows of X past n_rows are folded too but never stored.
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, const void* bias, float inv_temperature,
                                                int warp, int lane) {
+    fold_tile(mainloop, Columns(n0, valid_cols, bias, warp, lane), inv_temperature, warp, lane, [](int) {});
+  }
+
+  // consume_tile for the thread's `columns`, calling after_group(g) on every thread once the rows
+  // of fragment column group g are folded (also on a thread whose columns all lie past the valid
+  // ones, which folds nothing): the kept chunk's stores (KeptColumnTiles::store_group), so that
+  // each group's accumulators die after both uses.
+  template <class AfterGroup>
+  __device__ __forceinline__ void fold_tile(Mainloop& mainloop, const Columns& columns, float inv_temperature,
+                                            int warp, int lane, AfterGroup&& after_group) {
     mainloop.finish();
-    const float* const acc = mainloop.acc;
-    int col[2];
-    bool valid[2];
-    float b[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      col[h] = n0 + Mainloop::fragment_row(warp, lane, h);
-      valid[h] = col[h] < valid_cols;
-      b[h] = 0.0f;
-      if constexpr (kBias) b[h] = valid[h] ? to_float(static_cast<const BiasT*>(bias)[col[h]]) : 0.0f;
-    }
-    take_targets(acc, n0, b, inv_temperature, warp, lane);
-    if (n0 + kTileCols <= valid_cols) {
-      fold<false>(acc, b, inv_temperature, true);
-    } else if (valid[0]) {  // a thread whose two columns are both past the valid ones folds nothing
-      fold<true>(acc, b, inv_temperature, valid[1]);
+    take_targets(mainloop.acc, columns.n0, columns.b, inv_temperature, warp, lane);
+    if (columns.whole) {
+      fold<false>(mainloop.acc, columns, inv_temperature, after_group);
+    } else {
+      fold<true>(mainloop.acc, columns, inv_temperature, after_group);
     }
   }
 
@@ -178,40 +203,49 @@ struct LogpColumnFoldEpilogue {
  private:
   static constexpr float kLn2 = 0.6931471805599453f;
 
-  // Folds the tile's terms: MASKED (the shard's last tile) leaves out the thread's second column
-  // where valid1 is false (its first is valid there).
-  template <bool MASKED>
-  __device__ __forceinline__ void fold(const float* acc, const float (&b)[2], float inv_temperature, bool valid1) {
+  // Folds the tile's terms: MASKED (the shard's last tile) leaves out the thread's columns past
+  // the valid ones (none where its first is one of them).
+  template <bool MASKED, class AfterGroup>
+  __device__ __forceinline__ void fold(const float* acc, const Columns& columns, float inv_temperature,
+                                       AfterGroup&& after_group) {
     const float scale = inv_temperature * kLog2e;
+    const bool valid1 = columns.valid[1];
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int g = j / 2;
       const int e = j % 2;
-      float a0 = acc[4 * g + e];
-      float a1 = acc[4 * g + 2 + e];
-      if constexpr (kBias) {
-        a0 += b[0];
-        a1 += b[1];
+      if (!MASKED || columns.valid[0]) {
+        fold_row<MASKED>(j, acc[4 * g + e], acc[4 * g + 2 + e], columns.b, scale, valid1);
       }
-      // scale > 0 keeps the order, so the larger y is the larger accumulator's.
-      const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
-      if (m > ref[j]) {
-        // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
-        if (ref[j] != neg_inf()) {
-          const float shift = ref[j] - m;
-          const float f = exp2_approx(shift);
-          if constexpr (ENTROPY) ent[j] = f * (ent[j] + shift * sum[j]);
-          sum[j] *= f;
-        }
-        ref[j] = m;
-      }
-      const float d0 = fmaf(a0, scale, -ref[j]);
-      const float d1 = fmaf(a1, scale, -ref[j]);
-      const float p0 = exp2_approx(d0);
-      const float p1 = MASKED && !valid1 ? 0.0f : exp2_approx(d1);
-      sum[j] += p0 + p1;
-      if constexpr (ENTROPY) ent[j] += p0 * d0 + p1 * d1;
+      if (e == 1) after_group(g);
     }
+  }
+
+  // Folds row j's two terms, the accumulators a0 and a1 of the thread's two columns.
+  template <bool MASKED>
+  __device__ __forceinline__ void fold_row(int j, float a0, float a1, const float (&b)[2], float scale, bool valid1) {
+    if constexpr (kBias) {
+      a0 += b[0];
+      a1 += b[1];
+    }
+    // scale > 0 keeps the order, so the larger y is the larger accumulator's.
+    const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
+    if (m > ref[j]) {
+      // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
+      if (ref[j] != neg_inf()) {
+        const float shift = ref[j] - m;
+        const float f = exp2_approx(shift);
+        if constexpr (ENTROPY) ent[j] = f * (ent[j] + shift * sum[j]);
+        sum[j] *= f;
+      }
+      ref[j] = m;
+    }
+    const float d0 = fmaf(a0, scale, -ref[j]);
+    const float d1 = fmaf(a1, scale, -ref[j]);
+    const float p0 = exp2_approx(d0);
+    const float p1 = MASKED && !valid1 ? 0.0f : exp2_approx(d1);
+    sum[j] += p0 + p1;
+    if constexpr (ENTROPY) ent[j] += p0 * d0 + p1 * d1;
   }
 
   // Writes the target logits this thread holds in the tile at shard column n0: the list's entries

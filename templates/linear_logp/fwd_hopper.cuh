@@ -47,7 +47,9 @@
 // (LogpColumnFoldEpilogue, fwd_column_fold.cuh), which merges a row's 64 threads through the
 // ring's first stage once the block's tiles are done (linear_logp_fwd_rows_as_n_smem_bytes). Each
 // warpgroup holds 64 of the tile's vocabulary columns for all its rows, so neither is ever idle as
-// at a call of 64 rows or fewer.
+// at a call of 64 rows or fewer. Built with KEEP, it also keeps the backward's one chunk, the whole
+// shard, in args.kept, as fwd_keep.cuh would (KeptColumnTiles, fwd_column_keep.cuh): a kernel of
+// its own, so that the forwards that keep nothing carry none of the keep's registers.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -57,6 +59,7 @@
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_column_fold.cuh"
+#include "linear_logp/fwd_column_keep.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/fwd_merge.cuh"
@@ -79,13 +82,15 @@ struct FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, true> {
 // The kernel's body, BM x BN tiles (rows of X by vocabulary columns). ROWS_AS_N: wgmma's M is
 // the tile's BN = 128 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
 // (X's box after it), folded by LogpColumnFoldEpilogue; else its M is the rows, folded by
-// LogpFragmentEpilogue.
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N>
+// LogpFragmentEpilogue. KEEP (the rows as N only): each tile also keeps its logits for the backward.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N,
+          bool KEEP>
 __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdParams& params, unsigned char* smem) {
   if constexpr (ROWS_AS_N) {
     static_assert(BN == 128 && BK == 64, "the rows as N: BN = 128 vocabulary columns, wgmma's M");
   } else {
     static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
+    static_assert(!KEEP, "the kept chunk's kernel keeps for these tiles (fwd_keep.cuh)");
   }
   constexpr int kElem = static_cast<int>(sizeof(T));
   // wgmma's A tile (the first in a stage) and its M.
@@ -144,13 +149,25 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
     static_assert(linear_logp_fwd_column_fold_merge_bytes(BM) <= linear_logp_fwd_stage_bytes(kElem, BM, BN, BK),
                   "a stage holds the fold's merge");
     unsigned char* const fold = smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true);
+    // With KEEP, each tile gathers its logits' maxima before the fold and stores the kept values
+    // as the fold goes; the fold's init barrier publishes the keep's.
+    KeptColumnTiles<BiasT, Mainloop, BM> keep;
+    if constexpr (KEEP) keep.init(fold + linear_logp_fwd_column_fold_bytes(BM), tid);
     epilogue.init(fold, smem, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local,
                   block.tiles.begin * BN, block.tiles.end * BN, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();
       ring.template consume<T>(mainloop, at, k_slices, warp, lane);
-      epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, warp, lane);
+      if constexpr (KEEP) {
+        mainloop.finish();
+        const FwdTileColumns<BiasT, Mainloop> columns(tile * BN, args.valid_local, args.bias, warp, lane);
+        keep.gather_maxima(mainloop.acc, columns, args, block.row0, warp, lane);
+        epilogue.fold_tile(mainloop, columns, args.inv_temperature, warp, lane,
+                           [&](int g) { keep.store_group(g, mainloop.acc, columns, args, warp, lane); });
+      } else {
+        epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, warp, lane);
+      }
     }
   } else {
     epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
@@ -177,17 +194,18 @@ template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGE
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
-  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, false>(params,
-                                                                                     linear_logp_fwd_hopper_smem);
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, false, false>(
+      params, linear_logp_fwd_hopper_smem);
 }
 
-// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 vocabulary columns.
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 vocabulary
+// columns; KEEP: keeping the backward's chunk in args.kept as well.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool KEEP>
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_rows_as_n(const __grid_constant__ LinearLogpFwdParams params) {
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
-  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, true>(params,
-                                                                                    linear_logp_fwd_hopper_smem);
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, true, KEEP>(
+      params, linear_logp_fwd_hopper_smem);
 }
 
 }  // namespace kernels

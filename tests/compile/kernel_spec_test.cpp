@@ -102,11 +102,12 @@ TEST(KernelSpec, TheHopperForwardTakesTwoTilesOf16BitInputsAndNoShape) {
   }, "H");
 }
 
-KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = kFwdRowsAsNStages) {
+KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = kFwdRowsAsNStages,
+                              bool keep = false) {
   return KernelSpec("linear_logp_fwd_rows_as_n", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}},
                                                   {"TargetT", TypeArg{"int64"}}, {"BM", bm}, {"BN", std::int64_t{128}},
                                                   {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{stages}},
-                                                  {"ENTROPY", false}});
+                                                  {"ENTROPY", false}, {"KEEP", keep}});
 }
 
 // The heights wgmma_takes_n gives the forward's tiles of the rows as N; the parameter's range
@@ -115,6 +116,7 @@ TEST(KernelSpec, TheForwardOfTheRowsAsNTakesItsThreeHeights) {
   for (const std::int64_t bm : {136, 152, 168}) {
     EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm)) << bm;
     EXPECT_NO_THROW(fwd_rows_as_n_spec("fp16", bm)) << bm;
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm, kFwdRowsAsNStages, true)) << bm << ", keeping";
   }
   for (const std::int64_t bm : {144, 160}) {
     expect_invalid([bm] { fwd_rows_as_n_spec("bf16", bm); }, "BM one of 136, 152, 168");

@@ -81,12 +81,17 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
   return shape_free_logit_kernel_spec(name, c, tile, std::move(own));
 }
 
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keeps) {
   const bool entropy = layout.config.want_entropy;
-  if (tile.wgmma) {
-    return shape_free_logit_kernel_spec(tile.rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper",
-                                        layout.config, tile, {{"ENTROPY", entropy}});
+  if (keeps && !tile.rows_as_n) {
+    throw Error(ErrorCode::kInternal, "the forward keeps the backward's chunk in tiles of the rows as N only, not in " +
+                                          std::to_string(tile.bm) + " x " + std::to_string(tile.bn) + " tiles");
   }
+  if (tile.rows_as_n) {
+    return shape_free_logit_kernel_spec("linear_logp_fwd_rows_as_n", layout.config, tile,
+                                        {{"ENTROPY", entropy}, {"KEEP", keeps}});
+  }
+  if (tile.wgmma) return shape_free_logit_kernel_spec("linear_logp_fwd_hopper", layout.config, tile, {{"ENTROPY", entropy}});
   return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", entropy}});
 }
 

@@ -75,8 +75,9 @@ KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLog
 
 // The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), or
 // linear_logp_fwd_rows_as_n for a tile of the rows as N, built once per dtype; else
-// linear_logp_fwd, specialized for the shard.
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+// linear_logp_fwd, specialized for the shard. `keeps`: the rows-as-N kernel that also keeps the
+// backward's one chunk (KEEP; fwd_column_keep.cuh), for a tile of the rows as N only.
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keeps = false);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 

@@ -596,6 +596,40 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
       << "a tile a record chose";
 }
 
+// The keeping forwards (fwd_column_keep.cuh) are kernels apart, one a tile of the rows as N the
+// op runs, loaded by single-GPU ops that keep their backward's chunks and by no other.
+TEST(OtherTiles, AnOpThatKeepsChunksLoadsAKeepingForwardForEachTileOfTheRowsAsN) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  c.want_backward = true;
+  const LinearLogpLayout layout = resolve_layout(c);
+  const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
+  ASSERT_EQ(hopper.keeping_fwd.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const OtherFwdSpec& keeping = hopper.keeping_fwd[i];
+    EXPECT_EQ(keeping.tile, hopper.other_fwd[2 + i].tile);
+    EXPECT_EQ(keeping.spec.template_name(), "linear_logp_fwd_rows_as_n");
+    EXPECT_TRUE(keeping.spec.bool_param("KEEP"));
+    EXPECT_FALSE(hopper.other_fwd[2 + i].spec.bool_param("KEEP")) << "the forwards that keep nothing";
+  }
+  // A tile a record or SHARDJIT_FWD_TILE chose: its own keeping forward where it is of the rows as N.
+  const FwdTile rows_as_n{152, 128, 64, kFwdRowsAsNStages, true, true};
+  const LinearLogpKernels pinned = linear_logp_kernels(layout, "sm_90a", 1, true, rows_as_n);
+  ASSERT_EQ(pinned.keeping_fwd.size(), 1u);
+  EXPECT_EQ(pinned.keeping_fwd[0].tile, rows_as_n);
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 4, true}).keeping_fwd.empty());
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).keeping_fwd.empty()) << "tensor parallelism";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").keeping_fwd.empty()) << "the portable loop";
+  LinearLogpConfig forward_only = c;
+  forward_only.want_backward = false;
+  EXPECT_TRUE(linear_logp_kernels(resolve_layout(forward_only), "sm_90a").keeping_fwd.empty()) << "no backward";
+  LinearLogpConfig dz_fp32 = c;
+  dz_fp32.dz_fp32 = true;
+  EXPECT_TRUE(linear_logp_kernels(resolve_layout(dz_fp32), "sm_90a").keeping_fwd.empty()) << "fp32 dZ keeps nothing";
+  EXPECT_THROW(linear_logp_fwd_spec(layout, FwdTile{128, 256, 64, 4, true}, true), Error);
+}
+
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {
   LinearLogpConfig c;
   c.hidden = 4096;
