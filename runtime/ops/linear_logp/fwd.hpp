@@ -75,8 +75,20 @@ KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLog
 
 // The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), or
 // linear_logp_fwd_rows_as_n for a tile of the rows as N, built once per dtype; else
-// linear_logp_fwd, specialized for the shard.
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+// linear_logp_fwd, specialized for the shard. `keeps`: the rows-as-N kernel that also keeps the
+// backward's one chunk (KEEP; fwd_column_keep.cuh), for a tile of the rows as N of
+// kFwdRowsAsNKeepCols (128) columns only (fwd_tile_keeps); another tile throws Error(kInternal).
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keeps = false);
+
+// Whether a tile has a forward that keeps the backward's one chunk: the tiles of the rows as N of
+// kFwdRowsAsNKeepCols columns, not those of 256 (runtime/compile/template_registry.hpp).
+bool fwd_tile_keeps(const FwdTile& tile);
+
+// Of the tiles choose_fwd_plan may pick, those a forward that would keep the backward's one chunk
+// itself plans among: the tiles of the rows as M (whose plan leaves the keep to the kept chunk's
+// kernel) and those of the rows as N that fwd_tile_keeps, so that no plan of the rows as N there
+// asks for a keeping kernel of 256 columns.
+std::vector<FwdTile> keeping_fwd_plan_tiles(std::span<const FwdTile> tiles);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 

@@ -57,6 +57,25 @@ TEST(KeepableChunks, AsManyAsEndBeforeTheValidColumns) {
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 24577, 256, 40), 3) << "valid columns bound it";
 }
 
+TEST(ForwardKeepsWholeChunk, OnlyASingleChunkKeptWholeOnAPlanOfTheRowsAsN) {
+  VocabSplit rows_as_n;
+  rows_as_n.tile_rows = 152;
+  rows_as_n.tile_cols = 128;
+  rows_as_n.rows_as_n = true;
+  VocabSplit wide;
+  wide.tile_rows = 128;
+  wide.tile_cols = 256;
+  const BackwardChunks whole = chunks_of(16032, 16032, true);
+  EXPECT_TRUE(forward_keeps_whole_chunk(whole, 1, rows_as_n));
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 1, wide)) << "the kept chunk's own kernel on 128-row tiles";
+  VocabSplit rows_as_n_256 = rows_as_n;
+  rows_as_n_256.tile_cols = 256;
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 1, rows_as_n_256)) << "256 columns: no keeping kernel";
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 0, rows_as_n)) << "a call that keeps nothing";
+  EXPECT_FALSE(forward_keeps_whole_chunk(chunks_of(8192, 128256, true), 1, rows_as_n))
+      << "a first chunk of several: the forward kernel runs past it (first_tile)";
+}
+
 TEST(KeepBufferAtBuild, OnlyWhatCallsOfUpToMaxRowsCanKeep) {
   const std::int64_t budget = std::int64_t{256} << 20;
   BackwardChunks most = chunks_of(8192, 128256, true);  // 16 chunks, a second kept in the accumulator
