@@ -79,6 +79,11 @@ struct FwdTileColumns {
   }
 };
 
+// What fold_tile calls after each group where nothing is to be done (consume_tile).
+struct NoGroupHook {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
 template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
 struct LogpColumnFoldEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
@@ -149,7 +154,7 @@ struct LogpColumnFoldEpilogue {
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, const void* bias, float inv_temperature,
                                                int warp, int lane) {
     fold_tile(mainloop, Columns(n0, valid_cols, bias, inv_temperature, warp, lane), inv_temperature, warp, lane,
-              [](int) {});
+              NoGroupHook{});
   }
 
   // consume_tile for the thread's `columns`, calling after_group(g) on every thread once the rows
@@ -159,7 +164,10 @@ struct LogpColumnFoldEpilogue {
   // once, after_group(g) comes for every g after it (no kernel keeps in those tiles: fwd_hopper.cuh).
   template <class AfterGroup>
   __device__ __forceinline__ void fold_tile(Mainloop& mainloop, const Columns& columns, float inv_temperature,
-                                            int warp, int lane, AfterGroup&& after_group) {
+                                            int warp, int lane, const AfterGroup& after_group) {
+    // Without a hook, a thread whose columns all lie past the valid ones skips the fold whole; with
+    // one it goes through it, so that every lane reaches each after_group (warp-wide: store_group).
+    constexpr bool kHook = !is_same_type<AfterGroup, NoGroupHook>::value;
     mainloop.finish();
     const float* const acc = mainloop.acc;
     take_targets(acc, columns.n0, columns.b, inv_temperature, warp, lane);
@@ -174,7 +182,7 @@ struct LogpColumnFoldEpilogue {
       for (int g = 0; g < kGroups; ++g) after_group(g);
     } else if (columns.whole) {
       fold<false>(acc, columns, inv_temperature, after_group);
-    } else {
+    } else if (kHook || columns.valid[0]) {
       fold<true>(acc, columns, inv_temperature, after_group);
     }
   }
@@ -263,7 +271,7 @@ struct LogpColumnFoldEpilogue {
   // columns past the valid ones (none where its first is one of them).
   template <bool MASKED, class AfterGroup>
   __device__ __forceinline__ void fold(const float* acc, const Columns& columns, float inv_temperature,
-                                       AfterGroup&& after_group) {
+                                       const AfterGroup& after_group) {
     const float scale = inv_temperature * kLog2e;
     const bool valid1 = columns.valid[1];
 #pragma unroll
