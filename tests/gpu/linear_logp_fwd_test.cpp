@@ -345,7 +345,8 @@ std::vector<float> forward_outputs(LinearLogp& op, const DeviceArray& x, const D
 // a larger call's rows of large logits. They must not reach the results, which come out bit for
 // bit as from an op that never ran the larger call. Calls of 5 rows (one tile), of 136 (a last
 // tile of 8 rows in a box of 8) and of 249 (121 rows in a whole box); through the forward kernel,
-// and with want_backward through the kept chunk's kernel (the whole shard is one chunk).
+// and with want_backward keeping the whole shard as one chunk: through the kept chunk's kernel, or
+// the forward that keeps it itself where the plan takes 128-column tiles of the rows as N.
 class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest,
                                  public ::testing::WithParamInterface<std::tuple<bool, std::int64_t>> {};
 
