@@ -150,15 +150,21 @@ std::optional<std::uint64_t> parse_bytes(const std::string& text) {
 namespace {
 
 // The option set in code, else the environment variable as `parse` reads it (a value it cannot
-// read names the variable and what was expected), else `fallback`.
+// read names the variable and what was expected), else none.
 template <class T, class Parse>
-T option_or_env(const std::optional<T>& option, const char* name, Parse parse, const char* expected, T fallback) {
-  if (option) return *option;
+std::optional<T> option_or_env(const std::optional<T>& option, const char* name, Parse parse, const char* expected) {
+  if (option) return option;
   const std::optional<std::string> text = env(name);
-  if (!text) return fallback;
+  if (!text) return std::nullopt;
   const std::optional<T> parsed = parse(*text);
   if (!parsed) bad_value(name, *text, expected);
-  return *parsed;
+  return parsed;
+}
+
+// As above, else `fallback`.
+template <class T, class Parse>
+T option_or_env(const std::optional<T>& option, const char* name, Parse parse, const char* expected, T fallback) {
+  return option_or_env(option, name, parse, expected).value_or(fallback);
 }
 
 // A whole decimal number from `low` to `high`, nothing else in the text.
@@ -197,12 +203,10 @@ RuntimeConfig resolve_config(const RuntimeOptions& options) {
   config.cache_max_bytes = option_or_env(options.cache_max_bytes, "SHARDJIT_CACHE_MAX_BYTES", parse_bytes,
                                          "a byte count such as 4G or 500M", std::uint64_t{4} << 30);
   config.dump_dir = options.dump_dir ? options.dump_dir : env("SHARDJIT_DUMP_DIR");
-  if (options.log_level || env("SHARDJIT_LOG_LEVEL")) {
-    config.log_level = option_or_env<std::string>(
-        options.log_level, "SHARDJIT_LOG_LEVEL",
-        [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
-        "trace, debug, info, warn, error, critical or off", "warn");
-  }
+  config.log_level = option_or_env<std::string>(
+      options.log_level, "SHARDJIT_LOG_LEVEL",
+      [](const std::string& text) { return is_log_level(text) ? std::optional<std::string>(text) : std::nullopt; },
+      "trace, debug, info, warn, error, critical or off");
   config.arch = env("SHARDJIT_ARCH");
   constexpr const char* kCompileJobsExpected = "a thread count from 0 (one per hardware thread) to 4096";
   static_assert(kMaxCompileJobs == 4096, "kCompileJobsExpected and parse_block_count say 4096");

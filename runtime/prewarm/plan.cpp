@@ -146,11 +146,13 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
             LinearLogpKernels kernels = linear_logp_kernels(layout, arch, tp, request.hopper_path);
             std::vector<TunableForward> tunables;
             // Only single-GPU ops are tuned (tensor-parallel ones take the default tile).
-            for (std::int64_t max_rows : request.tune_max_rows) {
-              if (tp != 1) break;
-              LinearLogpConfig tuned = config;
-              tuned.max_rows = max_rows;
-              add_tunable(tunables, {tuned, max_rows > 0 ? origin + " max_rows=" + std::to_string(max_rows) : origin});
+            if (tp == 1) {
+              for (std::int64_t max_rows : request.tune_max_rows) {
+                LinearLogpConfig tuned = config;
+                tuned.max_rows = max_rows;
+                add_tunable(tunables,
+                            {tuned, max_rows > 0 ? origin + " max_rows=" + std::to_string(max_rows) : origin});
+              }
             }
             add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
