@@ -199,6 +199,7 @@ struct DzEpilogue {
   __device__ __forceinline__ void consume(const float* logits, int ld, int n0, int c0, int n,
                                           const LinearLogpBwdDzArgs& args, DZ* out, int warp, int lane) const {
     const int c = lane * kColsPerLane;
+    const float bias_min = bias_floor(args.inv_temperature);
     bool valid[kColsPerLane];
     float b[kColsPerLane];
 #pragma unroll
@@ -206,7 +207,7 @@ struct DzEpilogue {
       valid[j] = n0 + c + j < V_VALID && c0 + c + j < args.chunk_cols;
       b[j] = 0.0f;
       if constexpr (kBias) {
-        if (valid[j]) b[j] = read_bias<BiasT>(args.bias, n0 + c + j, bias_floor(args.inv_temperature));
+        if (valid[j]) b[j] = read_bias<BiasT>(args.bias, n0 + c + j, bias_min);
       }
     }
     // The dZ buffer's columns up to the next multiple of 8 are written (zeros past the chunk).

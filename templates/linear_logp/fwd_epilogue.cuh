@@ -95,6 +95,7 @@ struct LogpEpilogue {
     const int group = lane / kLanesPerRow;
     // Value (v, e) of the lane is column 32 v + e of the lane's columns, valid below `limit`.
     const int limit = V_VALID - n0 - 4 * part;
+    const float bias_min = bias_floor(inv_temperature);
     float b[kVecs][4];
 #pragma unroll
     for (int v = 0; v < kVecs; ++v)
@@ -103,7 +104,7 @@ struct LogpEpilogue {
         b[v][e] = 0.0f;
         if constexpr (kBias) {
           if (32 * v + e < limit) {
-            b[v][e] = read_bias<BiasT>(bias, n0 + 32 * v + 4 * part + e, bias_floor(inv_temperature));
+            b[v][e] = read_bias<BiasT>(bias, n0 + 32 * v + 4 * part + e, bias_min);
           }
         }
       }
