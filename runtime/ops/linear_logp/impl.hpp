@@ -101,8 +101,9 @@ struct LinearLogp::Impl {
   std::vector<FwdKernel> other_fwd;  // kernels.other_fwd, loaded
   std::vector<FwdTile> plan_tiles;   // the tiles of other_fwd that choose_fwd_plan may pick
   std::vector<FwdKernel> keeping_fwd;  // kernels.keeping_fwd, loaded
-  // plan_tiles less the tiles of the rows as N that have no keeping kernel (256 columns;
-  // keeping_fwd_plan_tiles): a keeping forward's plan is one of the rows as M or of 128 columns.
+  // plan_tiles less the tiles of the rows as N that have no keeping kernel (256 columns, and 168
+  // rows with entropy; keeping_fwd_plan_tiles): a keeping forward's plan is one of the rows as M
+  // or one that keeping_fwd runs.
   std::vector<FwdTile> keeping_plan_tiles;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks

@@ -111,8 +111,8 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   if (launch.forward_kernel) {
     launch.split = vocab_split(n_rows, launch.kept_cols);
   } else if (bwd.kept_dz_columns) {
-    // Planned among keeping_plan_tiles: a plan of the rows as N is then one of 128 columns, which
-    // a keeping kernel runs (the 256-column tiles have none, fwd_tile_keeps).
+    // Planned among keeping_plan_tiles: a plan of the rows as N is then one a keeping kernel runs
+    // (fwd_tile_keeps: not the 256-column tiles, nor 168 rows with entropy).
     const VocabSplit whole = vocab_split(n_rows, 0, true);
     if (forward_keeps_whole_chunk(launch.chunks, launch.kept_chunks, whole) && find_fwd(whole, true)) {
       launch.split = whole;

@@ -144,6 +144,7 @@ struct ForwardLaunch {
 // plan `split` (forward_keeps): where the plan is in tiles of the rows as N, which cover every
 // column in tiles of about the call's rows where the kept chunk's kernel reads 128-row tiles, of
 // 128 columns (kKeptColumnTileCols: the 256-column tiles have no keeping kernel, fwd_tile_keeps).
+// Whether the op has that tile's keeping kernel is find_fwd's to say (168 rows with entropy: none).
 bool forward_keeps_whole_chunk(const BackwardChunks& chunks, int kept_chunks, const VocabSplit& split);
 
 // What an op's last forward kept for its backward: the first chunk's logits in the dZ buffer,

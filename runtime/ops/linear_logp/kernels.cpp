@@ -24,7 +24,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
     std::vector<FwdTile> tiles{tile};
     for (const OtherFwdSpec& other : kernels.other_fwd) tiles.push_back(other.tile);
     for (const FwdTile& t : tiles) {
-      if (fwd_tile_keeps(t)) kernels.keeping_fwd.push_back({t, linear_logp_fwd_spec(layout, t, true)});
+      if (fwd_tile_keeps(t, c.want_entropy)) kernels.keeping_fwd.push_back({t, linear_logp_fwd_spec(layout, t, true)});
     }
   }
   return kernels;

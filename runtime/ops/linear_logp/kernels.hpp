@@ -35,8 +35,8 @@ struct LinearLogpKernels {
   // tiles of the rows as N of 128 columns (the op's own or other_fwd's; fwd_tile_keeps), that
   // tile's forward which keeps a single chunk itself (linear_logp_fwd_spec's `keeps`): a kernel
   // apart, so that the forwards which keep nothing carry none of its registers. The 256-column
-  // tiles have none: a call that keeps its chunk in the forward plans without them
-  // (LinearLogp::Impl::keeping_plan_tiles).
+  // tiles have none, nor, in an op with entropy, the 168-row tile (kFwdKeepMostRowsWithEntropy): a
+  // call that keeps its chunk in the forward plans without them (LinearLogp::Impl::keeping_plan_tiles).
   std::vector<OtherFwdSpec> keeping_fwd;
 };
 

@@ -102,7 +102,7 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     keeping_fwd.push_back({keeping.tile, runtime.load(keeping.spec, c.device, hint)});
     allow_dynamic_smem(*keeping_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, keeping.tile));
   }
-  keeping_plan_tiles = keeping_fwd_plan_tiles(plan_tiles);
+  keeping_plan_tiles = keeping_fwd_plan_tiles(plan_tiles, c.want_entropy);
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
 

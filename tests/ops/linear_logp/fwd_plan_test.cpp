@@ -498,8 +498,11 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
 // or the rows as M, and a plan of the rows as N there always has a keeping kernel.
 TEST(OtherTiles, AKeepingForwardPlansWithoutThe256ColumnTilesOfTheRowsAsN) {
   const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
-  const std::vector<FwdTile> keeping = keeping_fwd_plan_tiles(hopper);
+  const std::vector<FwdTile> keeping = keeping_fwd_plan_tiles(hopper, false);
   ASSERT_EQ(keeping.size(), 5u) << "128 x 128, 128 x 192 and the three heights of 128 columns";
+  const std::vector<FwdTile> with_entropy = keeping_fwd_plan_tiles(hopper, true);
+  ASSERT_EQ(with_entropy.size(), 4u) << "with entropy, no keeping kernel of 168 rows";
+  for (const FwdTile& t : with_entropy) EXPECT_TRUE(!t.rows_as_n || t.bm <= 152) << fwd_tile_name(t);
   for (const FwdTile& t : keeping) EXPECT_TRUE(!t.rows_as_n || t.bn == 128) << fwd_tile_name(t);
   // llama3-8b's head at 300 rows and phi3-mini's at 333: 256 columns in the whole set (above).
   for (const auto& [n, hidden, valid] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{300, 4096, 128256},
@@ -633,7 +636,8 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
 
 // The keeping forwards (fwd_column_keep.cuh) are kernels apart, one a tile of the rows as N of 128
 // columns the op runs, loaded by single-GPU ops that keep their backward's chunks and by no other.
-// The 256-column tiles of the rows as N (other_fwd[5..7]) have none (fwd_tile_keeps).
+// The 256-column tiles of the rows as N (other_fwd[5..7]) have none, nor, in an op with entropy, the
+// 168-row tile, whose keeping kernel spills (fwd_tile_keeps).
 TEST(OtherTiles, AnOpThatKeepsChunksLoadsAKeepingForwardForEachTileOfTheRowsAsNOf128Columns) {
   LinearLogpConfig c;
   c.hidden = 4096;
@@ -653,10 +657,20 @@ TEST(OtherTiles, AnOpThatKeepsChunksLoadsAKeepingForwardForEachTileOfTheRowsAsNO
   for (std::size_t i = 5; i < 8; ++i) {
     const FwdTile& wide = hopper.other_fwd[i].tile;
     ASSERT_EQ(wide.bn, 256);
-    EXPECT_FALSE(fwd_tile_keeps(wide)) << wide.bm;
+    EXPECT_FALSE(fwd_tile_keeps(wide, false)) << wide.bm;
     EXPECT_FALSE(hopper.other_fwd[i].spec.bool_param("KEEP")) << wide.bm;
     EXPECT_THROW(linear_logp_fwd_spec(layout, wide, true), Error) << wide.bm;
   }
+  c.want_entropy = true;
+  const LinearLogpKernels with_entropy = linear_logp_kernels(resolve_layout(c), "sm_90a");
+  ASSERT_EQ(with_entropy.keeping_fwd.size(), 2u);
+  EXPECT_EQ(with_entropy.keeping_fwd[0].tile.bm, 136);
+  EXPECT_EQ(with_entropy.keeping_fwd[1].tile.bm, 152);
+  const FwdTile rows168{168, 128, 64, fwd_rows_as_n_stages(128), true, true};
+  EXPECT_TRUE(fwd_tile_keeps(rows168, false));
+  EXPECT_FALSE(fwd_tile_keeps(rows168, true));
+  EXPECT_THROW(linear_logp_fwd_spec(resolve_layout(c), rows168, true), Error) << "168 rows with entropy";
+  c.want_entropy = false;
   // A tile a record or SHARDJIT_FWD_TILE chose: its own keeping forward where it is of the rows as N.
   const FwdTile rows_as_n{152, 128, 64, fwd_rows_as_n_stages(128), true, true};
   const LinearLogpKernels pinned = linear_logp_kernels(layout, "sm_90a", 1, true, rows_as_n);
