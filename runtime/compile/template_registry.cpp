@@ -114,8 +114,9 @@ void check_linear_logp_fwd_hopper(const KernelSpec& spec) {
 }
 
 // The forward's tiles of the rows as N (templates/linear_logp/fwd_hopper.cuh): kFwdRowsAsNRows rows
-// of X by kFwdRowsAsNCols vocabulary columns, of 16-bit inputs, on fwd_rows_as_n_stages(BN) stages.
-// BK = 64 is the registry's range.
+// of X by kFwdRowsAsNCols vocabulary columns, of 16-bit inputs, on fwd_rows_as_n_stages(BN) stages,
+// keeping the backward's chunk (KEEP) at kFwdRowsAsNKeepCols columns only. BK = 64 is the
+// registry's range.
 void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
   const std::int64_t bm = spec.int_param("BM");
   const std::int64_t bn = spec.int_param("BN");
@@ -130,6 +131,12 @@ void check_linear_logp_fwd_rows_as_n(const KernelSpec& spec) {
                                                  ", STAGES = " + std::to_string(stages) + "; expected STAGES = " +
                                                  std::to_string(fwd_rows_as_n_stages(static_cast<int>(bn))) +
                                                  " (6 at BN = 128, 4 at 256)");
+  }
+  // KEEP in 128-column tiles only (kFwdRowsAsNKeepCols).
+  if (spec.bool_param("KEEP") && bn != kFwdRowsAsNKeepCols) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel template linear_logp_fwd_rows_as_n: KEEP with BN = " +
+                                                 std::to_string(bn) + "; a kernel that keeps takes BN = " +
+                                                 std::to_string(kFwdRowsAsNKeepCols) + " only");
   }
 }
 
@@ -298,7 +305,8 @@ std::vector<TemplateDef> linear_logp_templates() {
                int_param("BK", 64, 64, 64, "hidden elements per pipeline stage"),
                int_param("STAGES", fwd_rows_as_n_stages(256), fwd_rows_as_n_stages(128), 2,
                          "TMA ring depth (6 at BN = 128, 4 at 256)")},
-              {entropy()}}),
+              {entropy(), bool_param("KEEP", "whether each tile also keeps its logits for the backward's one chunk "
+                                             "(BN = 128 only)")}}),
       check_linear_logp_fwd_rows_as_n});
   registry.push_back(TemplateDef{
       "linear_logp_bwd_dz",

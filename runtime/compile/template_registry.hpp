@@ -45,6 +45,11 @@ inline constexpr int kFwdRowsAsNRows[] = {136, 152, 168};
 // products move fewer shared-memory bytes each (rows_as_n_slice_work, runtime/ops/gemm.hpp).
 inline constexpr int kFwdRowsAsNCols[] = {128, 256};
 
+// The only one of them whose kernel keeps the backward's one chunk as well (KEEP): the kept
+// chunk's maxima go by 128-column tiles (kKeptColumnTileCols, templates/linear_logp/fwd_layout.cuh),
+// and the 256-column fold merges a row's lanes every tile, which the keep's stores do not follow.
+inline constexpr int kFwdRowsAsNKeepCols = 128;
+
 // The stages of their TMA ring: the most the shared memory holds at every height, 6 of 128
 // columns, 4 of 256. A slice of the 128-column tiles takes the tensor cores 40 % less time than one
 // of the 128 x 256 tiles, so the four stages of those covered too little of the loads' latency

@@ -157,6 +157,7 @@ std::vector<PrewarmItem> prewarm_items(const PrewarmRequest& request) {
             add(kernels.fwd, arch, origin, std::move(tunables));
             add(kernels.combine, arch, origin);
             for (const OtherFwdSpec& other : kernels.other_fwd) add(other.spec, arch, origin);
+            for (const OtherFwdSpec& keeping : kernels.keeping_fwd) add(keeping.spec, arch, origin);
             if (kernels.peer_combine) add(*kernels.peer_combine, arch, origin);
             if (kernels.backward) {
               for (const KernelSpec& spec : kernels.backward->all()) add(spec, arch, origin);

@@ -86,6 +86,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], unsigned
                : "r"(addr));
 }
 
+// An 8x8 matrix of b16 pairs in the mma fragment order (lane l holds row l / 4, columns
+// 2 * (l % 4) and 2 * (l % 4) + 1), transposed in registers: lane l receives the same positions of
+// the transpose. No shared memory: how a tile whose accumulator rows are the output's columns is
+// turned into pairs of adjacent output columns.
+__device__ __forceinline__ unsigned int movmatrix_trans(unsigned int a) {
+  unsigned int d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
 // D = A * B + D with A 16x16 (row), B 16x8 (col), fp32 accumulators.
 __device__ __forceinline__ void mma_m16n8k16_bf16f32(float (&d)[4], const unsigned int (&a)[4],
                                                      unsigned int b0, unsigned int b1) {

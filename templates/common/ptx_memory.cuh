@@ -137,5 +137,21 @@ __device__ __forceinline__ void st_global_u32(void* p, const Bytes4& v) {
   asm volatile("st.global.u32 [%0], %1;\n" ::"l"(p), "r"(v.w[0]) : "memory");
 }
 
+// A store or a shared-memory max only where `pred` holds, as one predicated instruction: a branch
+// around each of many small stores costs more than the stores (fwd_column_keep.cuh).
+__device__ __forceinline__ void st_global_u32_if(bool pred, void* p, unsigned int v) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p st.global.u32 [%0], %1;\n}\n" ::"l"(p), "r"(v),
+      "r"(static_cast<int>(pred))
+      : "memory");
+}
+__device__ __forceinline__ void red_shared_max_s32_if(bool pred, int* p, int v) {
+  const unsigned int address = static_cast<unsigned int>(__cvta_generic_to_shared(p));
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p red.shared.max.s32 [%0], %1;\n}\n" ::"r"(address), "r"(v),
+      "r"(static_cast<int>(pred))
+      : "memory");
+}
+
 }  // namespace kernels
 }  // namespace shardjit

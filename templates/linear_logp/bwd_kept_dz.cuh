@@ -1,6 +1,7 @@
-// The backward's first chunk when the forward kept it (fwd_keep.cuh): the kept logits, fp16
-// z - m with m the row's max over the column tile (the max of the tile's partial), are turned
-// into dZ in place, by the formula of the dZ kernel (bwd_dz_epilogue.cuh):
+// The backward's first chunk when the forward kept it (fwd_keep.cuh, or the forward kernel's tiles
+// of the rows as N: fwd_column_keep.cuh): the kept logits, fp16 z - m with m the row's max over
+// the column tile (the max of the tile's partial), are turned into dZ in place, by the formula of
+// the dZ kernel (bwd_dz_epilogue.cuh):
 //   dZ[i][v] = s / T * (g_i [v = t_i] + (h_i - g_i) p_iv - e_i p_iv (z_iv - (lse_i - H_i))),
 //   p_iv = exp(z_iv - lse_i),   z_iv = kept + m,
 // zeros at columns in the shard's padding (from args.valid_local) or past the chunk (up to the
@@ -10,9 +11,9 @@
 // way, and the entropy's p (z - ...) would otherwise be 0 * inf.
 //
 // Parameters: the dZ kernel's arguments (LinearLogpBwdDzArgs) of chunk 0, with tile_partials the
-// kept chunk's partials. Grid: n_rows x linear_logp_bwd_kept_dz_row_blocks blocks (bwd_dz_layout.cuh),
-// block y of a row taking its columns' passes y, y + gridDim.y, ...; block:
-// linear_logp_bwd_kept_dz_threads threads.
+// kept chunk's partials, BN columns a tile (only their max is read). Grid: n_rows x
+// linear_logp_bwd_kept_dz_row_blocks blocks (bwd_dz_layout.cuh), block y of a row taking its
+// columns' passes y, y + gridDim.y, ...; block: linear_logp_bwd_kept_dz_threads threads.
 #pragma once
 
 #include "common/host_device.cuh"
@@ -40,6 +41,12 @@ __global__ void __launch_bounds__(linear_logp_bwd_kept_dz_threads) linear_logp_b
   const int step = static_cast<int>(gridDim.y) * kKeptDzBlockCols;
   for (int c = static_cast<int>(blockIdx.y) * kKeptDzBlockCols + static_cast<int>(threadIdx.x) * 8; c < padded;
        c += step) {
+    // Eight columns past the ones with a gradient read nothing: a forward that kept the chunk in
+    // its own tiles (fwd_column_keep.cuh) leaves the tiles wholly in the shard's padding unwritten.
+    if (c >= limit) {
+      *reinterpret_cast<uint4*>(out + c) = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
     const uint4 kept = *reinterpret_cast<const uint4*>(out + c);
     const float m = args.tile_partials[static_cast<long long>(c / BN) * args.n_rows + row].max;
     const float offset = (m - r.lse) * kLog2e;

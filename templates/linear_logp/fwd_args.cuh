@@ -41,6 +41,12 @@ struct LinearLogpFwdArgs {
   unsigned int* arrivals;   // null, or a counter a row tile, zero between calls: the kernel then
                             // merges each row tile's partials itself (fwd_merge.cuh), with
   LogpCombineArgs combine;  // the combine kernel's arguments for the call's sources
+  // The tiles of the rows as N built with KEEP only (fwd_column_keep.cuh): the backward's one
+  // chunk, kept whole by this kernel:
+  void* kept;                 // fp16 [n_rows][kept_stride]: z - m of the columns below kept_cols
+  RowPartial* kept_tile_max;  // [128-column tile][n_rows]: m in the max (nothing else written)
+  long long kept_stride;
+  int kept_cols;
 };
 
 // The kernels' parameter: the arguments and, for the Hopper kernel, the TMA maps of X [n_rows][H]

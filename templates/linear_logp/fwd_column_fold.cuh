@@ -49,6 +49,41 @@ namespace kernels {
 // merge's after it).
 constexpr unsigned int kColumnFoldBarrier = 2;
 
+// The thread's columns (the mainloop's row slots: two on 128 columns, four on 256) of the tile
+// whose fragment row 0 is shard column n0: the shard column, whether it is a valid one, its bias
+// (0 past the valid ones; a forbidden token's -inf read as the floor for inv_temperature,
+// bias_read.cuh), and whether every column of the tile is valid (all but the shard's last tile).
+// The fold's and the kept chunk's (KeptColumnTiles, fwd_column_keep.cuh).
+template <class BiasT, class Mainloop>
+struct FwdTileColumns {
+  static constexpr bool kBias = !is_same_type<BiasT, NoBias>::value;
+  static constexpr int kSlots = Mainloop::kRowSlots;
+  int n0;
+  int col[kSlots];
+  bool valid[kSlots];
+  float b[kSlots];
+  bool whole;
+
+  __device__ __forceinline__ FwdTileColumns(int tile_n0, int valid_cols, const void* bias, float inv_temperature,
+                                            int warp, int lane)
+      : n0(tile_n0), whole(tile_n0 + Mainloop::kTileRows <= valid_cols) {
+    float bias_min = 0.0f;
+    if constexpr (kBias) bias_min = bias_floor(inv_temperature);
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) {
+      col[slot] = n0 + Mainloop::fragment_row(warp, lane, slot);
+      valid[slot] = col[slot] < valid_cols;
+      b[slot] = 0.0f;
+      if constexpr (kBias) b[slot] = valid[slot] ? read_bias<BiasT>(bias, col[slot], bias_min) : 0.0f;
+    }
+  }
+};
+
+// What fold_tile calls after each group where nothing is to be done (consume_tile).
+struct NoGroupHook {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
 template <class BiasT, class TargetT, bool ENTROPY, class Mainloop, int BM>
 struct LogpColumnFoldEpilogue {
   static constexpr int kGroups = Mainloop::kColumnGroups;
@@ -64,6 +99,7 @@ struct LogpColumnFoldEpilogue {
   static constexpr bool kLaneMerge = Mainloop::kMBlocks > 1;
   static constexpr int kPaddedRows = (kRows + 7) / 8 * 8;
   static constexpr int kKept = kLaneMerge ? kPaddedRows / 8 : kRows;
+  using Columns = FwdTileColumns<BiasT, Mainloop>;
 
   float ref[kKept];
   float sum[kKept];
@@ -117,30 +153,37 @@ struct LogpColumnFoldEpilogue {
   // ones are left out. Rows of X past n_rows are folded too but never stored.
   __device__ __forceinline__ void consume_tile(Mainloop& mainloop, int n0, const void* bias, float inv_temperature,
                                                int warp, int lane) {
+    fold_tile(mainloop, Columns(n0, valid_cols, bias, inv_temperature, warp, lane), inv_temperature, warp, lane,
+              NoGroupHook{});
+  }
+
+  // consume_tile for the thread's `columns`, calling after_group(g) on every thread once the rows
+  // of fragment column group g are folded (also on a thread whose columns all lie past the valid
+  // ones, which folds nothing): the kept chunk's stores (KeptColumnTiles::store_group), so that
+  // each group's accumulators die after both uses. On 256 columns, whose merge takes every row at
+  // once, after_group(g) comes for every g after it (no kernel keeps in those tiles: fwd_hopper.cuh).
+  template <class AfterGroup>
+  __device__ __forceinline__ void fold_tile(Mainloop& mainloop, const Columns& columns, float inv_temperature,
+                                            int warp, int lane, const AfterGroup& after_group) {
+    // Without a hook, a thread whose columns all lie past the valid ones skips the fold whole; with
+    // one it goes through it, so that every lane reaches each after_group (warp-wide: store_group).
+    constexpr bool kHook = !is_same_type<AfterGroup, NoGroupHook>::value;
     mainloop.finish();
     const float* const acc = mainloop.acc;
-    bool valid[kSlots];
-    float b[kSlots];
-#pragma unroll
-    for (int slot = 0; slot < kSlots; ++slot) {
-      const int col = n0 + Mainloop::fragment_row(warp, lane, slot);
-      valid[slot] = col < valid_cols;
-      b[slot] = 0.0f;
-      if constexpr (kBias) b[slot] = valid[slot] ? read_bias<BiasT>(bias, col, bias_floor(inv_temperature)) : 0.0f;
-    }
-    take_targets(acc, n0, b, inv_temperature, warp, lane);
-    const bool whole = n0 + kTileCols <= valid_cols;
+    take_targets(acc, columns.n0, columns.b, inv_temperature, warp, lane);
     if constexpr (kLaneMerge) {
       // Every lane takes part in the merge's shuffles, whatever its columns.
-      if (whole) {
-        fold_merging_lanes<false>(acc, b, inv_temperature, valid, lane);
+      if (columns.whole) {
+        fold_merging_lanes<false>(acc, columns.b, inv_temperature, columns.valid, lane);
       } else {
-        fold_merging_lanes<true>(acc, b, inv_temperature, valid, lane);
+        fold_merging_lanes<true>(acc, columns.b, inv_temperature, columns.valid, lane);
       }
-    } else if (whole) {
-      fold<false>(acc, b, inv_temperature, true);
-    } else if (valid[0]) {  // a thread whose two columns are both past the valid ones folds nothing
-      fold<true>(acc, b, inv_temperature, valid[1]);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) after_group(g);
+    } else if (columns.whole) {
+      fold<false>(acc, columns, inv_temperature, after_group);
+    } else if (kHook || columns.valid[0]) {
+      fold<true>(acc, columns, inv_temperature, after_group);
     }
   }
 
@@ -224,36 +267,46 @@ struct LogpColumnFoldEpilogue {
     }
   }
 
-  // Folds the tile's terms: MASKED (the shard's last tile) leaves out the thread's second column
-  // where valid1 is false (its first is valid there).
-  template <bool MASKED>
-  __device__ __forceinline__ void fold(const float* acc, const float (&b)[kSlots], float inv_temperature,
-                                       bool valid1) {
+  // Folds the tile's terms (128 columns): MASKED (the shard's last tile) leaves out the thread's
+  // columns past the valid ones (none where its first is one of them).
+  template <bool MASKED, class AfterGroup>
+  __device__ __forceinline__ void fold(const float* acc, const Columns& columns, float inv_temperature,
+                                       const AfterGroup& after_group) {
     const float scale = inv_temperature * kLog2e;
+    const bool valid1 = columns.valid[1];
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int g = j / 2;
       const int e = j % 2;
-      float a0 = acc[Mainloop::accumulator_index(0, g, e)];
-      float a1 = acc[Mainloop::accumulator_index(1, g, e)];
-      if constexpr (kBias) {
-        a0 += b[0];
-        a1 += b[1];
+      if (!MASKED || columns.valid[0]) {
+        fold_row<MASKED>(j, acc[Mainloop::accumulator_index(0, g, e)], acc[Mainloop::accumulator_index(1, g, e)],
+                         columns.b, scale, valid1);
       }
-      // scale > 0 keeps the order, so the larger y is the larger accumulator's.
-      const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
-      if (m > ref[j]) {
-        // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
-        if (ref[j] != neg_inf()) rescale(ref[j], sum[j], ent[ENTROPY ? j : 0], m);
-        ref[j] = m;
-      }
-      const float d0 = fmaf(a0, scale, -ref[j]);
-      const float d1 = fmaf(a1, scale, -ref[j]);
-      const float p0 = exp2_approx(d0);
-      const float p1 = MASKED && !valid1 ? 0.0f : exp2_approx(d1);
-      sum[j] += p0 + p1;
-      if constexpr (ENTROPY) ent[j] += p0 * d0 + p1 * d1;
+      if (e == 1) after_group(g);
     }
+  }
+
+  // Folds row j's two terms, the accumulators a0 and a1 of the thread's two columns.
+  template <bool MASKED>
+  __device__ __forceinline__ void fold_row(int j, float a0, float a1, const float (&b)[kSlots], float scale,
+                                           bool valid1) {
+    if constexpr (kBias) {
+      a0 += b[0];
+      a1 += b[1];
+    }
+    // scale > 0 keeps the order, so the larger y is the larger accumulator's.
+    const float m = (MASKED && !valid1 ? a0 : fmaxf(a0, a1)) * scale;
+    if (m > ref[j]) {
+      // A larger logit: the row's terms so far are rescaled to it (none, on its first tile).
+      if (ref[j] != neg_inf()) rescale(ref[j], sum[j], ent[ENTROPY ? j : 0], m);
+      ref[j] = m;
+    }
+    const float d0 = fmaf(a0, scale, -ref[j]);
+    const float d1 = fmaf(a1, scale, -ref[j]);
+    const float p0 = exp2_approx(d0);
+    const float p1 = MASKED && !valid1 ? 0.0f : exp2_approx(d1);
+    sum[j] += p0 + p1;
+    if constexpr (ENTROPY) ent[j] += p0 * d0 + p1 * d1;
   }
 
   // Scales (sum, ent), relative to ref, to the reference to >= ref: 2^(ref - to) sum, and

@@ -50,7 +50,10 @@
 // at a call of 64 rows or fewer. In tiles of 256 vocabulary columns (BN = 256) each warpgroup holds
 // two m64 blocks of them: per slice twice the products on the same X box, 16 fewer shared-memory
 // bytes a cycle (134 at 152 rows, against 150 at 128 columns; docs/perf-notes.md, "Forward limits
-// and next steps"), and a fold that merges a row's lanes every tile (fwd_column_fold.cuh).
+// and next steps"), and a fold that merges a row's lanes every tile (fwd_column_fold.cuh). Built
+// with KEEP (BN = 128 only), it also keeps the backward's one chunk, the whole shard, in args.kept,
+// as fwd_keep.cuh would (KeptColumnTiles, fwd_column_keep.cuh): a kernel of its own, so that the
+// forwards that keep nothing carry none of the keep's registers.
 #pragma once
 
 #include "common/ptx.cuh"
@@ -60,6 +63,7 @@
 #include "linear_logp/fwd_args.cuh"
 #include "linear_logp/fwd_block.cuh"
 #include "linear_logp/fwd_column_fold.cuh"
+#include "linear_logp/fwd_column_keep.cuh"
 #include "linear_logp/fwd_fragment_epilogue.cuh"
 #include "linear_logp/fwd_layout.cuh"
 #include "linear_logp/fwd_merge.cuh"
@@ -82,14 +86,19 @@ struct FwdHopperEpilogue<BiasT, TargetT, ENTROPY, Mainloop, BM, true> {
 // The kernel's body, BM x BN tiles (rows of X by vocabulary columns). ROWS_AS_N: wgmma's M is
 // the tile's BN = 128 or 256 vocabulary columns (W's box first in a stage) and its N the tile's BM rows
 // (X's box after it), folded by LogpColumnFoldEpilogue; else its M is the rows, folded by
-// LogpFragmentEpilogue.
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N>
+// LogpFragmentEpilogue. KEEP (the rows as N only): each tile also keeps its logits for the backward.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool ROWS_AS_N,
+          bool KEEP>
 __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdParams& params, unsigned char* smem) {
   if constexpr (ROWS_AS_N) {
     static_assert((BN == 128 || BN == 256) && BK == 64,
                   "the rows as N: BN = 128 or 256 vocabulary columns, wgmma's M");
+    static_assert(!KEEP || BN == kKeptColumnTileCols,
+                  "the rows as N keep the backward's chunk in 128-column tiles only: the kept maxima go by "
+                  "kKeptColumnTileCols columns, and the 256-column fold merges a row's lanes every tile");
   } else {
     static_assert(LogitTileShape<BM, BN, BK, STAGES>::valid, "the tile is checked there");
+    static_assert(!KEEP, "the kept chunk's kernel keeps for these tiles (fwd_keep.cuh)");
   }
   constexpr int kElem = static_cast<int>(sizeof(T));
   // wgmma's A tile (the first in a stage) and its M.
@@ -148,13 +157,27 @@ __device__ __forceinline__ void linear_logp_fwd_hopper_body(const LinearLogpFwdP
     static_assert(linear_logp_fwd_column_fold_merge_bytes(BM) <= linear_logp_fwd_stage_bytes(kElem, BM, BN, BK),
                   "a stage holds the fold's merge");
     unsigned char* const fold = smem + linear_logp_fwd_smem_bytes(kElem, BM, BN, BK, STAGES, true);
+    // With KEEP, each tile gathers its logits' maxima before the fold and stores the kept values
+    // as the fold goes; the fold's init barrier publishes the keep's. Without KEEP, keep is empty
+    // (KeptColumnTiles takes 128-column tiles only, and the 256-column kernels keep nothing).
+    typename conditional_type<KEEP, KeptColumnTiles<BiasT, Mainloop, BM>, NoKeptColumnTiles>::type keep;
+    if constexpr (KEEP) keep.init(fold + linear_logp_fwd_column_fold_bytes(BM), tid);
     epilogue.init(fold, smem, args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local,
                   block.tiles.begin * BN, block.tiles.end * BN, tid);
     Mainloop mainloop;
     for (int tile = block.tiles.begin; tile < block.tiles.end; ++tile) {
       mainloop.clear();
       ring.template consume<T>(mainloop, at, k_slices, warp, lane);
-      epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, warp, lane);
+      if constexpr (KEEP) {
+        mainloop.finish();
+        const FwdTileColumns<BiasT, Mainloop> columns(tile * BN, args.valid_local, args.bias, args.inv_temperature,
+                                                      warp, lane);
+        keep.gather_maxima(mainloop.acc, columns, args, block.row0, warp, lane);
+        epilogue.fold_tile(mainloop, columns, args.inv_temperature, warp, lane,
+                           [&](int g) { keep.store_group(g, mainloop.acc, columns, args, warp, lane); });
+      } else {
+        epilogue.consume_tile(mainloop, tile * BN, args.bias, args.inv_temperature, warp, lane);
+      }
     }
   } else {
     epilogue.init(args.targets, block.row0, args.n_rows, args.vocab_start, args.valid_local, tid);
@@ -181,17 +204,18 @@ template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGE
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_hopper(const __grid_constant__ LinearLogpFwdParams params) {
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
-  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, false>(params,
-                                                                                     linear_logp_fwd_hopper_smem);
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, false, false>(
+      params, linear_logp_fwd_hopper_smem);
 }
 
-// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 or 256 vocabulary columns.
-template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY>
+// The forward in tiles of the rows as N: BM rows of X (136, 152 or 168) by BN = 128 or 256
+// vocabulary columns; KEEP (BN = 128 only): keeping the backward's chunk in args.kept as well.
+template <class T, class BiasT, class TargetT, int BM, int BN, int BK, int STAGES, bool ENTROPY, bool KEEP>
 __global__ void __launch_bounds__(linear_logp_fwd_block_threads(true), 1)
     linear_logp_fwd_rows_as_n(const __grid_constant__ LinearLogpFwdParams params) {
   extern __shared__ __align__(128) unsigned char linear_logp_fwd_hopper_smem[];
-  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, true>(params,
-                                                                                    linear_logp_fwd_hopper_smem);
+  linear_logp_fwd_hopper_body<T, BiasT, TargetT, BM, BN, BK, STAGES, ENTROPY, true, KEEP>(
+      params, linear_logp_fwd_hopper_smem);
 }
 
 }  // namespace kernels

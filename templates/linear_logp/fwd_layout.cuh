@@ -78,9 +78,15 @@ linear_logp_fwd_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages, b
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_bytes(int bm) { return (16 + bm * 9 + 15) / 16 * 16; }
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_merge_bytes(int bm) { return 8 * bm * 12; }
 
+// Then the kept chunk's row maxima where the kernel keeps it (KeptColumnTiles,
+// fwd_column_keep.cuh): three sets of bm keys. Its maxima go by the tile's 128 columns.
+constexpr int kKeptColumnTileCols = 128;
+SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_kept_max_bytes(int bm) { return 3 * bm * 4; }
+
 SHARDJIT_HOST_DEVICE constexpr int
 linear_logp_fwd_rows_as_n_smem_bytes(int elem_bytes, int bm, int bn, int bk, int stages) {
-  return linear_logp_fwd_smem_bytes(elem_bytes, bm, bn, bk, stages, true) + linear_logp_fwd_column_fold_bytes(bm);
+  return linear_logp_fwd_smem_bytes(elem_bytes, bm, bn, bk, stages, true) + linear_logp_fwd_column_fold_bytes(bm) +
+         linear_logp_fwd_kept_max_bytes(bm);
 }
 
 }  // namespace kernels

@@ -103,11 +103,11 @@ TEST(KernelSpec, TheHopperForwardTakesTwoTilesOf16BitInputsAndNoShape) {
 }
 
 KernelSpec fwd_rows_as_n_spec(const char* type, std::int64_t bm, std::int64_t stages = fwd_rows_as_n_stages(128),
-                              std::int64_t bn = 128) {
+                              std::int64_t bn = 128, bool keep = false) {
   return KernelSpec("linear_logp_fwd_rows_as_n", {{"T", TypeArg{type}}, {"BiasT", TypeArg{"none"}},
                                                   {"TargetT", TypeArg{"int64"}}, {"BM", bm}, {"BN", bn},
                                                   {"BK", std::int64_t{64}}, {"STAGES", std::int64_t{stages}},
-                                                  {"ENTROPY", false}});
+                                                  {"ENTROPY", false}, {"KEEP", keep}});
 }
 
 // The heights wgmma_takes_n gives the forward's tiles of the rows as N; the parameter's range
@@ -116,6 +116,7 @@ TEST(KernelSpec, TheForwardOfTheRowsAsNTakesItsThreeHeights) {
   for (const std::int64_t bm : {136, 152, 168}) {
     EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm)) << bm;
     EXPECT_NO_THROW(fwd_rows_as_n_spec("fp16", bm)) << bm;
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm, fwd_rows_as_n_stages(128), 128, true)) << bm << ", keeping";
   }
   for (const std::int64_t bm : {144, 160}) {
     expect_invalid([bm] { fwd_rows_as_n_spec("bf16", bm); }, "BM one of 136, 152, 168");
@@ -133,6 +134,16 @@ TEST(KernelSpec, TheForwardOfTheRowsAsNTakes128Or256ColumnsOnTheirStages) {
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 6, 256); }, "expected STAGES = 4");
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 5, 256); }, "STAGES");
   expect_invalid([] { fwd_rows_as_n_spec("bf16", 152, 4, 192); }, "BN");
+}
+
+// The kernel that keeps the backward's chunk (KEEP) runs 128-column tiles only: its maxima go by
+// 128 columns and the 256-column fold merges a row's lanes every tile (fwd_column_keep.cuh).
+TEST(KernelSpec, TheForwardOfTheRowsAsNKeepsIn128ColumnTilesOnly) {
+  for (const std::int64_t bm : {136, 152, 168}) {
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("fp16", bm, 6, 128, true)) << bm;
+    EXPECT_NO_THROW(fwd_rows_as_n_spec("bf16", bm, 4, 256, false)) << bm;
+    expect_invalid([bm] { fwd_rows_as_n_spec("bf16", bm, 4, 256, true); }, "KEEP with BN = 256");
+  }
 }
 
 }  // namespace

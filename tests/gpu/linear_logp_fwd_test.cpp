@@ -24,6 +24,7 @@
 #include "support/device_array.hpp"
 #include "support/logp_case.hpp"
 #include "support/reference.hpp"
+#include "support/runtime_with.hpp"
 
 namespace shardjit {
 namespace {
@@ -43,25 +44,7 @@ Runtime& shared_runtime() {
   return runtime;
 }
 
-// A runtime made while the environment variable `name` is `value` (a runtime reads its settings
-// when it is made), one per setting for the whole suite; the variable is restored after. Never
-// destroyed, so that no static a runtime's construction made first is gone before it.
-Runtime& runtime_with(const std::string& name, const std::string& value) {
-  static auto* const runtimes = new std::map<std::string, std::unique_ptr<Runtime>>();
-  std::unique_ptr<Runtime>& runtime = (*runtimes)[name + "=" + value];
-  if (!runtime) {
-    const char* before = std::getenv(name.c_str());
-    const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-    setenv(name.c_str(), value.c_str(), 1);
-    runtime = std::make_unique<Runtime>();
-    if (saved) {
-      setenv(name.c_str(), saved->c_str(), 1);
-    } else {
-      unsetenv(name.c_str());
-    }
-  }
-  return *runtime;
-}
+using testing::runtime_with;
 
 struct Outcome {
   double max_abs_logp = 0, max_abs_lse = 0, max_abs_entropy = 0;
@@ -362,7 +345,8 @@ std::vector<float> forward_outputs(LinearLogp& op, const DeviceArray& x, const D
 // a larger call's rows of large logits. They must not reach the results, which come out bit for
 // bit as from an op that never ran the larger call. Calls of 5 rows (one tile), of 136 (a last
 // tile of 8 rows in a box of 8) and of 249 (121 rows in a whole box); through the forward kernel,
-// and with want_backward through the kept chunk's kernel (the whole shard is one chunk).
+// and with want_backward keeping the whole shard as one chunk: through the kept chunk's kernel, or
+// the forward that keeps it itself where the plan takes 128-column tiles of the rows as N.
 class SmallCallAfterALargerOne : public LinearLogpFwdDeviceTest,
                                  public ::testing::WithParamInterface<std::tuple<bool, std::int64_t>> {};
 

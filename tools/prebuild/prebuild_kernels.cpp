@@ -2,7 +2,7 @@
 // (runtime/cache/prebuilt_kernels.hpp), run by the build (cmake/prebuilt_kernels.cmake), never
 // installed. The kernels are those a LinearLogp op asks for whatever its shape: the ones that
 // two different model shapes' prewarms share (on the Hopper loop the forward, the dZ kernel and
-// the kept chunk's two; the backward's GEMMs, scale, bias and combine kernels; ReduceScatter's
+// the kept chunk's three; the backward's GEMMs, scale, bias and combine kernels; ReduceScatter's
 // kernel), for every TP degree (1, 2, 4, 8), target and bias type, entropy setting and backward
 // variant but the experimental ones (dz_fp32, gradient filters), for each dtype and arch given.
 //

@@ -83,12 +83,35 @@ KernelSpec logit_kernel_spec(const std::string& name, const LinearLogpLayout& la
   return shape_free_logit_kernel_spec(name, c, tile, std::move(own));
 }
 
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile) {
-  const bool entropy = layout.config.want_entropy;
-  if (tile.wgmma) {
-    return shape_free_logit_kernel_spec(tile.rows_as_n ? "linear_logp_fwd_rows_as_n" : "linear_logp_fwd_hopper",
-                                        layout.config, tile, {{"ENTROPY", entropy}});
+static_assert(kFwdRowsAsNKeepCols == kernels::kKeptColumnTileCols, "a keeping tile's maxima go by its columns");
+
+bool fwd_tile_keeps(const FwdTile& tile, bool entropy) {
+  return tile.rows_as_n && tile.bn == kFwdRowsAsNKeepCols && (!entropy || tile.bm <= kFwdKeepMostRowsWithEntropy);
+}
+
+std::vector<FwdTile> keeping_fwd_plan_tiles(std::span<const FwdTile> tiles, bool entropy) {
+  std::vector<FwdTile> keeping;
+  for (const FwdTile& t : tiles) {
+    if (!t.rows_as_n || fwd_tile_keeps(t, entropy)) keeping.push_back(t);
   }
+  return keeping;
+}
+
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keeps) {
+  const bool entropy = layout.config.want_entropy;
+  if (keeps && !fwd_tile_keeps(tile, entropy)) {
+    throw Error(ErrorCode::kInternal, "the forward keeps the backward's chunk in tiles of the rows as N of " +
+                                          std::to_string(kFwdRowsAsNKeepCols) + " columns only, of at most " +
+                                          std::to_string(kFwdKeepMostRowsWithEntropy) +
+                                          " rows with entropy, not in " + std::to_string(tile.bm) + " x " +
+                                          std::to_string(tile.bn) + " tiles" + (tile.rows_as_n ? " of the rows as N" : "") +
+                                          (entropy ? " with entropy" : ""));
+  }
+  if (tile.rows_as_n) {
+    return shape_free_logit_kernel_spec("linear_logp_fwd_rows_as_n", layout.config, tile,
+                                        {{"ENTROPY", entropy}, {"KEEP", keeps}});
+  }
+  if (tile.wgmma) return shape_free_logit_kernel_spec("linear_logp_fwd_hopper", layout.config, tile, {{"ENTROPY", entropy}});
   return logit_kernel_spec("linear_logp_fwd", layout, tile, {{"ENTROPY", entropy}});
 }
 

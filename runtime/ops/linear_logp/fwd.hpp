@@ -75,8 +75,27 @@ KernelSpec shape_free_logit_kernel_spec(const std::string& name, const LinearLog
 
 // The forward's kernel of a tile: linear_logp_fwd_hopper on the Hopper loop (tile.wgmma), or
 // linear_logp_fwd_rows_as_n for a tile of the rows as N, built once per dtype; else
-// linear_logp_fwd, specialized for the shard.
-KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile);
+// linear_logp_fwd, specialized for the shard. `keeps`: the rows-as-N kernel that also keeps the
+// backward's one chunk (KEEP; fwd_column_keep.cuh), for a tile of the rows as N of
+// kFwdRowsAsNKeepCols (128) columns only, and with entropy of at most kFwdKeepMostRowsWithEntropy
+// rows (fwd_tile_keeps); another tile throws Error(kInternal).
+KernelSpec linear_logp_fwd_spec(const LinearLogpLayout& layout, const FwdTile& tile, bool keeps = false);
+
+// The most rows of a keeping forward's tile in an op with entropy. The 168-row keeping kernel with
+// entropy spills (ptxas: 216 bytes with a bias, 152 without; 136 and 152 rows none) and ran fwd+bwd
+// 1.2 % slower than keeping nothing in the forward, at 165 x 4096 x 32064 (H100, 2026-12-08).
+inline constexpr int kFwdKeepMostRowsWithEntropy = 152;
+
+// Whether a tile has a forward that keeps the backward's one chunk, in an op with or without
+// entropy: the tiles of the rows as N of kFwdRowsAsNKeepCols columns, not those of 256
+// (runtime/compile/template_registry.hpp), with entropy of kFwdKeepMostRowsWithEntropy rows at most.
+bool fwd_tile_keeps(const FwdTile& tile, bool entropy);
+
+// Of the tiles choose_fwd_plan may pick, those a forward that would keep the backward's one chunk
+// itself plans among: the tiles of the rows as M (whose plan leaves the keep to the kept chunk's
+// kernel) and those of the rows as N that fwd_tile_keeps, so that no plan of the rows as N there
+// asks for a keeping kernel the op has none of.
+std::vector<FwdTile> keeping_fwd_plan_tiles(std::span<const FwdTile> tiles, bool entropy);
 
 unsigned linear_logp_fwd_smem(DType dtype, const FwdTile& tile);
 

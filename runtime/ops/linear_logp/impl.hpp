@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "linear_logp/bwd_dz_args.cuh"
 #include "linear_logp/combine_args.cuh"
@@ -69,10 +71,14 @@ struct LinearLogp::Impl {
   std::int64_t workspace_rows_for(std::int64_t n_rows) const;
   // The forward kernel's vocabulary split for n_rows rows over the shard's columns from first_col
   // on, in the op's tile or, where other_tile_pays says so, one of its other tiles (choose_fwd_plan).
-  VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0) const;
+  // `keeps`: for a forward that would keep the backward's one chunk itself (forward_keeps), among
+  // keeping_plan_tiles, so that a plan of the rows as N is one a keeping kernel runs.
+  VocabSplit vocab_split(std::int64_t n_rows, std::int64_t first_col = 0, bool keeps = false) const;
   // The forward kernel and tile a plan runs: the op's own, or the other tile of its width and
-  // orientation.
-  FwdKernel fwd_of_plan(const VocabSplit& plan) const;
+  // orientation; with `keeps`, that tile's kernel which keeps the backward's chunk (keeping_fwd).
+  // find_fwd gives nothing where the op has none, fwd_of_plan throws.
+  std::optional<FwdKernel> find_fwd(const VocabSplit& plan, bool keeps) const;
+  FwdKernel fwd_of_plan(const VocabSplit& plan, bool keeps = false) const;
   // The launch of a forward of n_rows rows that keeps at most `most_kept` of its backward's first
   // chunks (0 to kAnyKeptChunks), as the op, the chunks' shape, the keep budget and the
   // combine allow (keep.hpp).
@@ -94,6 +100,11 @@ struct LinearLogp::Impl {
   std::shared_ptr<const LoadedKernel> fwd;
   std::vector<FwdKernel> other_fwd;  // kernels.other_fwd, loaded
   std::vector<FwdTile> plan_tiles;   // the tiles of other_fwd that choose_fwd_plan may pick
+  std::vector<FwdKernel> keeping_fwd;  // kernels.keeping_fwd, loaded
+  // plan_tiles less the tiles of the rows as N that have no keeping kernel (256 columns, and 168
+  // rows with entropy; keeping_fwd_plan_tiles): a keeping forward's plan is one of the rows as M
+  // or one that keeping_fwd runs.
+  std::vector<FwdTile> keeping_plan_tiles;
   std::shared_ptr<const LoadedKernel> combine;
   std::shared_ptr<const LoadedKernel> peer_combine;  // TP ops of up to kMaxPeers ranks
   DeviceBuffer workspace;  // RowPartial [sources][n_rows]

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "linear_logp/fwd_layout.cuh"
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/linear_logp/combine.hpp"
 #include "runtime/ops/linear_logp/impl.hpp"
@@ -64,6 +65,10 @@ int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int 
   return static_cast<int>(std::min<std::int64_t>(most, (valid_local - 1) / cols));
 }
 
+bool forward_keeps_whole_chunk(const BackwardChunks& chunks, int kept_chunks, const VocabSplit& split) {
+  return kept_chunks == 1 && chunks.chunks == 1 && split.rows_as_n && split.tile_cols == kernels::kKeptColumnTileCols;
+}
+
 KeptChunksUse usable_kept_chunks(const KeptChunk& kept, const BackwardChunks& chunks, const BackwardKeptMatch& call) {
   KeptChunksUse use;
   use.first = call.n > 0 && !call.dz_buffer_grew && kept.capture == call.capture && kept.hidden == call.hidden &&
@@ -103,7 +108,22 @@ ForwardLaunch LinearLogp::Impl::forward_launch(std::int64_t n_rows, int most_kep
   launch.kept_cols = launch.kept_chunks * launch.chunks.chunk_cols;
   launch.kept_tiles = static_cast<int>(launch.kept_cols / bwd.specs->dz_tile.bn);
   launch.forward_kernel = launch.kept_cols < layout.valid_local;
-  if (launch.forward_kernel) launch.split = vocab_split(n_rows, launch.kept_cols);
+  if (launch.forward_kernel) {
+    launch.split = vocab_split(n_rows, launch.kept_cols);
+  } else if (bwd.kept_dz_columns) {
+    // Planned among keeping_plan_tiles: a plan of the rows as N is then one a keeping kernel runs
+    // (fwd_tile_keeps: not the 256-column tiles, nor 168 rows with entropy).
+    const VocabSplit whole = vocab_split(n_rows, 0, true);
+    if (forward_keeps_whole_chunk(launch.chunks, launch.kept_chunks, whole) && find_fwd(whole, true)) {
+      launch.split = whole;
+      launch.forward_kernel = true;
+      launch.forward_keeps = true;
+      launch.kept_tiles = 0;
+      // The backward reads a max for each of the chunk's columns, up to its dZ rows' end.
+      launch.kept_max_tiles = static_cast<int>((launch.chunks.dz_stride + kernels::kKeptColumnTileCols - 1) /
+                                               kernels::kKeptColumnTileCols);
+    }
+  }
   // Sources past what the combine merges keep one chunk fewer.
   if (launch.sources() > kMaxCombineSources) return forward_launch(n_rows, launch.kept_chunks - 1);
   return launch;
@@ -120,7 +140,7 @@ ForwardLaunch LinearLogp::Impl::decide_forward_launch(const ForwardCall& call, C
   if (layout.config.max_rows > 0 || capture != 0) {
     auto fits = [&](const ForwardLaunch& l) {
       const bool partials_fit =
-          static_cast<std::size_t>(call.n * l.sources()) * sizeof(kernels::RowPartial) <= workspace.bytes();
+          static_cast<std::size_t>(call.n * l.partial_slots()) * sizeof(kernels::RowPartial) <= workspace.bytes();
       return partials_fit && l.keep_buffer_bytes <= bwd.keep_buffer.bytes() &&
              (capture == 0 || bwd.holds(l.chunks, call.n, l.writes_accumulator));
     };

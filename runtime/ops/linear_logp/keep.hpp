@@ -91,8 +91,9 @@ std::int64_t keep_buffer_bytes_at_build(const BackwardChunks& most, std::int64_t
 bool op_keeps_chunks(const LinearLogpConfig& config, const FwdTile& dz_tile, DType dz_dtype, int tp);
 
 // How many chunks a forward may keep, at most `most`, by the backward's chunks of its rows
-// alone. A single chunk (calls of few rows: the whole shard is one chunk of dZ) is kept whole,
-// and the forward kernel then does not run: the kept chunk's kernel computes every column. Of
+// alone. A single chunk (calls of few rows: the whole shard is one chunk of dZ) is kept whole:
+// by the kept chunk's kernel, which then computes every column, or by the forward kernel where
+// it runs tiles of the rows as N (ForwardLaunch::forward_keeps). Of
 // several chunks none where a chunk does not end on a forward tile (of fwd_tile_cols columns) or
 // before the valid columns do; otherwise up to `most` (which kept_chunks_budget bounds by the
 // room in place and in the keep buffer), as many as end before the valid columns do (the forward
@@ -103,7 +104,12 @@ int keepable_chunks(const BackwardChunks& chunks, std::int64_t valid_local, int 
 // columns from kept_cols on, and the backward's first kept_chunks chunks, columns [0, kept_cols),
 // which the kept chunk's kernel computes instead (0: none). The combine merges the splits'
 // sources, then a source per column tile of the kept chunks. Where the kept chunks hold every
-// column (a single chunk kept whole), the forward kernel does not run.
+// column (a single chunk kept whole), the forward kernel does not run, unless its plan for the
+// call, among the tiles with a keeping kernel (LinearLogp::Impl::keeping_plan_tiles: none of 256
+// columns of the rows as N), is in tiles of the rows as N: that tile's keeping kernel
+// (LinearLogpKernels::keeping_fwd) then runs instead and keeps the chunk itself (forward_keeps,
+// templates/linear_logp/fwd_column_keep.cuh), its split's sources the only ones, the chunk's
+// tile maxima in kept_max_tiles slots after them.
 struct ForwardLaunch {
   VocabSplit split;
   bool forward_kernel = true;
@@ -121,9 +127,25 @@ struct ForwardLaunch {
   // With kept chunks: the capture sequence the forward is enqueued in (stream_capture_id; 0: none).
   std::uint64_t capture = 0;
 
+  // The forward kernel keeps the single chunk (tiles of the rows as N), with its tile maxima in
+  // kept_max_tiles slots of n rows (kKeptColumnTileCols columns each) after the sources.
+  bool forward_keeps = false;
+  int kept_max_tiles = 0;
+
   int forward_sources() const { return forward_kernel ? split.sources() : 0; }
+  // The first shard column of the forward kernel's split.
+  std::int64_t forward_first_col() const { return forward_keeps ? 0 : kept_cols; }
   int sources() const { return forward_sources() + kept_tiles; }
+  // Slots of n rows of the partials workspace the call takes.
+  int partial_slots() const { return sources() + kept_max_tiles; }
 };
+
+// Whether a forward call that keeps its single chunk whole may keep it in the forward kernel, of
+// plan `split` (forward_keeps): where the plan is in tiles of the rows as N, which cover every
+// column in tiles of about the call's rows where the kept chunk's kernel reads 128-row tiles, of
+// 128 columns (kKeptColumnTileCols: the 256-column tiles have no keeping kernel, fwd_tile_keeps).
+// Whether the op has that tile's keeping kernel is find_fwd's to say (168 rows with entropy: none).
+bool forward_keeps_whole_chunk(const BackwardChunks& chunks, int kept_chunks, const VocabSplit& split);
 
 // What an op's last forward kept for its backward: the first chunk's logits in the dZ buffer,
 // maybe the second's in the grad_hidden accumulator (BackwardChunks::kept_band_rows), and their
@@ -152,7 +174,8 @@ struct KeptChunk {
   int further_begin = 2;
   int further_chunks = 0;
   const void* keep_buffer = nullptr;
-  kernels::RowPartial* partials = nullptr;  // [kept columns / BN][n], the first chunk's tiles first
+  kernels::RowPartial* partials = nullptr;  // [kept columns / tile_cols][n], the first chunk's tiles first
+  int tile_cols = 0;  // the kept tiles' columns: the dZ tile's, or kKeptColumnTileCols (forward_keeps)
   // The capture sequence the forward was enqueued in (stream_capture_id; 0: none): a backward
   // uses the chunk only from the same one, eager after eager or within one graph, whose replays
   // then run the two in the order of the calls.

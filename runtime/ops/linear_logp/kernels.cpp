@@ -10,7 +10,7 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
   const LinearLogpConfig& c = layout.config;
   const FwdTile tile = fwd_tile.value_or(default_fwd_tile(c.dtype, arch, hopper_path));
   LinearLogpKernels kernels{tile, linear_logp_fwd_spec(layout, tile), logp_combine_spec(c.target_dtype, c.want_entropy),
-                            std::nullopt, std::nullopt, {}};
+                            std::nullopt, std::nullopt, {}, {}};
   if (tp >= 2 && tp <= shardjit::kernels::kMaxPeers) {
     kernels.peer_combine = logp_combine_spec(c.target_dtype, c.want_entropy, tp);
   }
@@ -20,6 +20,13 @@ LinearLogpKernels linear_logp_kernels(const LinearLogpLayout& layout, const std:
     }
   }
   if (c.want_backward) kernels.backward = linear_logp_bwd_kernels(layout, arch, hopper_path, tp);
+  if (kernels.backward && kernels.backward->kept_dz_columns) {
+    std::vector<FwdTile> tiles{tile};
+    for (const OtherFwdSpec& other : kernels.other_fwd) tiles.push_back(other.tile);
+    for (const FwdTile& t : tiles) {
+      if (fwd_tile_keeps(t, c.want_entropy)) kernels.keeping_fwd.push_back({t, linear_logp_fwd_spec(layout, t, true)});
+    }
+  }
   return kernels;
 }
 

@@ -31,6 +31,13 @@ struct LinearLogpKernels {
   // (hopper_other_fwd_tiles), for the calls choose_fwd_plan gives them (fwd.hpp); an op pinned to
   // a tile (a tuning record, SHARDJIT_FWD_TILE) runs that tile at every call.
   std::vector<OtherFwdSpec> other_fwd;
+  // An op that keeps its backward's chunks (backward->kept_dz_columns) also loads, for each of its
+  // tiles of the rows as N of 128 columns (the op's own or other_fwd's; fwd_tile_keeps), that
+  // tile's forward which keeps a single chunk itself (linear_logp_fwd_spec's `keeps`): a kernel
+  // apart, so that the forwards which keep nothing carry none of its registers. The 256-column
+  // tiles have none, nor, in an op with entropy, the 168-row tile (kFwdKeepMostRowsWithEntropy): a
+  // call that keeps its chunk in the forward plans without them (LinearLogp::Impl::keeping_plan_tiles).
+  std::vector<OtherFwdSpec> keeping_fwd;
 };
 
 // `tp`: the tensor-parallel degree of the group the op is built for (1: a single-GPU op).

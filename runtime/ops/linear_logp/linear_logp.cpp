@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "linear_logp/fwd_layout.cuh"
 #include "runtime/driver/cuda_driver.hpp"
 #include "runtime/driver/stream.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
@@ -56,6 +57,7 @@ LinearLogpKernels prepared(Runtime::Impl& rt, LinearLogpKernels kernels, const L
   std::vector<KernelSpec> specs{kernels.fwd, kernels.combine};
   if (kernels.peer_combine) specs.push_back(*kernels.peer_combine);
   for (const OtherFwdSpec& other : kernels.other_fwd) specs.push_back(other.spec);
+  for (const OtherFwdSpec& keeping : kernels.keeping_fwd) specs.push_back(keeping.spec);
   if (kernels.backward) {
     for (const KernelSpec& spec : kernels.backward->all()) specs.push_back(spec);
   }
@@ -96,6 +98,11 @@ LinearLogp::Impl::Impl(Runtime::Impl& rt, const LinearLogpConfig& config, int tp
     // SHARDJIT_FWD_ROWS_AS_N=0 keeps the rows-as-N tiles out of the rule's choice, not out of the op.
     if (runtime.config.fwd_rows_as_n || !other.tile.rows_as_n) plan_tiles.push_back(other.tile);
   }
+  for (const OtherFwdSpec& keeping : kernels.keeping_fwd) {
+    keeping_fwd.push_back({keeping.tile, runtime.load(keeping.spec, c.device, hint)});
+    allow_dynamic_smem(*keeping_fwd.back().kernel, linear_logp_fwd_smem(c.dtype, keeping.tile));
+  }
+  keeping_plan_tiles = keeping_fwd_plan_tiles(plan_tiles, c.want_entropy);
   combine = runtime.load(kernels.combine, c.device, hint);
   if (kernels.peer_combine) peer_combine = runtime.load(*kernels.peer_combine, c.device, hint);
 
@@ -151,7 +158,7 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
   const auto sources_for = [this](std::int64_t rows) {
     int most = 0;
     const int kept = forward_launch(rows, kAnyKeptChunks).kept_chunks;
-    for (int keep = 0; keep <= kept; ++keep) most = std::max(most, forward_launch(rows, keep).sources());
+    for (int keep = 0; keep <= kept; ++keep) most = std::max(most, forward_launch(rows, keep).partial_slots());
     return most;
   };
   // A plan changes only where a row tile of one of the op's tiles starts: every such start is the
@@ -163,28 +170,34 @@ std::int64_t LinearLogp::Impl::workspace_rows_for(std::int64_t n_rows) const {
   return most;
 }
 
-VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col) const {
+VocabSplit LinearLogp::Impl::vocab_split(std::int64_t n_rows, std::int64_t first_col, bool keeps) const {
   const std::int64_t row_bytes = layout.config.hidden * static_cast<std::int64_t>(dtype_size(layout.config.dtype));
   const GpuShape gpu{device.info().sm_count, device.info().l2_bytes};
   if (runtime.config.fwd_splits > 0 && !tp) {  // an experiment's count (SHARDJIT_FWD_SPLITS)
     return cut_last_waves(fixed_vocab_splits(n_rows, layout.valid_local - first_col, tile, gpu, runtime.config.fwd_splits),
                           gpu.sm_count);
   }
-  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile, plan_tiles, gpu,
-                         first_col);
+  return choose_fwd_plan(n_rows, row_bytes, layout.valid_local - first_col, tile,
+                         keeps ? keeping_plan_tiles : plan_tiles, gpu, first_col);
 }
 
-FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan) const {
-  const auto runs = [&](const FwdTile& t) {
-    return t.bm == plan.tile_rows && t.bn == plan.tile_cols && t.rows_as_n == plan.rows_as_n;
+std::optional<FwdKernel> LinearLogp::Impl::find_fwd(const VocabSplit& plan, bool keeps) const {
+  const auto runs = [&](const FwdKernel& k) {
+    return k.tile.bm == plan.tile_rows && k.tile.bn == plan.tile_cols && k.tile.rows_as_n == plan.rows_as_n;
   };
-  if (runs(tile)) return {tile, fwd};
-  for (const FwdKernel& other : other_fwd) {
-    if (runs(other.tile)) return other;
-  }
+  const std::vector<FwdKernel>& others = keeps ? keeping_fwd : other_fwd;
+  if (!keeps && runs({tile, fwd})) return FwdKernel{tile, fwd};
+  const auto found = std::ranges::find_if(others, runs);
+  if (found == others.end()) return std::nullopt;
+  return *found;
+}
+
+FwdKernel LinearLogp::Impl::fwd_of_plan(const VocabSplit& plan, bool keeps) const {
+  if (const std::optional<FwdKernel> kernel = find_fwd(plan, keeps)) return *kernel;
   throw Error(ErrorCode::kInternal, "LinearLogp: a forward plan in " + std::to_string(plan.tile_rows) + " x " +
                                         std::to_string(plan.tile_cols) + " tiles" +
                                         (plan.rows_as_n ? " of the rows as N" : "") +
+                                        (keeps ? " that keeps the backward's chunk" : "") +
                                         ", which the op has no kernel for");
 }
 
@@ -192,7 +205,6 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
                                                kernels::RowPartial* partials, CUstream stream) {
   const BackwardChunks& chunks = launch.chunks;
   bwd.reserve(chunks, stream, launch.writes_accumulator);
-  bwd.reserve_split(chunks, call.n, stream);
   const FwdTile& dz_tile = bwd.specs->dz_tile;
   // Chunk 0 into the dZ buffer, chunk 1 into the accumulator's end where it holds it, the ones
   // after those into the keep buffer; a chunk's tile partials follow the ones of the chunk before.
@@ -215,7 +227,12 @@ KeptChunk LinearLogp::Impl::enqueue_kept_chunk(const ForwardCall& call, const Fo
   kept.cols = chunks.chunk(0).cols;  // a single chunk ends at the shard's end
   kept.dz = bwd.dz_buffer.as<void>();
   kept.partials = partials;
+  kept.tile_cols = launch.forward_keeps ? kernels::kKeptColumnTileCols : dz_tile.bn;
   kept.capture = launch.capture;
+  // The split's slots too, as the backward of these rows will ask (a capture after this eager call
+  // then grows nothing).
+  bwd.reserve_split(chunks, call.n, stream);
+  if (launch.forward_keeps) return kept;  // the forward kernel keeps it (fwd_column_keep.cuh)
   keep(0, bwd.dz_buffer.as<void>());
   kept.further_begin = chunks_kept_in_place(chunks);
   if (launch.kept_chunks >= 2 && kept.further_begin == 2) {
@@ -246,7 +263,7 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   // an earlier forward kept is gone, from here on, whatever fails below.
   bwd.kept.reset();
   const ForwardLaunch launch = decide_forward_launch(call, stream);
-  ensure_workspace(call.n * launch.sources(), stream);
+  ensure_workspace(call.n * launch.partial_slots(), stream);
   kernels::RowPartial* partials = workspace.as<kernels::RowPartial>();
   std::optional<KeptChunk> kept;
   if (launch.kept_chunks > 0) kept = enqueue_kept_chunk(call, launch, partials + call.n * launch.forward_sources(), stream);
@@ -254,8 +271,14 @@ void LinearLogp::Impl::enqueue_forward(const ForwardCall& call, CUstream stream)
   bool merged = false;
   if (launch.forward_kernel) {
     kernels::LinearLogpFwdArgs args = fwd_args(call, partials, launch.split);
-    const FwdKernel plan_fwd = fwd_of_plan(launch.split);
-    args.first_tile = static_cast<int>(launch.kept_cols / plan_fwd.tile.bn);
+    const FwdKernel plan_fwd = fwd_of_plan(launch.split, launch.forward_keeps);
+    args.first_tile = static_cast<int>(launch.forward_first_col() / plan_fwd.tile.bn);
+    if (launch.forward_keeps) {
+      args.kept = bwd.dz_buffer.as<void>();
+      args.kept_tile_max = kept->partials;
+      args.kept_stride = launch.chunks.dz_stride;
+      args.kept_cols = static_cast<int>(launch.chunks.dz_stride);  // the chunk's columns, rounded up to 8
+    }
     // The Hopper kernel (the one op kind with counters) merges the partials itself where that pays
     // (fwd_merges_in_kernel), or where an experiment says (SHARDJIT_FWD_MERGE).
     const int forced = runtime.config.fwd_merge;

@@ -405,11 +405,16 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
   EXPECT_EQ(k.grad_hidden_acc.type_param("OutT"), "fp32");
   EXPECT_EQ(k.grad_hidden_out.type_param("OutT"), "bf16");
   EXPECT_EQ(k.grad_hidden_out.type_param("AddT"), "fp32") << "the last chunk adds the fp32 accumulator";
-  // A single-GPU op keeps its first chunk from the forward: two kernels more.
+  // A single-GPU op keeps its first chunk from the forward: three kernels more, the backward's
+  // for maxima by the dZ tile's 256 columns and by the 128 of the forward's tiles of the rows as N.
   ASSERT_TRUE(k.keep.has_value());
   ASSERT_TRUE(k.kept_dz.has_value());
+  ASSERT_TRUE(k.kept_dz_columns.has_value());
   EXPECT_EQ(k.keep->template_name(), "linear_logp_fwd_keep");
   EXPECT_EQ(k.kept_dz->type_param("DZ"), "bf16");
+  EXPECT_EQ(k.kept_dz->int_param("BN"), 256);
+  EXPECT_EQ(k.kept_dz_columns->type_param("DZ"), "bf16");
+  EXPECT_EQ(k.kept_dz_columns->int_param("BN"), 128);
   // grad_hidden on the tiles of the rows as N: an accumulating and a final kernel a tile.
   ASSERT_EQ(k.grad_hidden_rows_as_n.size(), std::size(kGemmRowsAsNRows));
   for (const LinearLogpBwdKernels::RowsAsN& tile : k.grad_hidden_rows_as_n) {
@@ -422,7 +427,7 @@ TEST(BwdKernels, SixteenBitOpsKeepDzInTheirTypeAndUseTensorCores) {
     EXPECT_EQ(tile.acc.type_param("OutT"), "fp32");
     EXPECT_EQ(tile.out.type_param("OutT"), "bf16");
   }
-  EXPECT_EQ(k.all().size(), 8u + 2 * std::size(kGemmRowsAsNRows));
+  EXPECT_EQ(k.all().size(), 9u + 2 * std::size(kGemmRowsAsNRows));
   // The portable loop has none.
   EXPECT_TRUE(linear_logp_kernels(resolve_layout(c), "sm_90a", 1, false).backward->grad_hidden_rows_as_n.empty());
   // A TP op does not (its partials cross NVLink), nor one that filters.
@@ -619,7 +624,8 @@ TEST(DzSpec, TheHopperLoopsKernelsHoldNoShape) {
   const FwdTile hopper{128, 256, 64, 4, true}, portable{128, 256, 64, 3};
   EXPECT_EQ(linear_logp_bwd_dz_spec(a, DType::kBF16, hopper, false), linear_logp_bwd_dz_spec(b, DType::kBF16, hopper, false));
   EXPECT_EQ(linear_logp_fwd_keep_spec(a, hopper), linear_logp_fwd_keep_spec(b, hopper));
-  EXPECT_EQ(linear_logp_bwd_kept_dz_spec(a, DType::kBF16, hopper), linear_logp_bwd_kept_dz_spec(b, DType::kBF16, hopper));
+  EXPECT_EQ(linear_logp_bwd_kept_dz_spec(a, DType::kBF16, hopper.bn),
+            linear_logp_bwd_kept_dz_spec(b, DType::kBF16, hopper.bn));
   EXPECT_EQ(linear_logp_fwd_spec(a, hopper), linear_logp_fwd_spec(b, hopper));
   // The portable loops' dZ kernel and forward are the shape's.
   EXPECT_NE(linear_logp_bwd_dz_spec(a, DType::kBF16, portable, false),

@@ -493,6 +493,31 @@ TEST(OtherTiles, TheRowsAsNTakeCallsThat128RowTilesPad) {
   }
 }
 
+// A forward that would keep the backward's one chunk itself plans without the 256-column tiles of
+// the rows as N, which have no keeping kernel: where the whole set takes them, it takes 128 columns
+// or the rows as M, and a plan of the rows as N there always has a keeping kernel.
+TEST(OtherTiles, AKeepingForwardPlansWithoutThe256ColumnTilesOfTheRowsAsN) {
+  const std::vector<FwdTile> hopper = hopper_other_fwd_tiles(DType::kBF16, "sm_90a", true);
+  const std::vector<FwdTile> keeping = keeping_fwd_plan_tiles(hopper, false);
+  ASSERT_EQ(keeping.size(), 5u) << "128 x 128, 128 x 192 and the three heights of 128 columns";
+  const std::vector<FwdTile> with_entropy = keeping_fwd_plan_tiles(hopper, true);
+  ASSERT_EQ(with_entropy.size(), 4u) << "with entropy, no keeping kernel of 168 rows";
+  for (const FwdTile& t : with_entropy) EXPECT_TRUE(!t.rows_as_n || t.bm <= 152) << fwd_tile_name(t);
+  for (const FwdTile& t : keeping) EXPECT_TRUE(!t.rows_as_n || t.bn == 128) << fwd_tile_name(t);
+  // llama3-8b's head at 300 rows and phi3-mini's at 333: 256 columns in the whole set (above).
+  for (const auto& [n, hidden, valid] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{300, 4096, 128256},
+                                         {333, 3072, 32064}}) {
+    const VocabSplit all = choose_fwd_plan(n, hidden * 2, valid, kWide, hopper, kH200);
+    ASSERT_TRUE(all.rows_as_n && all.tile_cols == 256) << n << " x " << hidden;
+    const VocabSplit kept = choose_fwd_plan(n, hidden * 2, valid, kWide, keeping, kH200);
+    EXPECT_TRUE(!kept.rows_as_n || kept.tile_cols == 128) << n << " x " << hidden;
+  }
+  for (std::int64_t n = 1; n <= 1100; n += 37) {
+    const VocabSplit kept = choose_fwd_plan(n, 8192, 16032, kWide, keeping, kH200);
+    EXPECT_TRUE(!kept.rows_as_n || kept.tile_cols == 128) << n;
+  }
+}
+
 // The cost of a tile of the rows as N falls with K towards kRowsAsNTileCost; a plan of it pays
 // kRowsAsNBlockEnd a block on its busiest multiprocessor, other plans nothing beyond their tiles.
 TEST(OtherTiles, TheRowsAsNCostByKSlicesAndBlockEnd) {
@@ -607,6 +632,63 @@ TEST(OtherTiles, OnlyASingleGpuOpOnTheDefaultHopperTileLoadsThem) {
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, false).other_fwd.empty()) << "Hopper loop off";
   EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 3, true}).other_fwd.empty())
       << "a tile a record chose";
+}
+
+// The keeping forwards (fwd_column_keep.cuh) are kernels apart, one a tile of the rows as N of 128
+// columns the op runs, loaded by single-GPU ops that keep their backward's chunks and by no other.
+// The 256-column tiles of the rows as N (other_fwd[5..7]) have none, nor, in an op with entropy, the
+// 168-row tile, whose keeping kernel spills (fwd_tile_keeps).
+TEST(OtherTiles, AnOpThatKeepsChunksLoadsAKeepingForwardForEachTileOfTheRowsAsNOf128Columns) {
+  LinearLogpConfig c;
+  c.hidden = 4096;
+  c.vocab_local = 128256;
+  c.want_backward = true;
+  const LinearLogpLayout layout = resolve_layout(c);
+  const LinearLogpKernels hopper = linear_logp_kernels(layout, "sm_90a");
+  ASSERT_EQ(hopper.keeping_fwd.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const OtherFwdSpec& keeping = hopper.keeping_fwd[i];
+    EXPECT_EQ(keeping.tile, hopper.other_fwd[2 + i].tile);
+    EXPECT_EQ(keeping.spec.template_name(), "linear_logp_fwd_rows_as_n");
+    EXPECT_TRUE(keeping.spec.bool_param("KEEP"));
+    EXPECT_FALSE(hopper.other_fwd[2 + i].spec.bool_param("KEEP")) << "the forwards that keep nothing";
+    EXPECT_EQ(keeping.spec.int_param("BN"), 128);
+  }
+  for (std::size_t i = 5; i < 8; ++i) {
+    const FwdTile& wide = hopper.other_fwd[i].tile;
+    ASSERT_EQ(wide.bn, 256);
+    EXPECT_FALSE(fwd_tile_keeps(wide, false)) << wide.bm;
+    EXPECT_FALSE(hopper.other_fwd[i].spec.bool_param("KEEP")) << wide.bm;
+    EXPECT_THROW(linear_logp_fwd_spec(layout, wide, true), Error) << wide.bm;
+  }
+  c.want_entropy = true;
+  const LinearLogpKernels with_entropy = linear_logp_kernels(resolve_layout(c), "sm_90a");
+  ASSERT_EQ(with_entropy.keeping_fwd.size(), 2u);
+  EXPECT_EQ(with_entropy.keeping_fwd[0].tile.bm, 136);
+  EXPECT_EQ(with_entropy.keeping_fwd[1].tile.bm, 152);
+  const FwdTile rows168{168, 128, 64, fwd_rows_as_n_stages(128), true, true};
+  EXPECT_TRUE(fwd_tile_keeps(rows168, false));
+  EXPECT_FALSE(fwd_tile_keeps(rows168, true));
+  EXPECT_THROW(linear_logp_fwd_spec(resolve_layout(c), rows168, true), Error) << "168 rows with entropy";
+  c.want_entropy = false;
+  // A tile a record or SHARDJIT_FWD_TILE chose: its own keeping forward where it is of the rows as N.
+  const FwdTile rows_as_n{152, 128, 64, fwd_rows_as_n_stages(128), true, true};
+  const LinearLogpKernels pinned = linear_logp_kernels(layout, "sm_90a", 1, true, rows_as_n);
+  ASSERT_EQ(pinned.keeping_fwd.size(), 1u);
+  EXPECT_EQ(pinned.keeping_fwd[0].tile, rows_as_n);
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, true, FwdTile{128, 256, 64, 4, true}).keeping_fwd.empty());
+  const FwdTile wide_rows_as_n{152, 256, 64, fwd_rows_as_n_stages(256), true, true};
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 1, true, wide_rows_as_n).keeping_fwd.empty())
+      << "a pinned 256-column tile of the rows as N keeps nothing in the forward";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_90a", 2).keeping_fwd.empty()) << "tensor parallelism";
+  EXPECT_TRUE(linear_logp_kernels(layout, "sm_80").keeping_fwd.empty()) << "the portable loop";
+  LinearLogpConfig forward_only = c;
+  forward_only.want_backward = false;
+  EXPECT_TRUE(linear_logp_kernels(resolve_layout(forward_only), "sm_90a").keeping_fwd.empty()) << "no backward";
+  LinearLogpConfig dz_fp32 = c;
+  dz_fp32.dz_fp32 = true;
+  EXPECT_TRUE(linear_logp_kernels(resolve_layout(dz_fp32), "sm_90a").keeping_fwd.empty()) << "fp32 dZ keeps nothing";
+  EXPECT_THROW(linear_logp_fwd_spec(layout, FwdTile{128, 256, 64, 4, true}, true), Error);
 }
 
 TEST(LinearLogpKernels, OneForwardAndOneCombine) {

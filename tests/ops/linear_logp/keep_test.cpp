@@ -57,6 +57,54 @@ TEST(KeepableChunks, AsManyAsEndBeforeTheValidColumns) {
   EXPECT_EQ(keepable_chunks(chunks_of(8192, 40960, true), 24577, 256, 40), 3) << "valid columns bound it";
 }
 
+TEST(ForwardKeepsWholeChunk, OnlyASingleChunkKeptWholeOnAPlanOfTheRowsAsN) {
+  VocabSplit rows_as_n;
+  rows_as_n.tile_rows = 152;
+  rows_as_n.tile_cols = 128;
+  rows_as_n.rows_as_n = true;
+  VocabSplit wide;
+  wide.tile_rows = 128;
+  wide.tile_cols = 256;
+  const BackwardChunks whole = chunks_of(16032, 16032, true);
+  EXPECT_TRUE(forward_keeps_whole_chunk(whole, 1, rows_as_n));
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 1, wide)) << "the kept chunk's own kernel on 128-row tiles";
+  VocabSplit rows_as_n_256 = rows_as_n;
+  rows_as_n_256.tile_cols = 256;
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 1, rows_as_n_256)) << "256 columns: no keeping kernel";
+  EXPECT_FALSE(forward_keeps_whole_chunk(whole, 0, rows_as_n)) << "a call that keeps nothing";
+  EXPECT_FALSE(forward_keeps_whole_chunk(chunks_of(8192, 128256, true), 1, rows_as_n))
+      << "a first chunk of several: the forward kernel runs past it (first_tile)";
+}
+
+// The partials workspace's slots of a launch: the forward kernel's sources, a source per column
+// tile of the kept chunks, and, where the forward kernel keeps the chunk itself, its tile maxima.
+TEST(ForwardLaunchSlots, SourcesThenTheKeepingForwardsTileMaxima) {
+  ForwardLaunch past_kept;  // the forward kernel past two kept chunks of 16 dZ tiles each
+  past_kept.split.splits = 3;
+  past_kept.kept_chunks = 2;
+  past_kept.kept_cols = 8192;
+  past_kept.kept_tiles = 32;
+  EXPECT_EQ(past_kept.partial_slots(), past_kept.split.sources() + 32);
+  EXPECT_EQ(past_kept.forward_first_col(), 8192);
+
+  ForwardLaunch keeps = past_kept;  // a single chunk kept whole by the forward kernel
+  keeps.kept_chunks = 1;
+  keeps.kept_cols = 16032;
+  keeps.kept_tiles = 0;
+  keeps.forward_keeps = true;
+  keeps.kept_max_tiles = 126;  // 16032 columns (its dZ rows' end) by 128
+  EXPECT_EQ(keeps.sources(), keeps.split.sources());
+  EXPECT_EQ(keeps.partial_slots(), keeps.split.sources() + 126);
+  EXPECT_EQ(keeps.forward_first_col(), 0) << "the keeping forward covers the whole shard";
+
+  ForwardLaunch whole = keeps;  // the same chunk kept by the kept chunk's kernel alone
+  whole.forward_kernel = false;
+  whole.forward_keeps = false;
+  whole.kept_max_tiles = 0;
+  whole.kept_tiles = 63;
+  EXPECT_EQ(whole.partial_slots(), 63) << "no forward kernel, no sources of its own";
+}
+
 TEST(KeepBufferAtBuild, OnlyWhatCallsOfUpToMaxRowsCanKeep) {
   const std::int64_t budget = std::int64_t{256} << 20;
   BackwardChunks most = chunks_of(8192, 128256, true);  // 16 chunks, a second kept in the accumulator

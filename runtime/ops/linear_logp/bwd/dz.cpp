@@ -71,10 +71,10 @@ KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTi
   return shape_free_logit_kernel_spec("linear_logp_fwd_keep", layout.config, tile, {});
 }
 
-KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile) {
+KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, int tile_cols) {
   return KernelSpec("linear_logp_bwd_kept_dz", {{"TargetT", TypeArg{dtype_name(layout.config.target_dtype)}},
                                                  {"DZ", TypeArg{dtype_name(dz)}},
-                                                 {"BN", std::int64_t{tile.bn}}});
+                                                 {"BN", std::int64_t{tile_cols}}});
 }
 
 kernels::LinearLogpBwdDzArgs chunk_logit_args(const LinearLogpLayout& layout, const LinearLogpInputs& in,

@@ -32,10 +32,12 @@ unsigned linear_logp_bwd_dz_smem(DType dtype, const FwdTile& tile);
 KernelSpec linear_logp_bwd_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile, bool filter);
 
 // The kept chunk's two kernels (templates/linear_logp/fwd_keep.cuh, bwd_kept_dz.cuh): the forward's,
-// on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz`.
-// Neither spec holds the shape (the shard's valid columns come in the arguments).
+// on the dZ kernel's tile (`tile`, the Hopper loop's), and the backward's, for a dZ of type `dz` and
+// maxima by tiles of `tile_cols` columns (the forward's tile's: the dZ tile's, or
+// kKeptColumnTileCols where the forward's tiles of the rows as N kept the chunk). Neither spec
+// holds the shape (the shard's valid columns come in the arguments).
 KernelSpec linear_logp_fwd_keep_spec(const LinearLogpLayout& layout, const FwdTile& tile);
-KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, const FwdTile& tile);
+KernelSpec linear_logp_bwd_kept_dz_spec(const LinearLogpLayout& layout, DType dz, int tile_cols);
 
 // The arguments every kernel that walks a vocabulary chunk's logit tiles takes (the dZ kernel,
 // the kept chunk's two): the inputs of n rows with their row strides, the shard (its valid

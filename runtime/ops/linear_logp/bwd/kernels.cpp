@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "linear_logp/fwd_layout.cuh"
 #include "runtime/ops/linear_logp/bwd/bias.hpp"
 #include "runtime/ops/linear_logp/bwd/dz.hpp"
 #include "runtime/ops/linear_logp/bwd/chunks.hpp"
@@ -27,6 +28,7 @@ std::vector<KernelSpec> LinearLogpBwdKernels::all() const {
   }
   if (keep) add(*keep);
   if (kept_dz) add(*kept_dz);
+  if (kept_dz_columns) add(*kept_dz_columns);
   return specs;
 }
 
@@ -55,9 +57,11 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
   if (grad_bias) bias = linear_logp_bwd_bias_spec(dz, *grad_bias);
   std::optional<KernelSpec> keep;
   std::optional<KernelSpec> kept_dz;
+  std::optional<KernelSpec> kept_dz_columns;
   if (op_keeps_chunks(c, dz_tile, dz, tp)) {
     keep = linear_logp_fwd_keep_spec(layout, dz_tile);
-    kept_dz = linear_logp_bwd_kept_dz_spec(layout, dz, dz_tile);
+    kept_dz = linear_logp_bwd_kept_dz_spec(layout, dz, dz_tile.bn);
+    kept_dz_columns = linear_logp_bwd_kept_dz_spec(layout, dz, kernels::kKeptColumnTileCols);
   }
   std::vector<LinearLogpBwdKernels::RowsAsN> rows_as_n;
   if (gemm_tile.tma) {
@@ -79,6 +83,7 @@ LinearLogpBwdKernels linear_logp_bwd_kernels(const LinearLogpLayout& layout, con
                               gemm_spec(out_kind, gemm_tile),
                               keep,
                               kept_dz,
+                              kept_dz_columns,
                               weight_kind,
                               acc_kind,
                               out_kind,

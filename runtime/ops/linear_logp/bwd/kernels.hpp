@@ -30,6 +30,9 @@ struct LinearLogpBwdKernels {
   // logits into the dZ buffer, and the backward's that turns them into that chunk's dZ.
   std::optional<KernelSpec> keep;
   std::optional<KernelSpec> kept_dz;
+  // The same for a chunk the forward's tiles of the rows as N kept (fwd_column_keep.cuh), whose
+  // maxima go by tiles of 128 columns (kKeptColumnTileCols).
+  std::optional<KernelSpec> kept_dz_columns;
   // What the three GEMM specs are specialized for (launch_gemm takes them).
   GemmKind grad_weight_kind;
   GemmKind grad_hidden_acc_kind;

@@ -60,6 +60,7 @@ LinearLogpBwdState::LinearLogpBwdState(Runtime::Impl& runtime, const LinearLogpL
     allow_dynamic_smem(*keep, dz_smem);  // the dZ kernel's layout
   }
   if (specs->kept_dz) kept_dz = load(*specs->kept_dz);
+  if (specs->kept_dz_columns) kept_dz_columns = load(*specs->kept_dz_columns);
   for (const Gemm& gemm : gemms) allow_dynamic_smem(**gemm.kernel, gemm_smem(*gemm.kind, specs->gemm_tile));
   if (runtime.config.gemm_rows_as_n) {
     for (const LinearLogpBwdKernels::RowsAsN& tile : specs->grad_hidden_rows_as_n) {

@@ -110,6 +110,7 @@ struct LinearLogpBwdState {
   std::shared_ptr<const LoadedKernel> grad_hidden_out;
   std::shared_ptr<const LoadedKernel> keep;     // the kept chunk's, where the op keeps one
   std::shared_ptr<const LoadedKernel> kept_dz;
+  std::shared_ptr<const LoadedKernel> kept_dz_columns;  // for a chunk the forward's rows as N kept
   // grad_hidden's kernels on the tiles that take the rows as N, as specs->grad_hidden_rows_as_n;
   // none where the op runs the portable loop or with gemm_rows_as_n off.
   struct RowsAsNKernels {

@@ -113,8 +113,10 @@ void enqueue_chunk_dz(const BackwardPass& pass, std::int64_t index, CUstream str
   dz.filter_threshold = bwd.layout.config.grad_filter_threshold;
   if (pass.kept_use.uses(index)) {
     // The kept logits turn into dZ in place, relative to their tiles' maxima.
-    dz.tile_partials = pass.kept->partials + chunk.begin / bwd.specs->dz_tile.bn * call.n;
-    launch_linear_logp_bwd_kept_dz(*bwd.kept_dz, dz, bwd.device.info().sm_count, stream);
+    const int tile_cols = pass.kept->tile_cols;
+    dz.tile_partials = pass.kept->partials + chunk.begin / tile_cols * call.n;
+    const LoadedKernel& kept_dz = tile_cols == bwd.specs->dz_tile.bn ? *bwd.kept_dz : *bwd.kept_dz_columns;
+    launch_linear_logp_bwd_kept_dz(kept_dz, dz, bwd.device.info().sm_count, stream);
   } else {
     launch_linear_logp_bwd_dz(*bwd.dz, dz, bwd.layout, bwd.specs->dz_tile, bwd.specs->dz_dtype, bwd.split, stream);
   }
