@@ -357,9 +357,10 @@ TEST_P(LinearLogpBwdTest, MatchesFp64Reference) {
 // columns (fp16's rounding, which 16-bit dZ hides at a few logits, so looked for from 100 000 on).
 // Elsewhere the rows as N run past the kept chunks of fwd_keep.cuh (first_tile). The 256-column
 // tiles have no keeping forward, nor the 168-row one with entropy (fwd_tile_keeps): in those the
-// chunk kept whole is the kept chunk's kernel's, as after a forward in 128 x 256 tiles, bit for bit. A relative norm would hide
-// a few wrong columns of a kept chunk, so the keeping forward's largest error is also held to a
-// few times that of the run in 128 x 256 tiles (their roundings differ, their scale does not).
+// chunk kept whole is the kept chunk's kernel's, as after a forward in 128 x 256 tiles, bit for
+// bit. A relative norm would hide a few wrong columns of a kept chunk, so the keeping forward's
+// largest error is also held to a few times that of the run in 128 x 256 tiles (their roundings
+// differ, their scale does not).
 TEST_P(LinearLogpBwdTest, MatchesFp64ReferenceWithTheForwardInTilesOfTheRowsAsN) {
   const BwdCase& c = GetParam();
   if (c.dtype == DType::kFP32 || c.n > 1100) GTEST_SKIP() << "the 16-bit cases of up to 1100 rows";
