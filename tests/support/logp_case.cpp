@@ -1,6 +1,5 @@
 #include "support/logp_case.hpp"
 
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -49,16 +48,8 @@ void forbid_tokens(LogpProblem& p, DType dtype, std::vector<std::uint8_t>& bytes
     const bool spaced = v >= kFirstForbidden && (v - kFirstForbidden) % every == 0;
     const bool run = (v >= 256 && v < 768) || (v >= middle && v < middle + 1024);
     if (!spaced && !run) continue;
-    p.bias_values[static_cast<std::size_t>(v)] = minus_inf;
-    if (dtype == DType::kBF16) {
-      const std::uint16_t bits = float_to_bf16(minus_inf);
-      std::memcpy(bytes.data() + 2 * v, &bits, 2);
-    } else if (dtype == DType::kFP16) {
-      const std::uint16_t bits = float_to_fp16(minus_inf);
-      std::memcpy(bytes.data() + 2 * v, &bits, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * v, &minus_inf, 4);
-    }
+    p.bias_values[static_cast<std::size_t>(v)] =
+        store_as(minus_inf, dtype, bytes.data() + v * static_cast<std::int64_t>(dtype_size(dtype)));
   }
 }
 

@@ -49,6 +49,21 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 }  // namespace
 
+float store_as(float value, DType dtype, std::uint8_t* at) {
+  if (dtype == DType::kBF16) {
+    const std::uint16_t b = float_to_bf16(value);
+    std::memcpy(at, &b, 2);
+    return bf16_to_float(b);
+  }
+  if (dtype == DType::kFP16) {
+    const std::uint16_t b = float_to_fp16(value);
+    std::memcpy(at, &b, 2);
+    return fp16_to_float(b);
+  }
+  std::memcpy(at, &value, 4);
+  return value;
+}
+
 std::vector<float> random_values(std::uint64_t seed, std::size_t count, float scale, DType dtype,
                                  std::vector<std::uint8_t>& bytes) {
   std::vector<float> values(count);
@@ -56,19 +71,8 @@ std::vector<float> random_values(std::uint64_t seed, std::size_t count, float sc
   const std::uint64_t stream = splitmix64(seed);
   parallel_for(static_cast<std::int64_t>(count), [&](std::int64_t, std::int64_t i) {
     const double unit = static_cast<double>(splitmix64(stream ^ (i * 0x632be59bd9b4e019ull)) >> 11) * 0x1.0p-53;
-    float v = static_cast<float>((2.0 * unit - 1.0) * scale);
-    if (dtype == DType::kBF16) {
-      std::uint16_t b = float_to_bf16(v);
-      v = bf16_to_float(b);
-      std::memcpy(bytes.data() + 2 * i, &b, 2);
-    } else if (dtype == DType::kFP16) {
-      std::uint16_t b = float_to_fp16(v);
-      v = fp16_to_float(b);
-      std::memcpy(bytes.data() + 2 * i, &b, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * i, &v, 4);
-    }
-    values[i] = v;
+    const float v = static_cast<float>((2.0 * unit - 1.0) * scale);
+    values[i] = store_as(v, dtype, bytes.data() + i * static_cast<std::int64_t>(dtype_size(dtype)));
   });
   return values;
 }

@@ -14,6 +14,9 @@ float bf16_to_float(std::uint16_t bits);
 std::uint16_t float_to_fp16(float value);
 float fp16_to_float(std::uint16_t bits);
 
+// `value` rounded to `dtype`: writes its device bytes (2 or 4) at `at` and returns it as float.
+float store_as(float value, DType dtype, std::uint8_t* at);
+
 // Random values in [-scale, scale] (a counter-based hash of `seed` and the index, made on all
 // cores: weights of large vocabularies are hundreds of millions of values), rounded to `dtype`.
 // Returns the rounded values as float and writes the device bytes (2 or 4 each) to `bytes`.
