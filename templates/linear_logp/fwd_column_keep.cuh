@@ -88,8 +88,8 @@ struct KeptColumnTiles {
     for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float a0 = acc[4 * g + e];
-        float a1 = acc[4 * g + 2 + e];
+        float a0 = acc[Mainloop::accumulator_index(0, g, e)];
+        float a1 = acc[Mainloop::accumulator_index(1, g, e)];
         if constexpr (kBias) {
           a0 += columns.b[0];
           a1 += columns.b[1];
@@ -133,7 +133,8 @@ struct KeptColumnTiles {
       float d[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float a = kBias ? acc[4 * g + 2 * h + e] + columns.b[h] : acc[4 * g + 2 * h + e];
+        const float v = acc[Mainloop::accumulator_index(h, g, e)];
+        const float a = kBias ? v + columns.b[h] : v;
         d[e] = fmaf(a, inv_temperature, -m[e]);
         if (!columns.whole && !columns.valid[h]) d[e] = 0.0f;
       }

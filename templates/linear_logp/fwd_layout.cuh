@@ -79,7 +79,9 @@ SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_bytes(int bm) { r
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_column_fold_merge_bytes(int bm) { return 8 * bm * 12; }
 
 // Then the kept chunk's row maxima where the kernel keeps it (KeptColumnTiles,
-// fwd_column_keep.cuh): three sets of bm keys. Its maxima go by the tile's 128 columns.
+// fwd_column_keep.cuh): three sets of bm keys. Its maxima go by the tile's 128 columns. Every
+// rows-as-N kernel reserves them (at most 2 KiB): one size serves a tile's kernels with and
+// without KEEP, and without them no tile would fit a stage more (fwd_rows_as_n_stages).
 constexpr int kKeptColumnTileCols = 128;
 SHARDJIT_HOST_DEVICE constexpr int linear_logp_fwd_kept_max_bytes(int bm) { return 3 * bm * 4; }
 
