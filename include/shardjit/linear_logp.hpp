@@ -250,7 +250,10 @@ class LinearLogp {
   // record chose the portable loop for the forward on Hopper: dZ keeps wgmma there.
   const char* main_loop() const;
 
+  // The internals, which the library's benchmarks read (the forward's plan of a call); not part
+  // of the stable API.
   struct Impl;
+  const Impl& impl() const { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -73,3 +73,31 @@ def test_the_command_line_refuses_sweeps_without_points(cs, tmp_path):
     with pytest.raises(SystemExit):
         cs.main([empty, full])
     assert cs.main([full, full, "--worst", "0"]) == 0
+
+
+def test_points_that_ran_another_plan_set_the_measured_move_beside_the_cost_models(cs, tmp_path):
+    def plan(rows_as_n, rows, cols, splits, model):
+        return dict(rows_as_n=rows_as_n, tile_rows=rows, tile_cols=cols, splits=splits, model_time=model)
+    wide = plan(0, 128, 256, 4, 126.0)
+    before = cs.load(write(tmp_path / "a.jsonl", [
+        row(4097, 1.05, fwd_plan=plan(168, 168, 256, 5, 120.0)),
+        row(400, 1.00, fwd_plan=plan(136, 136, 256, 44, 13.4)),
+        row(333, 1.00, fwd_plan=wide),  # the same plan after: not a plan move
+        row(7, 1.00),  # no plan: left out
+    ]))
+    after = cs.load(write(tmp_path / "b.jsonl", [
+        row(4097, 1.00, fwd_plan=wide), row(400, 1.20, fwd_plan=dict(wide, model_time=16.0)),
+        row(333, 0.90, fwd_plan=wide), row(7, 0.9, fwd_plan=wide),
+    ]))
+    moves = cs.model_moves(before, after)
+    assert list(moves) == ["fwd"]
+    # 4097 rows: measured 0.952, model 1.050 (a disagreement of 10 %); 400 rows: 1.2 against 1.194.
+    assert [(k[2], a, b) for k, _, _, a, b in moves["fwd"]] == [(4097, "N168x256/5", "M128x256/4"),
+                                                                  (400, "N136x256/44", "M128x256/4")]
+    assert moves["fwd"][0][1:3] == (pytest.approx(1.00 / 1.05), pytest.approx(126.0 / 120.0))
+    out = io.StringIO()
+    cs.report(before, after, worst=1, out=out)
+    text = out.getvalue()
+    assert "fwd: 2 points ran another plan, after / before median 1.076, the cost model's 1.122" in text
+    assert "0.952 (model 1.050)  N168x256/5 -> M128x256/4  h N 4097 " in text
+    assert "N 400 " not in text.split("ran another plan")[1].split("goals")[0]

@@ -10,9 +10,15 @@ ratio of ratios, the points that moved most each way, and for each sweep how man
 the goals of the LinearLogp sweep (GOALS: the forward at most 1.05 x cuBLAS from 1024 rows and
 1.10 x below, forward + backward at most 4.0 x from 1024 rows). Only the ratios are compared:
 two sweeps from different machine starts differ by 1-2 % (benchmarks.md, "How to reproduce").
+
+Where both rows of a forward point carry the plan the op ran (`fwd_plan`, with its cost model's
+time) and the plans differ, the report also sets the measured move beside the one the forward's
+cost model expected (fwd_plan_time), the points where the two disagree most first: the check of
+the rule's costs against a sweep with them and one without (SHARDJIT_FWD_ROWS_AS_N=0, say).
 """
 
 import argparse
+import math
 import statistics
 import sys
 
@@ -64,6 +70,28 @@ def compare(before, after):
     return moves
 
 
+def plan_name(plan):
+    """A forward plan in short: its tile (N: the rows as N, M: as M) and splits, "N168x256/5"."""
+    return f"{'N' if plan.get('rows_as_n') else 'M'}{plan.get('tile_rows', '?')}x{plan['tile_cols']}/{plan['splits']}"
+
+
+def model_moves(before, after):
+    """Per mode: (key, measured after / before, the cost model's, before plan, after plan) of the
+    matched points whose rows both carry a plan with a model time and whose plans differ, the
+    largest disagreement (measured over model, either way) first."""
+    out = {}
+    for key in sorted(before.keys() & after.keys()):
+        b, a = before[key].get("fwd_plan"), after[key].get("fwd_plan")
+        if not b or not a or "model_time" not in b or "model_time" not in a or plan_name(a) == plan_name(b):
+            continue
+        measured = after[key]["ratio"] / before[key]["ratio"]
+        out.setdefault(key[7], []).append((key, measured, a["model_time"] / b["model_time"], plan_name(b),
+                                           plan_name(a)))
+    for rows in out.values():
+        rows.sort(key=lambda item: -abs(math.log(item[1] / item[2])))
+    return out
+
+
 def report(before, after, worst, out=None):
     out = out if out is not None else sys.stdout
     moves = compare(before, after)
@@ -77,6 +105,13 @@ def report(before, after, worst, out=None):
             print(f"  {title}:", file=out)
             for key, b, a, m in picked:
                 print(f"    {m:.3f}  {b:.3f} -> {a:.3f}  {point_name(key)}", file=out)
+    for mode, rows in sorted(model_moves(before, after).items()):
+        measured = statistics.median(m for _, m, *_ in rows)
+        modeled = statistics.median(m for _, _, m, *_ in rows)
+        print(f"\n{mode}: {len(rows)} points ran another plan, after / before median {measured:.3f}, "
+              f"the cost model's {modeled:.3f}; the largest disagreements:", file=out)
+        for key, m, model, plan_b, plan_a in rows[:worst]:
+            print(f"    {m:.3f} (model {model:.3f})  {plan_b} -> {plan_a}  {point_name(key)}", file=out)
     print("\ngoals (points over the limit / points):", file=out)
     for (mode, label, limit, over_b, count_b), (_, _, _, over_a, count_a) in zip(goal_misses(before),
                                                                                 goal_misses(after)):

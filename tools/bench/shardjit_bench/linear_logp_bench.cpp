@@ -17,6 +17,8 @@
 
 #include "board_energy.hpp"
 #include "device_data.hpp"
+#include "fwd_plan_row.hpp"
+#include "runtime/ops/linear_logp/impl.hpp"
 #include "shardjit/shardjit.hpp"
 
 namespace shardjit::bench {
@@ -264,6 +266,12 @@ nlohmann::json run_linear_logp_case(const LinearLogpCase& c, const TimingOptions
   const std::size_t free_after = device_free_bytes();
   nlohmann::json row = result_row(c, timing, medians[0], medians[1],
                                   free_before > free_after ? free_before - free_after : 0, inputs.sets());
+  if (!c.backward) {
+    // The plan the op ran (a fwd+bwd point's forward may keep chunks instead, as its budget says).
+    const LinearLogp::Impl& impl = op.impl();
+    const std::int64_t row_bytes = c.hidden * static_cast<std::int64_t>(dtype_size(c.dtype));
+    row["fwd_plan"] = fwd_plan_row(impl.vocab_split(c.n), c.n, row_bytes, impl.device.info().sm_count);
+  }
   add_energy(row, timing, fused_call, gemm_call, stream);
   return row;
 }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fwd_plan_row.hpp"
 #include "hbm_bandwidth.hpp"
 
 #include "runtime/compile/compile_pool.hpp"
@@ -157,27 +158,17 @@ bool row_of_point(const nlohmann::json& row, const SweepPoint& p) {
 }
 
 // A forward point's launch on a Hopper GPU of `gpu`'s multiprocessors and L2 (the sm_90a tiles), as
-// the split rules make it for a single-GPU forward-only op: the tile's columns (the default's or
-// one of the other tiles choose_fwd_plan may give a call; `rows_as_n`: the rows of its tiles where
-// it takes the rows as N, 0 otherwise), splits, blocks, the vocabulary tiles of
-// the longest block, and where the partials are merged (in the forward kernel or a combine kernel:
-// fwd_merges_in_kernel), so that a plan's odd choices show without a GPU. (A fwd+bwd point's
-// forward may keep chunks instead, which its op's budgets decide.) The H200 and H100 share the
-// multiprocessors but not the L2 (60 and 50 MiB), which the split count weighs.
+// the split rules make it for a single-GPU forward-only op (fwd_plan_row), so that a plan's odd
+// choices show without a GPU. (A fwd+bwd point's forward may keep chunks instead, which its op's
+// budgets decide.) The H200 and H100 share the multiprocessors but not the L2 (60 and 50 MiB),
+// which the split count weighs.
 nlohmann::json hopper_forward_plan(const SweepPoint& p, const GpuShape& gpu) {
   const FwdTile tile = default_fwd_tile(p.c.dtype, "sm_90a", true);
   const std::int64_t valid = p.c.valid_vocab > 0 ? p.c.valid_vocab : p.c.vocab;
   const std::int64_t row_bytes = p.c.hidden * static_cast<std::int64_t>(dtype_size(p.c.dtype));
   const VocabSplit plan =
       choose_fwd_plan(p.c.n, row_bytes, valid, tile, hopper_other_fwd_tiles(p.c.dtype, "sm_90a", true), gpu);
-  const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
-                                           : plan.split_tiles();
-  return {{"splits", plan.splits},
-          {"blocks", plan.blocks()},
-          {"longest_block_tiles", longest},
-          {"merge", fwd_merges_in_kernel(p.c.n, plan.tile_rows, plan.sources()) ? "kernel" : "combine"},
-          {"tile_cols", plan.tile_cols},
-          {"rows_as_n", plan.rows_as_n ? plan.tile_rows : 0}};
+  return fwd_plan_row(plan, p.c.n, row_bytes, gpu.sm_count);
 }
 
 // A fwd+bwd point's backward on an H200 (132 multiprocessors, the sm_90a tiles) for a single-GPU
