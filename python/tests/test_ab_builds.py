@@ -2,6 +2,7 @@
 prints a JSON row whose fused_ms comes from its environment and logs each call): variants run in
 alternating order, with their own environment, rows labelled, failures kept, medians and ratios."""
 
+import io
 import json
 import stat
 import sys
@@ -107,3 +108,22 @@ def test_last_json_row_skips_other_lines(ab):
     assert ab.last_json_row('x\n{"a": 1}\n{not json\nlog line\n') == {"a": 1}
     assert ab.last_json_row("[1, 2]\n") is None
     assert ab.last_json_row("") is None
+
+
+def test_rows_with_the_forwards_plan_show_it_and_the_cost_models_ratio(ab):
+    variants = [ab.Variant("rule", "x"), ab.Variant("wide", "x")]
+    cases = ["linear-logp --n 4097", "linear-logp --n 7"]
+    rule_plan = dict(rows_as_n=168, tile_rows=168, tile_cols=256, splits=5, model_time=120.0)
+    wide_plan = dict(rows_as_n=0, tile_rows=128, tile_cols=256, splits=4, model_time=126.0)
+    rows = [dict(variant="rule", case_index=0, round=1, fused_ms=12.8, fwd_plan=rule_plan),
+            dict(variant="wide", case_index=0, round=1, fused_ms=12.1, fwd_plan=wide_plan),
+            dict(variant="rule", case_index=1, round=1, fused_ms=0.1),  # a row without a plan
+            dict(variant="wide", case_index=1, round=1, fused_ms=0.1)]
+    plans = ab.forward_plans(rows, variants, cases)
+    assert plans == [{"rule": rule_plan, "wide": wide_plan}, {"rule": None, "wide": None}]
+    out = io.StringIO()
+    ab.print_summary(ab.summarize(rows, variants, cases), "fused_ms", file=out, plans=plans)
+    lines = out.getvalue().splitlines()
+    assert lines[1].endswith("x1.0000  N168x256/5 model x1.0000")
+    assert lines[2].endswith("x0.9453  M128x256/4 model x1.0500")
+    assert lines[4].endswith("x1.0000")

@@ -17,7 +17,9 @@ variant always runs first. A process's last line that is a JSON object is its ro
 `variant`, `case` (the arguments), `case_index` and `round`, and is appended to --out (a process
 that fails gives a row with `status` "failed", its exit status and the end of its error output).
 At the end, per case, each variant's median of --metric (fused_ms) over its rounds and its ratio
-to the first variant's are printed.
+to the first variant's are printed, and where the rows carry the forward's plan (`fwd_plan`), the
+plan and its model time's ratio to the first variant's: the cost model's expectation beside the
+measured move.
 """
 
 import argparse
@@ -28,6 +30,8 @@ import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+from compare_sweeps import plan_name
 
 
 @dataclass
@@ -126,13 +130,33 @@ def summarize(rows, variants, cases, metric="fused_ms"):
     return summary
 
 
-def print_summary(summary, metric, file=None):
+def forward_plans(rows, variants, cases):
+    """Per case, per variant label: the `fwd_plan` of its last row that has one, or None."""
+    plans = []
+    for case_index, _ in enumerate(cases):
+        found = {}
+        for variant in variants:
+            with_plan = [r["fwd_plan"] for r in rows if r["case_index"] == case_index
+                         and r["variant"] == variant.label and isinstance(r.get("fwd_plan"), dict)]
+            found[variant.label] = with_plan[-1] if with_plan else None
+        plans.append(found)
+    return plans
+
+
+def print_summary(summary, metric, file=None, plans=None):
     file = file if file is not None else sys.stdout
-    for case, entries in summary:
+    for case_index, (case, entries) in enumerate(summary):
         print(f"{case}", file=file)
+        case_plans = plans[case_index] if plans else {}
+        first = case_plans.get(entries[0][0]) if case_plans else None
         for label, median, count, ratio in entries:
             shown = "failed" if median is None else f"{median:.6g}"
             over = "" if ratio is None else f"  x{ratio:.4f}"
+            plan = case_plans.get(label)
+            if plan:
+                over += f"  {plan_name(plan)}"
+                if first and first.get("model_time") and "model_time" in plan:
+                    over += f" model x{plan['model_time'] / first['model_time']:.4f}"
             print(f"  {label:<20} {metric} {shown} ({count} rounds){over}", file=file)
 
 
@@ -161,7 +185,8 @@ def main(argv=None):
     finally:
         if out is not None:
             out.close()
-    print_summary(summarize(rows, variants, args.case, args.metric), args.metric)
+    print_summary(summarize(rows, variants, args.case, args.metric), args.metric,
+                  plans=forward_plans(rows, variants, args.case))
     return 1 if any(r.get("status") == "failed" for r in rows) else 0
 
 
