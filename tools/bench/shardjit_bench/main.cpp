@@ -1,8 +1,10 @@
 // shardjit-bench: GPU benchmarks of the ops against their baselines, one JSON object per case.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
 
 #include "linear_logp_bench.hpp"
 #include "linear_logp_sweep.hpp"
@@ -17,6 +19,17 @@ using namespace shardjit::bench;
 
 // A custom case's options were given, but not all of them, or a dtype that is not a float one.
 constexpr int kBadCustomCase = 2;
+// A timing was asked for where no GPU is visible: the skip status of the automake convention,
+// which the test tiers' SKIP_RETURN_CODE takes, so that a GPU test of the benchmark skips itself.
+constexpr int kNoGpu = 77;
+
+// Why no timing can run here: empty where the CUDA runtime sees a GPU, else its reason.
+std::string missing_gpu() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) return cudaGetErrorString(status);
+  return count > 0 ? std::string() : std::string("no CUDA device");
+}
 
 struct LogpOptions {
   std::string shapes = SHARDJIT_BENCH_SHAPES, only, dtype = "bf16";
@@ -181,6 +194,13 @@ int main(int argc, char** argv) {
   CLI::App* rs_command = add_reduce_scatter(app, rs);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!(logp.sweeping && logp.sweep.dry_run)) {
+      if (const std::string missing = missing_gpu(); !missing.empty()) {
+        std::fprintf(stderr, "shardjit-bench: a timing needs a GPU (%s); --sweep --dry-run lists a sweep without one\n",
+                     missing.c_str());
+        return kNoGpu;
+      }
+    }
     if (rs_command->parsed()) return run_reduce_scatter(rs, timing);
     if (logp_tp_command->parsed()) return run_logp_tp(logp_tp, timing);
     return run_logp(logp, timing, app);
