@@ -297,8 +297,7 @@ VocabSplit choose_fwd_plan(std::int64_t n_rows, std::int64_t row_bytes, std::int
   // Other tiles are weighed only against a wide plan of one wave (other_tile_pays): on the calls of
   // several waves their plans are not worked out at all.
   if (wide.units() > std::max(1, gpu.sm_count)) return wide;
-  // The Hopper loop's K slices: 64 16-bit elements, 128 bytes of a row.
-  const std::int64_t k_slices = (row_bytes + 127) / 128;
+  const std::int64_t k_slices = fwd_k_slices(row_bytes);
   // At one row tile the narrowest tile of the rows as M runs (other_tile_pays).
   int narrowest = tile.bn;
   for (const FwdTile& other : others) {

@@ -191,6 +191,10 @@ inline constexpr double kRowsAsNBlockEnd = 0.20;
 // then a wave of pieces each.
 std::int64_t fwd_plan_busiest_blocks(const VocabSplit& plan, int sm_count);
 
+// The K slices of a row of `row_bytes` bytes on the Hopper loop: 64 16-bit elements, 128 bytes,
+// a slice; what choose_fwd_plan weighs the tiles' costs at.
+constexpr std::int64_t fwd_k_slices(std::int64_t row_bytes) { return (row_bytes + 127) / 128; }
+
 // A plan's time in 128 x 256 tile times at K slices of 64 elements a tile: its busiest
 // multiprocessor's tiles (fwd_plan_busiest_tiles) at fwd_tile_cost each, and for the tiles of the
 // rows as N kRowsAsNBlockEnd a block of it.

@@ -7,8 +7,6 @@ namespace shardjit::bench {
 nlohmann::json fwd_plan_row(const VocabSplit& plan, std::int64_t n_rows, std::int64_t row_bytes, int sm_count) {
   const int longest = plan.unit_pieces > 1 ? kernels::fwd_piece_tiles(plan.split_tiles(), plan.unit_pieces)
                                            : plan.split_tiles();
-  // The Hopper loop's K slices: 128 bytes of a row (choose_fwd_plan weighs the tiles by them).
-  const std::int64_t k_slices = (row_bytes + 127) / 128;
   return {{"splits", plan.splits},
           {"blocks", plan.blocks()},
           {"row_tiles", plan.row_tiles},
@@ -17,7 +15,7 @@ nlohmann::json fwd_plan_row(const VocabSplit& plan, std::int64_t n_rows, std::in
           {"tile_rows", plan.tile_rows},
           {"tile_cols", plan.tile_cols},
           {"rows_as_n", plan.rows_as_n ? plan.tile_rows : 0},
-          {"model_time", fwd_plan_time(plan, sm_count, k_slices)}};
+          {"model_time", fwd_plan_time(plan, sm_count, fwd_k_slices(row_bytes))}};
 }
 
 }  // namespace shardjit::bench
