@@ -2,37 +2,17 @@
 // that cannot be parsed is an error naming the variable and what was expected.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <optional>
 #include <string>
 
 #include "runtime/env.hpp"
 #include "shardjit/error.hpp"
+#include "support/scoped_env.hpp"
 
 namespace shardjit {
 namespace {
 
-// Sets a variable for the scope of a test, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) {
-      ::unsetenv(name_);
-    } else {
-      ::setenv(name_, old_.c_str(), 1);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using testing::ScopedEnv;
 
 std::string error_of(const RuntimeOptions& options) {
   try {
